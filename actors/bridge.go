@@ -1,0 +1,183 @@
+package actors
+
+// Bridge protocol (a plain goroutine per claim, not an actor)
+//
+//	in  sarama ConsumeClaim(session, claim)   one call per claimed partition
+//	out spawns one PartitionActor per claim   named with topic, partition, generation and claim epoch
+//	out *messages.RecordAdmitted              only while it holds a partition credit and a process credit
+//	out *messages.Drain                       when the claim ends: Messages() closed (revoked), the session
+//	                                          context done (rebalance, shutdown) or the actor stopped
+//	in  *messages.DrainResult                 then ConsumeClaim returns
+//
+// The bridge never marks offsets; it only fences the marker once its claim has
+// ended, so a late partition actor cannot mark for a partition it lost.
+
+import (
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/patchflow/patchflow/messages"
+)
+
+// drainGrace is how long the bridge waits past the drain timeout for the
+// actor's answer; the actor answers right at its deadline, so this only
+// matters when the actor has failed.
+const drainGrace = 2 * time.Second
+
+// BridgeConfig is what a Bridge needs.
+type BridgeConfig struct {
+	System      *actor.ActorSystem
+	Settings    Settings
+	Handler     Handler
+	DeadLetters DeadLetterWriter
+	Logger      *slog.Logger
+	Stats       *Stats
+	// WrapMarker, when set, wraps each claim's marker; tests use it to watch marks.
+	WrapMarker func(OffsetMarker) OffsetMarker
+}
+
+// Bridge is a sarama.ConsumerGroupHandler that hands each claimed partition to
+// a PartitionActor. One Bridge may serve several consumer-group members of a
+// process; they share its process-wide credits.
+//
+// Guarantee: at most Settings.InFlightPerPartition records of a claim and
+// Settings.InFlightTotal records of the process are admitted and unfinished
+// at any time; ConsumeClaim returns within DrainTimeout plus a small grace
+// after its claim ends.
+type Bridge struct {
+	cfg    BridgeConfig
+	total  credits
+	epochs atomic.Int64
+	logger *slog.Logger
+}
+
+// NewBridge validates cfg and returns a Bridge.
+func NewBridge(cfg BridgeConfig) (*Bridge, error) {
+	if err := cfg.Settings.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.System == nil || cfg.Handler == nil || cfg.DeadLetters == nil {
+		return nil, fmt.Errorf("bridge needs an actor system, a handler and a dead-letter writer")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Stats == nil {
+		cfg.Stats = &Stats{}
+	}
+	return &Bridge{cfg: cfg, total: newCredits(cfg.Settings.InFlightTotal), logger: cfg.Logger}, nil
+}
+
+// Stats returns the counters the bridge's partition actors update.
+func (b *Bridge) Stats() *Stats { return b.cfg.Stats }
+
+// Setup implements sarama.ConsumerGroupHandler.
+func (b *Bridge) Setup(s sarama.ConsumerGroupSession) error {
+	b.logger.Info("joined consumer group", "member_id", s.MemberID(), "generation", s.GenerationID(), "claims", s.Claims())
+	return nil
+}
+
+// Cleanup implements sarama.ConsumerGroupHandler.
+func (b *Bridge) Cleanup(s sarama.ConsumerGroupSession) error {
+	b.logger.Info("left consumer group session", "member_id", s.MemberID(), "generation", s.GenerationID())
+	return nil
+}
+
+// ConsumeClaim implements sarama.ConsumerGroupHandler: it feeds one claimed
+// partition to a new PartitionActor and drains it when the claim ends.
+func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	ctx := session.Context()
+	epoch := b.epochs.Add(1)
+	generation := session.GenerationID()
+	var marker OffsetMarker = session
+	if b.cfg.WrapMarker != nil {
+		marker = b.cfg.WrapMarker(marker)
+	}
+	fence := &fencedMarker{inner: marker}
+	cc := claimCredits{partition: newCredits(b.cfg.Settings.InFlightPerPartition), total: b.total}
+
+	pa := NewPartitionActor(PartitionConfig{
+		Topic: claim.Topic(), Partition: claim.Partition(), Epoch: epoch,
+		Settings: b.cfg.Settings, Handler: b.cfg.Handler, DeadLetters: b.cfg.DeadLetters,
+		Marker: fence, Logger: b.logger.With("generation", generation), Stats: b.cfg.Stats,
+		credits: cc,
+	})
+	name := fmt.Sprintf("partition-%s-%d-g%d-e%d", claim.Topic(), claim.Partition(), generation, epoch)
+	pid, err := b.cfg.System.Root.SpawnNamed(pa.Props(), name)
+	if err != nil {
+		return fmt.Errorf("spawn %s: %w", name, err)
+	}
+	log := b.logger.With("topic", claim.Topic(), "partition", claim.Partition(), "generation", generation)
+	log.Info("claim started", "initial_offset", claim.InitialOffset(), "high_watermark", claim.HighWaterMarkOffset())
+
+	reason := b.feed(session, claim, pa, pid, cc)
+
+	start := time.Now()
+	timeout := b.cfg.Settings.DrainTimeout
+	res, err := b.cfg.System.Root.RequestFuture(pid, &messages.Drain{Timeout: durationpb.New(timeout)}, timeout+drainGrace).Result()
+	fence.close()
+	if err != nil {
+		log.Error("partition actor did not answer the drain; nothing more will be marked", "error", err)
+		b.cfg.System.Root.Stop(pid)
+		return nil
+	}
+	if r, ok := res.(*messages.DrainResult); ok {
+		log.Info("claim ended", "reason", reason, "watermark", r.GetWatermark(), "finished_in_drain", r.GetFinished(),
+			"abandoned", r.GetAbandoned(), "timed_out", r.GetTimedOut(), "drain", time.Since(start).Round(time.Millisecond))
+	}
+	// ctx may still be live (a cooperative revoke): returning now is what
+	// lets sarama hand the partition over.
+	_ = ctx
+	return nil
+}
+
+// feed admits records while the claim lasts and returns why it ended.
+func (b *Bridge) feed(session sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim, pa *PartitionActor, pid *actor.PID, cc claimCredits) string {
+	ctx := session.Context()
+	stopped := pa.Stopped()
+	records := claim.Messages()
+	for {
+		var msg *sarama.ConsumerMessage
+		select {
+		case m, ok := <-records:
+			if !ok {
+				return "revoked"
+			}
+			msg = m
+		case <-ctx.Done():
+			return "session ended"
+		case <-stopped:
+			return "partition actor stopped"
+		}
+		if !cc.acquire(ctx, stopped) {
+			// msg is not admitted and so never marked: Kafka redelivers it.
+			if ctx.Err() != nil {
+				return "session ended"
+			}
+			return "partition actor stopped"
+		}
+		b.cfg.System.Root.Send(pid, &messages.RecordAdmitted{Record: recordOf(msg)})
+	}
+}
+
+// recordOf converts a sarama message without copying key or value.
+func recordOf(m *sarama.ConsumerMessage) *messages.Record {
+	r := &messages.Record{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Key: m.Key, Value: m.Value}
+	if !m.Timestamp.IsZero() {
+		r.Timestamp = timestamppb.New(m.Timestamp)
+	}
+	if len(m.Headers) > 0 {
+		r.Headers = make([]*messages.Header, len(m.Headers))
+		for i, h := range m.Headers {
+			r.Headers[i] = &messages.Header{Key: h.Key, Value: h.Value}
+		}
+	}
+	return r
+}

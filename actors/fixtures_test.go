@@ -1,0 +1,290 @@
+package actors_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/patchflow/patchflow/actors"
+	"github.com/patchflow/patchflow/actors/ordering"
+	"github.com/patchflow/patchflow/messages"
+)
+
+// testSettings are fast: short backoff, short drain.
+func testSettings(mode ordering.Mode) actors.Settings {
+	s := actors.DefaultSettings()
+	s.Ordering = mode
+	s.BackoffMin = time.Millisecond
+	s.BackoffMax = 5 * time.Millisecond
+	s.DrainTimeout = 2 * time.Second
+	s.MaxAttempts = 3
+	s.ConsumerGroup = "test-group"
+	return s
+}
+
+// call is one Handle invocation seen by scriptedHandler.
+type call struct {
+	offset  int64
+	key     string
+	attempt int
+}
+
+// scriptedHandler lets a test decide when and how each Handle call returns.
+// Each call blocks until the test calls answer for its offset (or the
+// context is cancelled). It records concurrency per key and the offsets
+// finished successfully, for the checking marker.
+type scriptedHandler struct {
+	mu         sync.Mutex
+	answers    map[int64]chan func() error
+	attempts   map[int64]int
+	runningKey map[string]int
+	overlap    []string
+	succeeded  map[int64]bool
+	calls      chan call
+	cancelled  chan int64
+}
+
+func newScriptedHandler() *scriptedHandler {
+	return &scriptedHandler{
+		answers:    map[int64]chan func() error{},
+		attempts:   map[int64]int{},
+		runningKey: map[string]int{},
+		succeeded:  map[int64]bool{},
+		calls:      make(chan call, 1024),
+		cancelled:  make(chan int64, 1024),
+	}
+}
+
+func (h *scriptedHandler) answerChan(offset int64) chan func() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ch, ok := h.answers[offset]
+	if !ok {
+		ch = make(chan func() error, 16)
+		h.answers[offset] = ch
+	}
+	return ch
+}
+
+// answer makes the next (or current) Handle call for offset run f and return its result.
+func (h *scriptedHandler) answer(offset int64, f func() error) { h.answerChan(offset) <- f }
+
+func (h *scriptedHandler) Handle(ctx context.Context, r *messages.Record) error {
+	key := string(r.GetKey())
+	h.mu.Lock()
+	h.attempts[r.GetOffset()]++
+	attempt := h.attempts[r.GetOffset()]
+	if key != "" {
+		h.runningKey[key]++
+		if h.runningKey[key] > 1 {
+			h.overlap = append(h.overlap, fmt.Sprintf("key %s offset %d", key, r.GetOffset()))
+		}
+	}
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		if key != "" {
+			h.runningKey[key]--
+		}
+		h.mu.Unlock()
+	}()
+	h.calls <- call{offset: r.GetOffset(), key: key, attempt: attempt}
+	select {
+	case f := <-h.answerChan(r.GetOffset()):
+		err := f()
+		if err == nil {
+			h.mu.Lock()
+			h.succeeded[r.GetOffset()] = true
+			h.mu.Unlock()
+		}
+		return err
+	case <-ctx.Done():
+		h.cancelled <- r.GetOffset()
+		return ctx.Err()
+	}
+}
+
+func (h *scriptedHandler) isFinished(offset int64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.succeeded[offset]
+}
+
+func (h *scriptedHandler) overlaps() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.overlap...)
+}
+
+func ok() error { return nil }
+
+// expectCall waits for the next Handle call.
+func expectCall(t *testing.T, h *scriptedHandler) call {
+	t.Helper()
+	select {
+	case c := <-h.calls:
+		return c
+	case <-time.After(3 * time.Second):
+		t.Fatal("no handler call within 3s")
+		return call{}
+	}
+}
+
+// mark is one MarkOffset call.
+type mark struct {
+	partition int32
+	offset    int64
+}
+
+// checkingMarker records marks and fails the test on a mark that passes an
+// unfinished offset or moves backwards.
+type checkingMarker struct {
+	t        *testing.T
+	finished func(offset int64) bool
+	admitted func() []int64
+	mu       sync.Mutex
+	last     int64
+	marks    chan mark
+}
+
+func newCheckingMarker(t *testing.T, finished func(int64) bool, admitted func() []int64) *checkingMarker {
+	return &checkingMarker{t: t, finished: finished, admitted: admitted, last: -1, marks: make(chan mark, 1024)}
+}
+
+func (m *checkingMarker) MarkOffset(_ string, partition int32, offset int64, _ string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if offset <= m.last {
+		m.t.Errorf("mark moved backwards or repeated: %d after %d", offset, m.last)
+	}
+	for _, o := range m.admitted() {
+		if o < offset && !m.finished(o) {
+			m.t.Errorf("mark %d passes unfinished offset %d", offset, o)
+		}
+	}
+	m.last = offset
+	m.marks <- mark{partition: partition, offset: offset}
+}
+
+func (m *checkingMarker) expectMark(t *testing.T, want int64) {
+	t.Helper()
+	select {
+	case got := <-m.marks:
+		if got.offset != want {
+			t.Fatalf("mark = %d, want %d", got.offset, want)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatalf("no mark within 3s, want %d", want)
+	}
+}
+
+func (m *checkingMarker) expectNoMark(t *testing.T, d time.Duration) {
+	t.Helper()
+	select {
+	case got := <-m.marks:
+		t.Fatalf("unexpected mark %d", got.offset)
+	case <-time.After(d):
+	}
+}
+
+// scriptedDeadLetters fails its first failures writes, then succeeds; each
+// write waits for the test to allow it when gate is set.
+type scriptedDeadLetters struct {
+	mu       sync.Mutex
+	failures int
+	writes   int
+	written  map[int64]*messages.DeadLetter
+	gate     chan struct{}
+	seen     chan *messages.DeadLetter
+}
+
+func newScriptedDeadLetters(failures int, gated bool) *scriptedDeadLetters {
+	d := &scriptedDeadLetters{failures: failures, written: map[int64]*messages.DeadLetter{}, seen: make(chan *messages.DeadLetter, 64)}
+	if gated {
+		d.gate = make(chan struct{})
+	}
+	return d
+}
+
+func (d *scriptedDeadLetters) Write(ctx context.Context, l *messages.DeadLetter) error {
+	d.seen <- l
+	if d.gate != nil {
+		select {
+		case <-d.gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.writes++
+	if d.writes <= d.failures {
+		return fmt.Errorf("broker unavailable (write %d)", d.writes)
+	}
+	d.written[l.GetOriginalOffset()] = l
+	return nil
+}
+
+func (d *scriptedDeadLetters) isWritten(offset int64) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.written[offset] != nil
+}
+
+// partitionFixture runs one PartitionActor with a scripted handler, a
+// scripted dead-letter writer and a checking marker.
+type partitionFixture struct {
+	system   *actor.ActorSystem
+	handler  *scriptedHandler
+	dlq      *scriptedDeadLetters
+	marker   *checkingMarker
+	stats    *actors.Stats
+	actor    *actors.PartitionActor
+	pid      *actor.PID
+	epoch    int64
+	mu       sync.Mutex
+	admitted []int64
+}
+
+func newPartitionFixture(t *testing.T, settings actors.Settings, dlq *scriptedDeadLetters) *partitionFixture {
+	t.Helper()
+	f := &partitionFixture{system: actor.NewActorSystem(), handler: newScriptedHandler(), dlq: dlq, stats: &actors.Stats{}, epoch: 7}
+	if f.dlq == nil {
+		f.dlq = newScriptedDeadLetters(0, false)
+	}
+	finished := func(o int64) bool { return f.handler.isFinished(o) || f.dlq.isWritten(o) }
+	f.marker = newCheckingMarker(t, finished, f.admittedOffsets)
+	f.actor = actors.NewPartitionActor(actors.PartitionConfig{
+		Topic: "events", Partition: 3, Epoch: f.epoch, Settings: settings,
+		Handler: f.handler, DeadLetters: f.dlq, Marker: f.marker, Stats: f.stats,
+	})
+	f.pid = f.system.Root.Spawn(f.actor.Props())
+	t.Cleanup(func() {
+		_ = f.system.Root.StopFuture(f.pid).Wait()
+		f.system.Shutdown()
+	})
+	return f
+}
+
+func (f *partitionFixture) admittedOffsets() []int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]int64(nil), f.admitted...)
+}
+
+func (f *partitionFixture) admit(offset int64, key string) {
+	f.mu.Lock()
+	f.admitted = append(f.admitted, offset)
+	f.mu.Unlock()
+	var k []byte
+	if key != "" {
+		k = []byte(key)
+	}
+	f.system.Root.Send(f.pid, &messages.RecordAdmitted{Record: &messages.Record{
+		Topic: "events", Partition: 3, Offset: offset, Key: k, Value: []byte(fmt.Sprintf("value-%d", offset)),
+	}})
+}

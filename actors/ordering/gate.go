@@ -1,0 +1,172 @@
+// Package ordering decides which admitted records of one partition may run
+// now and which wait for an earlier record. It is a plain data structure with
+// no actors, Kafka or I/O; its single owner (the partition actor) serialises
+// access.
+package ordering
+
+import "fmt"
+
+// Mode is an ordering guarantee within one partition.
+type Mode int
+
+const (
+	// ByKey runs records with the same key one at a time, in offset order;
+	// records with different keys, or without a key, run concurrently.
+	ByKey Mode = iota
+	// ByPartition runs one record of the partition at a time, in offset order.
+	ByPartition
+	// Unordered runs every admitted record at once.
+	Unordered
+)
+
+// String returns the name used in configuration.
+func (m Mode) String() string {
+	switch m {
+	case ByKey:
+		return "key"
+	case ByPartition:
+		return "partition"
+	case Unordered:
+		return "unordered"
+	}
+	return fmt.Sprintf("Mode(%d)", int(m))
+}
+
+// ParseMode turns a configuration value into a Mode.
+func ParseMode(s string) (Mode, error) {
+	switch s {
+	case "key":
+		return ByKey, nil
+	case "partition":
+		return ByPartition, nil
+	case "unordered":
+		return Unordered, nil
+	}
+	return 0, fmt.Errorf("unknown ordering %q (want key, partition or unordered)", s)
+}
+
+// Gate holds back a record while an earlier record it must follow is running.
+//
+// Guarantee: in ByKey mode at most one record per non-empty key is running,
+// and the records of a key start in the order they were admitted; in
+// ByPartition mode the same holds for the partition as a whole.
+//
+// Cost: O(1) per Admit and Release. A busy key costs one map entry; a key
+// with records waiting also holds a queue, recycled when the key goes idle.
+type Gate struct {
+	mode   Mode
+	busy   map[string]*queue // ByKey: keys with a running record -> waiting offsets (nil when none wait)
+	whole  queue             // ByPartition: waiting offsets
+	locked bool              // ByPartition: a record is running
+	free   []*queue          // recycled queues
+	held   int
+}
+
+// NewGate returns an empty gate for mode.
+func NewGate(mode Mode) *Gate {
+	return &Gate{mode: mode, busy: make(map[string]*queue)}
+}
+
+// Admit offers a newly admitted record. It reports true when the record may
+// start now; otherwise the gate holds it until Release hands it out.
+func (g *Gate) Admit(key []byte, offset int64) (runNow bool) {
+	switch g.mode {
+	case ByPartition:
+		if !g.locked {
+			g.locked = true
+			return true
+		}
+		g.whole.push(offset)
+		g.held++
+		return false
+	case ByKey:
+		if len(key) == 0 {
+			return true
+		}
+		q, running := g.busy[string(key)]
+		if !running {
+			g.busy[string(key)] = nil
+			return true
+		}
+		if q == nil {
+			q = g.newQueue()
+			g.busy[string(key)] = q
+		}
+		q.push(offset)
+		g.held++
+		return false
+	}
+	return true
+}
+
+// Release tells the gate that the running record with key finished. It
+// returns the offset of the record that may start next in its place, if any.
+func (g *Gate) Release(key []byte) (next int64, ok bool) {
+	switch g.mode {
+	case ByPartition:
+		if g.whole.len() > 0 {
+			g.held--
+			return g.whole.pop(), true
+		}
+		g.locked = false
+		return 0, false
+	case ByKey:
+		if len(key) == 0 {
+			return 0, false
+		}
+		q, running := g.busy[string(key)]
+		if !running {
+			return 0, false
+		}
+		if q == nil || q.len() == 0 {
+			delete(g.busy, string(key))
+			if q != nil {
+				g.free = append(g.free, q)
+			}
+			return 0, false
+		}
+		g.held--
+		return q.pop(), true
+	}
+	return 0, false
+}
+
+// Held returns the number of records waiting behind another.
+func (g *Gate) Held() int { return g.held }
+
+// Clear forgets every held record (they will not start) and every running
+// key. The partition actor calls it when it drains.
+func (g *Gate) Clear() {
+	clear(g.busy)
+	g.whole = queue{}
+	g.locked = false
+	g.held = 0
+}
+
+func (g *Gate) newQueue() *queue {
+	if n := len(g.free); n > 0 {
+		q := g.free[n-1]
+		g.free = g.free[:n-1]
+		return q
+	}
+	return &queue{}
+}
+
+// queue is a FIFO of offsets that reuses its backing array.
+type queue struct {
+	items []int64
+	head  int
+}
+
+func (q *queue) push(o int64) { q.items = append(q.items, o) }
+
+func (q *queue) len() int { return len(q.items) - q.head }
+
+func (q *queue) pop() int64 {
+	o := q.items[q.head]
+	q.head++
+	if q.head == len(q.items) {
+		q.items, q.head = q.items[:0], 0
+	}
+	return o
+}

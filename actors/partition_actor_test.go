@@ -1,0 +1,325 @@
+package actors_test
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/patchflow/patchflow/actors/actortest"
+	"github.com/patchflow/patchflow/actors/ordering"
+	"github.com/patchflow/patchflow/messages"
+)
+
+// Records finished out of order are marked only as the lowest unfinished one
+// finishes; the checking marker fails the test on any mark past an
+// unfinished offset.
+func TestPartitionMarksOnlyInWatermarkOrder(t *testing.T) {
+	f := newPartitionFixture(t, testSettings(ordering.Unordered), nil)
+	offsets := []int64{10, 11, 13, 14, 17} // gaps: 12, 15 and 16 were compacted away
+	for _, o := range offsets {
+		f.admit(o, "")
+	}
+	for range offsets {
+		expectCall(t, f.handler)
+	}
+	// finish everything but the first: nothing may be marked.
+	for _, o := range []int64{17, 13, 14, 11} {
+		f.handler.answer(o, ok)
+	}
+	f.marker.expectNoMark(t, 100*time.Millisecond)
+	f.handler.answer(10, ok)
+	f.marker.expectMark(t, 18)
+}
+
+func TestPartitionMarksEachAdvance(t *testing.T) {
+	f := newPartitionFixture(t, testSettings(ordering.Unordered), nil)
+	for o := int64(0); o < 3; o++ {
+		f.admit(o, "")
+		expectCall(t, f.handler)
+	}
+	f.handler.answer(1, ok)
+	f.marker.expectNoMark(t, 50*time.Millisecond)
+	f.handler.answer(0, ok)
+	f.marker.expectMark(t, 2) // 0 and 1 done, 2 still running
+	f.handler.answer(2, ok)
+	f.marker.expectMark(t, 3)
+}
+
+// In key mode two records of one key never run at once, and they start in
+// offset order; other keys are not held back.
+func TestPartitionKeyOrder(t *testing.T) {
+	f := newPartitionFixture(t, testSettings(ordering.ByKey), nil)
+	keys := []string{"a", "b", "a", "c", "a", "b"}
+	for i, k := range keys {
+		f.admit(int64(i), k)
+	}
+	// a@0, b@1, c@3 start; a@2, a@4, b@5 wait.
+	var started []int64
+	for range 3 {
+		started = append(started, expectCall(t, f.handler).offset)
+	}
+	slices.Sort(started)
+	if !slices.Equal(started, []int64{0, 1, 3}) {
+		t.Fatalf("started %v, want [0 1 3]", started)
+	}
+	select {
+	case c := <-f.handler.calls:
+		t.Fatalf("offset %d started while its key was busy", c.offset)
+	case <-time.After(50 * time.Millisecond):
+	}
+	f.handler.answer(0, ok)
+	if c := expectCall(t, f.handler); c.offset != 2 {
+		t.Fatalf("after a@0, started %d, want a@2", c.offset)
+	}
+	f.handler.answer(2, ok)
+	if c := expectCall(t, f.handler); c.offset != 4 {
+		t.Fatalf("after a@2, started %d, want a@4", c.offset)
+	}
+	f.handler.answer(1, ok)
+	if c := expectCall(t, f.handler); c.offset != 5 {
+		t.Fatalf("after b@1, started %d, want b@5", c.offset)
+	}
+	for _, o := range []int64{3, 4, 5} {
+		f.handler.answer(o, ok)
+	}
+	// marks arrive as the watermark moves; the last must be 6.
+	deadline := time.After(3 * time.Second)
+	for {
+		select {
+		case m := <-f.marker.marks:
+			if m.offset == 6 {
+				if o := f.handler.overlaps(); len(o) > 0 {
+					t.Fatalf("records of one key overlapped: %v", o)
+				}
+				return
+			}
+		case <-deadline:
+			t.Fatal("final mark 6 never came")
+		}
+	}
+}
+
+func TestPartitionModeRunsOneAtATime(t *testing.T) {
+	f := newPartitionFixture(t, testSettings(ordering.ByPartition), nil)
+	for o := int64(0); o < 3; o++ {
+		f.admit(o, string(rune('a'+o)))
+	}
+	for want := int64(0); want < 3; want++ {
+		if c := expectCall(t, f.handler); c.offset != want {
+			t.Fatalf("started %d, want %d", c.offset, want)
+		}
+		select {
+		case c := <-f.handler.calls:
+			t.Fatalf("offset %d started while %d runs", c.offset, want)
+		case <-time.After(30 * time.Millisecond):
+		}
+		f.handler.answer(want, ok)
+		f.marker.expectMark(t, want+1)
+	}
+}
+
+// A drain waits for running records until its deadline, then cancels them;
+// the cancelled ones stay unmarked and the drain answers on time.
+func TestPartitionDrainDeadlineLeavesCancelledUnmarked(t *testing.T) {
+	f := newPartitionFixture(t, testSettings(ordering.ByKey), nil)
+	probe := actortest.NewProbe(t, f.system)
+	f.admit(0, "a")
+	f.admit(1, "b")
+	f.admit(2, "c")
+	f.admit(3, "b") // held behind b@1: abandoned without starting
+	for range 3 {
+		expectCall(t, f.handler)
+	}
+	f.handler.answer(0, ok)
+	f.marker.expectMark(t, 1)
+	f.handler.answer(2, ok) // 2 finishes, 1 never does
+
+	start := time.Now()
+	timeout := 300 * time.Millisecond
+	probe.Send(f.pid, &messages.Drain{Timeout: durationpb.New(timeout)})
+	res := actortest.ExpectMsg[*messages.DrainResult](probe, 2*time.Second)
+	took := time.Since(start)
+	if took < timeout || took > timeout+time.Second {
+		t.Fatalf("drain took %v with a %v deadline", took, timeout)
+	}
+	if !res.GetTimedOut() || res.GetWatermark() != 1 || res.GetAbandoned() != 2 {
+		t.Fatalf("drain result %v; want timed out, watermark 1, 2 abandoned", res)
+	}
+	select {
+	case o := <-f.handler.cancelled:
+		if o != 1 {
+			t.Fatalf("cancelled offset %d, want 1", o)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("the running handler was not cancelled at the deadline")
+	}
+	f.marker.expectNoMark(t, 100*time.Millisecond)
+	select {
+	case c := <-f.handler.calls:
+		t.Fatalf("offset %d started after the drain", c.offset)
+	default:
+	}
+	if s := f.stats.Snapshot(); s.Abandoned != 2 || s.InFlight != 0 {
+		t.Fatalf("stats %+v; want 2 abandoned, 0 in flight", s)
+	}
+}
+
+// A drain with nothing running completes at once and marks everything.
+func TestPartitionDrainWaitsForRunningRecords(t *testing.T) {
+	f := newPartitionFixture(t, testSettings(ordering.Unordered), nil)
+	probe := actortest.NewProbe(t, f.system)
+	f.admit(0, "")
+	f.admit(1, "")
+	expectCall(t, f.handler)
+	expectCall(t, f.handler)
+	probe.Send(f.pid, &messages.Drain{Timeout: durationpb.New(5 * time.Second)})
+	probe.ExpectNoMsg(50 * time.Millisecond)
+	f.handler.answer(1, ok)
+	f.handler.answer(0, ok)
+	res := actortest.ExpectMsg[*messages.DrainResult](probe, 2*time.Second)
+	if res.GetTimedOut() || res.GetWatermark() != 2 || res.GetAbandoned() != 0 || res.GetFinished() != 2 {
+		t.Fatalf("drain result %v; want watermark 2, 2 finished, none abandoned", res)
+	}
+	select {
+	case <-f.actor.Stopped():
+	case <-time.After(2 * time.Second):
+		t.Fatal("partition actor did not stop after its drain")
+	}
+}
+
+// A completion carrying another claim's epoch is dropped, never marked.
+func TestPartitionDropsCompletionFromOlderEpoch(t *testing.T) {
+	f := newPartitionFixture(t, testSettings(ordering.Unordered), nil)
+	f.admit(0, "")
+	expectCall(t, f.handler)
+	f.system.Root.Send(f.pid, &messages.RecordDone{Offset: 0, Epoch: f.epoch - 1, Attempt: 1, Outcome: messages.Outcome_OUTCOME_OK})
+	f.marker.expectNoMark(t, 100*time.Millisecond)
+	if got := f.stats.Snapshot().Fenced; got != 1 {
+		t.Fatalf("fenced = %d, want 1", got)
+	}
+	f.handler.answer(0, ok)
+	f.marker.expectMark(t, 1)
+}
+
+func TestPartitionRetriesTransientFailure(t *testing.T) {
+	f := newPartitionFixture(t, testSettings(ordering.ByKey), nil)
+	f.admit(0, "a")
+	if c := expectCall(t, f.handler); c.attempt != 1 {
+		t.Fatalf("attempt %d", c.attempt)
+	}
+	f.handler.answer(0, func() error { return messages.Transient(errors.New("vmaas 503")) })
+	f.marker.expectNoMark(t, 30*time.Millisecond)
+	if c := expectCall(t, f.handler); c.attempt != 2 {
+		t.Fatalf("retry was attempt %d, want 2", c.attempt)
+	}
+	f.handler.answer(0, ok)
+	f.marker.expectMark(t, 1)
+	if s := f.stats.Snapshot(); s.Retried != 1 || s.Succeeded != 1 || s.DeadLettered != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+// A permanent failure is dead-lettered at once, and the record counts as
+// finished only after the write is acknowledged.
+func TestPartitionDeadLettersPermanentFailureBeforeFinishing(t *testing.T) {
+	dlq := newScriptedDeadLetters(0, true)
+	f := newPartitionFixture(t, testSettings(ordering.ByKey), dlq)
+	f.admit(5, "host-1")
+	expectCall(t, f.handler)
+	f.handler.answer(5, func() error { return messages.Permanent(errors.New("missing org_id")) })
+	var letter *messages.DeadLetter
+	select {
+	case letter = <-dlq.seen:
+	case <-time.After(3 * time.Second):
+		t.Fatal("no dead-letter write")
+	}
+	f.marker.expectNoMark(t, 100*time.Millisecond) // write not yet acknowledged
+	close(dlq.gate)
+	f.marker.expectMark(t, 6)
+	if letter.GetOriginalOffset() != 5 || string(letter.GetKey()) != "host-1" || string(letter.GetValue()) != "value-5" ||
+		letter.GetErrorClass() != messages.ErrorClass_ERROR_CLASS_PERMANENT || letter.GetAttempts() != 1 ||
+		letter.GetError() != "missing org_id" || letter.GetConsumerGroup() != "test-group" || letter.GetOriginalPartition() != 3 {
+		t.Fatalf("envelope %v", letter)
+	}
+	select {
+	case c := <-f.handler.calls:
+		t.Fatalf("a permanent failure was retried: %+v", c)
+	default:
+	}
+}
+
+// A dead-letter write that fails is retried; the record stays unfinished
+// (and unmarked) until a write succeeds.
+func TestPartitionRetriesFailingDeadLetterWrite(t *testing.T) {
+	dlq := newScriptedDeadLetters(3, false)
+	f := newPartitionFixture(t, testSettings(ordering.ByKey), dlq)
+	f.admit(0, "a")
+	f.admit(1, "b")
+	expectCall(t, f.handler)
+	expectCall(t, f.handler)
+	f.handler.answer(1, ok)
+	// attempts run out on transient failures: 3 attempts, then the DLQ.
+	for attempt := 1; attempt <= 3; attempt++ {
+		f.handler.answer(0, func() error { return errors.New("unclassified") })
+		if attempt < 3 {
+			if c := expectCall(t, f.handler); c.attempt != attempt+1 {
+				t.Fatalf("attempt %d, want %d", c.attempt, attempt+1)
+			}
+		}
+	}
+	for i := 0; i < 4; i++ { // three failed writes, then the one that succeeds
+		select {
+		case l := <-dlq.seen:
+			if l.GetAttempts() != 3 || l.GetErrorClass() != messages.ErrorClass_ERROR_CLASS_UNKNOWN {
+				t.Fatalf("envelope %v", l)
+			}
+		case <-time.After(3 * time.Second):
+			t.Fatalf("dead-letter write %d never came", i+1)
+		}
+	}
+	f.marker.expectMark(t, 2)
+	if s := f.stats.Snapshot(); s.DeadLettered != 1 || s.Succeeded != 1 || s.Retried != 2 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+// A handler panic is supervised by the partition actor: the child is
+// stopped, the attempt counts as failed and is retried; the system goes on.
+func TestPartitionSurvivesHandlerPanic(t *testing.T) {
+	f := newPartitionFixture(t, testSettings(ordering.ByKey), nil)
+	f.admit(0, "a")
+	expectCall(t, f.handler)
+	f.handler.answer(0, func() error { panic("nil map in handler") })
+	if c := expectCall(t, f.handler); c.offset != 0 || c.attempt != 2 {
+		t.Fatalf("after the panic got %+v, want a retry of offset 0", c)
+	}
+	f.handler.answer(0, ok)
+	f.marker.expectMark(t, 1)
+	// the actor and the system still work
+	f.admit(1, "a")
+	expectCall(t, f.handler)
+	f.handler.answer(1, ok)
+	f.marker.expectMark(t, 2)
+	if s := f.stats.Snapshot(); s.Panics != 1 || s.Succeeded != 2 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+// A handler that panics on every attempt ends in the dead-letter topic.
+func TestPartitionDeadLettersRepeatedPanic(t *testing.T) {
+	dlq := newScriptedDeadLetters(0, false)
+	f := newPartitionFixture(t, testSettings(ordering.ByKey), dlq)
+	f.admit(0, "a")
+	for attempt := 1; attempt <= 3; attempt++ {
+		expectCall(t, f.handler)
+		f.handler.answer(0, func() error { panic("always") })
+	}
+	f.marker.expectMark(t, 1)
+	l := dlq.written[0]
+	if l == nil || l.GetErrorClass() != messages.ErrorClass_ERROR_CLASS_PANIC || l.GetAttempts() != 3 {
+		t.Fatalf("envelope %v", l)
+	}
+}
