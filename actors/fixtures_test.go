@@ -3,7 +3,10 @@ package actors_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +16,31 @@ import (
 	"github.com/patchflow/patchflow/actors/ordering"
 	"github.com/patchflow/patchflow/messages"
 )
+
+// newTestSystem returns an actor system whose logs go to the test log at
+// Warn and above, shut down when the test ends.
+func newTestSystem(t *testing.T) *actor.ActorSystem {
+	w := &tWriter{t: t}
+	system := actors.NewActorSystem(slog.New(slog.NewTextHandler(w, nil)))
+	t.Cleanup(system.Shutdown)
+	t.Cleanup(func() { w.done.Store(true) }) // runs first: t.Log after the test panics
+	return system
+}
+
+// tWriter sends log lines to the test log while the test runs.
+type tWriter struct {
+	t    *testing.T
+	done atomic.Bool
+}
+
+func (w *tWriter) Write(p []byte) (int, error) {
+	if !w.done.Load() {
+		w.t.Log(strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // testSettings are fast: short backoff, short drain.
 func testSettings(mode ordering.Mode) actors.Settings {
@@ -252,7 +280,7 @@ type partitionFixture struct {
 
 func newPartitionFixture(t *testing.T, settings actors.Settings, dlq *scriptedDeadLetters) *partitionFixture {
 	t.Helper()
-	f := &partitionFixture{system: actor.NewActorSystem(), handler: newScriptedHandler(), dlq: dlq, stats: &actors.Stats{}, epoch: 7}
+	f := &partitionFixture{system: newTestSystem(t), handler: newScriptedHandler(), dlq: dlq, stats: &actors.Stats{}, epoch: 7}
 	if f.dlq == nil {
 		f.dlq = newScriptedDeadLetters(0, false)
 	}
@@ -265,7 +293,6 @@ func newPartitionFixture(t *testing.T, settings actors.Settings, dlq *scriptedDe
 	f.pid = f.system.Root.Spawn(f.actor.Props())
 	t.Cleanup(func() {
 		_ = f.system.Root.StopFuture(f.pid).Wait()
-		f.system.Shutdown()
 	})
 	return f
 }

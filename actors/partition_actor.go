@@ -31,8 +31,20 @@ import (
 	"github.com/patchflow/patchflow/messages"
 )
 
-// drainDeadline is the PartitionActor's own timer message.
-type drainDeadline struct{}
+// Drain timer messages, sent by the PartitionActor to itself. The drain
+// budget splits in two: handlers run until cancelAt, then get the rest (the
+// cancel grace) to return from their cancellation, so a cancelled handler is
+// normally gone before the next owner of the partition starts the same key.
+type (
+	drainCancel   struct{}
+	drainDeadline struct{}
+)
+
+// cancelGrace is the part of a drain budget reserved for cancelled handlers
+// to return: a tenth, at most two seconds.
+func cancelGrace(budget time.Duration) time.Duration {
+	return min(budget/10, 2*time.Second)
+}
 
 // PartitionConfig is what a PartitionActor needs for one claim.
 type PartitionConfig struct {
@@ -70,7 +82,8 @@ type PartitionActor struct {
 	cancelRun   context.CancelFunc // interrupts running handlers at the drain deadline
 	draining    chan struct{}      // closed when the drain starts
 	drainReply  *actor.PID
-	drainTimer  *time.Timer
+	drainTimers []*time.Timer
+	cancelled   bool  // running handlers were cancelled: the drain has timed out
 	drainFinish int64 // records finished since the drain started
 	drained     bool  // the drain completed; the actor is stopping
 
@@ -144,6 +157,11 @@ func (a *PartitionActor) Receive(c actor.Context) {
 		}
 	case *messages.Drain:
 		a.startDrain(c, m)
+	case drainCancel:
+		if !a.drained {
+			a.cancelled = true
+			a.cancelRun()
+		}
 	case drainDeadline:
 		if !a.drained {
 			a.completeDrain(c, true)
@@ -320,12 +338,15 @@ func (a *PartitionActor) startDrain(c actor.Context, m *messages.Drain) {
 		return
 	}
 	self, root := c.Self(), c.ActorSystem().Root
-	a.drainTimer = time.AfterFunc(timeout, func() { root.Send(self, drainDeadline{}) })
+	a.drainTimers = []*time.Timer{
+		time.AfterFunc(timeout-cancelGrace(timeout), func() { root.Send(self, drainCancel{}) }),
+		time.AfterFunc(timeout, func() { root.Send(self, drainDeadline{}) }),
+	}
 }
 
 func (a *PartitionActor) maybeCompleteDrain(c actor.Context) {
 	if a.running == 0 && !a.drained {
-		a.completeDrain(c, false)
+		a.completeDrain(c, a.cancelled)
 	}
 }
 
@@ -334,8 +355,8 @@ func (a *PartitionActor) maybeCompleteDrain(c actor.Context) {
 // offsets are never marked, so Kafka redelivers them.
 func (a *PartitionActor) completeDrain(c actor.Context, timedOut bool) {
 	a.drained = true
-	if a.drainTimer != nil {
-		a.drainTimer.Stop()
+	for _, t := range a.drainTimers {
+		t.Stop()
 	}
 	a.cancelRun()
 	a.markWatermark()

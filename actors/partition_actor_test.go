@@ -142,7 +142,9 @@ func TestPartitionDrainDeadlineLeavesCancelledUnmarked(t *testing.T) {
 	probe.Send(f.pid, &messages.Drain{Timeout: durationpb.New(timeout)})
 	res := actortest.ExpectMsg[*messages.DrainResult](probe, 2*time.Second)
 	took := time.Since(start)
-	if took < timeout || took > timeout+time.Second {
+	// Handlers are cancelled a tenth before the deadline, so that they can
+	// return before the partition is handed over; the drain ends once they did.
+	if took < timeout-timeout/10 || took > timeout+time.Second {
 		t.Fatalf("drain took %v with a %v deadline", took, timeout)
 	}
 	if !res.GetTimedOut() || res.GetWatermark() != 1 || res.GetAbandoned() != 2 {
