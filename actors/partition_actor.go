@@ -362,7 +362,7 @@ func (a *PartitionActor) completeDrain(c actor.Context, timedOut bool) {
 	a.markWatermark()
 	abandoned := a.releaseUnfinished()
 	result := &messages.DrainResult{Watermark: a.marked, Finished: a.drainFinish, Abandoned: int64(abandoned), TimedOut: timedOut}
-	a.logger.Info("partition drained", "watermark", a.marked, "finished", a.drainFinish, "abandoned", abandoned, "timed_out", timedOut)
+	a.logger.Debug("partition drained", "watermark", a.marked, "finished", a.drainFinish, "abandoned", abandoned, "timed_out", timedOut)
 	if a.drainReply != nil {
 		c.Send(a.drainReply, result)
 	}

@@ -1,0 +1,137 @@
+// Package listener wires the patchflow listener process: configuration from
+// environment and flags, the Kafka consumer-group members, the dead-letter
+// producer, the actor system and the handler. cmd/listener and cmd/demo are
+// thin mains over it.
+package listener
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/patchflow/patchflow/actors"
+	"github.com/patchflow/patchflow/actors/ordering"
+	"github.com/patchflow/patchflow/cmd/internal/settings"
+)
+
+// EmbeddedBrokers is the KAFKA_BROKERS value that starts an in-process broker.
+const EmbeddedBrokers = "embedded"
+
+// Config is the listener's configuration.
+type Config struct {
+	Brokers   []string // empty when Embedded
+	Embedded  bool
+	Kafka     actors.KafkaSettings
+	Consumers int
+	Pipeline  actors.Settings
+
+	EmbeddedPartitions int
+	SimulatedLatency   time.Duration
+	SimulatedJitter    time.Duration
+	ProgressInterval   time.Duration
+	LogLevel           string
+	LogFormat          string
+}
+
+// Parse reads the configuration from lookup (the environment) and args (the
+// flags, which win). It returns settings.ErrHelp for -h, or an error naming
+// the bad setting.
+func Parse(args []string, lookup func(string) (string, bool)) (*Config, *settings.Set, error) {
+	var (
+		brokers, topic, group, dlq, version, assignor, order string
+		cfg                                                  Config
+	)
+	def := actors.DefaultSettings()
+	p := &cfg.Pipeline
+	s := settings.New("listener")
+	s.String(&brokers, "KAFKA_BROKERS", "kafka-brokers", "", "comma-separated host:port list of Kafka brokers, or 'embedded' for an in-process broker (required)", nil)
+	s.String(&topic, "KAFKA_TOPIC", "kafka-topic", "platform.inventory.events", "topic of inventory events", nonEmpty)
+	s.String(&group, "KAFKA_GROUP", "kafka-group", "patchflow-listener", "consumer group id", nonEmpty)
+	s.String(&dlq, "KAFKA_DLQ_TOPIC", "kafka-dlq-topic", "", "dead-letter topic (default: the topic name + '.dlq')", nil)
+	s.String(&version, "KAFKA_VERSION", "kafka-version", "3.6.0", "Kafka protocol version to speak (at least 2.4.0 for cooperative rebalancing)", checkVersion)
+	s.String(&assignor, "KAFKA_ASSIGNOR", "kafka-assignor", "cooperative-sticky", "partition assignment: "+strings.Join(actors.Assignors, ", ")+"; only cooperative-sticky keeps unmoved partitions running through a rebalance", oneOf(actors.Assignors))
+	s.Int(&cfg.Consumers, "LISTENER_CONSUMERS", "consumers", 1, 1, "consumer-group members (M) in this process")
+	s.Int(&p.InFlightPerPartition, "LISTENER_INFLIGHT_PER_PARTITION", "inflight-per-partition", def.InFlightPerPartition, 1, "records in flight per partition (S)")
+	s.Int(&p.InFlightTotal, "LISTENER_INFLIGHT_TOTAL", "inflight-total", def.InFlightTotal, 1, "records in flight in the whole process (G)")
+	s.String(&order, "LISTENER_ORDERING", "ordering", def.Ordering.String(), "ordering within a partition: key (one record per key at a time, in order), partition (one record at a time) or unordered", oneOf([]string{"key", "partition", "unordered"}))
+	s.Duration(&p.DrainTimeout, "LISTENER_DRAIN_TIMEOUT", "drain-timeout", def.DrainTimeout, 100*time.Millisecond, "how long a partition waits for in-flight records when its claim ends before cancelling them")
+	s.Int(&p.MaxAttempts, "LISTENER_MAX_ATTEMPTS", "max-attempts", def.MaxAttempts, 1, "handler attempts before a retryable failure is dead-lettered")
+	s.Duration(&p.BackoffMin, "LISTENER_BACKOFF_MIN", "backoff-min", def.BackoffMin, time.Millisecond, "first retry backoff (doubles per attempt, with jitter)")
+	s.Duration(&p.BackoffMax, "LISTENER_BACKOFF_MAX", "backoff-max", def.BackoffMax, time.Millisecond, "longest retry backoff")
+	s.Duration(&cfg.SimulatedLatency, "LISTENER_SIMULATED_LATENCY", "simulated-latency", 10*time.Millisecond, 0, "latency of the built-in simulated handler")
+	s.Duration(&cfg.SimulatedJitter, "LISTENER_SIMULATED_JITTER", "simulated-jitter", 0, 0, "uniform random extra latency of the simulated handler, up to this much")
+	s.Int(&cfg.EmbeddedPartitions, "EMBEDDED_PARTITIONS", "embedded-partitions", 8, 1, "partitions of the topic on the embedded broker")
+	s.Duration(&cfg.ProgressInterval, "LISTENER_PROGRESS_INTERVAL", "progress-interval", 10*time.Second, 0, "how often to log progress (0: never)")
+	s.String(&cfg.LogLevel, "LOG_LEVEL", "log-level", "info", "debug, info, warn or error", oneOf([]string{"debug", "info", "warn", "error"}))
+	s.String(&cfg.LogFormat, "LOG_FORMAT", "log-format", "auto", "json, text, or auto (text on a terminal, json otherwise)", oneOf([]string{"auto", "json", "text"}))
+
+	if err := s.Parse(args, lookup); err != nil {
+		return nil, s, err
+	}
+
+	switch strings.TrimSpace(brokers) {
+	case "":
+		return nil, s, s.Invalid("kafka-brokers", errors.New("no brokers given: set a comma-separated host:port list, or 'embedded'"))
+	case EmbeddedBrokers:
+		cfg.Embedded = true
+	default:
+		for _, b := range strings.Split(brokers, ",") {
+			b = strings.TrimSpace(b)
+			if !strings.Contains(b, ":") {
+				return nil, s, s.Invalid("kafka-brokers", fmt.Errorf("%q is not host:port", b))
+			}
+			cfg.Brokers = append(cfg.Brokers, b)
+		}
+	}
+	if p.BackoffMax < p.BackoffMin {
+		return nil, s, s.Invalid("backoff-max", fmt.Errorf("must not be below LISTENER_BACKOFF_MIN (%v)", p.BackoffMin))
+	}
+	if dlq == "" {
+		dlq = topic + ".dlq"
+	}
+	if dlq == topic {
+		return nil, s, s.Invalid("kafka-dlq-topic", errors.New("must differ from KAFKA_TOPIC"))
+	}
+	kv, _ := sarama.ParseKafkaVersion(version)
+	if assignor == "cooperative-sticky" && !kv.IsAtLeast(sarama.V2_4_0_0) {
+		return nil, s, s.Invalid("kafka-version", errors.New("cooperative-sticky needs at least 2.4.0; raise the version or choose an eager KAFKA_ASSIGNOR"))
+	}
+	p.Ordering, _ = ordering.ParseMode(order)
+	p.ConsumerGroup = group
+	cfg.Kafka = actors.KafkaSettings{Brokers: cfg.Brokers, Topic: topic, Group: group, DLQTopic: dlq, Version: kv, Assignor: assignor}
+	if err := p.Validate(); err != nil {
+		return nil, s, err
+	}
+	return &cfg, s, nil
+}
+
+func nonEmpty(v string) error {
+	if strings.TrimSpace(v) == "" {
+		return errors.New("must not be empty")
+	}
+	return nil
+}
+
+func oneOf(allowed []string) func(string) error {
+	return func(v string) error {
+		if !slices.Contains(allowed, v) {
+			return fmt.Errorf("must be one of %s", strings.Join(allowed, ", "))
+		}
+		return nil
+	}
+}
+
+func checkVersion(v string) error {
+	kv, err := sarama.ParseKafkaVersion(v)
+	if err != nil {
+		return errors.New("not a Kafka version like 3.6.0")
+	}
+	if !kv.IsAtLeast(sarama.V0_11_0_0) {
+		return errors.New("must be at least 0.11.0 (record headers, idempotent dead-letter writes)")
+	}
+	return nil
+}

@@ -1,0 +1,40 @@
+// Command listener consumes inventory events from Kafka and handles each one
+// through the actor pipeline, committing offsets only past finished records.
+// Every setting is an environment variable and a flag; run with -h for the
+// list, or see docs/configuration.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/patchflow/patchflow/cmd/internal/listener"
+	"github.com/patchflow/patchflow/cmd/internal/settings"
+)
+
+func main() {
+	cfg, set, err := listener.Parse(os.Args[1:], os.LookupEnv)
+	if errors.Is(err, settings.ErrHelp) {
+		fmt.Fprintln(os.Stdout, "listener: consume inventory events and evaluate them, committing only past finished records.\n\nSettings (flags win over environment variables):")
+		set.PrintUsage(os.Stdout)
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "listener:", err)
+		os.Exit(settings.ExitUsage)
+	}
+	logger := listener.NewLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat)
+	logger.Info("configuration", set.Effective()...)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	handler := listener.SimulatedHandler{Latency: cfg.SimulatedLatency, Jitter: cfg.SimulatedJitter}
+	if err := listener.Run(ctx, cfg, handler, logger); err != nil {
+		logger.Error("listener failed", "error", err)
+		os.Exit(1)
+	}
+}
