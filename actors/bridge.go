@@ -93,7 +93,6 @@ func (b *Bridge) Cleanup(s sarama.ConsumerGroupSession) error {
 // ConsumeClaim implements sarama.ConsumerGroupHandler: it feeds one claimed
 // partition to a new PartitionActor and drains it when the claim ends.
 func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
-	ctx := session.Context()
 	epoch := b.epochs.Add(1)
 	generation := session.GenerationID()
 	var marker OffsetMarker = session
@@ -132,9 +131,8 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 		log.Info("claim ended", "reason", reason, "watermark", r.GetWatermark(), "finished_in_drain", r.GetFinished(),
 			"abandoned", r.GetAbandoned(), "timed_out", r.GetTimedOut(), "drain", time.Since(start).Round(time.Millisecond))
 	}
-	// ctx may still be live (a cooperative revoke): returning now is what
-	// lets sarama hand the partition over.
-	_ = ctx
+	// The session may live on (a cooperative revoke): returning is what lets
+	// sarama commit the final mark and hand the partition over.
 	return nil
 }
 

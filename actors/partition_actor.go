@@ -296,7 +296,7 @@ func (a *PartitionActor) failed(c actor.Context, st *recordState, m *messages.Re
 func (a *PartitionActor) HandleFailure(_ *actor.ActorSystem, supervisor actor.Supervisor, child *actor.PID, _ *actor.RestartStatistics, reason any, message any) {
 	supervisor.StopChildren(child)
 	a.stats.panics.Add(1)
-	m, ok := message.(*messages.EvaluateRecord)
+	m, ok := actor.UnwrapEnvelopeMessage(message).(*messages.EvaluateRecord)
 	if !ok {
 		a.logger.Error("evaluation actor failed outside a record", "child", child.GetId(), "reason", fmt.Sprint(reason))
 		return

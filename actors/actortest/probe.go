@@ -5,6 +5,7 @@
 // Probe protocol
 //
 //	in  any user message     queued for ExpectMsg / ExpectNoMsg, with its sender
+//	                         (lifecycle messages and children's Terminated are not queued)
 //	in  child failure        queued as *ChildFailed; the child is stopped, never restarted
 //	in  spawnChild           (internal) spawns props as the probe's child
 //	out whatever the test sends through Send, Request or Reply
@@ -33,7 +34,7 @@ type Envelope struct {
 type ChildFailed struct {
 	Child   *actor.PID
 	Reason  any
-	Message any // the message the child was processing
+	Message any // the message the child was processing, unwrapped from its envelope
 }
 
 type spawnChild struct {
@@ -155,7 +156,8 @@ type probeActor struct{ p *Probe }
 
 func (a *probeActor) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
-	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
+	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting, *actor.Terminated:
+		// lifecycle, and the notice every parent gets when a child stops
 	case *spawnChild:
 		m.reply <- c.Spawn(m.props)
 	default:
@@ -167,5 +169,5 @@ func (a *probeActor) Receive(c actor.Context) {
 // stopped and reported as *ChildFailed.
 func (a *probeActor) HandleFailure(_ *actor.ActorSystem, s actor.Supervisor, child *actor.PID, _ *actor.RestartStatistics, reason, message any) {
 	s.StopChildren(child)
-	a.p.inbox <- Envelope{Message: &ChildFailed{Child: child, Reason: reason, Message: message}}
+	a.p.inbox <- Envelope{Message: &ChildFailed{Child: child, Reason: reason, Message: actor.UnwrapEnvelopeMessage(message)}}
 }
