@@ -1,0 +1,148 @@
+package platform
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"testing"
+	"time"
+)
+
+const host = "8a3f1c2e-0000-4000-8000-000000000001"
+
+func TestDatasetIsDeterministic(t *testing.T) {
+	a, b := NewDataset(7, DefaultSize()), NewDataset(7, DefaultSize())
+	if !reflect.DeepEqual(a.Packages, b.Packages) || !reflect.DeepEqual(a.Advisories, b.Advisories) {
+		t.Fatal("same seed, different datasets")
+	}
+	if c := NewDataset(8, DefaultSize()); reflect.DeepEqual(a.Packages, c.Packages) {
+		t.Fatal("different seeds, same dataset")
+	}
+	pa, pb := a.Profile(host, 2, DefaultShape()), b.Profile(host, 2, DefaultShape())
+	if !reflect.DeepEqual(pa, pb) || len(pa.Packages) != 400 || len(pa.Repos) != 150 {
+		t.Fatalf("profiles differ or have the wrong shape: %d packages, %d repos", len(pa.Packages), len(pa.Repos))
+	}
+	if p0 := a.Profile(host, 0, DefaultShape()); reflect.DeepEqual(p0.Packages, pa.Packages) {
+		t.Fatal("a later revision updated no package")
+	}
+}
+
+func post(t *testing.T, url string, body any) (int, []byte) {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	resp, err := http.Post(url, "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, out
+}
+
+// The server answers the same request the same way, and its answer agrees
+// with Evaluate.
+func TestUpdatesAnswerIsStableAndMatchesEvaluate(t *testing.T) {
+	ds := NewDataset(3, DatasetSize{Packages: 300, Repos: 20, Advisories: 200})
+	srv, err := NewServer(ds, ServerOptions{Shape: ProfileShape{Packages: 50, Repos: 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	p := ds.Profile(host, 0, ProfileShape{Packages: 50, Repos: 10})
+	req := map[string]any{"package_list": p.Packages}
+	code, first := post(t, ts.URL+"/api/v3/updates", req)
+	_, second := post(t, ts.URL+"/api/v3/updates", req)
+	if code != 200 || !bytes.Equal(first, second) {
+		t.Fatalf("status %d; answers equal: %v", code, bytes.Equal(first, second))
+	}
+	var resp updatesResponse
+	if err := json.Unmarshal(first, &resp); err != nil {
+		t.Fatal(err)
+	}
+	enabled := map[string]bool{}
+	for _, r := range p.EnabledRepos() {
+		enabled[r] = true
+	}
+	got := map[string]string{}
+	for _, pu := range resp.UpdateList {
+		for _, u := range pu.AvailableUpdates {
+			if u.Erratum == "" {
+				continue
+			}
+			if enabled[u.Repository] {
+				got[u.Erratum] = "installable"
+			} else if got[u.Erratum] == "" {
+				got[u.Erratum] = "applicable"
+			}
+		}
+	}
+	want := ds.Evaluate(p.Packages, p.EnabledRepos()).Advisories
+	if len(want) == 0 || !reflect.DeepEqual(got, want) {
+		t.Fatalf("server answer implies %d advisories, Evaluate says %d", len(got), len(want))
+	}
+	if code, _ := post(t, ts.URL+"/api/v3/updates", map[string]any{"package_list": []string{}}); code != 400 {
+		t.Fatalf("empty package list: %d, want 400", code)
+	}
+}
+
+func TestFaultsAndInventory(t *testing.T) {
+	ds := NewDataset(3, DatasetSize{Packages: 100, Repos: 10, Advisories: 50})
+	srv, _ := NewServer(ds, ServerOptions{Shape: ProfileShape{Packages: 20, Repos: 5}, BulkProfiles: true})
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	if code, _ := post(t, ts.URL+"/admin/faults", Faults{ErrorRate: 1, Latency: "fixed:30ms"}); code != 200 {
+		t.Fatal("set faults")
+	}
+	start := time.Now()
+	if code, _ := post(t, ts.URL+"/api/v3/updates", map[string]any{"package_list": []string{"bash-0:1.0.0-1.el8.x86_64"}}); code != 503 {
+		t.Fatalf("with error rate 1: %d, want 503", code)
+	}
+	if time.Since(start) < 30*time.Millisecond {
+		t.Fatal("latency fault not applied")
+	}
+	post(t, ts.URL+"/admin/faults", Faults{})
+	resp, err := http.Get(ts.URL + "/api/inventory/v1/hosts/" + host + "/system_profile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Results []struct {
+			ID            string           `json:"id"`
+			SystemProfile SystemProfileDoc `json:"system_profile"`
+		} `json:"results"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || len(body.Results) != 1 {
+		t.Fatalf("inventory answer: %v", err)
+	}
+	want := ds.Profile(host, 0, ProfileShape{Packages: 20, Repos: 5})
+	if got := body.Results[0].SystemProfile.InstalledPackages; !reflect.DeepEqual(got, want.Packages) {
+		t.Fatalf("inventory profile packages %v, want %v", got, want.Packages)
+	}
+	if s := srv.Stats(); s.VMaaS503 != 1 || s.InventoryCalls != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+func TestParseLatency(t *testing.T) {
+	for _, s := range []string{"fixed:100ms", "uniform:50ms-150ms", "longtail:100ms"} {
+		l, err := ParseLatency(s)
+		if err != nil || l.String() != s {
+			t.Fatalf("%s: %v %v", s, l, err)
+		}
+		for range 100 {
+			if d := l.Sample(); d < 0 || d > 2*time.Second {
+				t.Fatalf("%s sampled %v", s, d)
+			}
+		}
+	}
+	for _, bad := range []string{"100ms", "uniform:2s-1s", "gauss:1s", "fixed:soon"} {
+		if _, err := ParseLatency(bad); err == nil {
+			t.Fatalf("%q accepted", bad)
+		}
+	}
+}

@@ -1,0 +1,208 @@
+package platform
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"net/http"
+	"regexp"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Faults are what the mock does wrong, changeable at run time through
+// POST /admin/faults (the e2e suite turns 503s and slowness on and off).
+type Faults struct {
+	ErrorRate float64 `json:"error_rate"` // share of VMaaS calls answered 503
+	Latency   string  `json:"latency"`    // VMaaS latency distribution, see ParseLatency
+}
+
+// ServerOptions configure the mock.
+type ServerOptions struct {
+	Faults           Faults
+	InventoryLatency Latency
+	Shape            ProfileShape // shape of profiles served by the inventory endpoint
+	BulkProfiles     bool         // serve whole (about 100 KB) profiles
+}
+
+// Server serves VMaaS POST /api/v3/updates and the inventory
+// GET /api/inventory/v1/hosts/{id}/system_profile from a Dataset.
+type Server struct {
+	ds      *Dataset
+	opts    ServerOptions
+	mu      sync.RWMutex
+	faults  Faults
+	latency Latency
+	mux     *http.ServeMux
+
+	vmaasCalls, vmaas503, inventoryCalls atomic.Int64
+}
+
+// NewServer returns the mock for ds.
+func NewServer(ds *Dataset, opts ServerOptions) (*Server, error) {
+	s := &Server{ds: ds, opts: opts, mux: http.NewServeMux()}
+	if err := s.setFaults(opts.Faults); err != nil {
+		return nil, err
+	}
+	s.mux.HandleFunc("POST /api/v3/updates", s.updates)
+	s.mux.HandleFunc("GET /api/inventory/v1/hosts/{id}/system_profile", s.systemProfile)
+	s.mux.HandleFunc("POST /admin/faults", s.postFaults)
+	s.mux.HandleFunc("GET /admin/stats", s.stats)
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	return s, nil
+}
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+func (s *Server) setFaults(f Faults) error {
+	if f.Latency == "" {
+		f.Latency = "fixed:0s"
+	}
+	l, err := ParseLatency(f.Latency)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.faults, s.latency = f, l
+	s.mu.Unlock()
+	return nil
+}
+
+type updatesRequest struct {
+	PackageList    []string `json:"package_list"`
+	RepositoryList []string `json:"repository_list"`
+	ModulesList    []struct {
+		Name   string `json:"module_name"`
+		Stream string `json:"module_stream"`
+	} `json:"modules_list"`
+	Releasever string `json:"releasever"`
+	Basearch   string `json:"basearch"`
+}
+
+type update struct {
+	Package     string `json:"package"`
+	PackageName string `json:"package_name"`
+	EVRA        string `json:"evra"`
+	Erratum     string `json:"erratum,omitempty"`
+	Repository  string `json:"repository"`
+	Basearch    string `json:"basearch"`
+	Releasever  string `json:"releasever"`
+}
+
+type packageUpdates struct {
+	AvailableUpdates []update `json:"available_updates"`
+}
+
+type updatesResponse struct {
+	UpdateList     map[string]packageUpdates `json:"update_list"`
+	RepositoryList []string                  `json:"repository_list,omitempty"`
+	Releasever     string                    `json:"releasever"`
+	Basearch       string                    `json:"basearch"`
+	LastChange     string                    `json:"last_change"`
+}
+
+func (s *Server) updates(w http.ResponseWriter, r *http.Request) {
+	s.vmaasCalls.Add(1)
+	s.mu.RLock()
+	errorRate, latency := s.faults.ErrorRate, s.latency
+	s.mu.RUnlock()
+	if !sleep(r, latency.Sample()) {
+		return
+	}
+	if errorRate > 0 && rand.Float64() < errorRate {
+		s.vmaas503.Add(1)
+		http.Error(w, "service unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	var req updatesRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 16<<20)).Decode(&req); err != nil {
+		http.Error(w, "malformed request: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if len(req.PackageList) == 0 {
+		http.Error(w, "package_list is required", http.StatusBadRequest)
+		return
+	}
+	var repos map[string]bool
+	if len(req.RepositoryList) > 0 {
+		repos = map[string]bool{}
+		for _, id := range req.RepositoryList {
+			repos[id] = true
+		}
+	}
+	resp := updatesResponse{UpdateList: make(map[string]packageUpdates, len(req.PackageList)),
+		RepositoryList: req.RepositoryList, Releasever: req.Releasever, Basearch: req.Basearch, LastChange: "2026-11-01T00:00:00Z"}
+	for _, p := range req.PackageList {
+		ups := []update{}
+		for _, u := range s.ds.UpdatesFor(p, repos) {
+			ups = append(ups, update{Package: u.Package, PackageName: u.PackageName, EVRA: u.EVRA, Erratum: u.Erratum,
+				Repository: u.Repository, Basearch: Arch, Releasever: Releasever})
+		}
+		resp.UpdateList[p] = packageUpdates{AvailableUpdates: ups}
+	}
+	writeJSON(w, resp)
+}
+
+var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+
+func (s *Server) systemProfile(w http.ResponseWriter, r *http.Request) {
+	s.inventoryCalls.Add(1)
+	id := r.PathValue("id")
+	if !sleep(r, s.opts.InventoryLatency.Sample()) {
+		return
+	}
+	if !uuidRE.MatchString(id) {
+		http.Error(w, "host not found", http.StatusNotFound)
+		return
+	}
+	doc := SystemProfile(s.ds.Profile(id, 0, s.opts.Shape), s.opts.BulkProfiles)
+	writeJSON(w, map[string]any{"count": 1, "page": 1, "per_page": 50, "total": 1,
+		"results": []map[string]any{{"id": id, "system_profile": doc}}})
+}
+
+func (s *Server) postFaults(w http.ResponseWriter, r *http.Request) {
+	var f Faults
+	if err := json.NewDecoder(r.Body).Decode(&f); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if err := s.setFaults(f); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	writeJSON(w, f)
+}
+
+// Stats counts the calls served.
+type Stats struct {
+	VMaaSCalls     int64 `json:"vmaas_calls"`
+	VMaaS503       int64 `json:"vmaas_503"`
+	InventoryCalls int64 `json:"inventory_calls"`
+}
+
+// Stats returns the counts so far.
+func (s *Server) Stats() Stats {
+	return Stats{VMaaSCalls: s.vmaasCalls.Load(), VMaaS503: s.vmaas503.Load(), InventoryCalls: s.inventoryCalls.Load()}
+}
+
+func (s *Server) stats(w http.ResponseWriter, _ *http.Request) { writeJSON(w, s.Stats()) }
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// sleep waits d unless the client goes away first.
+func sleep(r *http.Request, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.Context().Done():
+		return false
+	}
+}
