@@ -1,0 +1,82 @@
+package persistence
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	_ "github.com/lib/pq" // registers the "postgres" driver
+)
+
+// PoolSettings size the connection pool.
+type PoolSettings struct {
+	MaxOpen     int           // connections open at most; bounds database concurrency
+	MaxIdle     int           // connections kept idle
+	MaxLifetime time.Duration // recycle connections after this long (0: never)
+	// DeletedTTL is how long a deleted host is remembered, so late events
+	// for it are ignored.
+	DeletedTTL time.Duration
+}
+
+// DefaultPoolSettings suit one listener process.
+func DefaultPoolSettings() PoolSettings {
+	return PoolSettings{MaxOpen: 32, MaxIdle: 32, MaxLifetime: 30 * time.Minute, DeletedTTL: 24 * time.Hour}
+}
+
+// Store is the listener's view of the database. Safe for concurrent use.
+type Store struct {
+	db         *sql.DB
+	deletedTTL time.Duration
+}
+
+// Open connects to url (a lib/pq connection URL or DSN; TLS through sslmode
+// and friends), checks the connection, applies migrations and returns a Store.
+func Open(ctx context.Context, url string, pool PoolSettings) (*Store, error) {
+	db, err := sql.Open("postgres", url)
+	if err != nil {
+		return nil, fmt.Errorf("database url: %w", err)
+	}
+	db.SetMaxOpenConns(pool.MaxOpen)
+	db.SetMaxIdleConns(pool.MaxIdle)
+	db.SetConnMaxLifetime(pool.MaxLifetime)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("connect to database: %w", err)
+	}
+	if err := Migrate(db); err != nil {
+		db.Close()
+		return nil, err
+	}
+	ttl := pool.DeletedTTL
+	if ttl <= 0 {
+		ttl = DefaultPoolSettings().DeletedTTL
+	}
+	return &Store{db: db, deletedTTL: ttl}, nil
+}
+
+// DB returns the underlying pool (for health checks and tests).
+func (s *Store) DB() *sql.DB { return s.db }
+
+// Close closes the pool.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Ping reports whether the database answers.
+func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
+
+// inTx runs f in a transaction, committing on nil and rolling back otherwise.
+// Errors come back classified (see classify).
+func (s *Store) inTx(ctx context.Context, f func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return classify(fmt.Errorf("begin: %w", err))
+	}
+	if err := f(tx); err != nil {
+		_ = tx.Rollback()
+		return classify(err)
+	}
+	if err := tx.Commit(); err != nil {
+		return classify(fmt.Errorf("commit: %w", err))
+	}
+	return nil
+}

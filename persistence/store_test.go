@@ -1,0 +1,294 @@
+package persistence_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lib/pq"
+
+	"github.com/patchflow/patchflow/messages"
+	"github.com/patchflow/patchflow/persistence"
+	"github.com/patchflow/patchflow/persistence/pgtest"
+)
+
+func openStore(t *testing.T) *persistence.Store {
+	t.Helper()
+	s, err := persistence.Open(context.Background(), pgtest.URL(t), persistence.DefaultPoolSettings())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+var t0 = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+
+func upload(host string, at time.Time, pkgs ...string) persistence.SystemUpload {
+	u := persistence.SystemUpload{
+		OrgID: "org-1", InventoryID: host, EventTime: at, LastUpload: at, DisplayName: "host " + host,
+		Reporter: "puptoo", Arch: "x86_64", Releasever: "8", Repos: []string{"baseos", "appstream"},
+		Modules: []persistence.Module{{Name: "nodejs", Stream: "18"}},
+	}
+	for _, p := range pkgs {
+		u.Packages = append(u.Packages, persistence.Package{Name: p, EVRA: "0:1.0-1.el8.x86_64"})
+	}
+	return u
+}
+
+const hostA = "8a3f1c2e-0000-4000-8000-000000000001"
+
+func load(t *testing.T, s *persistence.Store, host string) *persistence.SystemState {
+	t.Helper()
+	st, err := s.LoadSystem(context.Background(), "org-1", host)
+	if err != nil {
+		t.Fatalf("load %s: %v", host, err)
+	}
+	return st
+}
+
+// Applying the same upload twice leaves the rows of applying it once.
+func TestSameUploadTwice(t *testing.T) {
+	s := openStore(t)
+	ctx := context.Background()
+	u := upload(hostA, t0, "bash", "kernel", "openssl")
+	first, err := s.StoreSystem(ctx, u)
+	if err != nil || !first.Applied || !first.NeedsEvaluation {
+		t.Fatalf("first upload: %+v, %v", first, err)
+	}
+	before := load(t, s, hostA)
+	second, err := s.StoreSystem(ctx, upload(hostA, t0, "openssl", "kernel", "bash"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Applied || second.Skipped != persistence.SkippedNotNewer || second.SystemID != first.SystemID {
+		t.Fatalf("second upload: %+v", second)
+	}
+	if !second.NeedsEvaluation {
+		t.Fatal("a redelivery of a stored but never evaluated upload must still ask for its evaluation")
+	}
+	if after := load(t, s, hostA); !reflect.DeepEqual(before, after) {
+		t.Fatalf("state changed:\nbefore %+v\nafter  %+v", before, after)
+	}
+	if len(before.Packages) != 3 || before.Packages[0].Name != "bash" {
+		t.Fatalf("packages %+v", before.Packages)
+	}
+}
+
+// Replaying an older upload after a newer one leaves the newer state.
+func TestOlderUploadAfterNewer(t *testing.T) {
+	s := openStore(t)
+	ctx := context.Background()
+	if _, err := s.StoreSystem(ctx, upload(hostA, t0.Add(time.Minute), "bash", "kernel")); err != nil {
+		t.Fatal(err)
+	}
+	newer := load(t, s, hostA)
+	res, err := s.StoreSystem(ctx, upload(hostA, t0, "bash", "kernel", "old-package"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Applied {
+		t.Fatalf("older upload applied: %+v", res)
+	}
+	if got := load(t, s, hostA); !reflect.DeepEqual(got, newer) {
+		t.Fatalf("older upload changed the state: %+v", got.Packages)
+	}
+	// and in order, both apply
+	res, err = s.StoreSystem(ctx, upload(hostA, t0.Add(2*time.Minute), "zsh"))
+	if err != nil || !res.Applied {
+		t.Fatalf("newer upload: %+v %v", res, err)
+	}
+	if got := load(t, s, hostA); len(got.Packages) != 1 || got.Packages[0].Name != "zsh" {
+		t.Fatalf("packages after the newest upload: %+v", got.Packages)
+	}
+}
+
+// An upload for a deleted host does not resurrect it.
+func TestUploadAfterDelete(t *testing.T) {
+	s := openStore(t)
+	ctx := context.Background()
+	if _, err := s.StoreSystem(ctx, upload(hostA, t0, "bash")); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // deleting twice is fine
+		if err := s.DeleteSystem(ctx, "org-1", hostA, t0.Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, at := range []time.Time{t0, t0.Add(2 * time.Minute)} {
+		res, err := s.StoreSystem(ctx, upload(hostA, at, "bash"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Applied || res.Skipped != persistence.SkippedDeleted {
+			t.Fatalf("upload at %v after delete: %+v", at, res)
+		}
+	}
+	if _, err := s.LoadSystem(ctx, "org-1", hostA); err != persistence.ErrNoSystem {
+		t.Fatalf("deleted host still stored: %v", err)
+	}
+	if del, err := s.IsDeleted(ctx, hostA); err != nil || !del {
+		t.Fatalf("IsDeleted = %v, %v", del, err)
+	}
+}
+
+// An unchanged profile is not rewritten: its package rows keep their xmin.
+func TestUnchangedProfileKeepsPackageRows(t *testing.T) {
+	s := openStore(t)
+	ctx := context.Background()
+	if _, err := s.StoreSystem(ctx, upload(hostA, t0, "bash", "kernel")); err != nil {
+		t.Fatal(err)
+	}
+	xmins := func() string {
+		var x string
+		if err := s.DB().QueryRow(`SELECT string_agg(xmin::text, ',' ORDER BY package_id) FROM system_package`).Scan(&x); err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	before := xmins()
+	res, err := s.StoreSystem(ctx, upload(hostA, t0.Add(time.Minute), "kernel", "bash"))
+	if err != nil || !res.Applied {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if after := xmins(); after != before {
+		t.Fatalf("package rows rewritten for an unchanged profile: %s -> %s", before, after)
+	}
+	res, err = s.StoreSystem(ctx, upload(hostA, t0.Add(2*time.Minute), "kernel"))
+	if err != nil || !res.Applied {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if got := load(t, s, hostA); len(got.Packages) != 1 {
+		t.Fatalf("removed package still stored: %+v", got.Packages)
+	}
+}
+
+func evaluation(pairs ...string) persistence.Evaluation {
+	var e persistence.Evaluation
+	for i := 0; i+1 < len(pairs); i += 2 {
+		e.Advisories = append(e.Advisories, persistence.AdvisoryResult{Name: pairs[i], Type: "security", Status: persistence.AdvisoryStatus(pairs[i+1])})
+	}
+	return e
+}
+
+// Re-evaluation adds new advisories, removes fixed ones, updates statuses.
+func TestEvaluationReplacesAdvisories(t *testing.T) {
+	s := openStore(t)
+	ctx := context.Background()
+	res, err := s.StoreSystem(ctx, upload(hostA, t0, "bash"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, err := s.StoreEvaluation(ctx, res.SystemID, res.EventTime, evaluation("RHSA-1", "installable", "RHSA-2", "applicable", "RHSA-3", "installable"))
+	if err != nil || !ok {
+		t.Fatalf("store evaluation: %v %v", ok, err)
+	}
+	st := load(t, s, hostA)
+	if len(st.Advisories) != 3 || st.Installable != 2 || st.Applicable != 1 || st.LastEvaluatedEventTime == nil {
+		t.Fatalf("state %+v", st)
+	}
+	res, err = s.StoreSystem(ctx, upload(hostA, t0.Add(time.Minute), "bash", "zsh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, err = s.StoreEvaluation(ctx, res.SystemID, res.EventTime, evaluation("RHSA-2", "installable", "RHSA-4", "applicable"))
+	if err != nil || !ok {
+		t.Fatalf("re-evaluation: %v %v", ok, err)
+	}
+	st = load(t, s, hostA)
+	want := map[string]persistence.AdvisoryStatus{"RHSA-2": persistence.Installable, "RHSA-4": persistence.Applicable}
+	if !reflect.DeepEqual(st.Advisories, want) || st.Installable != 1 || st.Applicable != 1 {
+		t.Fatalf("after re-evaluation %+v, want %v", st, want)
+	}
+}
+
+// An evaluation of an older upload is not stored over a newer one.
+func TestStaleEvaluationIgnored(t *testing.T) {
+	s := openStore(t)
+	ctx := context.Background()
+	first, _ := s.StoreSystem(ctx, upload(hostA, t0, "bash"))
+	if _, err := s.StoreSystem(ctx, upload(hostA, t0.Add(time.Minute), "zsh")); err != nil {
+		t.Fatal(err)
+	}
+	ok, err := s.StoreEvaluation(ctx, first.SystemID, first.EventTime, evaluation("RHSA-1", "installable"))
+	if err != nil || ok {
+		t.Fatalf("stale evaluation stored=%v err=%v", ok, err)
+	}
+	if st := load(t, s, hostA); len(st.Advisories) != 0 || st.LastEvaluatedEventTime != nil {
+		t.Fatalf("stale evaluation left %+v", st)
+	}
+}
+
+// Many hosts of one account, sharing packages and advisories written in
+// random orders, evaluated at once: no deadlock, no error.
+func TestConcurrentEvaluationsDoNotDeadlock(t *testing.T) {
+	s := openStore(t)
+	ctx := context.Background()
+	const hosts, rounds = 40, 3
+	pkgPool := make([]string, 60)
+	for i := range pkgPool {
+		pkgPool[i] = fmt.Sprintf("pkg-%02d", i)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, hosts*rounds)
+	for h := 0; h < hosts; h++ {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(h), 1))
+			host := fmt.Sprintf("8a3f1c2e-0000-4000-8000-%012d", h)
+			for r := 0; r < rounds; r++ {
+				pkgs := append([]string(nil), pkgPool...)
+				rng.Shuffle(len(pkgs), func(i, j int) { pkgs[i], pkgs[j] = pkgs[j], pkgs[i] })
+				u := upload(host, t0.Add(time.Duration(r)*time.Minute), pkgs[:20+rng.IntN(40)]...)
+				for i := range u.Packages { // new package versions appear concurrently
+					u.Packages[i].EVRA = fmt.Sprintf("0:1.%d-%d.el8.x86_64", r, rng.IntN(3))
+				}
+				res, err := s.StoreSystem(ctx, u)
+				if err != nil {
+					errs <- err
+					return
+				}
+				var pairs []string
+				for _, a := range rng.Perm(50)[:25] {
+					pairs = append(pairs, fmt.Sprintf("RHSA-2026:%04d", a), "installable")
+				}
+				if _, err := s.StoreEvaluation(ctx, res.SystemID, res.EventTime, evaluation(pairs...)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("concurrent write failed (a deadlock shows as 40P01): %v", err)
+	}
+	var n int
+	if err := s.DB().QueryRow(`SELECT count(*) FROM system`).Scan(&n); err != nil || n != hosts {
+		t.Fatalf("%d systems stored, want %d (%v)", n, hosts, err)
+	}
+}
+
+func TestErrorClassification(t *testing.T) {
+	cases := map[string]messages.ErrorClass{
+		"40P01": messages.ErrorClass_ERROR_CLASS_TRANSIENT, // deadlock
+		"40001": messages.ErrorClass_ERROR_CLASS_TRANSIENT, // serialization failure
+		"57P01": messages.ErrorClass_ERROR_CLASS_TRANSIENT, // admin shutdown
+		"08006": messages.ErrorClass_ERROR_CLASS_TRANSIENT, // connection failure
+		"23505": messages.ErrorClass_ERROR_CLASS_UNKNOWN,   // unique violation: a bug, not an outage
+	}
+	for code, want := range cases {
+		if got := messages.ClassOf(persistence.Classify(&pq.Error{Code: pq.ErrorCode(code)})); got != want {
+			t.Errorf("code %s: class %v, want %v", code, got, want)
+		}
+	}
+	// a server that is not there
+	_, err := persistence.Open(context.Background(), "postgres://nobody@127.0.0.1:1/none?sslmode=disable&connect_timeout=2", persistence.DefaultPoolSettings())
+	if err == nil {
+		t.Fatal("Open succeeded against a closed port")
+	}
+}

@@ -1,0 +1,143 @@
+package persistence
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Package is one installed package: its name and "epoch:version-release.arch".
+type Package struct {
+	Name string
+	EVRA string
+}
+
+// Module is an enabled dnf module stream.
+type Module struct {
+	Name   string
+	Stream string
+}
+
+// SystemUpload is what a created/updated event says about a host.
+type SystemUpload struct {
+	OrgID       string
+	InventoryID string
+	// EventTime orders the events of a host: an upload not newer than the
+	// last applied one is ignored (redelivery, replay).
+	EventTime       time.Time
+	RequestID       string
+	DisplayName     string
+	Reporter        string
+	Arch            string
+	HostType        string
+	OSName          string
+	OSMajor         *int
+	OSMinor         *int
+	Releasever      string
+	RHSMVersion     string
+	Repos           []string // enabled repository ids
+	Modules         []Module
+	Packages        []Package
+	StaleTimestamp  *time.Time
+	CulledTimestamp *time.Time
+	LastUpload      time.Time // the reporter's last check-in, else EventTime
+}
+
+// canonicalize sorts and de-duplicates the lists so that equal profiles
+// store and hash equally whatever order the reporter used.
+func (u *SystemUpload) canonicalize() {
+	u.Repos = sortedUnique(u.Repos)
+	slices.SortFunc(u.Modules, func(a, b Module) int {
+		return strings.Compare(a.Name+"\x00"+a.Stream, b.Name+"\x00"+b.Stream)
+	})
+	u.Modules = slices.Compact(u.Modules)
+	slices.SortFunc(u.Packages, func(a, b Package) int {
+		return strings.Compare(a.Name+"\x00"+a.EVRA, b.Name+"\x00"+b.EVRA)
+	})
+	u.Packages = slices.Compact(u.Packages)
+}
+
+// checksum hashes what the evaluation depends on.
+func (u *SystemUpload) checksum() string {
+	h := sha256.New()
+	w := func(s string) { h.Write([]byte(s)); h.Write([]byte{0}) }
+	w(u.Arch)
+	w(u.Releasever)
+	w(strconv.Itoa(len(u.Repos)))
+	for _, r := range u.Repos {
+		w(r)
+	}
+	w(strconv.Itoa(len(u.Modules)))
+	for _, m := range u.Modules {
+		w(m.Name)
+		w(m.Stream)
+	}
+	w(strconv.Itoa(len(u.Packages)))
+	for _, p := range u.Packages {
+		w(p.Name)
+		w(p.EVRA)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func (u *SystemUpload) moduleStrings() []string {
+	out := make([]string, len(u.Modules))
+	for i, m := range u.Modules {
+		out[i] = m.Name + ":" + m.Stream
+	}
+	return out
+}
+
+// UploadResult says what StoreSystem did.
+type UploadResult struct {
+	SystemID int64
+	// Applied is false when the upload was ignored: not newer than the last
+	// applied event, or the host was deleted recently.
+	Applied bool
+	// Skipped says why an upload was not applied.
+	Skipped string
+	// NeedsEvaluation is true when the stored profile has not been evaluated
+	// yet (also for an ignored redelivery whose first delivery stored the
+	// profile but did not get to evaluate it).
+	NeedsEvaluation bool
+	// EventTime is the event time of the stored profile, to pass to StoreEvaluation.
+	EventTime time.Time
+}
+
+// Reasons an upload is skipped.
+const (
+	SkippedNotNewer = "not newer than the last applied event"
+	SkippedDeleted  = "host deleted recently"
+)
+
+// AdvisoryStatus is how an advisory relates to a system.
+type AdvisoryStatus string
+
+// Statuses: installable when a fix is in a repository the system has
+// enabled, applicable when the fix exists only elsewhere.
+const (
+	Installable AdvisoryStatus = "installable"
+	Applicable  AdvisoryStatus = "applicable"
+)
+
+// AdvisoryResult is one advisory affecting a system.
+type AdvisoryResult struct {
+	Name   string
+	Type   string // security, bugfix, enhancement, unknown
+	Status AdvisoryStatus
+}
+
+// Evaluation is the outcome of evaluating a stored profile.
+type Evaluation struct {
+	Advisories        []AdvisoryResult
+	PackagesUpdatable int
+}
+
+func sortedUnique(in []string) []string {
+	out := slices.Clone(in)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
