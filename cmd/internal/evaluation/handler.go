@@ -1,0 +1,252 @@
+// Package evaluation is the domain handler of the listener: it turns an
+// inventory event into stored packages and a stored VMaaS evaluation. It
+// joins persistence and clients, which the actors must not import; the
+// pipeline sees it only as an actors.Handler.
+package evaluation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/patchflow/patchflow/clients"
+	"github.com/patchflow/patchflow/messages"
+	"github.com/patchflow/patchflow/persistence"
+)
+
+// Handler handles inventory events. Safe for concurrent use; idempotent
+// (redelivered and replayed events leave the database as if each event had
+// been applied once, in order).
+type Handler struct {
+	store      *persistence.Store
+	vmaas      *clients.VMaaS
+	inventory  *clients.Inventory
+	validation messages.ValidationOptions
+	logger     *slog.Logger
+	stats      Stats
+}
+
+// Stats counts what the handler did with the events it accepted.
+type Stats struct {
+	Uploads, Skipped, Evaluations, Deletes, ProfilesFetched atomic.Int64
+}
+
+// New returns a Handler.
+func New(store *persistence.Store, vmaas *clients.VMaaS, inventory *clients.Inventory, validation messages.ValidationOptions, logger *slog.Logger) *Handler {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Handler{store: store, vmaas: vmaas, inventory: inventory, validation: validation, logger: logger}
+}
+
+// Stats returns the handler's counters.
+func (h *Handler) Stats() *Stats { return &h.stats }
+
+// Handle implements actors.Handler. Invalid events fail permanently (they
+// are dead-lettered with the reason); an unreachable database, VMaaS or
+// inventory fails transiently (retried).
+func (h *Handler) Handle(ctx context.Context, r *messages.Record) error {
+	ev, err := messages.DecodeInventoryEvent(r.GetValue(), h.validation)
+	if err != nil {
+		return err
+	}
+	at := ev.Timestamp
+	if at.IsZero() && r.GetTimestamp() != nil {
+		at = r.GetTimestamp().AsTime() // no event timestamp: order by the record's
+	}
+	if at.IsZero() {
+		return messages.Permanent(&messages.ValidationError{Reason: messages.ReasonMalformedJSON, Detail: "event has no timestamp"})
+	}
+	if ev.Type == messages.EventDelete {
+		if err := h.store.DeleteSystem(ctx, ev.OrgID(), ev.HostID(), at); err != nil {
+			return fmt.Errorf("delete host %s: %w", ev.HostID(), err)
+		}
+		h.stats.Deletes.Add(1)
+		return nil
+	}
+	return h.upload(ctx, ev, at)
+}
+
+func (h *Handler) upload(ctx context.Context, ev *messages.InventoryEvent, at time.Time) error {
+	host := ev.Host
+	profile := host.SystemProfile
+	if profile == nil {
+		p, err := h.fetchProfile(ctx, host.ID)
+		if err != nil {
+			return err
+		}
+		profile = p
+	}
+	u, err := newUpload(ev, profile, at)
+	if err != nil {
+		return err
+	}
+	res, err := h.store.StoreSystem(ctx, u)
+	if err != nil {
+		return fmt.Errorf("store host %s: %w", host.ID, err)
+	}
+	if res.Applied {
+		h.stats.Uploads.Add(1)
+	} else {
+		h.stats.Skipped.Add(1)
+		h.logger.Debug("upload skipped", "host_id", host.ID, "org_id", host.OrgID, "reason", res.Skipped, "request_id", ev.RequestID)
+	}
+	if !res.NeedsEvaluation {
+		return nil
+	}
+	target := evaluationTarget{packages: u.Packages, repos: u.Repos, modules: u.Modules, arch: u.Arch, releasever: u.Releasever}
+	if !res.Applied {
+		// A redelivery of a stored but unevaluated upload, or an older event:
+		// evaluate what is stored, which may be newer than this event.
+		st, err := h.store.LoadSystem(ctx, host.OrgID, host.ID)
+		if errors.Is(err, persistence.ErrNoSystem) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("load host %s: %w", host.ID, err)
+		}
+		target = evaluationTarget{packages: st.Packages, repos: st.Repos, modules: st.Modules, arch: st.Arch, releasever: st.Releasever}
+	}
+	return h.evaluate(ctx, res, target)
+}
+
+func (h *Handler) fetchProfile(ctx context.Context, hostID string) (*messages.SystemProfile, error) {
+	if h.inventory == nil {
+		return nil, messages.Permanent(errors.New("event carries no system profile and no inventory service is configured"))
+	}
+	raw, err := h.inventory.SystemProfile(ctx, hostID)
+	if err != nil {
+		return nil, fmt.Errorf("fetch profile of %s: %w", hostID, err)
+	}
+	h.stats.ProfilesFetched.Add(1)
+	p, err := messages.DecodeSystemProfile(raw)
+	if err != nil {
+		return nil, err
+	}
+	if err := messages.ValidateSystemProfile(p, h.validation); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+type evaluationTarget struct {
+	packages   []persistence.Package
+	repos      []string
+	modules    []persistence.Module
+	arch       string
+	releasever string
+}
+
+func (h *Handler) evaluate(ctx context.Context, res persistence.UploadResult, t evaluationTarget) error {
+	req := &clients.UpdatesRequest{Releasever: t.releasever, Basearch: t.arch}
+	for _, p := range t.packages {
+		req.PackageList = append(req.PackageList, p.Name+"-"+p.EVRA)
+	}
+	for _, m := range t.modules {
+		req.ModulesList = append(req.ModulesList, clients.Module{Name: m.Name, Stream: m.Stream})
+	}
+	// No repository_list: VMaaS then answers with fixes from every
+	// repository, and the system's enabled ones tell installable from
+	// applicable.
+	resp, err := h.vmaas.Updates(ctx, req)
+	if err != nil {
+		return fmt.Errorf("evaluate system %d: %w", res.SystemID, err)
+	}
+	stored, err := h.store.StoreEvaluation(ctx, res.SystemID, res.EventTime, Classify(resp, t.repos))
+	if err != nil {
+		return fmt.Errorf("store evaluation of system %d: %w", res.SystemID, err)
+	}
+	if stored {
+		h.stats.Evaluations.Add(1)
+	}
+	return nil
+}
+
+// Classify turns a VMaaS answer into the system's advisories: installable
+// when a fix is in one of the enabled repositories, applicable when fixes
+// exist only elsewhere. A package is updatable when a newer build is in an
+// enabled repository.
+func Classify(resp *clients.UpdatesResponse, enabledRepos []string) persistence.Evaluation {
+	enabled := make(map[string]bool, len(enabledRepos))
+	for _, r := range enabledRepos {
+		enabled[r] = true
+	}
+	status := map[string]persistence.AdvisoryStatus{}
+	var e persistence.Evaluation
+	for _, pu := range resp.UpdateList {
+		updatable := false
+		for _, u := range pu.AvailableUpdates {
+			in := enabled[u.Repository]
+			updatable = updatable || in
+			if u.Erratum == "" {
+				continue
+			}
+			if in {
+				status[u.Erratum] = persistence.Installable
+			} else if status[u.Erratum] == "" {
+				status[u.Erratum] = persistence.Applicable
+			}
+		}
+		if updatable {
+			e.PackagesUpdatable++
+		}
+	}
+	for name, st := range status {
+		e.Advisories = append(e.Advisories, persistence.AdvisoryResult{Name: name, Type: AdvisoryType(name), Status: st})
+	}
+	return e
+}
+
+// AdvisoryType derives the type from the advisory name's prefix, the only
+// place the updates answer carries it.
+func AdvisoryType(name string) string {
+	switch {
+	case strings.HasPrefix(name, "RHSA-"):
+		return "security"
+	case strings.HasPrefix(name, "RHBA-"):
+		return "bugfix"
+	case strings.HasPrefix(name, "RHEA-"):
+		return "enhancement"
+	}
+	return "unknown"
+}
+
+// newUpload maps an event and its profile to what persistence stores.
+func newUpload(ev *messages.InventoryEvent, p *messages.SystemProfile, at time.Time) (persistence.SystemUpload, error) {
+	h := ev.Host
+	u := persistence.SystemUpload{
+		OrgID: h.OrgID, InventoryID: h.ID, EventTime: at, RequestID: ev.RequestID,
+		DisplayName: h.DisplayName, Reporter: h.Reporter, Arch: p.Arch, HostType: p.HostType,
+		Releasever: p.Releasever, RHSMVersion: p.RHSMVersion,
+		StaleTimestamp: h.StaleTimestamp, CulledTimestamp: h.CulledTimestamp, LastUpload: at,
+	}
+	if t, ok := h.LastCheckIn[h.Reporter]; ok {
+		u.LastUpload = t
+	}
+	if os := p.OperatingSystem; os != nil {
+		u.OSName = os.Name
+		major, minor := os.Major, os.Minor
+		u.OSMajor, u.OSMinor = &major, &minor
+	}
+	for _, r := range p.YumRepos {
+		if r.Enabled {
+			u.Repos = append(u.Repos, r.ID)
+		}
+	}
+	for _, m := range p.DnfModules {
+		u.Modules = append(u.Modules, persistence.Module{Name: m.Name, Stream: m.Stream})
+	}
+	nevras, err := messages.ParsedPackages(p)
+	if err != nil {
+		return u, err
+	}
+	u.Packages = make([]persistence.Package, len(nevras))
+	for i, n := range nevras {
+		u.Packages[i] = persistence.Package{Name: n.Name, EVRA: strings.TrimPrefix(n.String(), n.Name+"-")}
+	}
+	return u, nil
+}
