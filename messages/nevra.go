@@ -1,0 +1,127 @@
+package messages
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"unicode"
+)
+
+// NEVRA identifies one RPM package build: name, epoch, version, release and
+// architecture. A NEVRA from ParseNEVRA has every string field non-empty,
+// Epoch between 0 and math.MaxInt32, and String() parses back to it.
+type NEVRA struct {
+	Name    string
+	Epoch   int
+	Version string
+	Release string
+	Arch    string
+}
+
+// String returns the canonical form name-E:V-R.A, with the epoch written even
+// when it is 0 so that equal packages always give equal strings.
+func (n NEVRA) String() string {
+	return n.Name + "-" + strconv.Itoa(n.Epoch) + ":" + n.Version + "-" + n.Release + "." + n.Arch
+}
+
+// ParseNEVRA parses the forms inventory reports packages in:
+//
+//	name-epoch:version-release.arch   kernel-0:4.18.0-305.el8.x86_64
+//	name-version-release.arch         kernel-4.18.0-305.el8.x86_64 (epoch 0)
+//	epoch:name-version-release.arch   0:kernel-4.18.0-305.el8.x86_64
+//
+// The string is split from the right (arch after the last dot, then release
+// and version after the last dashes), which is why names may contain dashes
+// and dots while version, release and arch may not contain dashes. The error
+// says which part is missing or wrong.
+func ParseNEVRA(s string) (NEVRA, error) {
+	var n NEVRA
+	if s == "" {
+		return n, nevraError(s, "empty string")
+	}
+	if i := strings.IndexFunc(s, unicode.IsSpace); i >= 0 {
+		return n, nevraError(s, "contains white space")
+	}
+
+	dot := strings.LastIndexByte(s, '.')
+	if dot < 0 {
+		return n, nevraError(s, "missing arch (no '.')")
+	}
+	rest, arch := s[:dot], s[dot+1:]
+	if arch == "" {
+		return n, nevraError(s, "empty arch")
+	}
+	if strings.ContainsAny(arch, "-:") {
+		// Without an arch the last dot falls inside version or release.
+		return n, nevraError(s, fmt.Sprintf("missing arch (%q after the last '.' is not an arch)", arch))
+	}
+
+	dash := strings.LastIndexByte(rest, '-')
+	if dash < 0 {
+		return n, nevraError(s, "missing release (no '-' before the arch)")
+	}
+	rest, release := rest[:dash], rest[dash+1:]
+	if release == "" {
+		return n, nevraError(s, "empty release")
+	}
+
+	dash = strings.LastIndexByte(rest, '-')
+	if dash < 0 {
+		return n, nevraError(s, "missing version (need name-version-release)")
+	}
+	name, version := rest[:dash], rest[dash+1:]
+
+	epoch, hasEpoch := "", false
+	if i := strings.IndexByte(version, ':'); i >= 0 {
+		epoch, version, hasEpoch = version[:i], version[i+1:], true
+	}
+	if i := strings.IndexByte(name, ':'); i >= 0 {
+		if hasEpoch {
+			return n, nevraError(s, "more than one epoch")
+		}
+		epoch, name, hasEpoch = name[:i], name[i+1:], true
+	}
+	switch {
+	case name == "":
+		return n, nevraError(s, "empty name")
+	case version == "":
+		return n, nevraError(s, "empty version")
+	case strings.ContainsRune(name, ':'), strings.ContainsRune(version, ':'):
+		return n, nevraError(s, "more than one epoch")
+	case strings.ContainsRune(release, ':'):
+		return n, nevraError(s, "':' in release")
+	}
+	if hasEpoch {
+		e, err := parseEpoch(epoch)
+		if err != nil {
+			return n, nevraError(s, err.Error())
+		}
+		n.Epoch = e
+	}
+	n.Name, n.Version, n.Release, n.Arch = name, version, release, arch
+	return n, nil
+}
+
+// parseEpoch accepts only decimal digits: strconv.Atoi alone would let "+1"
+// through. The bound is RPM's, whose epoch is a 32-bit tag, so that an epoch
+// fits any integer column it is stored in.
+func parseEpoch(s string) (int, error) {
+	if s == "" {
+		return 0, fmt.Errorf("empty epoch before ':'")
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return 0, fmt.Errorf("epoch %q is not a number", s)
+		}
+	}
+	e, err := strconv.Atoi(s)
+	if err != nil || e > math.MaxInt32 {
+		return 0, fmt.Errorf("epoch %q is too large", s)
+	}
+	return e, nil
+}
+
+func nevraError(s, problem string) error {
+	return fmt.Errorf("package %s: %s", quote(s), problem)
+}

@@ -1,0 +1,206 @@
+package messages
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Reason says why an inventory event was rejected. The values are stable
+// strings meant for metrics labels and dead-letter records.
+type Reason string
+
+// One reason per check of DecodeInventoryEvent, so a rejected record can be
+// counted and found by what was wrong with it.
+const (
+	ReasonMalformedJSON      Reason = "malformed JSON"
+	ReasonMessageTooLarge    Reason = "message too large"
+	ReasonUnknownEventType   Reason = "unknown event type"
+	ReasonMissingHostID      Reason = "missing host id" // absent, or not a UUID
+	ReasonMissingOrgID       Reason = "missing org id"
+	ReasonReporterNotAllowed Reason = "reporter not allowed"
+	ReasonExcludedHostType   Reason = "excluded host type"
+	ReasonNoPackages         Reason = "no packages"
+	ReasonUnparsablePackage  Reason = "unparsable package"
+)
+
+// ValidationError is why an event cannot be processed, ever: every one
+// returned by this package is wrapped with Permanent, so ClassOf reports
+// ERROR_CLASS_PERMANENT and errors.As still finds the *ValidationError.
+type ValidationError struct {
+	Reason Reason
+	Detail string
+}
+
+func (e *ValidationError) Error() string { return string(e.Reason) + ": " + e.Detail }
+
+func invalid(r Reason, detail string) error {
+	return Permanent(&ValidationError{Reason: r, Detail: detail})
+}
+
+// ValidationOptions are the policy knobs of DecodeInventoryEvent. Start from
+// DefaultValidationOptions: an empty AllowedReporters allows no reporter, so
+// the zero value rejects every event that carries a system profile rather
+// than silently accepting them all.
+type ValidationOptions struct {
+	// MaxMessageBytes bounds the raw message; 0 or less means no bound.
+	MaxMessageBytes int
+	// AllowedReporters are the host.reporter values whose profiles are
+	// trusted.
+	AllowedReporters []string
+	// ExcludedHostTypes are system_profile.host_type values not evaluated
+	// here (edge devices are patched by image, not by package).
+	ExcludedHostTypes []string
+}
+
+// DefaultValidationOptions returns the production policy: messages up to
+// 4 MiB, profiles reported by puptoo or rhsm-system-profile-bridge, and edge
+// hosts excluded.
+func DefaultValidationOptions() ValidationOptions {
+	return ValidationOptions{
+		MaxMessageBytes:   4 << 20,
+		AllowedReporters:  []string{"puptoo", "rhsm-system-profile-bridge"},
+		ExcludedHostTypes: []string{"edge"},
+	}
+}
+
+// DecodeInventoryEvent decodes one Kafka record value and checks it against
+// opts, so a handler receiving an event can rely on the guarantees documented
+// on InventoryEvent, Host and SystemProfile. Checks run in this order, and
+// the first failure is returned: size (before any parsing), JSON, event
+// type, host id, org id, then for created and updated the reporter, host
+// type and packages. Created and updated events without a system profile
+// pass with only an id and org id; their reporter is checked only if
+// present. Every error is a permanent *ValidationError.
+func DecodeInventoryEvent(data []byte, opts ValidationOptions) (*InventoryEvent, error) {
+	if opts.MaxMessageBytes > 0 && len(data) > opts.MaxMessageBytes {
+		return nil, invalid(ReasonMessageTooLarge, fmt.Sprintf("%d bytes, limit %d", len(data), opts.MaxMessageBytes))
+	}
+	ev, err := decodeEvent(data)
+	if err != nil {
+		return nil, err
+	}
+	if err := validateEvent(ev, opts); err != nil {
+		return nil, err
+	}
+	return ev, nil
+}
+
+func validateEvent(ev *InventoryEvent, opts ValidationOptions) error {
+	var idField, orgField string
+	switch ev.Type {
+	case EventDelete:
+		idField, orgField = "id", "org_id"
+	case EventCreated, EventUpdated:
+		if ev.Host == nil {
+			return invalid(ReasonMissingHostID, fmt.Sprintf("%s event has no host", ev.Type))
+		}
+		idField, orgField = "host.id", "host.org_id"
+	case "":
+		return invalid(ReasonUnknownEventType, "type is missing")
+	default:
+		return invalid(ReasonUnknownEventType, fmt.Sprintf("type %s is not created, updated or delete", quote(string(ev.Type))))
+	}
+
+	switch id := ev.HostID(); {
+	case id == "":
+		return invalid(ReasonMissingHostID, idField+" is missing")
+	case !isUUID(id):
+		return invalid(ReasonMissingHostID, fmt.Sprintf("%s %s is not a UUID", idField, quote(id)))
+	}
+	// An org id of blanks cannot name an organization and would only
+	// surface later as a foreign-key or tenancy error.
+	if strings.TrimSpace(ev.OrgID()) == "" {
+		return invalid(ReasonMissingOrgID, orgField+" is missing")
+	}
+	if ev.Type == EventDelete {
+		return nil
+	}
+
+	h := ev.Host
+	if h.SystemProfile != nil || h.Reporter != "" {
+		if h.Reporter == "" {
+			return invalid(ReasonReporterNotAllowed, "host.reporter is missing, and a system profile must come from a known reporter")
+		}
+		if !slices.Contains(opts.AllowedReporters, h.Reporter) {
+			return invalid(ReasonReporterNotAllowed, fmt.Sprintf("host.reporter %s is not one of %q", quote(h.Reporter), opts.AllowedReporters))
+		}
+	}
+	if h.SystemProfile == nil {
+		return nil
+	}
+	return ValidateSystemProfile(h.SystemProfile, opts)
+}
+
+// ValidateSystemProfile applies the profile checks of DecodeInventoryEvent
+// (host type not excluded, at least one package, every package a NEVRA) to a
+// profile from DecodeSystemProfile. Errors are permanent *ValidationError
+// values.
+func ValidateSystemProfile(p *SystemProfile, opts ValidationOptions) error {
+	if p == nil {
+		return invalid(ReasonNoPackages, "no system profile")
+	}
+	if slices.Contains(opts.ExcludedHostTypes, p.HostType) {
+		return invalid(ReasonExcludedHostType, fmt.Sprintf("host type %s is excluded", quote(p.HostType)))
+	}
+	if len(p.InstalledPackages) == 0 {
+		return invalid(ReasonNoPackages, "system_profile.installed_packages is empty")
+	}
+	for i, pkg := range p.InstalledPackages {
+		if _, err := ParseNEVRA(pkg); err != nil {
+			return invalid(ReasonUnparsablePackage, fmt.Sprintf("installed_packages[%d]: %v", i, err))
+		}
+	}
+	return nil
+}
+
+// ParsedPackages parses every installed package of p, in order. It fails on
+// the first unparsable one with a permanent ReasonUnparsablePackage error,
+// which cannot happen for a profile that passed validation.
+func ParsedPackages(p *SystemProfile) ([]NEVRA, error) {
+	if p == nil {
+		return nil, nil
+	}
+	out := make([]NEVRA, 0, len(p.InstalledPackages))
+	for i, pkg := range p.InstalledPackages {
+		n, err := ParseNEVRA(pkg)
+		if err != nil {
+			return nil, invalid(ReasonUnparsablePackage, fmt.Sprintf("installed_packages[%d]: %v", i, err))
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// isUUID accepts the canonical 8-4-4-4-12 hex form in either case and of
+// any version: inventory ids are v4 today, but the listener has no reason
+// to refuse others.
+func isUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// quote bounds what a detail repeats of the input: a field can be megabytes
+// long, and details travel in logs and dead-letter headers.
+func quote(s string) string {
+	const limit = 64
+	if len(s) > limit {
+		return fmt.Sprintf("%q...", s[:limit])
+	}
+	return fmt.Sprintf("%q", s)
+}

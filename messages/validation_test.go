@@ -1,0 +1,267 @@
+package messages_test
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/patchflow/patchflow/messages"
+)
+
+var allReasons = []messages.Reason{
+	messages.ReasonMalformedJSON,
+	messages.ReasonMessageTooLarge,
+	messages.ReasonUnknownEventType,
+	messages.ReasonMissingHostID,
+	messages.ReasonMissingOrgID,
+	messages.ReasonReporterNotAllowed,
+	messages.ReasonExcludedHostType,
+	messages.ReasonNoPackages,
+	messages.ReasonUnparsablePackage,
+}
+
+// requireRejected asserts the whole error contract: nil event, permanent
+// class, a *ValidationError reachable with errors.As, and the exact reason.
+func requireRejected(t *testing.T, name string, ev *messages.InventoryEvent, err error, want messages.Reason) {
+	t.Helper()
+	if err == nil {
+		t.Errorf("%s: accepted, want %q", name, want)
+		return
+	}
+	if ev != nil {
+		t.Errorf("%s: returned an event with the error", name)
+	}
+	if c := messages.ClassOf(err); c != messages.ErrorClass_ERROR_CLASS_PERMANENT {
+		t.Errorf("%s: ClassOf = %v, want permanent", name, c)
+	}
+	var ve *messages.ValidationError
+	if !errors.As(err, &ve) {
+		t.Errorf("%s: %v is not a *ValidationError", name, err)
+		return
+	}
+	if ve.Reason != want {
+		t.Errorf("%s: Reason = %q (%v), want %q", name, ve.Reason, err, want)
+	}
+	if ve.Detail == "" || err.Error() != string(ve.Reason)+": "+ve.Detail {
+		t.Errorf("%s: Error() = %q, want reason: detail", name, err.Error())
+	}
+}
+
+func TestDecodeInventoryEventRejects(t *testing.T) {
+	profile := func(change func(p map[string]any)) []byte {
+		return with(t, createdEvent(), func(m map[string]any) { change(profileOf(m)) })
+	}
+	host := func(change func(h map[string]any)) []byte {
+		return with(t, createdEvent(), func(m map[string]any) { change(hostOf(m)) })
+	}
+	cases := []struct {
+		name string
+		data []byte
+		want messages.Reason
+	}{
+		{"empty input", nil, messages.ReasonMalformedJSON},
+		{"truncated", encode(t, createdEvent())[:200], messages.ReasonMalformedJSON},
+		{"not JSON", []byte("created"), messages.ReasonMalformedJSON},
+		{"trailing garbage", []byte(`{"type":"delete"} x`), messages.ReasonMalformedJSON},
+		{"array event", []byte(`[]`), messages.ReasonMalformedJSON},
+		{"type is a number", []byte(`{"type": 1}`), messages.ReasonMalformedJSON},
+		{"host is a string", []byte(`{"type":"created","host":"x"}`), messages.ReasonMalformedJSON},
+		{"packages not an array", profile(func(p map[string]any) { p["installed_packages"] = "kernel" }), messages.ReasonMalformedJSON},
+		{"package not a string", profile(func(p map[string]any) { p["installed_packages"] = []any{1} }), messages.ReasonMalformedJSON},
+		{"enabled not a bool", profile(func(p map[string]any) { p["yum_repos"] = []any{map[string]any{"enabled": "yes"}} }), messages.ReasonMalformedJSON},
+		{"os major not an integer", profile(func(p map[string]any) { p["operating_system"] = map[string]any{"major": 8.5} }), messages.ReasonMalformedJSON},
+		{"bad timestamp", with(t, deleteEvent(), func(m map[string]any) { m["timestamp"] = "yesterday" }), messages.ReasonMalformedJSON},
+		{"bad stale timestamp", host(func(h map[string]any) { h["stale_timestamp"] = "2024-13-01T00:00:00Z" }), messages.ReasonMalformedJSON},
+		{"bad check-in", host(func(h map[string]any) {
+			h["per_reporter_staleness"] = map[string]any{"puptoo": map[string]any{"last_check_in": 5}}
+		}), messages.ReasonMalformedJSON},
+
+		{"no type", with(t, deleteEvent(), func(m map[string]any) { delete(m, "type") }), messages.ReasonUnknownEventType},
+		{"null event", []byte("null"), messages.ReasonUnknownEventType},
+		{"unknown type", with(t, deleteEvent(), func(m map[string]any) { m["type"] = "deleted" }), messages.ReasonUnknownEventType},
+		{"type is case sensitive", with(t, createdEvent(), func(m map[string]any) { m["type"] = "Created" }), messages.ReasonUnknownEventType},
+
+		{"created without host", with(t, createdEvent(), func(m map[string]any) { delete(m, "host") }), messages.ReasonMissingHostID},
+		{"host id missing", host(func(h map[string]any) { delete(h, "id") }), messages.ReasonMissingHostID},
+		{"host id not a UUID", host(func(h map[string]any) { h["id"] = "web-01" }), messages.ReasonMissingHostID},
+		{"host id without dashes", host(func(h map[string]any) { h["id"] = strings.ReplaceAll(testHostID, "-", "") }), messages.ReasonMissingHostID},
+		{"host id with braces", host(func(h map[string]any) { h["id"] = "{" + testHostID[1:35] + "}" }), messages.ReasonMissingHostID},
+		{"host id truncated", host(func(h map[string]any) { h["id"] = testHostID[:35] }), messages.ReasonMissingHostID},
+		{"host id with suffix", host(func(h map[string]any) { h["id"] = testHostID + "0" }), messages.ReasonMissingHostID},
+		{"host id non-hex", host(func(h map[string]any) { h["id"] = "g" + testHostID[1:] }), messages.ReasonMissingHostID},
+		{"delete id missing", with(t, deleteEvent(), func(m map[string]any) { delete(m, "id") }), messages.ReasonMissingHostID},
+		{"delete id only in host", with(t, deleteEvent(), func(m map[string]any) {
+			delete(m, "id")
+			m["host"] = map[string]any{"id": testHostID, "org_id": testOrgID}
+		}), messages.ReasonMissingHostID},
+
+		{"host org id missing", host(func(h map[string]any) { delete(h, "org_id") }), messages.ReasonMissingOrgID},
+		{"host org id blank", host(func(h map[string]any) { h["org_id"] = "  " }), messages.ReasonMissingOrgID},
+		{"delete org id missing", with(t, deleteEvent(), func(m map[string]any) { delete(m, "org_id") }), messages.ReasonMissingOrgID},
+		{"id-only org id missing", with(t, idOnlyEvent(), func(m map[string]any) { delete(hostOf(m), "org_id") }), messages.ReasonMissingOrgID},
+
+		{"reporter not allowed", host(func(h map[string]any) { h["reporter"] = "yupana" }), messages.ReasonReporterNotAllowed},
+		{"reporter missing with profile", host(func(h map[string]any) { delete(h, "reporter") }), messages.ReasonReporterNotAllowed},
+		{"id-only with bad reporter", with(t, idOnlyEvent(), func(m map[string]any) { hostOf(m)["reporter"] = "satellite" }), messages.ReasonReporterNotAllowed},
+
+		{"edge host", profile(func(p map[string]any) { p["host_type"] = "edge" }), messages.ReasonExcludedHostType},
+
+		{"packages missing", profile(func(p map[string]any) { delete(p, "installed_packages") }), messages.ReasonNoPackages},
+		{"packages empty", profile(func(p map[string]any) { p["installed_packages"] = []any{} }), messages.ReasonNoPackages},
+		{"empty profile", host(func(h map[string]any) { h["system_profile"] = map[string]any{} }), messages.ReasonNoPackages},
+
+		{"package without arch", profile(func(p map[string]any) {
+			p["installed_packages"] = []any{"bash-0:4.4.20-1.el8_4.x86_64", "kernel-4.18.0-305"}
+		}), messages.ReasonUnparsablePackage},
+		{"package empty", profile(func(p map[string]any) { p["installed_packages"] = []any{""} }), messages.ReasonUnparsablePackage},
+		{"package bad epoch", profile(func(p map[string]any) { p["installed_packages"] = []any{"kernel-x:4.18.0-305.el8.x86_64"} }), messages.ReasonUnparsablePackage},
+	}
+
+	covered := map[messages.Reason]bool{}
+	for _, c := range cases {
+		ev, err := messages.DecodeInventoryEvent(c.data, messages.DefaultValidationOptions())
+		requireRejected(t, c.name, ev, err, c.want)
+		covered[c.want] = true
+	}
+	// Too large is tested below with a small limit.
+	covered[messages.ReasonMessageTooLarge] = true
+	for _, r := range allReasons {
+		if !covered[r] {
+			t.Errorf("no case produces %q", r)
+		}
+	}
+}
+
+func TestMessageTooLargeIsCheckedBeforeParsing(t *testing.T) {
+	opts := messages.DefaultValidationOptions()
+	opts.MaxMessageBytes = 64
+	// Malformed on purpose: a size check after parsing would say malformed.
+	data := []byte(`{"type": "created", "host": {` + strings.Repeat(" ", 100))
+	ev, err := messages.DecodeInventoryEvent(data, opts)
+	requireRejected(t, "over the limit", ev, err, messages.ReasonMessageTooLarge)
+
+	good := encode(t, deleteEvent())
+	opts.MaxMessageBytes = len(good)
+	if _, err := messages.DecodeInventoryEvent(good, opts); err != nil {
+		t.Errorf("a message of exactly the limit was rejected: %v", err)
+	}
+	opts.MaxMessageBytes = len(good) - 1
+	ev, err = messages.DecodeInventoryEvent(good, opts)
+	requireRejected(t, "one byte over", ev, err, messages.ReasonMessageTooLarge)
+
+	opts.MaxMessageBytes = 0
+	if _, err := messages.DecodeInventoryEvent(good, opts); err != nil {
+		t.Errorf("MaxMessageBytes 0 should mean no bound: %v", err)
+	}
+}
+
+func TestDefaultValidationOptions(t *testing.T) {
+	got := messages.DefaultValidationOptions()
+	want := messages.ValidationOptions{
+		MaxMessageBytes:   4 * 1024 * 1024,
+		AllowedReporters:  []string{"puptoo", "rhsm-system-profile-bridge"},
+		ExcludedHostTypes: []string{"edge"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("DefaultValidationOptions = %+v, want %+v", got, want)
+	}
+	got.AllowedReporters[0] = "changed"
+	if messages.DefaultValidationOptions().AllowedReporters[0] != "puptoo" {
+		t.Error("callers changing their options changed the defaults")
+	}
+}
+
+func TestReporterPolicy(t *testing.T) {
+	defaults := messages.DefaultValidationOptions()
+	cases := []struct {
+		name string
+		data []byte
+		opts messages.ValidationOptions
+		ok   bool
+	}{
+		{"puptoo", encode(t, createdEvent()), defaults, true},
+		{"bridge", with(t, createdEvent(), func(m map[string]any) { hostOf(m)["reporter"] = "rhsm-system-profile-bridge" }), defaults, true},
+		{"id-only without reporter", encode(t, idOnlyEvent()), defaults, true},
+		{"id-only with allowed reporter", with(t, idOnlyEvent(), func(m map[string]any) { hostOf(m)["reporter"] = "puptoo" }), defaults, true},
+		{"custom allow list", with(t, createdEvent(), func(m map[string]any) { hostOf(m)["reporter"] = "yupana" }),
+			messages.ValidationOptions{AllowedReporters: []string{"yupana"}}, true},
+		{"zero options fail closed", encode(t, createdEvent()), messages.ValidationOptions{}, false},
+		{"reporter is case sensitive", with(t, createdEvent(), func(m map[string]any) { hostOf(m)["reporter"] = "Puptoo" }), defaults, false},
+		{"edge allowed when not excluded", with(t, createdEvent(), func(m map[string]any) { profileOf(m)["host_type"] = "edge" }),
+			messages.ValidationOptions{AllowedReporters: []string{"puptoo"}}, true},
+	}
+	for _, c := range cases {
+		ev, err := messages.DecodeInventoryEvent(c.data, c.opts)
+		if c.ok && err != nil {
+			t.Errorf("%s: %v", c.name, err)
+		}
+		if !c.ok {
+			requireRejected(t, c.name, ev, err, messages.ReasonReporterNotAllowed)
+		}
+	}
+}
+
+func TestValidationErrorMessages(t *testing.T) {
+	long := strings.Repeat("x", 10_000)
+	data := with(t, createdEvent(), func(m map[string]any) {
+		profileOf(m)["installed_packages"] = []any{"bash-0:4.4.20-1.el8_4.x86_64", long}
+	})
+	_, err := messages.DecodeInventoryEvent(data, messages.DefaultValidationOptions())
+	var ve *messages.ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("err = %v", err)
+	}
+	if !strings.Contains(ve.Detail, "installed_packages[1]") {
+		t.Errorf("Detail %q does not name the first bad package", ve.Detail)
+	}
+	if len(ve.Detail) > 300 {
+		t.Errorf("Detail repeats %d bytes of input; it should be bounded", len(ve.Detail))
+	}
+
+	_, err = messages.DecodeInventoryEvent([]byte(`{"type":"created","host":{"system_profile":{"installed_packages":[1]}}}`), messages.DefaultValidationOptions())
+	if got := fmt.Sprint(err); !strings.Contains(got, "host.system_profile.installed_packages") || strings.Contains(got, "wire") {
+		t.Errorf("type error %q should name the JSON path, not Go types", got)
+	}
+}
+
+func TestParsedPackages(t *testing.T) {
+	p := &messages.SystemProfile{InstalledPackages: []string{"kernel-0:4.18.0-305.el8.x86_64", "bash-4.4.20-1.el8_4.x86_64"}}
+	got, err := messages.ParsedPackages(p)
+	want := []messages.NEVRA{
+		{Name: "kernel", Epoch: 0, Version: "4.18.0", Release: "305.el8", Arch: "x86_64"},
+		{Name: "bash", Epoch: 0, Version: "4.4.20", Release: "1.el8_4", Arch: "x86_64"},
+	}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("ParsedPackages = %+v, %v", got, err)
+	}
+
+	p.InstalledPackages = append(p.InstalledPackages, "nonsense")
+	got, err = messages.ParsedPackages(p)
+	var ve *messages.ValidationError
+	if got != nil || !errors.As(err, &ve) || ve.Reason != messages.ReasonUnparsablePackage || messages.ClassOf(err) != messages.ErrorClass_ERROR_CLASS_PERMANENT {
+		t.Errorf("ParsedPackages with a bad package = %+v, %v", got, err)
+	}
+}
+
+func TestValidateSystemProfile(t *testing.T) {
+	opts := messages.DefaultValidationOptions()
+	cases := []struct {
+		name string
+		p    *messages.SystemProfile
+		want messages.Reason
+	}{
+		{"nil", nil, messages.ReasonNoPackages},
+		{"empty", &messages.SystemProfile{}, messages.ReasonNoPackages},
+		{"edge", &messages.SystemProfile{HostType: "edge", InstalledPackages: []string{"a-1-1.noarch"}}, messages.ReasonExcludedHostType},
+		{"bad package", &messages.SystemProfile{InstalledPackages: []string{"a-1.noarch"}}, messages.ReasonUnparsablePackage},
+	}
+	for _, c := range cases {
+		err := messages.ValidateSystemProfile(c.p, opts)
+		requireRejected(t, c.name, nil, err, c.want)
+	}
+	if err := messages.ValidateSystemProfile(&messages.SystemProfile{InstalledPackages: []string{"a-1-1.noarch"}}, opts); err != nil {
+		t.Errorf("valid profile: %v", err)
+	}
+}
