@@ -1,0 +1,291 @@
+package clients
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/patchflow/patchflow/messages"
+)
+
+// Defaults for the zero values of the options' retry fields.
+const (
+	defaultTimeout     = 10 * time.Second
+	defaultMaxAttempts = 5
+	defaultBackoffMin  = 100 * time.Millisecond
+	defaultBackoffMax  = 5 * time.Second
+)
+
+// Body limits.
+const (
+	// drainLimit bounds how much of an unused body (an error page, the
+	// rest of a decoded one) is read before closing. Reading it to the end
+	// lets the transport put the connection back in the pool; past this
+	// limit a fresh connection is cheaper than the read.
+	drainLimit = 1 << 20
+	// maxResponseBytes bounds a successful body after gzip decoding, so a
+	// broken or hostile server cannot make one evaluation hold gigabytes.
+	// VMaaS answers for hosts with thousands of packages are a few MiB.
+	maxResponseBytes = 64 << 20
+	// errorSnippetBytes is how much of an error body StatusError keeps.
+	errorSnippetBytes = 512
+)
+
+// errTooLarge reports a success body over maxResponseBytes. The same request
+// would get the same body, so it is permanent.
+var errTooLarge = fmt.Errorf("response body larger than %d bytes", maxResponseBytes)
+
+// retryConfig is the validated retry policy shared by both clients.
+type retryConfig struct {
+	timeout     time.Duration // per attempt, including reading the body
+	maxAttempts int
+	backoffMin  time.Duration
+	backoffMax  time.Duration
+}
+
+// newRetryConfig applies the defaults to zero values and rejects values that
+// cannot be meant (negative, or a cap below the floor).
+func newRetryConfig(timeout time.Duration, maxAttempts int, backoffMin, backoffMax time.Duration) (retryConfig, error) {
+	if timeout < 0 || maxAttempts < 0 || backoffMin < 0 || backoffMax < 0 {
+		return retryConfig{}, errors.New("timeout, attempts and backoff must not be negative")
+	}
+	c := retryConfig{
+		timeout:     cmp.Or(timeout, defaultTimeout),
+		maxAttempts: cmp.Or(maxAttempts, defaultMaxAttempts),
+		backoffMin:  cmp.Or(backoffMin, defaultBackoffMin),
+		backoffMax:  cmp.Or(backoffMax, defaultBackoffMax),
+	}
+	if c.backoffMax < c.backoffMin {
+		return retryConfig{}, fmt.Errorf("backoff max %s is below backoff min %s", c.backoffMax, c.backoffMin)
+	}
+	return c, nil
+}
+
+// requestFunc builds a fresh request bound to ctx. It is called once per
+// attempt because a request body can be read only once.
+type requestFunc func(ctx context.Context) (*http.Request, error)
+
+// retrier sends one logical request as up to maxAttempts HTTP attempts. It is
+// safe for concurrent use; the counters are for the clients' Stats.
+type retrier struct {
+	cfg      retryConfig
+	client   *http.Client
+	requests atomic.Uint64 // attempts sent
+	retries  atomic.Uint64 // attempts after the first
+}
+
+// outcome says what the loop does after an attempt.
+type outcome int
+
+const (
+	succeeded outcome = iota
+	retryable         // 429, 502, 503, 504, connection error, timeout
+	permanent         // 4xx other than 429, oversized body, unbuildable request
+	transient         // 5xx other than the retryable ones, 1xx/3xx leftovers
+)
+
+// attemptResult is one attempt's result: the body on success, otherwise the
+// error and, for a retryable status, the server's Retry-After.
+type attemptResult struct {
+	outcome       outcome
+	body          []byte
+	err           error
+	retryAfter    time.Duration
+	hasRetryAfter bool
+}
+
+// do runs the attempts and returns the body of the first 2xx response.
+//
+// Errors: the caller's context ending is returned as its context error,
+// unclassified (errors.Is(err, context.Canceled) holds and ClassOf says
+// cancelled; a caller deadline reads as transient). A non-retryable status is
+// returned at once as a *StatusError wrapped with messages.Permanent (4xx) or
+// messages.Transient (5xx). When the attempts run out on retryable failures,
+// the last failure is returned wrapped with messages.Transient so the pipeline
+// retries the record later. op prefixes every message.
+func (r *retrier) do(ctx context.Context, op string, newRequest requestFunc) ([]byte, error) {
+	for n := 1; ; n++ {
+		if ctx.Err() != nil {
+			return nil, contextError(ctx, op)
+		}
+		r.requests.Add(1)
+		if n > 1 {
+			r.retries.Add(1)
+		}
+		res := r.attempt(ctx, newRequest)
+		// A failure caused by the caller's context is the caller's doing,
+		// not the server's: report it as such whatever the attempt saw.
+		if res.outcome != succeeded && ctx.Err() != nil {
+			return nil, contextError(ctx, op)
+		}
+		switch res.outcome {
+		case succeeded:
+			return res.body, nil
+		case permanent:
+			return nil, messages.Permanent(fmt.Errorf("%s: %w", op, res.err))
+		case transient:
+			return nil, messages.Transient(fmt.Errorf("%s: %w", op, res.err))
+		}
+		if n >= r.cfg.maxAttempts {
+			return nil, messages.Transient(fmt.Errorf("%s: giving up after %d attempts: %w", op, n, res.err))
+		}
+		wait := r.backoff(n)
+		if res.hasRetryAfter {
+			// The server knows better than our jitter when it will be
+			// back, but a long Retry-After must not park an evaluation
+			// beyond the configured cap.
+			wait = min(res.retryAfter, r.cfg.backoffMax)
+		}
+		if err := sleep(ctx, wait); err != nil {
+			return nil, contextError(ctx, op)
+		}
+	}
+}
+
+// attempt sends one request under the per-attempt timeout and reads the
+// body within that same timeout, so a server that stalls mid-body counts as
+// a timeout too. Whatever happens, the body is drained and closed.
+func (r *retrier) attempt(ctx context.Context, newRequest requestFunc) attemptResult {
+	actx, cancel := context.WithTimeout(ctx, r.cfg.timeout)
+	defer cancel() // runs after drainAndClose below: defers are LIFO
+
+	req, err := newRequest(actx)
+	if err != nil {
+		return attemptResult{outcome: permanent, err: fmt.Errorf("building request: %w", err)}
+	}
+	resp, err := r.client.Do(req)
+	if err != nil {
+		// Connection refused or reset, DNS failure, TLS failure, attempt
+		// timeout: all worth another try against a service that restarts.
+		return attemptResult{outcome: retryable, err: r.annotateTimeout(actx, err)}
+	}
+	defer drainAndClose(resp.Body)
+
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		body, err := readLimited(resp.Body, maxResponseBytes)
+		switch {
+		case errors.Is(err, errTooLarge):
+			return attemptResult{outcome: permanent, err: err}
+		case err != nil:
+			return attemptResult{outcome: retryable, err: r.annotateTimeout(actx, fmt.Errorf("reading response: %w", err))}
+		}
+		return attemptResult{outcome: succeeded, body: body}
+	}
+
+	head, _ := io.ReadAll(io.LimitReader(resp.Body, errorSnippetBytes))
+	serr := &StatusError{
+		Method:     req.Method,
+		URL:        req.URL.Redacted(),
+		StatusCode: resp.StatusCode,
+		Body:       snippet(head),
+	}
+	switch code := resp.StatusCode; {
+	case code == http.StatusTooManyRequests, code == http.StatusBadGateway,
+		code == http.StatusServiceUnavailable, code == http.StatusGatewayTimeout:
+		d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+		return attemptResult{outcome: retryable, err: serr, retryAfter: d, hasRetryAfter: ok}
+	case code >= 400 && code < 500:
+		return attemptResult{outcome: permanent, err: serr}
+	default:
+		return attemptResult{outcome: transient, err: serr}
+	}
+}
+
+// annotateTimeout says so when err comes from the per-attempt deadline, which
+// the bare "context deadline exceeded" does not tell apart from the caller's.
+func (r *retrier) annotateTimeout(actx context.Context, err error) error {
+	if errors.Is(actx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("attempt timed out after %s: %w", r.cfg.timeout, err)
+	}
+	return err
+}
+
+// backoff returns the wait after failed attempt n (1 for the first): full
+// jitter, uniform in [0, min(backoffMax, backoffMin·2^(n-1))], so that many
+// evaluations failing together do not come back together.
+func (r *retrier) backoff(n int) time.Duration {
+	ceiling := r.cfg.backoffMin
+	for i := 1; i < n && ceiling < r.cfg.backoffMax; i++ {
+		ceiling *= 2
+	}
+	ceiling = min(ceiling, r.cfg.backoffMax)
+	return rand.N(ceiling + 1)
+}
+
+// parseRetryAfter reads a Retry-After value: delay-seconds, or an HTTP date
+// (RFC 9110 allows both). ok is false when the header is absent or invalid,
+// in which case the normal backoff applies.
+func parseRetryAfter(v string, now time.Time) (d time.Duration, ok bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs < 0 {
+			return 0, false
+		}
+		// Saturate instead of overflowing; the caller caps it anyway.
+		if secs > math.MaxInt64/int64(time.Second) {
+			return math.MaxInt64, true
+		}
+		return time.Duration(secs) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
+}
+
+// sleep waits for d or until ctx ends, whichever is first.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// contextError reports the end of the caller's context. The cause, when the
+// canceller set one, is added as text only so that the class stays the
+// context's (cancelled, or transient for a deadline).
+func contextError(ctx context.Context, op string) error {
+	err := ctx.Err()
+	if cause := context.Cause(ctx); cause != nil && cause != err {
+		return fmt.Errorf("%s: %w (cause: %v)", op, err, cause)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// readLimited reads all of r, failing with errTooLarge past limit bytes.
+func readLimited(r io.Reader, limit int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, errTooLarge
+	}
+	return b, nil
+}
+
+// drainAndClose reads what is left of body, up to drainLimit, and closes it:
+// the transport reuses a connection only when its body was read to the end.
+func drainAndClose(body io.ReadCloser) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, drainLimit))
+	_ = body.Close()
+}

@@ -1,0 +1,138 @@
+package clients
+
+import (
+	"math"
+	"net/http"
+	"testing"
+	"time"
+)
+
+func TestParseRetryAfter(t *testing.T) {
+	now := time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, tc := range []struct {
+		in     string
+		want   time.Duration
+		wantOK bool
+	}{
+		{"", 0, false},
+		{"soon", 0, false},
+		{"-1", 0, false},
+		{"1.5", 0, false},
+		{"0", 0, true},
+		{"2", 2 * time.Second, true},
+		{" 3 ", 3 * time.Second, true},
+		{"99999999999999999", math.MaxInt64, true},
+		{now.Add(7 * time.Second).Format(http.TimeFormat), 7 * time.Second, true},
+		{now.Add(-time.Minute).Format(http.TimeFormat), 0, true},
+	} {
+		got, ok := parseRetryAfter(tc.in, now)
+		if got != tc.want || ok != tc.wantOK {
+			t.Errorf("parseRetryAfter(%q) = %v, %v; want %v, %v", tc.in, got, ok, tc.want, tc.wantOK)
+		}
+	}
+}
+
+func TestBackoffIsFullJitterUnderExponentialCeiling(t *testing.T) {
+	r := &retrier{cfg: retryConfig{backoffMin: 10 * time.Millisecond, backoffMax: 100 * time.Millisecond}}
+	for n, ceiling := range map[int]time.Duration{
+		1: 10 * time.Millisecond, 2: 20 * time.Millisecond, 3: 40 * time.Millisecond,
+		4: 80 * time.Millisecond, 5: 100 * time.Millisecond, 60: 100 * time.Millisecond,
+	} {
+		var lo, hi time.Duration = math.MaxInt64, 0
+		for range 2000 {
+			d := r.backoff(n)
+			if d < 0 || d > ceiling {
+				t.Fatalf("backoff(%d) = %v, want within [0, %v]", n, d, ceiling)
+			}
+			lo, hi = min(lo, d), max(hi, d)
+		}
+		// Full jitter spreads over the whole range, not just its top.
+		if lo > ceiling/10 || hi < ceiling*9/10 {
+			t.Errorf("backoff(%d) spans [%v, %v], want most of [0, %v]", n, lo, hi, ceiling)
+		}
+	}
+}
+
+func TestNewRetryConfigDefaults(t *testing.T) {
+	c, err := newRetryConfig(0, 0, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := retryConfig{timeout: 10 * time.Second, maxAttempts: 5, backoffMin: 100 * time.Millisecond, backoffMax: 5 * time.Second}
+	if c != want {
+		t.Errorf("defaults = %+v, want %+v", c, want)
+	}
+}
+
+func TestCanonicalBody(t *testing.T) {
+	base := UpdatesRequest{
+		PackageList:    []string{"c-1-1.noarch", "a-1-1.noarch", "b-1-1.noarch"},
+		RepositoryList: []string{"r2", "r1"},
+		ModulesList:    []Module{{"php", "8.1"}, {"nodejs", "20"}, {"nodejs", "18"}},
+		Releasever:     "9",
+	}
+	body, key, err := canonicalBody(&base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"package_list":["a-1-1.noarch","b-1-1.noarch","c-1-1.noarch"],` +
+		`"repository_list":["r1","r2"],` +
+		`"modules_list":[{"module_name":"nodejs","module_stream":"18"},{"module_name":"nodejs","module_stream":"20"},{"module_name":"php","module_stream":"8.1"}],` +
+		`"releasever":"9","security_only":false,"latest_only":false,"third_party":false,"epoch_required":false}`
+	if string(body) != want {
+		t.Errorf("body =\n%s\nwant\n%s", body, want)
+	}
+	if base.PackageList[0] != "c-1-1.noarch" || base.ModulesList[0].Name != "php" {
+		t.Errorf("canonicalBody sorted the caller's lists: %+v", base)
+	}
+
+	same := UpdatesRequest{
+		PackageList:    []string{"b-1-1.noarch", "c-1-1.noarch", "a-1-1.noarch", "b-1-1.noarch"},
+		RepositoryList: []string{"r1", "r2", "r1"},
+		ModulesList:    []Module{{"nodejs", "18"}, {"php", "8.1"}, {"nodejs", "20"}},
+		Releasever:     "9",
+	}
+	if _, k, _ := canonicalBody(&same); k != key {
+		t.Error("reordered, repeated lists gave another key")
+	}
+	other := same
+	other.ThirdParty = true
+	if _, k, _ := canonicalBody(&other); k == key {
+		t.Error("a different flag gave the same key")
+	}
+
+	// nil and empty lists are the same request.
+	_, k1, _ := canonicalBody(&UpdatesRequest{PackageList: nil, RepositoryList: []string{}})
+	b2, k2, _ := canonicalBody(&UpdatesRequest{PackageList: []string{}})
+	if k1 != k2 {
+		t.Error("nil and empty lists gave different keys")
+	}
+	if string(b2) != `{"package_list":[],"security_only":false,"latest_only":false,"third_party":false,"epoch_required":false}` {
+		t.Errorf("empty request body = %s", b2)
+	}
+}
+
+func TestUpdatesResponseClone(t *testing.T) {
+	orig := &UpdatesResponse{
+		UpdateList: map[string]PackageUpdates{
+			"a": {AvailableUpdates: []Update{{Package: "a-2"}}},
+			"b": {AvailableUpdates: []Update{}},
+			"c": {},
+		},
+		RepositoryList: []string{"r1"},
+		LastChange:     "t",
+	}
+	c := orig.Clone()
+	c.UpdateList["a"].AvailableUpdates[0].Package = "changed"
+	c.UpdateList["z"] = PackageUpdates{}
+	c.RepositoryList[0] = "changed"
+	if orig.UpdateList["a"].AvailableUpdates[0].Package != "a-2" || len(orig.UpdateList) != 3 || orig.RepositoryList[0] != "r1" {
+		t.Errorf("changing the clone changed the original: %+v", orig)
+	}
+	if c.UpdateList["b"].AvailableUpdates == nil || c.UpdateList["c"].AvailableUpdates != nil {
+		t.Error("Clone changed the nil-ness of a slice")
+	}
+	if (*UpdatesResponse)(nil).Clone() != nil {
+		t.Error("nil.Clone() != nil")
+	}
+}

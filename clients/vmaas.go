@@ -1,0 +1,171 @@
+package clients
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/patchflow/patchflow/messages"
+)
+
+// VMaaSOptions configures a VMaaS client. Zero values take the defaults.
+type VMaaSOptions struct {
+	// Timeout bounds one attempt, reading the body included (default 10s).
+	Timeout time.Duration
+	// MaxAttempts bounds the attempts of one call, the first included
+	// (default 5).
+	MaxAttempts int
+	// BackoffMin and BackoffMax bound the wait between attempts (defaults
+	// 100ms and 5s); BackoffMax also caps a server's Retry-After.
+	BackoffMin, BackoffMax time.Duration
+	// CacheSize is the number of answers kept, least recently used evicted
+	// first; 0 disables the cache.
+	CacheSize int
+	// HTTPClient sends the requests; nil means a client with a pooled
+	// transport sized for many concurrent calls to one host. Its Timeout,
+	// if set, applies on top of the per-attempt Timeout.
+	HTTPClient *http.Client
+}
+
+// VMaaS is a client of the VMaaS updates API. It is safe for concurrent use.
+//
+// Each call costs one HTTP round trip per attempt (or none on a cache hit)
+// and keeps the whole answer in memory while decoding it. Retry policy and
+// error classes are described in the package doc.
+type VMaaS struct {
+	updatesURL string
+	http       *http.Client
+	retry      *retrier
+	// cache maps a canonical request to its answer. It holds private
+	// copies: callers get clones, so no caller can change what another
+	// one reads. nil when disabled.
+	cache     *lru.Cache[cacheKey, *UpdatesResponse]
+	calls     atomic.Uint64
+	cacheHits atomic.Uint64
+}
+
+// VMaaSStats is a snapshot of a VMaaS client's counters since it was created.
+// The fields are read one by one, so under load they may be a few calls
+// apart from each other.
+type VMaaSStats struct {
+	Calls     uint64 // Updates calls
+	Requests  uint64 // HTTP attempts sent
+	Retries   uint64 // attempts after the first of their call
+	CacheHits uint64 // calls answered from the cache, without a request
+}
+
+// NewVMaaS returns a client for the VMaaS instance at baseURL (scheme, host
+// and optional path prefix, e.g. "http://vmaas:8000"). It fails on a base URL
+// that is not absolute http(s), or on invalid options.
+func NewVMaaS(baseURL string, opts VMaaSOptions) (*VMaaS, error) {
+	base, err := parseBaseURL(baseURL)
+	if err != nil {
+		return nil, fmt.Errorf("vmaas client: %w", err)
+	}
+	cfg, err := newRetryConfig(opts.Timeout, opts.MaxAttempts, opts.BackoffMin, opts.BackoffMax)
+	if err != nil {
+		return nil, fmt.Errorf("vmaas client: %w", err)
+	}
+	if opts.CacheSize < 0 {
+		return nil, errors.New("vmaas client: cache size must not be negative")
+	}
+	hc := opts.HTTPClient
+	if hc == nil {
+		hc = newDefaultHTTPClient()
+	}
+	c := &VMaaS{
+		updatesURL: base + "/api/v3/updates",
+		http:       hc,
+		retry:      &retrier{cfg: cfg, client: hc},
+	}
+	if opts.CacheSize > 0 {
+		if c.cache, err = lru.New[cacheKey, *UpdatesResponse](opts.CacheSize); err != nil {
+			return nil, fmt.Errorf("vmaas client: %w", err)
+		}
+	}
+	return c, nil
+}
+
+// Updates asks VMaaS which updates are available for req's packages.
+//
+// The returned response belongs to the caller, who may modify it: on a cache
+// hit it is a fresh deep copy of the cached answer. req is not modified.
+// Requests that differ only in the order or repetition of their package,
+// repository or module lists share a cache entry.
+//
+// Errors: a request VMaaS rejects (400, other 4xx) is permanent; a failed or
+// unreadable answer (5xx, timeouts after all attempts, a body that is not the
+// expected JSON) is transient; the caller's context ending is returned as is
+// (see the package doc).
+func (c *VMaaS) Updates(ctx context.Context, req *UpdatesRequest) (*UpdatesResponse, error) {
+	const op = "vmaas updates"
+	c.calls.Add(1)
+	if req == nil {
+		return nil, messages.Permanent(errors.New(op + ": nil request"))
+	}
+	body, key, err := canonicalBody(req)
+	if err != nil {
+		return nil, messages.Permanent(fmt.Errorf("%s: encoding request: %w", op, err))
+	}
+	if c.cache != nil {
+		if cached, ok := c.cache.Get(key); ok {
+			c.cacheHits.Add(1)
+			return cached.Clone(), nil
+		}
+	}
+
+	raw, err := c.retry.do(ctx, op, func(ctx context.Context) (*http.Request, error) {
+		r, err := http.NewRequestWithContext(ctx, http.MethodPost, c.updatesURL, bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Accept", "application/json")
+		// No Accept-Encoding: the transport then asks for gzip itself and
+		// decompresses transparently, which it does not do when the
+		// header is set by hand.
+		return r, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	var resp UpdatesResponse
+	if err := json.Unmarshal(raw, &resp); err != nil {
+		// A 200 with a non-JSON body is typically a proxy's page, not
+		// VMaaS's answer: the record can succeed later.
+		return nil, messages.Transient(fmt.Errorf("%s: response is not the expected JSON: %w", op, err))
+	}
+	if resp.UpdateList == nil {
+		// VMaaS always sends update_list (empty when nothing matches);
+		// without it ("null", "{}") the body is not an answer, and
+		// treating it as "no updates" would silently clear a host.
+		return nil, messages.Transient(errors.New(op + ": response has no update_list"))
+	}
+	if c.cache != nil {
+		c.cache.Add(key, resp.Clone())
+	}
+	return &resp, nil
+}
+
+// Stats returns the client's counters.
+func (c *VMaaS) Stats() VMaaSStats {
+	return VMaaSStats{
+		Calls:     c.calls.Load(),
+		Requests:  c.retry.requests.Load(),
+		Retries:   c.retry.retries.Load(),
+		CacheHits: c.cacheHits.Load(),
+	}
+}
+
+// CloseIdleConnections closes the pooled connections that are idle, for
+// shutdown and tests; connections in use are left alone. With a caller's
+// HTTPClient it closes that client's idle connections.
+func (c *VMaaS) CloseIdleConnections() { c.http.CloseIdleConnections() }
