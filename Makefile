@@ -18,9 +18,16 @@ build:
 demo:
 	$(GO) run ./cmd/demo
 
-## test: generated code current, lint, vet, formatting, then every test with the race detector
+## test: generated code current, lint, vet, formatting, then every test with the race detector,
+## against a throwaway PostgreSQL unless DATABASE_URL names one
 test: proto-check fmt-check vet
-	$(GO) test -race -count=1 $(PKGS)
+	@set -e; \
+	if [ -z "$$DATABASE_URL" ]; then \
+		dir=$$(.ci/postgres start); trap '.ci/postgres stop '"$$dir" EXIT; \
+		export DATABASE_URL=$$(cat $$dir/url); \
+		echo "throwaway PostgreSQL at $$DATABASE_URL"; \
+	fi; \
+	PATCHFLOW_REQUIRE_DB=1 $(GO) test -race -count=1 $(PKGS)
 
 ## proto: regenerate messages/*.pb.go from proto/ (buf and protoc-gen-go via `go run`, pinned)
 proto:

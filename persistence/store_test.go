@@ -235,6 +235,8 @@ func TestConcurrentEvaluationsDoNotDeadlock(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, hosts*rounds)
+	var lastMu sync.Mutex
+	last := map[string]persistence.SystemUpload{}
 	for h := 0; h < hosts; h++ {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(h), 1))
@@ -251,6 +253,9 @@ func TestConcurrentEvaluationsDoNotDeadlock(t *testing.T) {
 					errs <- err
 					return
 				}
+				lastMu.Lock()
+				last[host] = u
+				lastMu.Unlock()
 				var pairs []string
 				for _, a := range rng.Perm(50)[:25] {
 					pairs = append(pairs, fmt.Sprintf("RHSA-2026:%04d", a), "installable")
@@ -270,6 +275,22 @@ func TestConcurrentEvaluationsDoNotDeadlock(t *testing.T) {
 	var n int
 	if err := s.DB().QueryRow(`SELECT count(*) FROM system`).Scan(&n); err != nil || n != hosts {
 		t.Fatalf("%d systems stored, want %d (%v)", n, hosts, err)
+	}
+	// Every host holds exactly its last upload's packages: a package another
+	// transaction inserted at the same moment must not be lost.
+	for host, u := range last {
+		st := load(t, s, host)
+		want := map[persistence.Package]bool{}
+		for _, p := range u.Packages {
+			want[p] = true
+		}
+		got := map[persistence.Package]bool{}
+		for _, p := range st.Packages {
+			got[p] = true
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("host %s: %d packages stored, its last upload had %d", host, len(got), len(want))
+		}
 	}
 }
 

@@ -143,24 +143,30 @@ func replacePackages(ctx context.Context, tx *sql.Tx, systemID int64, pkgs []Pac
 	for i, p := range pkgs {
 		pkgNames[i] = p.Name
 	}
+	// Two statements, not one: under READ COMMITTED a statement sees rows
+	// committed before it began. A package another transaction inserted
+	// concurrently makes ON CONFLICT DO NOTHING skip it (after waiting for that
+	// transaction) without returning its id, and a lookup in the same
+	// statement would not see it either: the system would silently lose it.
+	if _, err := tx.ExecContext(ctx, `
+		INSERT INTO package (name_id, evra)
+		SELECT pn.id, w.evra FROM unnest($1::text[], $2::text[]) AS w (name, evra)
+		JOIN package_name pn ON pn.name = w.name
+		ORDER BY pn.id, w.evra
+		ON CONFLICT (name_id, evra) DO NOTHING`, pq.Array(pkgNames), pq.Array(evras)); err != nil {
+		return fmt.Errorf("insert packages: %w", err)
+	}
 	var ids pq.Int64Array
 	err := tx.QueryRowContext(ctx, `
-		WITH wanted AS (
-			SELECT pn.id AS name_id, w.evra
-			FROM unnest($1::text[], $2::text[]) AS w (name, evra)
-			JOIN package_name pn ON pn.name = w.name
-		), inserted AS (
-			INSERT INTO package (name_id, evra) SELECT name_id, evra FROM wanted ORDER BY name_id, evra
-			ON CONFLICT (name_id, evra) DO NOTHING
-			RETURNING id
-		)
-		SELECT coalesce(array_agg(id ORDER BY id), '{}') FROM (
-			SELECT id FROM inserted
-			UNION
-			SELECT p.id FROM package p JOIN wanted w ON p.name_id = w.name_id AND p.evra = w.evra
-		) ids`, pq.Array(pkgNames), pq.Array(evras)).Scan(&ids)
+		SELECT coalesce(array_agg(p.id ORDER BY p.id), '{}')
+		FROM unnest($1::text[], $2::text[]) AS w (name, evra)
+		JOIN package_name pn ON pn.name = w.name
+		JOIN package p ON p.name_id = pn.id AND p.evra = w.evra`, pq.Array(pkgNames), pq.Array(evras)).Scan(&ids)
 	if err != nil {
-		return fmt.Errorf("insert packages: %w", err)
+		return fmt.Errorf("look up packages: %w", err)
+	}
+	if len(ids) != len(pkgs) {
+		return fmt.Errorf("stored %d of %d packages", len(ids), len(pkgs))
 	}
 	if _, err := tx.ExecContext(ctx,
 		`DELETE FROM system_package WHERE system_id = $1 AND NOT (package_id = ANY($2::bigint[]))`, systemID, ids); err != nil {

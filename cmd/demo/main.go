@@ -1,11 +1,11 @@
-// Command demo runs the listener end to end on embedded defaults (an
-// in-process broker, the simulated handler) and prints live progress and a
-// summary. `make demo` runs it.
+// Command demo runs patchflow end to end on one machine: an in-process
+// broker, the platform mock, 20,000 realistic inventory events, the listener
+// with its defaults against PostgreSQL (DATABASE_URL; `make demo` starts a
+// throwaway one), live progress and a summary that checks every host.
 package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -15,28 +15,28 @@ import (
 
 	"github.com/patchflow/patchflow/cmd/internal/demo"
 	"github.com/patchflow/patchflow/cmd/internal/listener"
-	"github.com/patchflow/patchflow/cmd/internal/settings"
 )
 
 func main() {
+	opts := demo.DefaultOptions()
 	fs := flag.NewFlagSet("demo", flag.ExitOnError)
-	records := fs.Int("records", 20000, "records to produce")
-	hosts := fs.Int("hosts", 5000, "distinct hosts (Kafka keys)")
-	poison := fs.Float64("poison-rate", 0.005, "share of malformed records (dead-lettered)")
+	fs.IntVar(&opts.Load.Events, "events", opts.Load.Events, "good events to produce")
+	fs.IntVar(&opts.Load.Hosts, "hosts", opts.Load.Hosts, "hosts")
+	fs.Float64Var(&opts.Load.BadShare, "bad-share", opts.Load.BadShare, "share of bad messages (dead-lettered)")
+	fs.StringVar(&opts.VMaaSLatency, "vmaas-latency", opts.VMaaSLatency, "VMaaS latency: fixed:D, uniform:D1-D2 or longtail:D")
 	_ = fs.Parse(os.Args[1:])
-
-	// The listener's own settings come from the environment, with demo defaults.
-	lookup := func(k string) (string, bool) {
+	if os.Getenv("DATABASE_URL") == "" {
+		fmt.Fprintln(os.Stderr, "demo: set DATABASE_URL, or run `make demo`, which starts a throwaway PostgreSQL")
+		os.Exit(2)
+	}
+	// The listener's settings come from the environment, with demo defaults.
+	env := func(k string) (string, bool) {
 		if v, ok := os.LookupEnv(k); ok {
 			return v, true
 		}
 		switch k {
 		case "KAFKA_BROKERS":
 			return listener.EmbeddedBrokers, true
-		case "LISTENER_SIMULATED_LATENCY":
-			return "80ms", true
-		case "LISTENER_SIMULATED_JITTER":
-			return "40ms", true
 		case "LISTENER_PROGRESS_INTERVAL":
 			return "0", true
 		case "LOG_LEVEL":
@@ -44,20 +44,11 @@ func main() {
 		}
 		return "", false
 	}
-	cfg, _, err := listener.Parse(nil, lookup)
-	if err != nil && !errors.Is(err, settings.ErrHelp) {
-		fmt.Fprintln(os.Stderr, "demo:", err)
-		os.Exit(settings.ExitUsage)
-	}
-	if !cfg.Embedded {
-		fmt.Fprintln(os.Stderr, "demo: runs on the embedded broker only; unset KAFKA_BROKERS")
-		os.Exit(settings.ExitUsage)
-	}
-	logger := listener.NewLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat)
+	logger := listener.NewLogger(os.Stderr, "error", "text")
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	start := time.Now()
-	if err := demo.Run(ctx, cfg, demo.Options{Records: *records, Hosts: *hosts, PoisonRate: *poison}, os.Stdout, logger); err != nil {
+	if err := demo.Run(ctx, env, opts, os.Stdout, logger); err != nil {
 		fmt.Fprintln(os.Stderr, "demo failed:", err)
 		os.Exit(1)
 	}

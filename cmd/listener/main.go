@@ -32,9 +32,15 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	handler := listener.SimulatedHandler{Latency: cfg.SimulatedLatency, Jitter: cfg.SimulatedJitter}
-	if err := listener.Run(ctx, cfg, handler, logger); err != nil {
+	domain, err := listener.NewDomain(ctx, cfg, logger)
+	if err != nil {
+		logger.Error("listener failed to start", "error", err)
+		os.Exit(1)
+	}
+	defer domain.Close()
+	if err := listener.Run(ctx, cfg, domain.Handler, logger); err != nil {
 		logger.Error("listener failed", "error", err)
+		domain.Close()
 		os.Exit(1)
 	}
 }

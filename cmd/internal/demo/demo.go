@@ -1,8 +1,8 @@
-// Package demo runs the listener end to end on embedded defaults: an
-// in-process Kafka broker, a generated stream of records, the pipeline with
-// the simulated handler, live progress, and a summary that checks every
-// partition was committed to its end and compares throughput with the
-// one-at-a-time baseline.
+// Package demo runs the product end to end on one machine: an in-process
+// Kafka broker, the platform mock (VMaaS and inventory) with realistic
+// latency, a stream of realistic inventory events from loadgen, the listener
+// with its defaults against PostgreSQL, live progress, and a summary that
+// checks every host in the database against the last event sent for it.
 package demo
 
 import (
@@ -10,72 +10,122 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
+	"net"
+	"net/http"
+	"sync/atomic"
 	"time"
 
-	"github.com/IBM/sarama"
-
 	"github.com/patchflow/patchflow/actors"
+	"github.com/patchflow/patchflow/cmd/internal/checker"
 	"github.com/patchflow/patchflow/cmd/internal/listener"
+	"github.com/patchflow/patchflow/cmd/internal/loadgen"
+	"github.com/patchflow/patchflow/cmd/internal/platform"
+	"github.com/patchflow/patchflow/messages"
 )
 
-// Options choose the demo's size.
+// Options choose the demo's size and the platform's behaviour.
 type Options struct {
-	Records    int
-	Hosts      int
-	PoisonRate float64 // share of records the handler rejects as malformed
+	Load         loadgen.Options
+	Dataset      platform.DatasetSize
+	VMaaSLatency string // platform.ParseLatency form
 }
 
-// Run executes the demo, writing progress and the summary to out. cfg is the
-// listener configuration (embedded brokers); it returns an error when the
-// run did not end with every partition committed to its end.
-func Run(ctx context.Context, cfg *listener.Config, opts Options, out io.Writer, logger *slog.Logger) error {
+// DefaultOptions: 20,000 realistic events, VMaaS at a long-tailed 100 ms.
+func DefaultOptions() Options {
+	o := loadgen.DefaultOptions()
+	o.BadShare = 0.005
+	return Options{Load: o, Dataset: platform.DefaultSize(), VMaaSLatency: "longtail:100ms"}
+}
+
+// Run executes the demo. env supplies the listener's settings (the process
+// environment, with demo defaults); DATABASE_URL must name a database.
+// It returns an error unless every host ended as expected, every bad message
+// was dead-lettered and every partition was committed to its end.
+func Run(ctx context.Context, env func(string) (string, bool), opts Options, out io.Writer, logger *slog.Logger) error {
+	ds := platform.NewDataset(opts.Load.Seed, opts.Dataset)
+	mock, err := platform.NewServer(ds, platform.ServerOptions{
+		Faults: platform.Faults{Latency: opts.VMaaSLatency}, InventoryLatency: platform.Latency{Kind: "fixed", Base: 20 * time.Millisecond},
+		Shape: opts.Load.Shape, BulkProfiles: opts.Load.Bulk})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: mock, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	defer hs.Close()
+	mockURL := "http://" + ln.Addr().String()
+
+	cfg, _, err := listener.Parse(nil, func(k string) (string, bool) {
+		switch k {
+		case "VMAAS_URL", "INVENTORY_URL":
+			return mockURL, true
+		}
+		return env(k)
+	})
+	if err != nil {
+		return err
+	}
+	if !cfg.Embedded {
+		return fmt.Errorf("the demo runs on its embedded broker; unset KAFKA_BROKERS")
+	}
 	k := cfg.Kafka
 	cluster, err := listener.StartEmbedded(k.Topic, k.DLQTopic, cfg.EmbeddedPartitions)
 	if err != nil {
 		return err
 	}
 	defer cluster.Close()
-	cfg.Brokers = cluster.ListenAddrs()
-	cfg.Kafka.Brokers = cfg.Brokers
+	cfg.Brokers, cfg.Kafka.Brokers = cluster.ListenAddrs(), cluster.ListenAddrs()
 	k = cfg.Kafka
-	fmt.Fprintf(out, "embedded Kafka broker on %v, topic %s with %d partitions\n", cfg.Brokers, k.Topic, cfg.EmbeddedPartitions)
+	fmt.Fprintf(out, "embedded Kafka broker %v, topic %s (%d partitions); platform mock %s (VMaaS %s)\n",
+		cfg.Brokers, k.Topic, cfg.EmbeddedPartitions, mockURL, opts.VMaaSLatency)
 
-	poison, err := produce(k, opts)
+	plan := loadgen.NewPlan(opts.Load)
+	res, err := loadgen.Produce(ctx, ds, opts.Load, plan, loadgen.ProduceOptions{Brokers: k.Brokers, Topic: k.Topic, Version: k.Version, Compression: "lz4", Progress: out})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "produced %d records for %d hosts (%d malformed)\n", opts.Records, opts.Hosts, poison)
+	fmt.Fprint(out, loadgen.Summary(plan, res))
+
+	domain, err := listener.NewDomain(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer domain.Close()
+	timed := &timedHandler{inner: domain.Handler}
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var bridge *actors.Bridge
 	ready := make(chan struct{})
 	done := make(chan error, 1)
-	handler := listener.SimulatedHandler{Latency: cfg.SimulatedLatency, Jitter: cfg.SimulatedJitter}
 	go func() {
-		done <- listener.RunWith(runCtx, cfg, handler, logger, func(b *actors.Bridge) { bridge = b; close(ready) })
+		done <- listener.RunWith(runCtx, cfg, timed, logger, func(b *actors.Bridge) { bridge = b; close(ready) })
 	}()
 	select {
 	case <-ready:
 	case err := <-done:
 		return err
 	}
-
-	ends, err := endOffsets(k)
+	ends, err := endOffsets(k, k.Topic)
 	if err != nil {
 		return err
 	}
+	total := sum(ends)
 	stats := bridge.Stats()
 	for stats.Snapshot().Admitted == 0 {
 		time.Sleep(time.Millisecond)
 	}
 	began := time.Now()
-	poll := time.NewTicker(20 * time.Millisecond)
-	defer poll.Stop()
-	var prev int64
+	fmt.Fprintf(out, "listener running: %d partitions, up to %d records in flight per partition, %d in all\n",
+		cfg.EmbeddedPartitions, cfg.Pipeline.InFlightPerPartition, cfg.Pipeline.InFlightTotal)
 	var finishedAfter time.Duration
+	var prev int64
 	lastLine := began
+	poll := time.NewTicker(50 * time.Millisecond)
+	defer poll.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -88,12 +138,13 @@ func Run(ctx context.Context, cfg *listener.Config, opts Options, out io.Writer,
 		}
 		s := stats.Snapshot()
 		finished := s.Succeeded + s.DeadLettered
-		if finishedAfter == 0 && finished >= int64(opts.Records) {
+		if finishedAfter == 0 && finished >= total {
 			finishedAfter = time.Since(began)
 		}
-		if now := time.Now(); now.Sub(lastLine) >= time.Second || finishedAfter > 0 && prev < finished {
-			fmt.Fprintf(out, "  %6.1fs  %6d/%d finished  %6.0f records/s  in flight %4d  dead-lettered %d\n",
-				now.Sub(began).Seconds(), finished, opts.Records, float64(finished-prev)/now.Sub(lastLine).Seconds(), s.InFlight, s.DeadLettered)
+		if now := time.Now(); now.Sub(lastLine) >= time.Second {
+			fmt.Fprintf(out, "  %5.0fs  %6d/%d finished  %5.0f records/s  in flight %4d  lag %6d  dead-lettered %d  retried %d\n",
+				now.Sub(began).Seconds(), finished, total, float64(finished-prev)/now.Sub(lastLine).Seconds(), s.InFlight,
+				total-finished, s.DeadLettered, s.Retried)
 			prev, lastLine = finished, now
 		}
 		if finishedAfter == 0 {
@@ -103,111 +154,70 @@ func Run(ctx context.Context, cfg *listener.Config, opts Options, out io.Writer,
 		if err != nil || !equal(committed, ends) {
 			continue // the last commit lands within the auto-commit interval
 		}
-		committedAfter := time.Since(began)
-		cancel()
-		if err := <-done; err != nil {
-			return err
-		}
-		summary(out, cfg, opts, stats.Snapshot(), poison, finishedAfter, committedAfter)
-		return nil
+		break
 	}
-}
+	committedAfter := time.Since(began)
+	cancel()
+	if err := <-done; err != nil {
+		return err
+	}
+	s := stats.Snapshot()
 
-func summary(out io.Writer, cfg *listener.Config, opts Options, s actors.StatsSnapshot, poison int, elapsed, committed time.Duration) {
-	p := cfg.Pipeline
-	latency := cfg.SimulatedLatency + cfg.SimulatedJitter/2
-	concurrency := min(cfg.EmbeddedPartitions*p.InFlightPerPartition, p.InFlightTotal)
-	rate := float64(opts.Records) / elapsed.Seconds()
-	ceiling := float64(concurrency) / latency.Seconds()
-	sequential := float64(cfg.EmbeddedPartitions) / latency.Seconds()
+	fmt.Fprintf(out, "\nchecking every host against the last event sent for it...\n")
+	rep, err := checker.Check(ctx, domain.Store.DB(), ds, opts.Load.Shape, plan.Expected, 8)
+	if err != nil {
+		return err
+	}
+	dlqEnds, err := endOffsets(k, k.DLQTopic)
+	if err != nil {
+		return err
+	}
+	dead := sum(dlqEnds)
+
+	meanLatency := timed.mean()
+	rate := float64(total) / finishedAfter.Seconds()
+	sequential := float64(cfg.EmbeddedPartitions) / meanLatency.Seconds()
 	fmt.Fprintf(out, "\nsummary\n")
-	fmt.Fprintf(out, "  records           %d (succeeded %d, dead-lettered %d of %d malformed, retried %d)\n", opts.Records, s.Succeeded, s.DeadLettered, poison, s.Retried)
-	fmt.Fprintf(out, "  committed         every partition at its end offset: nothing lost, nothing skipped\n")
-	fmt.Fprintf(out, "  duplicates        %d handled twice (redelivered after a drain)\n", s.Succeeded+s.DeadLettered-int64(opts.Records))
-	fmt.Fprintf(out, "  time              %v to finish every record, %v until the last commit landed\n", elapsed.Round(time.Millisecond), committed.Round(time.Millisecond))
-	fmt.Fprintf(out, "  throughput        %.0f records/s at mean handler latency %v\n", rate, latency)
-	fmt.Fprintf(out, "  ceiling           %.0f records/s (concurrency %d / latency): %.2f of it\n", ceiling, concurrency, rate/ceiling)
-	fmt.Fprintf(out, "  sequential        %.0f records/s (one record at a time per partition, %d partitions): %.1fx faster\n", sequential, cfg.EmbeddedPartitions, rate/sequential)
+	fmt.Fprintf(out, "  hosts             %s\n", rep)
+	for _, e := range rep.Examples {
+		fmt.Fprintf(out, "                      wrong: %s\n", e)
+	}
+	fmt.Fprintf(out, "  dead letters      %d written, %d bad messages sent\n", dead, plan.BadCount())
+	fmt.Fprintf(out, "  offsets           every partition committed to its end offset (%d records)\n", total)
+	fmt.Fprintf(out, "  pipeline          %d succeeded, %d dead-lettered, %d retried, %d handled more than once\n",
+		s.Succeeded, s.DeadLettered, s.Retried, s.Succeeded+s.DeadLettered-total)
+	fmt.Fprintf(out, "  time              %v to finish every record, %v until the last commit landed\n",
+		finishedAfter.Round(time.Millisecond), committedAfter.Round(time.Millisecond))
+	fmt.Fprintf(out, "  throughput        %.0f records/s; mean handler time %v (VMaaS %s, PostgreSQL, decoding)\n", rate, meanLatency.Round(time.Millisecond), opts.VMaaSLatency)
+	fmt.Fprintf(out, "  sequential        %.1f records/s for one record at a time per partition (%d partitions / mean handler time): %.0fx slower\n",
+		sequential, cfg.EmbeddedPartitions, rate/sequential)
+
+	switch {
+	case !rep.OK():
+		return fmt.Errorf("%d hosts do not match the events sent", rep.Wrong)
+	case dead != int64(plan.BadCount()):
+		return fmt.Errorf("%d dead letters for %d bad messages", dead, plan.BadCount())
+	}
+	return nil
 }
 
-func produce(k actors.KafkaSettings, opts Options) (poison int, err error) {
-	cfg := sarama.NewConfig()
-	cfg.Version = k.Version
-	cfg.Producer.Return.Successes = true
-	cfg.Producer.Flush.Messages = 500
-	cfg.Producer.Flush.Frequency = 10 * time.Millisecond
-	p, err := sarama.NewAsyncProducer(k.Brokers, cfg)
-	if err != nil {
-		return 0, err
-	}
-	defer p.Close()
-	rng := rand.New(rand.NewPCG(42, 7))
-	go func() {
-		for i := 0; i < opts.Records; i++ {
-			value := fmt.Sprintf(`{"type":"updated","seq":%d}`, i)
-			if rng.Float64() < opts.PoisonRate {
-				value = listener.PoisonPrefix + value
-				poison++
-			}
-			p.Input() <- &sarama.ProducerMessage{Topic: k.Topic, Key: sarama.StringEncoder(fmt.Sprintf("host-%06d", rng.IntN(opts.Hosts))), Value: sarama.StringEncoder(value)}
-		}
-	}()
-	for i := 0; i < opts.Records; i++ {
-		select {
-		case <-p.Successes():
-		case e := <-p.Errors():
-			return 0, e.Err
-		}
-	}
-	return poison, nil
+// timedHandler measures the handler's mean time per record.
+type timedHandler struct {
+	inner        actors.Handler
+	nanos, calls atomic.Int64
 }
 
-func endOffsets(k actors.KafkaSettings) (map[int32]int64, error) {
-	client, err := sarama.NewClient(k.Brokers, sarama.NewConfig())
-	if err != nil {
-		return nil, err
-	}
-	defer client.Close()
-	parts, err := client.Partitions(k.Topic)
-	if err != nil {
-		return nil, err
-	}
-	out := map[int32]int64{}
-	for _, p := range parts {
-		if out[p], err = client.GetOffset(k.Topic, p, sarama.OffsetNewest); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+func (h *timedHandler) Handle(ctx context.Context, r *messages.Record) error {
+	start := time.Now()
+	err := h.inner.Handle(ctx, r)
+	h.nanos.Add(int64(time.Since(start)))
+	h.calls.Add(1)
+	return err
 }
 
-func committedOffsets(k actors.KafkaSettings) (map[int32]int64, error) {
-	cfg := sarama.NewConfig()
-	cfg.Version = k.Version
-	admin, err := sarama.NewClusterAdmin(k.Brokers, cfg)
-	if err != nil {
-		return nil, err
+func (h *timedHandler) mean() time.Duration {
+	if n := h.calls.Load(); n > 0 {
+		return time.Duration(h.nanos.Load() / n)
 	}
-	defer admin.Close()
-	res, err := admin.ListConsumerGroupOffsets(k.Group, nil)
-	if err != nil {
-		return nil, err
-	}
-	out := map[int32]int64{}
-	for p, b := range res.Blocks[k.Topic] {
-		out[p] = b.Offset
-	}
-	return out, nil
-}
-
-func equal(a, b map[int32]int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for p, v := range b {
-		if a[p] != v {
-			return false
-		}
-	}
-	return true
+	return 0
 }

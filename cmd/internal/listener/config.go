@@ -7,6 +7,7 @@ package listener
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -28,6 +29,11 @@ type Config struct {
 	Kafka     actors.KafkaSettings
 	Consumers int
 	Pipeline  actors.Settings
+
+	// Handler is "evaluate" (the domain handler: PostgreSQL and VMaaS) or
+	// "simulated" (waits SimulatedLatency; for measuring the pipeline alone).
+	Handler string
+	Domain  DomainConfig
 
 	EmbeddedPartitions int
 	SimulatedLatency   time.Duration
@@ -62,6 +68,23 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 	s.Int(&p.MaxAttempts, "LISTENER_MAX_ATTEMPTS", "max-attempts", def.MaxAttempts, 1, "handler attempts before a retryable failure is dead-lettered")
 	s.Duration(&p.BackoffMin, "LISTENER_BACKOFF_MIN", "backoff-min", def.BackoffMin, time.Millisecond, "first retry backoff (doubles per attempt, with jitter)")
 	s.Duration(&p.BackoffMax, "LISTENER_BACKOFF_MAX", "backoff-max", def.BackoffMax, time.Millisecond, "longest retry backoff")
+	s.String(&cfg.Handler, "LISTENER_HANDLER", "handler", "evaluate", "evaluate (store and evaluate events: needs DATABASE_URL and VMAAS_URL) or simulated (only waits; measures the pipeline alone)", oneOf([]string{"evaluate", "simulated"}))
+	var reporters, excluded string
+	d := &cfg.Domain
+	s.SecretURL(&d.DatabaseURL, "DATABASE_URL", "database-url", "PostgreSQL connection URL (TLS via sslmode, sslrootcert...); its password is never logged")
+	s.Int(&d.Pool.MaxOpen, "DB_MAX_OPEN_CONNS", "db-max-open-conns", 32, 1, "database connections open at most")
+	s.Int(&d.Pool.MaxIdle, "DB_MAX_IDLE_CONNS", "db-max-idle-conns", 32, 0, "database connections kept idle")
+	s.Duration(&d.Pool.MaxLifetime, "DB_CONN_MAX_LIFETIME", "db-conn-max-lifetime", 30*time.Minute, 0, "recycle database connections after this long (0: never)")
+	s.Duration(&d.Pool.DeletedTTL, "DELETED_SYSTEM_TTL", "deleted-system-ttl", 24*time.Hour, time.Minute, "how long a deleted host is remembered so late events for it are ignored")
+	s.String(&d.VMaaSURL, "VMAAS_URL", "vmaas-url", "", "VMaaS base URL (POST /api/v3/updates)", nil)
+	s.Duration(&d.VMaaSTimeout, "VMAAS_TIMEOUT", "vmaas-timeout", 10*time.Second, time.Millisecond, "timeout of one VMaaS call")
+	s.Int(&d.VMaaSAttempts, "VMAAS_MAX_ATTEMPTS", "vmaas-max-attempts", 3, 1, "VMaaS attempts per evaluation before the record is retried by the pipeline")
+	s.Int(&d.VMaaSCacheSize, "VMAAS_CACHE_SIZE", "vmaas-cache-size", 10000, 0, "VMaaS answers cached by request (0: no cache)")
+	s.String(&d.InventoryURL, "INVENTORY_URL", "inventory-url", "", "inventory base URL, for events that carry only the host id (optional)", nil)
+	s.Duration(&d.InventoryTimeout, "INVENTORY_TIMEOUT", "inventory-timeout", 10*time.Second, time.Millisecond, "timeout of one inventory call")
+	s.String(&reporters, "ALLOWED_REPORTERS", "allowed-reporters", "puptoo,rhsm-system-profile-bridge", "comma-separated reporters whose uploads are evaluated", nil)
+	s.String(&excluded, "EXCLUDED_HOST_TYPES", "excluded-host-types", "edge", "comma-separated host types that are not evaluated", nil)
+	s.Int(&d.Validation.MaxMessageBytes, "MAX_MESSAGE_BYTES", "max-message-bytes", 1_000_000, 1024, "larger events are dead-lettered as too large (Kafka refuses records over about 1 MB by default)")
 	s.Duration(&cfg.SimulatedLatency, "LISTENER_SIMULATED_LATENCY", "simulated-latency", 10*time.Millisecond, 0, "latency of the built-in simulated handler")
 	s.Duration(&cfg.SimulatedJitter, "LISTENER_SIMULATED_JITTER", "simulated-jitter", 0, 0, "uniform random extra latency of the simulated handler, up to this much")
 	s.Int(&cfg.EmbeddedPartitions, "EMBEDDED_PARTITIONS", "embedded-partitions", 8, 1, "partitions of the topic on the embedded broker")
@@ -87,6 +110,21 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 			cfg.Brokers = append(cfg.Brokers, b)
 		}
 	}
+	d.Validation.AllowedReporters = splitList(reporters)
+	d.Validation.ExcludedHostTypes = splitList(excluded)
+	if cfg.Handler == "evaluate" {
+		if d.DatabaseURL == "" {
+			return nil, s, s.Invalid("database-url", errors.New("required by LISTENER_HANDLER=evaluate (or run LISTENER_HANDLER=simulated)"))
+		}
+		if err := checkURL(d.VMaaSURL); err != nil {
+			return nil, s, s.Invalid("vmaas-url", fmt.Errorf("required by LISTENER_HANDLER=evaluate: %w", err))
+		}
+		if d.InventoryURL != "" {
+			if err := checkURL(d.InventoryURL); err != nil {
+				return nil, s, s.Invalid("inventory-url", err)
+			}
+		}
+	}
 	if p.BackoffMax < p.BackoffMin {
 		return nil, s, s.Invalid("backoff-max", fmt.Errorf("must not be below LISTENER_BACKOFF_MIN (%v)", p.BackoffMin))
 	}
@@ -107,6 +145,24 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 		return nil, s, err
 	}
 	return &cfg, s, nil
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, item := range strings.Split(v, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+func checkURL(v string) error {
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%q is not an http(s) URL", v)
+	}
+	return nil
 }
 
 func nonEmpty(v string) error {

@@ -2,6 +2,7 @@ package listener_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,8 +11,15 @@ import (
 	"github.com/patchflow/patchflow/cmd/internal/settings"
 )
 
+// lookup serves kv, with the simulated handler unless kv chooses.
 func lookup(kv map[string]string) func(string) (string, bool) {
-	return func(k string) (string, bool) { v, ok := kv[k]; return v, ok }
+	return func(k string) (string, bool) {
+		v, ok := kv[k]
+		if !ok && k == "LISTENER_HANDLER" {
+			return "simulated", true
+		}
+		return v, ok
+	}
 }
 
 func TestParseDefaults(t *testing.T) {
@@ -52,12 +60,40 @@ func TestParseRejectsBadSettings(t *testing.T) {
 		{map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_MAX_ATTEMPTS": "0"}, "LISTENER_MAX_ATTEMPTS"},
 		{map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_BACKOFF_MIN": "fast"}, "LISTENER_BACKOFF_MIN"},
 		{map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_BACKOFF_MIN": "2s", "LISTENER_BACKOFF_MAX": "1s"}, "LISTENER_BACKOFF_MAX"},
+		{map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_HANDLER": "evaluate", "VMAAS_URL": "http://vmaas:8080"}, "DATABASE_URL"},
+		{map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_HANDLER": "evaluate", "DATABASE_URL": "postgres://db/x"}, "VMAAS_URL"},
+		{map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_HANDLER": "evaluate", "DATABASE_URL": "postgres://db/x", "VMAAS_URL": "vmaas:8080"}, "VMAAS_URL"},
+		{map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_HANDLER": "evaluate", "DATABASE_URL": "postgres://db/x", "VMAAS_URL": "http://v", "INVENTORY_URL": "ftp://x"}, "INVENTORY_URL"},
+		{map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_HANDLER": "magic"}, "LISTENER_HANDLER"},
+		{map[string]string{"KAFKA_BROKERS": "embedded", "DB_MAX_OPEN_CONNS": "0"}, "DB_MAX_OPEN_CONNS"},
+		{map[string]string{"KAFKA_BROKERS": "embedded", "VMAAS_TIMEOUT": "forever"}, "VMAAS_TIMEOUT"},
+		{map[string]string{"KAFKA_BROKERS": "embedded", "MAX_MESSAGE_BYTES": "10"}, "MAX_MESSAGE_BYTES"},
 	}
 	for _, c := range cases {
 		_, _, err := listener.Parse(nil, lookup(c.env))
 		var se *settings.Error
 		if !errors.As(err, &se) || se.Env != c.name {
 			t.Errorf("env %v: got %v, want an error naming %s", c.env, err, c.name)
+		}
+	}
+}
+
+func TestEvaluateHandlerSettings(t *testing.T) {
+	cfg, set, err := listener.Parse(nil, lookup(map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_HANDLER": "evaluate",
+		"DATABASE_URL": "postgres://patch:hunter2@db:5432/patch", "VMAAS_URL": "http://vmaas:8080", "ALLOWED_REPORTERS": " puptoo , yupana "}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := cfg.Domain
+	if d.DatabaseURL != "postgres://patch:hunter2@db:5432/patch" || d.Pool.MaxOpen != 32 || d.VMaaSCacheSize != 10000 {
+		t.Fatalf("%+v", d)
+	}
+	if len(d.Validation.AllowedReporters) != 2 || d.Validation.AllowedReporters[1] != "yupana" || d.Validation.ExcludedHostTypes[0] != "edge" {
+		t.Fatalf("validation %+v", d.Validation)
+	}
+	for _, v := range set.Effective() {
+		if s, ok := v.(string); ok && strings.Contains(s, "hunter2") {
+			t.Fatalf("effective configuration leaks the database password: %v", set.Effective())
 		}
 	}
 }

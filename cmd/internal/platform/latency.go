@@ -10,11 +10,11 @@ import (
 
 // Latency is a distribution of response delays.
 type Latency struct {
-	Kind     string        // fixed, uniform or longtail
-	Base     time.Duration // fixed: the delay; uniform: the minimum; longtail: the median
-	Spread   time.Duration // uniform: max - min; longtail: unused
-	Sigma    float64       // longtail: log-normal shape (0.5: p99 about 3x the median)
-	Cap      time.Duration // longtail: no delay beyond this
+	Kind   string        // fixed, uniform or longtail
+	Base   time.Duration // fixed: the delay; uniform: the minimum; longtail: the median
+	Spread time.Duration // uniform: max - min; longtail: unused
+	Sigma  float64       // longtail: log-normal shape (0.5: p99 about 3x the median)
+	Cap    time.Duration // longtail: no delay beyond this
 }
 
 // ParseLatency reads "fixed:100ms", "uniform:50ms-150ms" or

@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -43,6 +44,7 @@ type Set struct {
 type entry struct {
 	env, flag, usage, def string
 	secret                bool
+	redact                func(string) string // how a secret is shown; nil: not at all
 	set                   func(string) error
 	get                   func() string
 	from                  string // "default", "env" or "flag"
@@ -94,6 +96,36 @@ func (s *Set) Secret(p *string, env, flagName, usage string) {
 	s.entries[len(s.entries)-1].secret = true
 }
 
+// SecretURL registers a URL setting whose password, if any, is never
+// printed (the rest is, so operators can see where it points).
+func (s *Set) SecretURL(p *string, env, flagName, usage string) {
+	s.String(p, env, flagName, "", usage, nil)
+	e := s.entries[len(s.entries)-1]
+	e.secret = true
+	e.redact = RedactURL
+}
+
+// RedactURL returns u with the password of its user info replaced; a value
+// that does not parse as a URL is hidden whole.
+func RedactURL(u string) string {
+	if u == "" {
+		return ""
+	}
+	parsed, err := url.Parse(u)
+	if err != nil || parsed.Scheme == "" {
+		return "(redacted)"
+	}
+	if _, has := parsed.User.Password(); has {
+		parsed.User = url.UserPassword(parsed.User.Username(), "xxxxx")
+	}
+	q := parsed.Query()
+	if q.Has("password") {
+		q.Set("password", "xxxxx")
+		parsed.RawQuery = q.Encode()
+	}
+	return parsed.String()
+}
+
 // Int registers an integer setting with an inclusive lower bound.
 func (s *Set) Int(p *int, env, flagName string, def, minimum int, usage string) {
 	*p = def
@@ -110,6 +142,24 @@ func (s *Set) Int(p *int, env, flagName string, def, minimum int, usage string) 
 			return nil
 		},
 		get: func() string { return strconv.Itoa(*p) }})
+}
+
+// Float registers a number setting within [minimum, maximum].
+func (s *Set) Float(p *float64, env, flagName string, def, minimum, maximum float64, usage string) {
+	*p = def
+	s.add(&entry{env: env, flag: flagName, usage: usage, def: strconv.FormatFloat(def, 'g', -1, 64),
+		set: func(v string) error {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				return errors.New("not a number")
+			}
+			if f < minimum || f > maximum {
+				return fmt.Errorf("must be from %g to %g", minimum, maximum)
+			}
+			*p = f
+			return nil
+		},
+		get: func() string { return strconv.FormatFloat(*p, 'g', -1, 64) }})
 }
 
 // Duration registers a duration setting (Go syntax: 250ms, 20s, 1m) with an
@@ -191,10 +241,13 @@ func (s *Set) flagError(err error) error {
 }
 
 func (s *Set) shown(e *entry, v string) string {
-	if e.secret {
-		return "(redacted)"
+	switch {
+	case !e.secret || v == "":
+		return v
+	case e.redact != nil:
+		return e.redact(v)
 	}
-	return v
+	return "(redacted)"
 }
 
 // Invalid reports a bad combination of values, naming flagName's setting.
@@ -226,11 +279,7 @@ func (s *Set) PrintUsage(w io.Writer) {
 func (s *Set) Effective() []any {
 	out := make([]any, 0, 2*len(s.entries))
 	for _, e := range s.entries {
-		v := e.get()
-		if e.secret && v != "" {
-			v = "(redacted)"
-		}
-		out = append(out, e.env, v)
+		out = append(out, e.env, s.shown(e, e.get()))
 	}
 	return out
 }

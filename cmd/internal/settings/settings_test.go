@@ -3,6 +3,7 @@ package settings_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -101,6 +102,27 @@ func TestSecretsAreRedacted(t *testing.T) {
 	s.PrintUsage(&buf)
 	if strings.Contains(buf.String(), "hunter2") || !strings.Contains(buf.String(), "APP_PASSWORD") {
 		t.Fatalf("usage: %s", buf.String())
+	}
+}
+
+func TestSecretURLShowsWhereButNotThePassword(t *testing.T) {
+	var u string
+	s := settings.New("t")
+	s.SecretURL(&u, "DATABASE_URL", "database-url", "database")
+	if err := s.Parse(nil, env("DATABASE_URL", "postgres://app:s3cr3t@db:5432/patch?sslmode=require")); err != nil {
+		t.Fatal(err)
+	}
+	eff := fmt.Sprint(s.Effective()...)
+	if strings.Contains(eff, "s3cr3t") || !strings.Contains(eff, "db:5432") {
+		t.Fatalf("effective configuration %q", eff)
+	}
+	for in, leak := range map[string]string{
+		"host=db password=s3cr3t":             "s3cr3t",
+		"postgres://db/patch?password=s3cr3t": "s3cr3t",
+	} {
+		if got := settings.RedactURL(in); strings.Contains(got, leak) {
+			t.Errorf("RedactURL(%q) = %q", in, got)
+		}
 	}
 }
 

@@ -1,0 +1,174 @@
+// Package checker verifies, independently of the listener's code path, that
+// the database holds what a stream of events should have produced: it reads
+// the tables with its own SQL and compares every host with the final state
+// loadgen expects and the evaluation the platform dataset computes.
+package checker
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	_ "github.com/lib/pq" // the "postgres" driver
+
+	"github.com/patchflow/patchflow/cmd/internal/loadgen"
+	"github.com/patchflow/patchflow/cmd/internal/platform"
+)
+
+// Report is the outcome of a check.
+type Report struct {
+	Hosts       int // hosts the stream mentioned
+	Present     int // hosts that must exist and do, with the right rows
+	Deleted     int // hosts that must be gone and are
+	Wrong       int // hosts whose rows differ from the expected state
+	Examples    []string
+	Advisories  int // system-advisory rows checked
+	PackageRows int // system-package rows checked
+}
+
+// OK reports whether every host matched.
+func (r Report) OK() bool { return r.Wrong == 0 }
+
+func (r Report) String() string {
+	return fmt.Sprintf("%d hosts: %d stored as expected (%d package rows, %d advisory rows), %d deleted as expected, %d wrong",
+		r.Hosts, r.Present, r.PackageRows, r.Advisories, r.Deleted, r.Wrong)
+}
+
+// Check compares every expected host with the database, parallel at a time.
+func Check(ctx context.Context, db *sql.DB, ds *platform.Dataset, shape platform.ProfileShape, expected map[string]*loadgen.HostState, parallel int) (Report, error) {
+	hosts := slices.Sorted(maps.Keys(expected))
+	var (
+		mu  sync.Mutex
+		rep = Report{Hosts: len(hosts)}
+		wg  sync.WaitGroup
+	)
+	work := make(chan string)
+	errs := make(chan error, parallel)
+	for w := 0; w < max(1, parallel); w++ {
+		wg.Go(func() {
+			for id := range work {
+				problem, pkgs, advs, err := checkHost(ctx, db, ds, shape, expected[id])
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				switch {
+				case problem != "":
+					rep.Wrong++
+					if len(rep.Examples) < 10 {
+						rep.Examples = append(rep.Examples, id+": "+problem)
+					}
+				case expected[id].Deleted:
+					rep.Deleted++
+				default:
+					rep.Present++
+					rep.PackageRows += pkgs
+					rep.Advisories += advs
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	var err error
+feed:
+	for _, id := range hosts {
+		select {
+		case work <- id:
+		case err = <-errs:
+			break feed
+		}
+	}
+	close(work)
+	wg.Wait()
+	if err == nil {
+		select {
+		case err = <-errs:
+		default:
+		}
+	}
+	return rep, err
+}
+
+// checkHost returns a description of what is wrong, or "".
+func checkHost(ctx context.Context, db *sql.DB, ds *platform.Dataset, shape platform.ProfileShape, want *loadgen.HostState) (string, int, int, error) {
+	var (
+		id        int64
+		lastEvent time.Time
+	)
+	err := db.QueryRowContext(ctx, `
+		SELECT s.id, s.last_event_time FROM system s JOIN account a ON a.id = s.account_id
+		WHERE a.org_id = $1 AND s.inventory_id = $2`, want.OrgID, want.HostID).Scan(&id, &lastEvent)
+	if err == sql.ErrNoRows {
+		if want.Deleted {
+			return "", 0, 0, nil
+		}
+		return "missing", 0, 0, nil
+	}
+	if err != nil {
+		return "", 0, 0, err
+	}
+	if want.Deleted {
+		return "deleted host still stored", 0, 0, nil
+	}
+	if !lastEvent.Equal(want.EventTime) {
+		return fmt.Sprintf("last event %v, want %v", lastEvent.UTC(), want.EventTime), 0, 0, nil
+	}
+	pkgs, err := queryStrings(ctx, db, `
+		SELECT pn.name || '-' || p.evra FROM system_package sp
+		JOIN package p ON p.id = sp.package_id JOIN package_name pn ON pn.id = p.name_id
+		WHERE sp.system_id = $1`, id)
+	if err != nil {
+		return "", 0, 0, err
+	}
+	profile := ds.Profile(want.HostID, want.Revision, shape)
+	slices.Sort(pkgs)
+	if !slices.Equal(pkgs, profile.Packages) {
+		return fmt.Sprintf("%d packages stored, revision %d has %d (or they differ)", len(pkgs), want.Revision, len(profile.Packages)), 0, 0, nil
+	}
+	rows, err := db.QueryContext(ctx, `
+		SELECT a.name, sa.status FROM system_advisory sa JOIN advisory a ON a.id = sa.advisory_id
+		WHERE sa.system_id = $1`, id)
+	if err != nil {
+		return "", 0, 0, err
+	}
+	got := map[string]string{}
+	for rows.Next() {
+		var name, status string
+		if err := rows.Scan(&name, &status); err != nil {
+			rows.Close()
+			return "", 0, 0, err
+		}
+		got[name] = status
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return "", 0, 0, err
+	}
+	wantAdv := ds.Evaluate(profile.Packages, profile.EnabledRepos()).Advisories
+	if !maps.Equal(got, wantAdv) {
+		return fmt.Sprintf("%d advisories stored, the dataset says %d (or they differ)", len(got), len(wantAdv)), 0, 0, nil
+	}
+	return "", len(pkgs), len(got), nil
+}
+
+func queryStrings(ctx context.Context, db *sql.DB, query string, args ...any) ([]string, error) {
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}

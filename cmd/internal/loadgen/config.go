@@ -1,0 +1,59 @@
+package loadgen
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/IBM/sarama"
+
+	"github.com/patchflow/patchflow/cmd/internal/settings"
+)
+
+// Config is the load generator's configuration.
+type Config struct {
+	Options  Options
+	Produce  ProduceOptions
+	Expected string // path of the expected-state file; empty: none
+}
+
+// Parse reads the configuration from lookup (the environment) and args.
+func Parse(args []string, lookup func(string) (string, bool)) (*Config, *settings.Set, error) {
+	c := &Config{Options: DefaultOptions()}
+	o := &c.Options
+	var brokers, version string
+	var seed int
+	s := settings.New("loadgen")
+	s.String(&brokers, "KAFKA_BROKERS", "kafka-brokers", "", "comma-separated host:port list (required)", nil)
+	s.String(&c.Produce.Topic, "KAFKA_TOPIC", "kafka-topic", "platform.inventory.events", "topic to produce to", nil)
+	s.String(&version, "KAFKA_VERSION", "kafka-version", "3.6.0", "Kafka protocol version", func(v string) error {
+		_, err := sarama.ParseKafkaVersion(v)
+		return err
+	})
+	s.Int(&seed, "LOADGEN_SEED", "seed", 1, 0, "seed of the dataset and the stream (the platform mock must use the same)")
+	s.Int(&o.Hosts, "LOADGEN_HOSTS", "hosts", o.Hosts, 1, "hosts")
+	s.Int(&o.Events, "LOADGEN_EVENTS", "events", o.Events, 1, "good events (created first for each host, then updates and deletes)")
+	s.Int(&o.Orgs, "LOADGEN_ORGS", "orgs", o.Orgs, 1, "organizations")
+	s.Int(&o.Shape.Packages, "LOADGEN_PACKAGES", "packages", o.Shape.Packages, 1, "installed packages per host")
+	s.Int(&o.Shape.Repos, "LOADGEN_REPOS", "repos", o.Shape.Repos, 2, "yum repositories per host")
+	s.Float(&o.DeleteShare, "LOADGEN_DELETE_SHARE", "delete-share", o.DeleteShare, 0, 1, "share of later events that delete their host")
+	s.Float(&o.IDOnlyShare, "LOADGEN_ID_ONLY_SHARE", "id-only-share", o.IDOnlyShare, 0, 1, "share of created/updated events carrying only the host id")
+	s.Float(&o.BadShare, "LOADGEN_BAD_SHARE", "bad-share", o.BadShare, 0, 1, "bad messages, as a share of good events, spread over every bad kind")
+	s.Bool(&o.Bulk, "LOADGEN_BULK", "bulk", o.Bulk, "send the whole (about 100 KB) system profile, not only what the listener reads")
+	s.Float(&c.Produce.Rate, "LOADGEN_RATE", "rate", 0, 0, 1e9, "messages per second (0: as fast as possible)")
+	s.String(&c.Produce.Compression, "LOADGEN_COMPRESSION", "compression", "lz4", "none, gzip, snappy, lz4 or zstd", nil)
+	s.String(&c.Expected, "LOADGEN_EXPECTED", "expected", "", "write the final state every host must end in to this file (JSON lines)", nil)
+	if err := s.Parse(args, lookup); err != nil {
+		return nil, s, err
+	}
+	for _, b := range strings.Split(brokers, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			c.Produce.Brokers = append(c.Produce.Brokers, b)
+		}
+	}
+	if len(c.Produce.Brokers) == 0 {
+		return nil, s, s.Invalid("kafka-brokers", errors.New("no brokers given"))
+	}
+	o.Seed = uint64(seed)
+	c.Produce.Version, _ = sarama.ParseKafkaVersion(version)
+	return c, s, nil
+}

@@ -1,0 +1,99 @@
+package loadgen
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/patchflow/patchflow/cmd/internal/platform"
+	"github.com/patchflow/patchflow/messages"
+)
+
+func smallOptions() Options {
+	o := DefaultOptions()
+	o.Hosts, o.Events, o.BadShare, o.IDOnlyShare, o.DeleteShare = 40, 300, 0.1, 0.1, 0.1
+	o.Shape = platform.ProfileShape{Packages: 30, Repos: 8}
+	o.TooLargeBytes = 30000
+	o.Bulk = false
+	return o
+}
+
+// Every message of a plan decodes as intended: good ones validate, each bad
+// one fails with exactly the reason of its kind.
+func TestRenderedMessagesMatchTheirKind(t *testing.T) {
+	o := smallOptions()
+	ds := platform.NewDataset(o.Seed, platform.DatasetSize{Packages: 300, Repos: 20, Advisories: 100})
+	plan := NewPlan(o)
+	vopts := messages.DefaultValidationOptions()
+	vopts.MaxMessageBytes = 20000 // below TooLargeBytes, above every other message here
+	if got, want := plan.BadCount(), int(float64(o.Events)*o.BadShare+0.5); got != want {
+		t.Fatalf("%d bad messages, want %d", got, want)
+	}
+	seen := map[BadKind]bool{}
+	for i, it := range plan.Items {
+		body, err := Render(ds, o, it)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if it.Bad == BadTooLarge {
+			if len(body) <= vopts.MaxMessageBytes {
+				t.Fatalf("too-large message is only %d bytes", len(body))
+			}
+		} else if it.Bad == "" && len(body) > vopts.MaxMessageBytes {
+			t.Fatalf("item %d: a good message of %d bytes would be refused", i, len(body))
+		}
+		ev, err := messages.DecodeInventoryEvent(body, vopts)
+		if it.Bad == "" {
+			if err != nil {
+				t.Fatalf("item %d (%s): %v", i, it.Event.Type, err)
+			}
+			if ev.HostID() != it.Key || string(ev.Type) != it.Event.Type {
+				t.Fatalf("item %d: host %s type %s, want %s %s", i, ev.HostID(), ev.Type, it.Key, it.Event.Type)
+			}
+			continue
+		}
+		var ve *messages.ValidationError
+		if !errors.As(err, &ve) || string(ve.Reason) != string(it.Bad) {
+			t.Fatalf("item %d: bad kind %q gave %v", i, it.Bad, err)
+		}
+		seen[it.Bad] = true
+	}
+	if len(seen) != len(BadKinds) {
+		t.Fatalf("only %d of %d bad kinds produced", len(seen), len(BadKinds))
+	}
+}
+
+// The expected state is the last good event of each host, and each host's
+// events are in time order.
+func TestExpectedStateIsLastEventPerHost(t *testing.T) {
+	plan := NewPlan(smallOptions())
+	last := map[string]platform.EventSpec{}
+	for _, it := range plan.Items {
+		if it.Bad != "" {
+			continue
+		}
+		if prev, ok := last[it.Key]; ok && !it.Event.Timestamp.After(prev.Timestamp) {
+			t.Fatalf("host %s: events out of time order", it.Key)
+		}
+		if prev, ok := last[it.Key]; ok && prev.Type == "delete" {
+			t.Fatalf("host %s has events after its delete", it.Key)
+		}
+		last[it.Key] = it.Event
+	}
+	deleted := 0
+	for id, ev := range last {
+		st := plan.Expected[id]
+		if st == nil || !st.EventTime.Equal(ev.Timestamp) || st.Deleted != (ev.Type == "delete") {
+			t.Fatalf("host %s: expected %+v, last event %+v", id, st, ev)
+		}
+		if st.Deleted {
+			deleted++
+			continue
+		}
+		if want := map[bool]int{true: 0, false: ev.Revision}[ev.IDOnly]; st.Revision != want {
+			t.Fatalf("host %s: revision %d, want %d", id, st.Revision, want)
+		}
+	}
+	if deleted == 0 || len(last) != len(plan.Expected) {
+		t.Fatalf("%d deleted, %d hosts with events, %d expected", deleted, len(last), len(plan.Expected))
+	}
+}

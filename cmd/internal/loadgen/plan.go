@@ -1,0 +1,148 @@
+// Package loadgen plans and produces realistic inventory event streams:
+// hosts registering, updating and being deleted, keyed by host id, with a
+// chosen share of bad messages of every kind, and writes the final state
+// every host must end in, for checkers.
+package loadgen
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/patchflow/patchflow/cmd/internal/platform"
+)
+
+// Options shape the stream.
+type Options struct {
+	Seed          uint64
+	Hosts         int
+	Events        int     // good events; bad ones come on top
+	Orgs          int     // organizations the hosts belong to
+	DeleteShare   float64 // share of events after the first per host that delete the host
+	IDOnlyShare   float64 // share of created/updated events that carry only the host id
+	BadShare      float64 // share of bad messages, spread evenly over the bad kinds
+	Shape         platform.ProfileShape
+	Bulk          bool // the whole (about 100 KB) profile, not only what the listener reads
+	Start         time.Time
+	TooLargeBytes int // size of a "too large" bad message
+}
+
+// DefaultOptions: 20,000 events for 5,000 hosts, realistic profiles.
+func DefaultOptions() Options {
+	return Options{Seed: 1, Hosts: 5000, Events: 20000, Orgs: 50, DeleteShare: 0.05, IDOnlyShare: 0.02,
+		Shape: platform.DefaultShape(), Bulk: true, Start: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), TooLargeBytes: 1_040_000}
+}
+
+// BadKind is a kind of bad message; the listener must dead-letter each one
+// with its reason.
+type BadKind string
+
+// The bad kinds, matching the listener's validation reasons.
+const (
+	BadMalformedJSON BadKind = "malformed JSON"
+	BadTooLarge      BadKind = "message too large"
+	BadUnknownType   BadKind = "unknown event type"
+	BadMissingHostID BadKind = "missing host id"
+	BadMissingOrgID  BadKind = "missing org id"
+	BadReporter      BadKind = "reporter not allowed"
+	BadHostType      BadKind = "excluded host type"
+	BadNoPackages    BadKind = "no packages"
+	BadUnparsablePkg BadKind = "unparsable package"
+)
+
+// BadKinds lists every kind, in a fixed order.
+var BadKinds = []BadKind{BadMalformedJSON, BadTooLarge, BadUnknownType, BadMissingHostID, BadMissingOrgID, BadReporter, BadHostType, BadNoPackages, BadUnparsablePkg}
+
+// Item is one message of the plan.
+type Item struct {
+	Key   string
+	Event platform.EventSpec // for good events
+	Bad   BadKind            // non-empty for bad messages
+}
+
+// HostState is where a host must end.
+type HostState struct {
+	HostID    string    `json:"host_id"`
+	OrgID     string    `json:"org_id"`
+	Deleted   bool      `json:"deleted"`
+	Revision  int       `json:"revision"`   // profile revision stored (0 after an id-only event)
+	EventTime time.Time `json:"event_time"` // time of the last event applied
+	Events    int       `json:"events"`
+}
+
+// Plan is the stream in order, and the expected outcome.
+type Plan struct {
+	Items    []Item
+	Expected map[string]*HostState
+	Bad      map[BadKind]int
+}
+
+// NewPlan lays out the stream: every host is created, then random live
+// hosts are updated or deleted; bad messages are mixed in at random places.
+func NewPlan(o Options) *Plan {
+	rng := rand.New(rand.NewPCG(o.Seed, 0xfeed))
+	p := &Plan{Expected: map[string]*HostState{}, Bad: map[BadKind]int{}}
+	hosts := min(o.Hosts, o.Events)
+	alive := make([]string, 0, hosts)
+	revision := map[string]int{}
+	at := o.Start
+	next := func() time.Time { at = at.Add(time.Millisecond); return at }
+	good := func(spec platform.EventSpec) {
+		p.Items = append(p.Items, Item{Key: spec.HostID, Event: spec})
+		st := p.Expected[spec.HostID]
+		st.Events++
+		st.EventTime = spec.Timestamp
+		switch {
+		case spec.Type == "delete":
+			st.Deleted = true
+		case spec.IDOnly:
+			st.Revision = 0
+		default:
+			st.Revision = spec.Revision
+		}
+	}
+	for i := 0; i < hosts; i++ {
+		id := platform.HostID(o.Seed, i)
+		org := fmt.Sprintf("org-%05d", rng.IntN(max(1, o.Orgs)))
+		p.Expected[id] = &HostState{HostID: id, OrgID: org}
+		alive = append(alive, id)
+		good(platform.EventSpec{Type: "created", HostID: id, OrgID: org, Timestamp: next(), Bulk: o.Bulk,
+			RequestID: fmt.Sprintf("req-%d", len(p.Items)), IDOnly: rng.Float64() < o.IDOnlyShare})
+	}
+	for len(p.Items) < o.Events && len(alive) > 0 {
+		i := rng.IntN(len(alive))
+		id := alive[i]
+		org := p.Expected[id].OrgID
+		if rng.Float64() < o.DeleteShare {
+			good(platform.EventSpec{Type: "delete", HostID: id, OrgID: org, Timestamp: next(), RequestID: fmt.Sprintf("req-%d", len(p.Items))})
+			alive[i] = alive[len(alive)-1]
+			alive = alive[:len(alive)-1]
+			continue
+		}
+		revision[id]++
+		good(platform.EventSpec{Type: "updated", HostID: id, OrgID: org, Revision: revision[id], Timestamp: next(), Bulk: o.Bulk,
+			RequestID: fmt.Sprintf("req-%d", len(p.Items)), IDOnly: rng.Float64() < o.IDOnlyShare})
+	}
+	// Bad messages at random places, for hosts no good event mentions.
+	nBad := int(float64(len(p.Items))*o.BadShare + 0.5)
+	for b := 0; b < nBad; b++ {
+		kind := BadKinds[b%len(BadKinds)]
+		p.Bad[kind]++
+		item := Item{Key: platform.HostID(o.Seed^0xbad, b), Bad: kind,
+			Event: platform.EventSpec{Type: "created", HostID: platform.HostID(o.Seed^0xbad, b), OrgID: "org-bad", Timestamp: next()}}
+		pos := rng.IntN(len(p.Items) + 1)
+		p.Items = append(p.Items, Item{})
+		copy(p.Items[pos+1:], p.Items[pos:])
+		p.Items[pos] = item
+	}
+	return p
+}
+
+// BadCount returns the number of bad messages in the plan.
+func (p *Plan) BadCount() int {
+	n := 0
+	for _, c := range p.Bad {
+		n += c
+	}
+	return n
+}

@@ -1,0 +1,39 @@
+package loadgen
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Summary describes what was sent.
+func Summary(plan *Plan, res Result) string {
+	var b strings.Builder
+	counts := map[string]int{}
+	idOnly := 0
+	for _, it := range plan.Items {
+		if it.Bad != "" {
+			continue
+		}
+		counts[it.Event.Type]++
+		if it.Event.IDOnly {
+			idOnly++
+		}
+	}
+	deleted := 0
+	for _, st := range plan.Expected {
+		if st.Deleted {
+			deleted++
+		}
+	}
+	fmt.Fprintf(&b, "sent %d messages, %.1f MB, in %v (%.0f messages/s)\n", res.Messages, float64(res.Bytes)/1e6, res.Elapsed.Round(1e6), float64(res.Messages)/res.Elapsed.Seconds())
+	fmt.Fprintf(&b, "  created %d, updated %d, delete %d (%d carrying only the host id)\n", counts["created"], counts["updated"], counts["delete"], idOnly)
+	fmt.Fprintf(&b, "  hosts %d, of which %d end deleted\n", len(plan.Expected), deleted)
+	fmt.Fprintf(&b, "  bad messages %d:", plan.BadCount())
+	for _, k := range BadKinds {
+		if n := plan.Bad[k]; n > 0 {
+			fmt.Fprintf(&b, " %s %d;", k, n)
+		}
+	}
+	b.WriteString("\n")
+	return b.String()
+}
