@@ -14,8 +14,15 @@ all: build
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-## demo: run the pipeline end to end on the embedded broker (no setup needed)
+## demo: the product end to end: a throwaway PostgreSQL (unless DATABASE_URL is set), the embedded
+## broker, the platform mock, 20,000 realistic events, live progress and a checked summary
 demo:
+	@set -e; \
+	if [ -z "$$DATABASE_URL" ]; then \
+		dir=$$(.ci/postgres start); trap '.ci/postgres stop '"$$dir" EXIT; \
+		export DATABASE_URL=$$(cat $$dir/url); \
+		echo "throwaway PostgreSQL at $$DATABASE_URL"; \
+	fi; \
 	$(GO) run ./cmd/demo
 
 ## test: generated code current, lint, vet, formatting, then every test with the race detector,

@@ -56,27 +56,8 @@ func (s *Store) StoreEvaluation(ctx context.Context, systemID int64, eventTime t
 		if !lastEvent.Equal(eventTime) {
 			return nil // a newer upload will be evaluated
 		}
-		if _, err := tx.ExecContext(ctx, `
-			INSERT INTO advisory (name, advisory_type)
-			SELECT n, t FROM unnest($1::text[], $2::text[]) AS a (n, t) ORDER BY n
-			ON CONFLICT (name) DO NOTHING`, pq.Array(names), pq.Array(types)); err != nil {
-			return fmt.Errorf("insert advisories: %w", err)
-		}
-		if _, err := tx.ExecContext(ctx, `
-			DELETE FROM system_advisory sa USING advisory a
-			WHERE sa.system_id = $1 AND sa.advisory_id = a.id AND NOT (a.name = ANY($2::text[]))`,
-			systemID, pq.Array(names)); err != nil {
-			return fmt.Errorf("remove fixed advisories: %w", err)
-		}
-		if _, err := tx.ExecContext(ctx, `
-			INSERT INTO system_advisory (system_id, advisory_id, status)
-			SELECT $1, a.id, w.status FROM unnest($2::text[], $3::text[]) AS w (name, status)
-			JOIN advisory a ON a.name = w.name
-			ORDER BY a.id
-			ON CONFLICT (system_id, advisory_id) DO UPDATE SET status = EXCLUDED.status
-			WHERE system_advisory.status <> EXCLUDED.status`,
-			systemID, pq.Array(names), pq.Array(statuses)); err != nil {
-			return fmt.Errorf("store system advisories: %w", err)
+		if err := replaceAdvisories(ctx, tx, systemID, names, types, statuses); err != nil {
+			return err
 		}
 		if _, err := tx.ExecContext(ctx, `
 			UPDATE system SET last_evaluation = now(), last_evaluated_event_time = $2,
@@ -90,4 +71,91 @@ func (s *Store) StoreEvaluation(ctx context.Context, systemID int64, eventTime t
 		return nil
 	})
 	return stored, err
+}
+
+// replaceAdvisories makes the system's advisory rows equal the given
+// (sorted) names and statuses, writing only the difference from what is
+// stored: a re-evaluation usually changes few of them.
+func replaceAdvisories(ctx context.Context, tx *sql.Tx, systemID int64, names, types, statuses []string) error {
+	type row struct {
+		id     int
+		status string
+	}
+	current := map[string]row{}
+	rows, err := tx.QueryContext(ctx, `
+		SELECT a.name, a.id, sa.status FROM system_advisory sa JOIN advisory a ON a.id = sa.advisory_id
+		WHERE sa.system_id = $1`, systemID)
+	if err != nil {
+		return fmt.Errorf("read system advisories: %w", err)
+	}
+	for rows.Next() {
+		var name string
+		var r row
+		if err := rows.Scan(&name, &r.id, &r.status); err != nil {
+			rows.Close()
+			return fmt.Errorf("read system advisories: %w", err)
+		}
+		current[name] = r
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read system advisories: %w", err)
+	}
+
+	var addNames, addTypes, addStatuses, changedStatuses []string
+	var changedIDs []int64
+	for i, name := range names {
+		cur, ok := current[name]
+		if !ok {
+			addNames, addTypes, addStatuses = append(addNames, name), append(addTypes, types[i]), append(addStatuses, statuses[i])
+			continue
+		}
+		delete(current, name)
+		if cur.status != statuses[i] {
+			changedIDs, changedStatuses = append(changedIDs, int64(cur.id)), append(changedStatuses, statuses[i])
+		}
+	}
+	if len(current) > 0 {
+		fixed := make([]int64, 0, len(current))
+		for _, r := range current {
+			fixed = append(fixed, int64(r.id))
+		}
+		if _, err := tx.ExecContext(ctx,
+			`DELETE FROM system_advisory WHERE system_id = $1 AND advisory_id = ANY($2::int[])`, systemID, pq.Array(fixed)); err != nil {
+			return fmt.Errorf("remove fixed advisories: %w", err)
+		}
+	}
+	if len(changedIDs) > 0 {
+		if _, err := tx.ExecContext(ctx, `
+			UPDATE system_advisory sa SET status = w.status
+			FROM unnest($2::int[], $3::text[]) AS w (id, status)
+			WHERE sa.system_id = $1 AND sa.advisory_id = w.id`, systemID, pq.Array(changedIDs), pq.Array(changedStatuses)); err != nil {
+			return fmt.Errorf("update advisory statuses: %w", err)
+		}
+	}
+	if len(addNames) == 0 {
+		return nil
+	}
+	// As for packages: insert shared rows and look them up in separate
+	// statements, so a row committed concurrently by another transaction is seen.
+	if _, err := tx.ExecContext(ctx, `
+		INSERT INTO advisory (name, advisory_type)
+		SELECT n, t FROM unnest($1::text[], $2::text[]) AS a (n, t) ORDER BY n
+		ON CONFLICT (name) DO NOTHING`, pq.Array(addNames), pq.Array(addTypes)); err != nil {
+		return fmt.Errorf("insert advisories: %w", err)
+	}
+	res, err := tx.ExecContext(ctx, `
+		INSERT INTO system_advisory (system_id, advisory_id, status)
+		SELECT $1, a.id, w.status FROM unnest($2::text[], $3::text[]) AS w (name, status)
+		JOIN advisory a ON a.name = w.name
+		ORDER BY a.id
+		ON CONFLICT (system_id, advisory_id) DO UPDATE SET status = EXCLUDED.status`,
+		systemID, pq.Array(addNames), pq.Array(addStatuses))
+	if err != nil {
+		return fmt.Errorf("store system advisories: %w", err)
+	}
+	if n, err := res.RowsAffected(); err == nil && n != int64(len(addNames)) {
+		return fmt.Errorf("stored %d of %d new advisories", n, len(addNames))
+	}
+	return nil
 }

@@ -237,6 +237,7 @@ func TestConcurrentEvaluationsDoNotDeadlock(t *testing.T) {
 	errs := make(chan error, hosts*rounds)
 	var lastMu sync.Mutex
 	last := map[string]persistence.SystemUpload{}
+	lastEval := map[string]persistence.Evaluation{}
 	for h := 0; h < hosts; h++ {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(h), 1))
@@ -264,6 +265,9 @@ func TestConcurrentEvaluationsDoNotDeadlock(t *testing.T) {
 					errs <- err
 					return
 				}
+				lastMu.Lock()
+				lastEval[host] = evaluation(pairs...)
+				lastMu.Unlock()
 			}
 		})
 	}
@@ -290,6 +294,9 @@ func TestConcurrentEvaluationsDoNotDeadlock(t *testing.T) {
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("host %s: %d packages stored, its last upload had %d", host, len(got), len(want))
+		}
+		if len(st.Advisories) != len(lastEval[host].Advisories) {
+			t.Fatalf("host %s: %d advisories stored, its last evaluation had %d", host, len(st.Advisories), len(lastEval[host].Advisories))
 		}
 	}
 }

@@ -123,59 +123,85 @@ func updateSystem(ctx context.Context, tx *sql.Tx, id int64, u *SystemUpload, su
 	return nil
 }
 
-// replacePackages makes the system's package rows equal pkgs (sorted by
-// canonicalize, which fixes the lock order of the shared inserts).
+// replacePackages makes the system's package rows equal pkgs. It reads
+// what the system has and writes only the difference: an update usually
+// changes a few of its hundreds of packages. New shared rows are inserted in
+// sorted order (pkgs is sorted by canonicalize), which fixes the lock order.
 func replacePackages(ctx context.Context, tx *sql.Tx, systemID int64, pkgs []Package) error {
-	names := make([]string, 0, len(pkgs))
-	evras := make([]string, len(pkgs))
-	for i, p := range pkgs {
-		if len(names) == 0 || names[len(names)-1] != p.Name {
-			names = append(names, p.Name)
+	current := map[Package]int64{}
+	rows, err := tx.QueryContext(ctx, `
+		SELECT pn.name, p.evra, p.id FROM system_package sp
+		JOIN package p ON p.id = sp.package_id JOIN package_name pn ON pn.id = p.name_id
+		WHERE sp.system_id = $1`, systemID)
+	if err != nil {
+		return fmt.Errorf("read system packages: %w", err)
+	}
+	for rows.Next() {
+		var p Package
+		var id int64
+		if err := rows.Scan(&p.Name, &p.EVRA, &id); err != nil {
+			rows.Close()
+			return fmt.Errorf("read system packages: %w", err)
 		}
-		evras[i] = p.EVRA
+		current[p] = id
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read system packages: %w", err)
+	}
+
+	var names, evras []string
+	for _, p := range pkgs {
+		if _, ok := current[p]; ok {
+			delete(current, p) // kept
+			continue
+		}
+		names = append(names, p.Name)
+		evras = append(evras, p.EVRA)
+	}
+	if len(current) > 0 {
+		gone := make([]int64, 0, len(current))
+		for _, id := range current {
+			gone = append(gone, id)
+		}
+		if _, err := tx.ExecContext(ctx,
+			`DELETE FROM system_package WHERE system_id = $1 AND package_id = ANY($2::bigint[])`, systemID, pq.Array(gone)); err != nil {
+			return fmt.Errorf("remove old packages: %w", err)
+		}
+	}
+	if len(names) == 0 {
+		return nil
 	}
 	if _, err := tx.ExecContext(ctx, `
-		INSERT INTO package_name (name) SELECT n FROM unnest($1::text[]) AS n ORDER BY n
+		INSERT INTO package_name (name) SELECT DISTINCT n FROM unnest($1::text[]) AS n ORDER BY n
 		ON CONFLICT (name) DO NOTHING`, pq.Array(names)); err != nil {
 		return fmt.Errorf("insert package names: %w", err)
 	}
-	pkgNames := make([]string, len(pkgs))
-	for i, p := range pkgs {
-		pkgNames[i] = p.Name
-	}
-	// Two statements, not one: under READ COMMITTED a statement sees rows
-	// committed before it began. A package another transaction inserted
-	// concurrently makes ON CONFLICT DO NOTHING skip it (after waiting for that
-	// transaction) without returning its id, and a lookup in the same
-	// statement would not see it either: the system would silently lose it.
+	// Separate statements for inserting and looking up: under READ COMMITTED
+	// a statement sees only rows committed before it began. A package another
+	// transaction inserted concurrently makes ON CONFLICT DO NOTHING skip it
+	// (after waiting for that transaction) without returning its id, and a
+	// lookup in the same statement would not see it: the host would lose it.
 	if _, err := tx.ExecContext(ctx, `
 		INSERT INTO package (name_id, evra)
 		SELECT pn.id, w.evra FROM unnest($1::text[], $2::text[]) AS w (name, evra)
 		JOIN package_name pn ON pn.name = w.name
 		ORDER BY pn.id, w.evra
-		ON CONFLICT (name_id, evra) DO NOTHING`, pq.Array(pkgNames), pq.Array(evras)); err != nil {
+		ON CONFLICT (name_id, evra) DO NOTHING`, pq.Array(names), pq.Array(evras)); err != nil {
 		return fmt.Errorf("insert packages: %w", err)
 	}
-	var ids pq.Int64Array
-	err := tx.QueryRowContext(ctx, `
-		SELECT coalesce(array_agg(p.id ORDER BY p.id), '{}')
-		FROM unnest($1::text[], $2::text[]) AS w (name, evra)
+	res, err := tx.ExecContext(ctx, `
+		INSERT INTO system_package (system_id, package_id)
+		SELECT $1, p.id FROM unnest($2::text[], $3::text[]) AS w (name, evra)
 		JOIN package_name pn ON pn.name = w.name
-		JOIN package p ON p.name_id = pn.id AND p.evra = w.evra`, pq.Array(pkgNames), pq.Array(evras)).Scan(&ids)
+		JOIN package p ON p.name_id = pn.id AND p.evra = w.evra
+		ORDER BY p.id
+		ON CONFLICT DO NOTHING`, systemID, pq.Array(names), pq.Array(evras))
 	if err != nil {
-		return fmt.Errorf("look up packages: %w", err)
-	}
-	if len(ids) != len(pkgs) {
-		return fmt.Errorf("stored %d of %d packages", len(ids), len(pkgs))
-	}
-	if _, err := tx.ExecContext(ctx,
-		`DELETE FROM system_package WHERE system_id = $1 AND NOT (package_id = ANY($2::bigint[]))`, systemID, ids); err != nil {
-		return fmt.Errorf("remove old packages: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, `
-		INSERT INTO system_package (system_id, package_id) SELECT $1, p FROM unnest($2::bigint[]) AS p ORDER BY p
-		ON CONFLICT DO NOTHING`, systemID, ids); err != nil {
 		return fmt.Errorf("insert system packages: %w", err)
+	}
+	if n, err := res.RowsAffected(); err == nil && n != int64(len(names)) {
+		return fmt.Errorf("stored %d of %d new packages", n, len(names))
 	}
 	return nil
 }

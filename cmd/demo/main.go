@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -24,7 +25,17 @@ func main() {
 	fs.IntVar(&opts.Load.Hosts, "hosts", opts.Load.Hosts, "hosts")
 	fs.Float64Var(&opts.Load.BadShare, "bad-share", opts.Load.BadShare, "share of bad messages (dead-lettered)")
 	fs.StringVar(&opts.VMaaSLatency, "vmaas-latency", opts.VMaaSLatency, "VMaaS latency: fixed:D, uniform:D1-D2 or longtail:D")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	_ = fs.Parse(os.Args[1:])
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "demo:", err)
+			os.Exit(2)
+		}
+		_ = pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
 	if os.Getenv("DATABASE_URL") == "" {
 		fmt.Fprintln(os.Stderr, "demo: set DATABASE_URL, or run `make demo`, which starts a throwaway PostgreSQL")
 		os.Exit(2)
@@ -49,6 +60,7 @@ func main() {
 	defer stop()
 	start := time.Now()
 	if err := demo.Run(ctx, env, opts, os.Stdout, logger); err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "demo failed:", err)
 		os.Exit(1)
 	}
