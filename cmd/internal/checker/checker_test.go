@@ -1,0 +1,78 @@
+package checker_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/patchflow/patchflow/cmd/internal/checker"
+	"github.com/patchflow/patchflow/cmd/internal/loadgen"
+	"github.com/patchflow/patchflow/cmd/internal/platform"
+	"github.com/patchflow/patchflow/persistence"
+	"github.com/patchflow/patchflow/persistence/pgtest"
+)
+
+var shape = platform.ProfileShape{Packages: 30, Repos: 8}
+
+// store writes the state the dataset says host must have at revision.
+func store(t *testing.T, s *persistence.Store, ds *platform.Dataset, host string, revision int, at time.Time) {
+	t.Helper()
+	p := ds.Profile(host, revision, shape)
+	u := persistence.SystemUpload{OrgID: "org-1", InventoryID: host, EventTime: at, LastUpload: at, Repos: p.EnabledRepos()}
+	for _, nevra := range p.Packages {
+		i := strings.Index(nevra, ":")
+		dash := strings.LastIndex(nevra[:i], "-")
+		u.Packages = append(u.Packages, persistence.Package{Name: nevra[:dash], EVRA: nevra[dash+1:]})
+	}
+	res, err := s.StoreSystem(context.Background(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e persistence.Evaluation
+	for name, status := range ds.Evaluate(p.Packages, p.EnabledRepos()).Advisories {
+		e.Advisories = append(e.Advisories, persistence.AdvisoryResult{Name: name, Type: "security", Status: persistence.AdvisoryStatus(status)})
+	}
+	if _, err := s.StoreEvaluation(context.Background(), res.SystemID, res.EventTime, e); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The checker passes a correct database and catches each kind of wrong row.
+func TestCheckerFindsWrongRows(t *testing.T) {
+	ctx := context.Background()
+	s, err := persistence.Open(ctx, pgtest.URL(t), persistence.DefaultPoolSettings())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ds := platform.NewDataset(5, platform.DatasetSize{Packages: 300, Repos: 20, Advisories: 200})
+	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	hosts := []string{platform.HostID(5, 0), platform.HostID(5, 1), platform.HostID(5, 2)}
+	expected := map[string]*loadgen.HostState{}
+	for i, h := range hosts {
+		store(t, s, ds, h, i, at)
+		expected[h] = &loadgen.HostState{HostID: h, OrgID: "org-1", Revision: i, EventTime: at}
+	}
+	gone := platform.HostID(5, 3)
+	expected[gone] = &loadgen.HostState{HostID: gone, OrgID: "org-1", Deleted: true}
+
+	rep, err := checker.Check(ctx, s.DB(), ds, shape, expected, 2)
+	if err != nil || !rep.OK() || rep.Present != 3 || rep.Deleted != 1 {
+		t.Fatalf("correct database: %v %v", rep, err)
+	}
+
+	// a lost package row, a lost advisory, a wrong revision, a resurrected host
+	if _, err := s.DB().Exec(`DELETE FROM system_package WHERE ctid = (SELECT ctid FROM system_package sp JOIN system s ON s.id = sp.system_id WHERE s.inventory_id = $1 LIMIT 1)`, hosts[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DB().Exec(`DELETE FROM system_advisory WHERE ctid = (SELECT ctid FROM system_advisory sa JOIN system s ON s.id = sa.system_id WHERE s.inventory_id = $1 LIMIT 1)`, hosts[1]); err != nil {
+		t.Fatal(err)
+	}
+	expected[hosts[2]].Revision = 7
+	store(t, s, ds, gone, 0, at)
+	rep, err = checker.Check(ctx, s.DB(), ds, shape, expected, 2)
+	if err != nil || rep.Wrong != 4 || len(rep.Examples) != 4 {
+		t.Fatalf("four wrong hosts, checker says %v (%v): %v", rep, err, rep.Examples)
+	}
+}
