@@ -54,11 +54,12 @@ type ValidationOptions struct {
 }
 
 // DefaultValidationOptions returns the production policy: messages up to
-// 4 MiB, profiles reported by puptoo or rhsm-system-profile-bridge, and edge
-// hosts excluded.
+// 1,000,000 bytes (just under Kafka's default record limit, so the bound is
+// reachable), profiles reported by puptoo or rhsm-system-profile-bridge, and
+// edge hosts excluded.
 func DefaultValidationOptions() ValidationOptions {
 	return ValidationOptions{
-		MaxMessageBytes:   4 << 20,
+		MaxMessageBytes:   1_000_000,
 		AllowedReporters:  []string{"puptoo", "rhsm-system-profile-bridge"},
 		ExcludedHostTypes: []string{"edge"},
 	}

@@ -160,7 +160,7 @@ func TestMessageTooLargeIsCheckedBeforeParsing(t *testing.T) {
 func TestDefaultValidationOptions(t *testing.T) {
 	got := messages.DefaultValidationOptions()
 	want := messages.ValidationOptions{
-		MaxMessageBytes:   4 * 1024 * 1024,
+		MaxMessageBytes:   1_000_000,
 		AllowedReporters:  []string{"puptoo", "rhsm-system-profile-bridge"},
 		ExcludedHostTypes: []string{"edge"},
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/patchflow/patchflow/clients"
 	"github.com/patchflow/patchflow/cmd/internal/evaluation"
+	"github.com/patchflow/patchflow/cmd/internal/loadgen"
 	"github.com/patchflow/patchflow/cmd/internal/platform"
 	"github.com/patchflow/patchflow/messages"
 	"github.com/patchflow/patchflow/persistence"
@@ -218,4 +219,29 @@ func TestErrorClasses(t *testing.T) {
 	}
 	f.mustHandle(t, platform.EventSpec{Type: "created", Timestamp: t0})
 	f.checkMatchesDataset(t, 0)
+}
+
+// Every kind of bad message fails permanently with its own reason, through
+// the real handler against PostgreSQL, and stores nothing.
+func TestEveryValidationReasonIsPermanentAndStoresNothing(t *testing.T) {
+	f := newFixture(t)
+	o := loadgen.DefaultOptions()
+	o.Shape, o.Bulk, o.TooLargeBytes = shape, false, 2_000_000
+	for i, kind := range loadgen.BadKinds {
+		id := platform.HostID(99, i)
+		item := loadgen.Item{Key: id, Bad: kind, Event: platform.EventSpec{Type: "created", HostID: id, OrgID: "org-7", Timestamp: t0}}
+		body, err := loadgen.Render(f.ds, o, item)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = f.handler.Handle(context.Background(), &messages.Record{Key: []byte(id), Value: body})
+		var ve *messages.ValidationError
+		if !errors.As(err, &ve) || string(ve.Reason) != string(kind) || messages.ClassOf(err) != messages.ErrorClass_ERROR_CLASS_PERMANENT {
+			t.Errorf("%s: got %v", kind, err)
+		}
+	}
+	var n int
+	if err := f.store.DB().QueryRow(`SELECT count(*) FROM system`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("bad messages stored %d systems (%v)", n, err)
+	}
 }
