@@ -272,7 +272,12 @@ func (a *PartitionActor) failed(c actor.Context, st *recordState, m *messages.Re
 	st.failures.attempts = m.GetAttempt()
 	st.failures.add(time.Now(), class, m.GetError())
 
-	if class.Retryable() && int(m.GetAttempt()) < a.cfg.Settings.MaxAttempts {
+	// Transient failures (a dependency down or slow) are retried for as long
+	// as it takes: dead-lettering a good record because the database was
+	// restarting would lose it. Unclassified failures and panics get
+	// MaxAttempts, then go to the dead-letter topic.
+	transient := class == messages.ErrorClass_ERROR_CLASS_TRANSIENT
+	if class.Retryable() && (transient || int(m.GetAttempt()) < a.cfg.Settings.MaxAttempts) {
 		if a.isDraining() {
 			a.maybeCompleteDrain(c) // no new attempts while draining: abandoned
 			return

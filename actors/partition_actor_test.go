@@ -224,6 +224,27 @@ func TestPartitionRetriesTransientFailure(t *testing.T) {
 	}
 }
 
+// A transient failure is retried past MaxAttempts: a record is never
+// dead-lettered because a dependency was down.
+func TestPartitionRetriesTransientFailuresWithoutLimit(t *testing.T) {
+	dlq := newScriptedDeadLetters(0, false)
+	f := newPartitionFixture(t, testSettings(ordering.ByKey), dlq) // MaxAttempts 3
+	f.admit(0, "a")
+	for attempt := 1; attempt <= 6; attempt++ {
+		if c := expectCall(t, f.handler); c.attempt != attempt {
+			t.Fatalf("attempt %d, want %d", c.attempt, attempt)
+		}
+		if attempt < 6 {
+			f.handler.answer(0, func() error { return messages.Transient(errors.New("database restarting")) })
+		}
+	}
+	f.handler.answer(0, ok)
+	f.marker.expectMark(t, 1)
+	if s := f.stats.Snapshot(); s.DeadLettered != 0 || s.Retried != 5 {
+		t.Fatalf("stats %+v; want 5 retries and no dead letter", s)
+	}
+}
+
 // A permanent failure is dead-lettered at once, and the record counts as
 // finished only after the write is acknowledged.
 func TestPartitionDeadLettersPermanentFailureBeforeFinishing(t *testing.T) {

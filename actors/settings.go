@@ -23,8 +23,10 @@ type Settings struct {
 	// the end of its claim before it cancels them. Keep it well under sarama's
 	// Consumer.Group.Rebalance.Timeout.
 	DrainTimeout time.Duration
-	// MaxAttempts is the number of handler attempts before a retryable failure
-	// is dead-lettered.
+	// MaxAttempts is the number of handler attempts before an unclassified
+	// failure or a panic is dead-lettered. Transient failures are retried
+	// without limit (with backoff up to BackoffMax); permanent ones are
+	// dead-lettered at once.
 	MaxAttempts int
 	// BackoffMin and BackoffMax bound the exponential backoff between attempts
 	// and between dead-letter write retries.

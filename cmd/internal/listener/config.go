@@ -61,12 +61,14 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 	s.String(&dlq, "KAFKA_DLQ_TOPIC", "kafka-dlq-topic", "", "dead-letter topic (default: the topic name + '.dlq')", nil)
 	s.String(&version, "KAFKA_VERSION", "kafka-version", "3.6.0", "Kafka protocol version to speak (at least 2.4.0 for cooperative rebalancing)", checkVersion)
 	s.String(&assignor, "KAFKA_ASSIGNOR", "kafka-assignor", "cooperative-sticky", "partition assignment: "+strings.Join(actors.Assignors, ", ")+"; only cooperative-sticky keeps unmoved partitions running through a rebalance", oneOf(actors.Assignors))
+	s.Duration(&cfg.Kafka.SessionTimeout, "KAFKA_SESSION_TIMEOUT", "kafka-session-timeout", 10*time.Second, time.Second, "how long the group waits for a silent member (a crashed process) before moving its partitions")
+	s.Duration(&cfg.Kafka.HeartbeatInterval, "KAFKA_HEARTBEAT_INTERVAL", "kafka-heartbeat-interval", 3*time.Second, 100*time.Millisecond, "heartbeat interval; keep it under a third of the session timeout")
 	s.Int(&cfg.Consumers, "LISTENER_CONSUMERS", "consumers", 1, 1, "consumer-group members (M) in this process")
 	s.Int(&p.InFlightPerPartition, "LISTENER_INFLIGHT_PER_PARTITION", "inflight-per-partition", def.InFlightPerPartition, 1, "records in flight per partition (S)")
 	s.Int(&p.InFlightTotal, "LISTENER_INFLIGHT_TOTAL", "inflight-total", def.InFlightTotal, 1, "records in flight in the whole process (G)")
 	s.String(&order, "LISTENER_ORDERING", "ordering", def.Ordering.String(), "ordering within a partition: key (one record per key at a time, in order), partition (one record at a time) or unordered", oneOf([]string{"key", "partition", "unordered"}))
 	s.Duration(&p.DrainTimeout, "LISTENER_DRAIN_TIMEOUT", "drain-timeout", def.DrainTimeout, 100*time.Millisecond, "how long a partition waits for in-flight records when its claim ends before cancelling them")
-	s.Int(&p.MaxAttempts, "LISTENER_MAX_ATTEMPTS", "max-attempts", def.MaxAttempts, 1, "handler attempts before a retryable failure is dead-lettered")
+	s.Int(&p.MaxAttempts, "LISTENER_MAX_ATTEMPTS", "max-attempts", def.MaxAttempts, 1, "handler attempts before an unclassified failure or panic is dead-lettered (transient failures are retried until they pass)")
 	s.Duration(&p.BackoffMin, "LISTENER_BACKOFF_MIN", "backoff-min", def.BackoffMin, time.Millisecond, "first retry backoff (doubles per attempt, with jitter)")
 	s.Duration(&p.BackoffMax, "LISTENER_BACKOFF_MAX", "backoff-max", def.BackoffMax, time.Millisecond, "longest retry backoff")
 	s.String(&cfg.Handler, "LISTENER_HANDLER", "handler", "evaluate", "evaluate (store and evaluate events: needs DATABASE_URL and VMAAS_URL) or simulated (only waits; measures the pipeline alone)", oneOf([]string{"evaluate", "simulated"}))
@@ -141,7 +143,11 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 	}
 	p.Ordering, _ = ordering.ParseMode(order)
 	p.ConsumerGroup = group
-	cfg.Kafka = actors.KafkaSettings{Brokers: cfg.Brokers, Topic: topic, Group: group, DLQTopic: dlq, Version: kv, Assignor: assignor}
+	if cfg.Kafka.HeartbeatInterval*3 > cfg.Kafka.SessionTimeout {
+		return nil, s, s.Invalid("kafka-heartbeat-interval", fmt.Errorf("must be at most a third of KAFKA_SESSION_TIMEOUT (%v)", cfg.Kafka.SessionTimeout))
+	}
+	cfg.Kafka = actors.KafkaSettings{Brokers: cfg.Brokers, Topic: topic, Group: group, DLQTopic: dlq, Version: kv, Assignor: assignor,
+		SessionTimeout: cfg.Kafka.SessionTimeout, HeartbeatInterval: cfg.Kafka.HeartbeatInterval}
 	if err := p.Validate(); err != nil {
 		return nil, s, err
 	}
