@@ -6,7 +6,9 @@ BUF       := $(GO) run github.com/bufbuild/buf/cmd/buf@v1.75.0
 BIN       := bin
 PKGS      := ./...
 
-.PHONY: all build test demo proto proto-check lint vet fmt-check race bench-pipeline clean
+.PHONY: all build test demo e2e kafka-up kafka-down proto proto-check lint vet fmt-check race bench-pipeline clean
+
+KAFKA_STATE := .cache/kafka-dir
 
 all: build
 
@@ -35,6 +37,25 @@ test: proto-check fmt-check vet
 		echo "throwaway PostgreSQL at $$DATABASE_URL"; \
 	fi; \
 	PATCHFLOW_REQUIRE_DB=1 $(GO) test -race -count=1 $(PKGS)
+
+## e2e: the fault-injection suite against a real Kafka broker (KRaft, from Maven Central) and a
+## throwaway PostgreSQL: crash loop, group churn, broker restart, database outage, VMaaS trouble, poison
+e2e: build
+	@set -e; \
+	work=$$(mktemp -d /tmp/patchflow-e2e.XXXXXX); \
+	pg=$$(.ci/postgres start); kafka=$$(.ci/kafka start); \
+	trap '.ci/kafka down '"$$kafka"'; .ci/postgres stop '"$$pg" EXIT; \
+	E2E_BROKERS=$$(cat $$kafka/brokers) E2E_DATABASE_URL=$$(cat $$pg/url) E2E_BIN=$(CURDIR)/$(BIN) E2E_CI=$(CURDIR)/.ci \
+	E2E_KAFKA_DIR=$$kafka E2E_PG_DIR=$$pg E2E_WORK=$$work $(GO) run ./cmd/e2e
+
+## kafka-up: start a real Kafka broker on 127.0.0.1:$${KAFKA_PORT:-19092} (fetched with Maven once); kafka-down stops it
+kafka-up:
+	@mkdir -p $(dir $(KAFKA_STATE))
+	@if [ -f $(KAFKA_STATE) ]; then echo "a broker is already up: $$(cat $(KAFKA_STATE))"; exit 1; fi
+	@dir=$$(.ci/kafka start) && echo $$dir > $(KAFKA_STATE) && echo "Kafka at $$(cat $$dir/brokers), log $$dir/server.log"
+
+kafka-down:
+	@if [ -f $(KAFKA_STATE) ]; then .ci/kafka down $$(cat $(KAFKA_STATE)); rm -f $(KAFKA_STATE); echo "Kafka stopped"; else echo "no broker up"; fi
 
 ## proto: regenerate messages/*.pb.go from proto/ (buf and protoc-gen-go via `go run`, pinned)
 proto:

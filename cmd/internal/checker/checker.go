@@ -24,6 +24,7 @@ type Report struct {
 	Hosts       int // hosts the stream mentioned
 	Present     int // hosts that must exist and do, with the right rows
 	Deleted     int // hosts that must be gone and are
+	Missing     int // hosts that must exist and do not: their events were lost
 	Wrong       int // hosts whose rows differ from the expected state
 	Examples    []string
 	Advisories  int // system-advisory rows checked
@@ -31,11 +32,11 @@ type Report struct {
 }
 
 // OK reports whether every host matched.
-func (r Report) OK() bool { return r.Wrong == 0 }
+func (r Report) OK() bool { return r.Wrong == 0 && r.Missing == 0 }
 
 func (r Report) String() string {
-	return fmt.Sprintf("%d hosts: %d stored as expected (%d package rows, %d advisory rows), %d deleted as expected, %d wrong",
-		r.Hosts, r.Present, r.PackageRows, r.Advisories, r.Deleted, r.Wrong)
+	return fmt.Sprintf("%d hosts: %d stored as expected (%d package rows, %d advisory rows), %d deleted as expected, %d missing, %d wrong",
+		r.Hosts, r.Present, r.PackageRows, r.Advisories, r.Deleted, r.Missing, r.Wrong)
 }
 
 // Check compares every expected host with the database, parallel at a time.
@@ -58,6 +59,11 @@ func Check(ctx context.Context, db *sql.DB, ds *platform.Dataset, shape platform
 				}
 				mu.Lock()
 				switch {
+				case problem == missing:
+					rep.Missing++
+					if len(rep.Examples) < 10 {
+						rep.Examples = append(rep.Examples, id+": "+problem)
+					}
 				case problem != "":
 					rep.Wrong++
 					if len(rep.Examples) < 10 {
@@ -94,6 +100,8 @@ feed:
 	return rep, err
 }
 
+const missing = "missing"
+
 // checkHost returns a description of what is wrong, or "".
 func checkHost(ctx context.Context, db *sql.DB, ds *platform.Dataset, shape platform.ProfileShape, want *loadgen.HostState) (string, int, int, error) {
 	var (
@@ -107,7 +115,7 @@ func checkHost(ctx context.Context, db *sql.DB, ds *platform.Dataset, shape plat
 		if want.Deleted {
 			return "", 0, 0, nil
 		}
-		return "missing", 0, 0, nil
+		return missing, 0, 0, nil
 	}
 	if err != nil {
 		return "", 0, 0, err

@@ -202,7 +202,7 @@ func Run(ctx context.Context, env func(string) (string, bool), opts Options, out
 
 	switch {
 	case !rep.OK():
-		return fmt.Errorf("%d hosts do not match the events sent", rep.Wrong)
+		return fmt.Errorf("%d hosts missing and %d wrong", rep.Missing, rep.Wrong)
 	case dead != int64(plan.BadCount()):
 		return fmt.Errorf("%d dead letters for %d bad messages", dead, plan.BadCount())
 	}

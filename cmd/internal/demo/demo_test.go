@@ -32,7 +32,7 @@ func TestDemoEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
-	for _, want := range []string{"0 wrong", "dead letters      20 written, 20 bad messages sent", "committed to its end"} {
+	for _, want := range []string{"0 missing, 0 wrong", "dead letters      20 written, 20 bad messages sent", "committed to its end"} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("summary lacks %q:\n%s", want, out.String())
 		}

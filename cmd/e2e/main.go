@@ -1,0 +1,70 @@
+// Command e2e runs the fault-injection suite against a real Kafka broker and
+// PostgreSQL (`make e2e` starts both) and prints one line per scenario.
+// It exits 1 when any scenario fails its acceptance criteria.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/patchflow/patchflow/cmd/internal/e2e"
+	"github.com/patchflow/patchflow/cmd/internal/settings"
+)
+
+func main() {
+	var env e2e.Env
+	var brokers, only string
+	s := settings.New("e2e")
+	s.String(&brokers, "E2E_BROKERS", "brokers", "", "the real broker's bootstrap address", nil)
+	s.SecretURL(&env.AdminURL, "E2E_DATABASE_URL", "database-url", "a PostgreSQL URL that may create databases")
+	s.String(&env.Bin, "E2E_BIN", "bin", "bin", "directory holding the listener binary", nil)
+	s.String(&env.CI, "E2E_CI", "ci", ".ci", "directory holding the kafka and postgres scripts", nil)
+	s.String(&env.KafkaDir, "E2E_KAFKA_DIR", "kafka-dir", "", "the broker's directory, for the restart scenario", nil)
+	s.String(&env.PGDir, "E2E_PG_DIR", "pg-dir", "", "the database server's directory, for the outage scenario", nil)
+	s.String(&env.Work, "E2E_WORK", "work", os.TempDir(), "where listener logs go", nil)
+	s.String(&only, "E2E_SCENARIOS", "scenarios", "", "comma-separated scenario names (default: all)", nil)
+	err := s.Parse(os.Args[1:], os.LookupEnv)
+	if errors.Is(err, settings.ErrHelp) {
+		s.PrintUsage(os.Stdout)
+		return
+	}
+	if err == nil && (brokers == "" || env.AdminURL == "") {
+		err = errors.New("E2E_BROKERS and E2E_DATABASE_URL are required (run `make e2e`)")
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(settings.ExitUsage)
+	}
+	env.Brokers = strings.Split(brokers, ",")
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+
+	failed := 0
+	for _, sc := range e2e.Scenarios() {
+		if only != "" && !slices.Contains(strings.Split(only, ","), sc.Name) {
+			continue
+		}
+		fmt.Printf("running %s (%d events, %d listeners, %d faults)...\n", sc.Name, sc.Events, sc.Listeners, len(sc.Faults))
+		line, err := e2e.Run(ctx, &env, sc)
+		if err != nil {
+			fmt.Printf("%-14s ERROR: %v\n", sc.Name, err)
+			failed++
+			continue
+		}
+		if !line.OK() {
+			failed++
+		}
+		fmt.Println(line)
+	}
+	fmt.Printf("e2e: logs in %s\n", env.Work)
+	if failed > 0 {
+		fmt.Printf("e2e: %d scenario(s) failed\n", failed)
+		os.Exit(1)
+	}
+}

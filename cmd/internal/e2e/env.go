@@ -1,0 +1,55 @@
+// Package e2e is the fault-injection suite run against a real Kafka broker,
+// a real PostgreSQL and listener processes: crash loops, group churn, a
+// broker restart, a database outage, VMaaS trouble and poison messages. Each
+// scenario starts from a clean topic and database and is judged by an
+// independent check: the checker's SQL against loadgen's expected state, the
+// dead-letter topic, and the group's committed offsets read from the broker.
+package e2e
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"strings"
+
+	_ "github.com/lib/pq" // the "postgres" driver
+)
+
+// Env is what the suite runs against.
+type Env struct {
+	Brokers  []string
+	AdminURL string // a PostgreSQL URL able to create databases
+	Bin      string // directory with listener
+	CI       string // directory with the kafka and postgres scripts
+	KafkaDir string // the broker's directory (.ci/kafka), for restarts
+	PGDir    string // the database server's directory (.ci/postgres), for outages
+	Work     string // where logs go
+}
+
+// createDatabase makes an empty database and returns its URL.
+func (e *Env) createDatabase(ctx context.Context, name string) (string, error) {
+	db, err := sql.Open("postgres", e.AdminURL)
+	if err != nil {
+		return "", err
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`); err != nil { // generated name
+		return "", err
+	}
+	if _, err := db.ExecContext(ctx, `CREATE DATABASE `+name); err != nil {
+		return "", err
+	}
+	u, err := url.Parse(e.AdminURL)
+	if err != nil {
+		return "", err
+	}
+	u.Path = "/" + name
+	return u.String(), nil
+}
+
+func kv(k, v string) string { return k + "=" + v }
+
+func join(s []string) string { return strings.Join(s, ",") }
+
+func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }

@@ -1,0 +1,141 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/IBM/sarama"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/patchflow/patchflow/messages"
+)
+
+func (e *Env) saramaConfig() *sarama.Config {
+	cfg := sarama.NewConfig()
+	cfg.Version = sarama.V3_6_0_0
+	cfg.Net.DialTimeout = 3 * time.Second
+	cfg.Metadata.Retry.Max = 1
+	return cfg
+}
+
+// createTopics creates the scenario's topic and dead-letter topic.
+func (e *Env) createTopics(topic string, partitions int32) error {
+	admin, err := sarama.NewClusterAdmin(e.Brokers, e.saramaConfig())
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	for _, t := range []string{topic, topic + ".dlq"} {
+		if err := admin.CreateTopic(t, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: 1}, false); err != nil {
+			return fmt.Errorf("create %s: %w", t, err)
+		}
+	}
+	return nil
+}
+
+// offsets returns the end offsets of topic and the group's committed offsets.
+func (e *Env) offsets(topic, group string) (ends, committed map[int32]int64, err error) {
+	client, err := sarama.NewClient(e.Brokers, e.saramaConfig())
+	if err != nil {
+		return nil, nil, err
+	}
+	defer client.Close()
+	parts, err := client.Partitions(topic)
+	if err != nil {
+		return nil, nil, err
+	}
+	ends = map[int32]int64{}
+	for _, p := range parts {
+		if ends[p], err = client.GetOffset(topic, p, sarama.OffsetNewest); err != nil {
+			return nil, nil, err
+		}
+	}
+	admin, err := sarama.NewClusterAdminFromClient(client)
+	if err != nil {
+		return nil, nil, err
+	}
+	res, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: parts})
+	if err != nil {
+		return nil, nil, err
+	}
+	committed = map[int32]int64{}
+	for p, b := range res.Blocks[topic] {
+		committed[p] = max(b.Offset, 0)
+	}
+	return ends, committed, nil
+}
+
+// deadLetters reads the whole dead-letter topic and returns, by reason (the
+// validation reason, or the error class), the distinct original records: a
+// record dead-lettered, then redelivered after a crash before its offset was
+// committed, is written twice but counts once. total counts envelopes.
+func (e *Env) deadLetters(topic string) (map[string]map[string]bool, int, error) {
+	client, err := sarama.NewClient(e.Brokers, e.saramaConfig())
+	if err != nil {
+		return nil, 0, err
+	}
+	defer client.Close()
+	consumer, err := sarama.NewConsumerFromClient(client)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer consumer.Close()
+	parts, err := client.Partitions(topic)
+	if err != nil {
+		return nil, 0, err
+	}
+	byReason := map[string]map[string]bool{}
+	total := 0
+	for _, p := range parts {
+		end, err := client.GetOffset(topic, p, sarama.OffsetNewest)
+		if err != nil {
+			return nil, 0, err
+		}
+		if end == 0 {
+			continue
+		}
+		pc, err := consumer.ConsumePartition(topic, p, sarama.OffsetOldest)
+		if err != nil {
+			return nil, 0, err
+		}
+		for done := false; !done; {
+			select {
+			case m := <-pc.Messages():
+				var l messages.DeadLetter
+				if err := proto.Unmarshal(m.Value, &l); err != nil {
+					pc.Close()
+					return nil, 0, fmt.Errorf("dead letter %d/%d does not decode: %w", p, m.Offset, err)
+				}
+				reason := l.GetErrorClass().String()
+				if l.GetErrorClass() == messages.ErrorClass_ERROR_CLASS_PERMANENT {
+					reason = reasonOf(l.GetError())
+				}
+				if byReason[reason] == nil {
+					byReason[reason] = map[string]bool{}
+				}
+				byReason[reason][fmt.Sprintf("%d/%d", l.GetOriginalPartition(), l.GetOriginalOffset())] = true
+				total++
+				done = m.Offset >= end-1
+			case <-time.After(15 * time.Second):
+				pc.Close()
+				return nil, 0, fmt.Errorf("reading dead letters of partition %d timed out", p)
+			}
+		}
+		pc.Close()
+	}
+	return byReason, total, nil
+}
+
+// reasonOf extracts the validation reason from a handler error text such
+// as "...: missing org id: host.org_id is absent".
+func reasonOf(text string) string {
+	for _, r := range []messages.Reason{messages.ReasonMalformedJSON, messages.ReasonMessageTooLarge, messages.ReasonUnknownEventType,
+		messages.ReasonMissingHostID, messages.ReasonMissingOrgID, messages.ReasonReporterNotAllowed, messages.ReasonExcludedHostType,
+		messages.ReasonNoPackages, messages.ReasonUnparsablePackage} {
+		if strings.Contains(text, string(r)+":") {
+			return string(r)
+		}
+	}
+	return "other: " + text
+}

@@ -1,0 +1,292 @@
+package e2e
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/patchflow/patchflow/cmd/internal/checker"
+	"github.com/patchflow/patchflow/cmd/internal/loadgen"
+	"github.com/patchflow/patchflow/cmd/internal/platform"
+)
+
+// Scenario is one fault-injection run.
+type Scenario struct {
+	Name      string
+	Events    int
+	Hosts     int
+	BadShare  float64
+	Listeners int
+	// Faults run once progress (committed records / all records) reaches At.
+	Faults []Fault
+	// NoDeadLetters asserts nothing was dead-lettered (the faults are transient).
+	NoDeadLetters bool
+}
+
+// Fault is an action at a point of progress.
+type Fault struct {
+	At   float64
+	Name string
+	Do   func(r *run) error
+}
+
+// Line is the outcome of a scenario, one line of the report.
+type Line struct {
+	Scenario       string
+	Events         int
+	Lost           int // records whose effect is missing, or not committed
+	Wrong          int
+	DeadLettered   int
+	ExpectedDead   int
+	DeadByReasonOK bool
+	Duplicates     int64
+	Finish         time.Duration
+	LongestStall   time.Duration
+	OffsetsAtEnd   bool
+	Faults         []string
+	Problems       []string
+}
+
+// OK reports whether the scenario met its acceptance criteria.
+func (l Line) OK() bool { return len(l.Problems) == 0 }
+
+func (l Line) String() string {
+	status := "PASS"
+	if !l.OK() {
+		status = "FAIL: " + strings.Join(l.Problems, "; ")
+	}
+	return fmt.Sprintf("%-14s events %6d  lost %d  wrong rows %d  dead-lettered %d/%d expected  repeated evaluations %d  finish %6.1fs  longest stall %5.1fs  offsets at end %v  %s",
+		l.Scenario, l.Events, l.Lost, l.Wrong, l.DeadLettered, l.ExpectedDead, l.Duplicates, l.Finish.Seconds(), l.LongestStall.Seconds(), l.OffsetsAtEnd, status)
+}
+
+// run is the state of one scenario in progress.
+type run struct {
+	env       *Env
+	sc        Scenario
+	topic     string
+	group     string
+	dbURL     string
+	mock      *platform.Server
+	mockURL   string
+	listeners []*listenerProc
+	started   int
+	faults    []string
+}
+
+var shape = platform.ProfileShape{Packages: 40, Repos: 10}
+
+// listenerEnv is the configuration every listener process of the run gets.
+func (r *run) listenerEnv() []string {
+	return []string{
+		kv("KAFKA_BROKERS", join(r.env.Brokers)), kv("KAFKA_TOPIC", r.topic), kv("KAFKA_GROUP", r.group),
+		kv("DATABASE_URL", r.dbURL), kv("VMAAS_URL", r.mockURL), kv("INVENTORY_URL", r.mockURL),
+		kv("LISTENER_DRAIN_TIMEOUT", "5s"), kv("KAFKA_SESSION_TIMEOUT", "3s"), kv("KAFKA_HEARTBEAT_INTERVAL", "500ms"),
+		kv("LISTENER_BACKOFF_MAX", "2s"), kv("DB_MAX_OPEN_CONNS", "16"), kv("LOG_FORMAT", "json"),
+		kv("LISTENER_PROGRESS_INTERVAL", "5s"),
+		kv("VMAAS_CACHE_SIZE", "0"), // every evaluation reaches the mock, which counts repeated ones
+	}
+}
+
+func (r *run) startListener() error {
+	r.started++
+	p, err := r.env.startListener(fmt.Sprintf("%s-listener-%d", r.sc.Name, r.started), r.listenerEnv())
+	if err != nil {
+		return err
+	}
+	r.listeners = append(r.listeners, p)
+	return nil
+}
+
+// live returns the listeners still running.
+func (r *run) live() []*listenerProc {
+	var out []*listenerProc
+	for _, p := range r.listeners {
+		if p.running() {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Run executes sc and judges it.
+func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
+	line := Line{Scenario: sc.Name}
+	stamp := time.Now().Format("150405")
+	r := &run{env: env, sc: sc, topic: "e2e-" + sc.Name + "-" + stamp, group: "e2e-" + sc.Name + "-" + stamp}
+	var err error
+	if r.dbURL, err = env.createDatabase(ctx, "e2e_"+strings.ReplaceAll(sc.Name, "-", "_")); err != nil {
+		return line, err
+	}
+	if err := env.createTopics(r.topic, 8); err != nil {
+		return line, err
+	}
+
+	opts := loadgen.DefaultOptions()
+	opts.Seed = uint64(len(sc.Name)*7919 + sc.Events)
+	opts.Hosts, opts.Events, opts.BadShare = sc.Hosts, sc.Events, sc.BadShare
+	opts.Shape, opts.Bulk = shape, false
+	ds := platform.NewDataset(opts.Seed, platform.DefaultSize())
+	if r.mock, err = platform.NewServer(ds, platform.ServerOptions{Faults: platform.Faults{Latency: "longtail:50ms"},
+		InventoryLatency: platform.Latency{Kind: "fixed", Base: 10 * time.Millisecond}, Shape: shape}); err != nil {
+		return line, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return line, err
+	}
+	hs := &http.Server{Handler: r.mock, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	defer hs.Close()
+	r.mockURL = "http://" + ln.Addr().String()
+
+	plan := loadgen.NewPlan(opts)
+	if _, err := loadgen.Produce(ctx, ds, opts, plan, loadgen.ProduceOptions{Brokers: env.Brokers, Topic: r.topic,
+		Version: sarama.V3_6_0_0, Compression: "lz4"}); err != nil {
+		return line, err
+	}
+	line.Events = len(plan.Items)
+	line.ExpectedDead = plan.BadCount()
+	evaluating := 0
+	for _, it := range plan.Items {
+		if it.Bad == "" && it.Event.Type != "delete" {
+			evaluating++
+		}
+	}
+
+	for i := 0; i < max(1, sc.Listeners); i++ {
+		if err := r.startListener(); err != nil {
+			return line, err
+		}
+	}
+	defer func() {
+		for _, p := range r.live() {
+			_ = p.term(15 * time.Second)
+		}
+	}()
+
+	began := time.Now()
+	lastProgress, lastCommitted := began, int64(-1)
+	faults := sc.Faults
+	deadline := began.Add(6 * time.Minute)
+	var total int64
+	for {
+		if time.Now().After(deadline) {
+			line.Problems = append(line.Problems, "did not finish within 6 minutes")
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return line, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+		ends, committed, err := env.offsets(r.topic, r.group)
+		if err != nil {
+			continue // the broker may be restarting
+		}
+		total = 0
+		var done int64
+		for p, end := range ends {
+			total += end
+			done += min(committed[p], end)
+		}
+		now := time.Now()
+		if done > lastCommitted {
+			if lastCommitted >= 0 {
+				line.LongestStall = max(line.LongestStall, now.Sub(lastProgress))
+			}
+			lastProgress, lastCommitted = now, done
+		}
+		for len(faults) > 0 && float64(done) >= faults[0].At*float64(total) {
+			f := faults[0]
+			faults = faults[1:]
+			if err := f.Do(r); err != nil {
+				return line, fmt.Errorf("fault %s: %w", f.Name, err)
+			}
+			r.faults = append(r.faults, f.Name)
+		}
+		if done == total && len(faults) == 0 {
+			line.OffsetsAtEnd = true
+			break
+		}
+		if len(r.live()) == 0 {
+			line.Problems = append(line.Problems, "every listener exited")
+			break
+		}
+	}
+	line.Finish = time.Since(began)
+	line.Faults = r.faults
+	line.LongestStall = max(line.LongestStall, time.Since(lastProgress)*boolInt(!line.OffsetsAtEnd))
+	if !line.OffsetsAtEnd {
+		line.Problems = append(line.Problems, "committed offsets did not reach the end offsets")
+		line.Lost = int(total - lastCommitted)
+	}
+	for _, p := range r.live() {
+		if err := p.term(15 * time.Second); err != nil {
+			line.Problems = append(line.Problems, err.Error())
+		}
+	}
+
+	db, err := sql.Open("postgres", r.dbURL)
+	if err != nil {
+		return line, err
+	}
+	defer db.Close()
+	rep, err := checker.Check(ctx, db, ds, shape, plan.Expected, 8)
+	if err != nil {
+		return line, err
+	}
+	line.Lost += rep.Missing
+	line.Wrong = rep.Wrong
+	if line.Lost > 0 || line.Wrong > 0 {
+		line.Problems = append(line.Problems, fmt.Sprintf("%d lost, %d wrong hosts, e.g. %v", line.Lost, line.Wrong, rep.Examples))
+	}
+
+	byReason, _, err := env.deadLetters(r.topic + ".dlq")
+	if err != nil {
+		return line, err
+	}
+	for _, records := range byReason {
+		line.DeadLettered += len(records)
+	}
+	line.DeadByReasonOK = len(byReason) == len(plan.Bad)
+	for kind, n := range plan.Bad {
+		if len(byReason[string(kind)]) != n {
+			line.DeadByReasonOK = false
+		}
+	}
+	if !line.DeadByReasonOK || sc.NoDeadLetters && line.DeadLettered > 0 {
+		got := map[string]int{}
+		for reason, records := range byReason {
+			got[reason] = len(records)
+		}
+		line.Problems = append(line.Problems, fmt.Sprintf("dead letters by reason %v, expected %v", got, plan.Bad))
+	}
+	s := r.mock.Stats()
+	line.Duplicates = s.VMaaSCalls - s.VMaaS503 - int64(evaluating)
+	return line, nil
+}
+
+func boolInt(b bool) time.Duration {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// killRandom kill -9s a random live listener.
+func killRandom(r *run) (*listenerProc, error) {
+	live := r.live()
+	if len(live) == 0 {
+		return nil, errorf("no listener to kill")
+	}
+	p := live[rand.IntN(len(live))]
+	p.kill9()
+	return p, nil
+}

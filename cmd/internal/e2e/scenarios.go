@@ -1,0 +1,89 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/patchflow/patchflow/cmd/internal/platform"
+)
+
+// Scenarios returns the suite. Sizes fit the whole suite in a few minutes
+// on a 2-core machine: profiles of 40 packages instead of 400 (the faults,
+// not the payload, are what is tested here).
+func Scenarios() []Scenario {
+	crash := Scenario{Name: "crash-loop", Events: 20000, Hosts: 4000, Listeners: 1}
+	for i := 0; i < 10; i++ {
+		crash.Faults = append(crash.Faults, Fault{At: 0.04 + 0.085*float64(i), Name: fmt.Sprintf("kill -9 #%d and restart", i+1),
+			Do: func(r *run) error {
+				if _, err := killRandom(r); err != nil {
+					return err
+				}
+				return r.startListener()
+			}})
+	}
+	start := func(r *run) error { return r.startListener() }
+	kill := func(r *run) error { _, err := killRandom(r); return err }
+	term := func(r *run) error {
+		live := r.live()
+		if len(live) == 0 {
+			return errorf("no listener to stop")
+		}
+		return live[0].term(20 * time.Second)
+	}
+	churn := Scenario{Name: "group-churn", Events: 10000, Hosts: 2500, Listeners: 3, Faults: []Fault{
+		{0.10, "SIGTERM a member", term}, {0.20, "start a member", start}, {0.30, "kill -9 a member", kill},
+		{0.40, "start a member", start}, {0.50, "SIGTERM a member", term}, {0.60, "kill -9 a member", kill},
+		{0.65, "start a member", start}, {0.70, "start a member", start},
+	}}
+	broker := Scenario{Name: "broker-restart", Events: 10000, Hosts: 2500, Listeners: 2, Faults: []Fault{
+		{0.3, "stop the broker 5 s, start it again", func(r *run) error {
+			if err := r.env.script("kafka", "stop", r.env.KafkaDir); err != nil {
+				return err
+			}
+			time.Sleep(5 * time.Second)
+			return r.env.script("kafka", "start", r.env.KafkaDir)
+		}},
+	}}
+	db := Scenario{Name: "db-outage", Events: 10000, Hosts: 2500, Listeners: 2, NoDeadLetters: true, Faults: []Fault{
+		{0.3, "stop PostgreSQL 15 s, start it again", func(r *run) error {
+			if err := r.env.script("postgres", "pause", r.env.PGDir); err != nil {
+				return err
+			}
+			time.Sleep(15 * time.Second)
+			return r.env.script("postgres", "resume", r.env.PGDir)
+		}},
+	}}
+	vmaas := Scenario{Name: "vmaas-trouble", Events: 10000, Hosts: 2500, Listeners: 2, NoDeadLetters: true, Faults: []Fault{
+		{0.2, "VMaaS 503 for 10 s, then 2 s per call for 15 s, then well", func(r *run) error {
+			if err := r.setFaults(platform.Faults{ErrorRate: 1, Latency: "fixed:5ms"}); err != nil {
+				return err
+			}
+			time.Sleep(10 * time.Second)
+			if err := r.setFaults(platform.Faults{Latency: "fixed:2s"}); err != nil {
+				return err
+			}
+			time.Sleep(15 * time.Second)
+			return r.setFaults(platform.Faults{Latency: "longtail:50ms"})
+		}},
+	}}
+	poison := Scenario{Name: "poison", Events: 10000, Hosts: 2500, Listeners: 2, BadShare: 0.01}
+	return []Scenario{crash, churn, broker, db, vmaas, poison}
+}
+
+// setFaults changes the mock's faults through its admin endpoint, as an
+// operator would.
+func (r *run) setFaults(f platform.Faults) error {
+	body, _ := json.Marshal(f)
+	resp, err := http.Post(r.mockURL+"/admin/faults", "application/json", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return errorf("set faults: %s", resp.Status)
+	}
+	return nil
+}
