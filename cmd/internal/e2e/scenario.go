@@ -62,8 +62,8 @@ func (l Line) String() string {
 	if !l.OK() {
 		status = "FAIL: " + strings.Join(l.Problems, "; ")
 	}
-	return fmt.Sprintf("%-14s events %6d  lost %d  wrong rows %d  dead-lettered %d/%d expected  repeated evaluations %d  finish %6.1fs  longest stall %5.1fs  offsets at end %v  %s",
-		l.Scenario, l.Events, l.Lost, l.Wrong, l.DeadLettered, l.ExpectedDead, l.Duplicates, l.Finish.Seconds(), l.LongestStall.Seconds(), l.OffsetsAtEnd, status)
+	return fmt.Sprintf("%-14s events %6d  faults %2d  lost %d  wrong rows %d  dead-lettered %d/%d expected  repeated evaluations %d  finish %6.1fs  longest stall %5.1fs  offsets at end %v  %s",
+		l.Scenario, l.Events, len(l.Faults), l.Lost, l.Wrong, l.DeadLettered, l.ExpectedDead, l.Duplicates, l.Finish.Seconds(), l.LongestStall.Seconds(), l.OffsetsAtEnd, status)
 }
 
 // run is the state of one scenario in progress.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"time"
 
@@ -16,7 +17,9 @@ import (
 func Scenarios() []Scenario {
 	crash := Scenario{Name: "crash-loop", Events: 20000, Hosts: 4000, Listeners: 1}
 	for i := 0; i < 10; i++ {
-		crash.Faults = append(crash.Faults, Fault{At: 0.04 + 0.085*float64(i), Name: fmt.Sprintf("kill -9 #%d and restart", i+1),
+		// at random moments: one in each tenth of the first 85% of the run
+		at := 0.085 * (float64(i) + rand.Float64())
+		crash.Faults = append(crash.Faults, Fault{At: at, Name: fmt.Sprintf("kill -9 #%d and restart", i+1),
 			Do: func(r *run) error {
 				if _, err := killRandom(r); err != nil {
 					return err
