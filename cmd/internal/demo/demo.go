@@ -19,6 +19,7 @@ import (
 	"github.com/patchflow/patchflow/cmd/internal/checker"
 	"github.com/patchflow/patchflow/cmd/internal/listener"
 	"github.com/patchflow/patchflow/cmd/internal/loadgen"
+	"github.com/patchflow/patchflow/cmd/internal/offsets"
 	"github.com/patchflow/patchflow/cmd/internal/platform"
 	"github.com/patchflow/patchflow/messages"
 )
@@ -117,11 +118,11 @@ func Run(ctx context.Context, env func(string) (string, bool), opts Options, out
 	case err := <-done:
 		return err
 	}
-	ends, err := endOffsets(k, k.Topic)
+	start, err := offsets.Read(k.Brokers, k.Topic, "")
 	if err != nil {
 		return err
 	}
-	total := sum(ends)
+	total := start.Total()
 	stats := bridge.Stats()
 	for stats.Snapshot().Admitted == 0 {
 		time.Sleep(time.Millisecond)
@@ -158,8 +159,7 @@ func Run(ctx context.Context, env func(string) (string, bool), opts Options, out
 		if finishedAfter == 0 {
 			continue
 		}
-		committed, err := committedOffsets(k)
-		if err != nil || !equal(committed, ends) {
+		if p, err := offsets.Read(k.Brokers, k.Topic, k.Group); err != nil || !p.AtEnd() {
 			continue // the last commit lands within the auto-commit interval
 		}
 		break
@@ -176,11 +176,11 @@ func Run(ctx context.Context, env func(string) (string, bool), opts Options, out
 	if err != nil {
 		return err
 	}
-	dlqEnds, err := endOffsets(k, k.DLQTopic)
+	dlq, err := offsets.Read(k.Brokers, k.DLQTopic, "")
 	if err != nil {
 		return err
 	}
-	dead := sum(dlqEnds)
+	dead := dlq.Total()
 
 	meanLatency := timed.mean()
 	rate := float64(total) / finishedAfter.Seconds()

@@ -34,38 +34,6 @@ func (e *Env) createTopics(topic string, partitions int32) error {
 	return nil
 }
 
-// offsets returns the end offsets of topic and the group's committed offsets.
-func (e *Env) offsets(topic, group string) (ends, committed map[int32]int64, err error) {
-	client, err := sarama.NewClient(e.Brokers, e.saramaConfig())
-	if err != nil {
-		return nil, nil, err
-	}
-	defer client.Close()
-	parts, err := client.Partitions(topic)
-	if err != nil {
-		return nil, nil, err
-	}
-	ends = map[int32]int64{}
-	for _, p := range parts {
-		if ends[p], err = client.GetOffset(topic, p, sarama.OffsetNewest); err != nil {
-			return nil, nil, err
-		}
-	}
-	admin, err := sarama.NewClusterAdminFromClient(client)
-	if err != nil {
-		return nil, nil, err
-	}
-	res, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: parts})
-	if err != nil {
-		return nil, nil, err
-	}
-	committed = map[int32]int64{}
-	for p, b := range res.Blocks[topic] {
-		committed[p] = max(b.Offset, 0)
-	}
-	return ends, committed, nil
-}
-
 // deadLetters reads the whole dead-letter topic and returns, by reason (the
 // validation reason, or the error class), the distinct original records: a
 // record dead-lettered, then redelivered after a crash before its offset was

@@ -14,6 +14,7 @@ import (
 
 	"github.com/patchflow/patchflow/cmd/internal/checker"
 	"github.com/patchflow/patchflow/cmd/internal/loadgen"
+	"github.com/patchflow/patchflow/cmd/internal/offsets"
 	"github.com/patchflow/patchflow/cmd/internal/platform"
 )
 
@@ -186,16 +187,12 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 			return line, ctx.Err()
 		case <-time.After(250 * time.Millisecond):
 		}
-		ends, committed, err := env.offsets(r.topic, r.group)
+		progress, err := offsets.Read(env.Brokers, r.topic, r.group)
 		if err != nil {
 			continue // the broker may be restarting
 		}
-		total = 0
-		var done int64
-		for p, end := range ends {
-			total += end
-			done += min(committed[p], end)
-		}
+		total = progress.Total()
+		done := progress.Done()
 		now := time.Now()
 		if done > lastCommitted {
 			if lastCommitted >= 0 {
