@@ -15,6 +15,9 @@ package actors
 import (
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -41,6 +44,8 @@ type BridgeConfig struct {
 	Stats       *Stats
 	// WrapMarker, when set, wraps each claim's marker; tests use it to watch marks.
 	WrapMarker func(OffsetMarker) OffsetMarker
+	// Observer, when set, receives timings for metrics.
+	Observer Observer
 }
 
 // Bridge is a sarama.ConsumerGroupHandler that hands each claimed partition to
@@ -52,10 +57,21 @@ type BridgeConfig struct {
 // at any time; ConsumeClaim returns within DrainTimeout plus a small grace
 // after its claim ends.
 type Bridge struct {
-	cfg    BridgeConfig
-	total  credits
-	epochs atomic.Int64
-	logger *slog.Logger
+	cfg      BridgeConfig
+	total    credits
+	epochs   atomic.Int64
+	logger   *slog.Logger
+	claims   sync.Map // epoch -> *claimEntry, the claims running now
+	sessions atomic.Int64
+}
+
+// claimEntry is what Partitions reads of a running claim.
+type claimEntry struct {
+	topic      string
+	partition  int32
+	generation int32
+	gauges     *partitionGauges
+	claim      sarama.ConsumerGroupClaim
 }
 
 // NewBridge validates cfg and returns a Bridge.
@@ -72,20 +88,49 @@ func NewBridge(cfg BridgeConfig) (*Bridge, error) {
 	if cfg.Stats == nil {
 		cfg.Stats = &Stats{}
 	}
+	if cfg.Observer == nil {
+		cfg.Observer = noObserver{}
+	}
 	return &Bridge{cfg: cfg, total: newCredits(cfg.Settings.InFlightTotal), logger: cfg.Logger}, nil
 }
 
 // Stats returns the counters the bridge's partition actors update.
 func (b *Bridge) Stats() *Stats { return b.cfg.Stats }
 
+// Partitions returns the state of every partition claimed now, ordered by
+// topic and partition.
+func (b *Bridge) Partitions() []PartitionState {
+	var out []PartitionState
+	b.claims.Range(func(_, v any) bool {
+		e := v.(*claimEntry)
+		s := PartitionState{Topic: e.topic, Partition: e.partition, Generation: e.generation, HighWatermark: e.claim.HighWaterMarkOffset()}
+		e.gauges.snapshot(&s)
+		out = append(out, s)
+		return true
+	})
+	slices.SortFunc(out, func(a, b PartitionState) int {
+		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+			return c
+		}
+		return int(a.Partition - b.Partition)
+	})
+	return out
+}
+
+// Joined reports whether at least one group member of this bridge is in a
+// session (has joined its group).
+func (b *Bridge) Joined() bool { return b.sessions.Load() > 0 }
+
 // Setup implements sarama.ConsumerGroupHandler.
 func (b *Bridge) Setup(s sarama.ConsumerGroupSession) error {
+	b.sessions.Add(1)
 	b.logger.Info("joined consumer group", "member_id", s.MemberID(), "generation", s.GenerationID(), "claims", s.Claims())
 	return nil
 }
 
 // Cleanup implements sarama.ConsumerGroupHandler.
 func (b *Bridge) Cleanup(s sarama.ConsumerGroupSession) error {
+	b.sessions.Add(-1)
 	b.logger.Info("left consumer group session", "member_id", s.MemberID(), "generation", s.GenerationID())
 	return nil
 }
@@ -106,7 +151,7 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 		Topic: claim.Topic(), Partition: claim.Partition(), Epoch: epoch,
 		Settings: b.cfg.Settings, Handler: b.cfg.Handler, DeadLetters: b.cfg.DeadLetters,
 		Marker: fence, Logger: b.logger.With("generation", generation), Stats: b.cfg.Stats,
-		credits: cc,
+		Observer: b.cfg.Observer, credits: cc,
 	})
 	name := fmt.Sprintf("partition-%s-%d-g%d-e%d", claim.Topic(), claim.Partition(), generation, epoch)
 	pid, err := b.cfg.System.Root.SpawnNamed(pa.Props(), name)
@@ -115,6 +160,9 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 	}
 	log := b.logger.With("topic", claim.Topic(), "partition", claim.Partition(), "generation", generation)
 	log.Info("claim started", "initial_offset", claim.InitialOffset(), "high_watermark", claim.HighWaterMarkOffset())
+	b.cfg.Observer.ClaimStarted(claim.Topic(), claim.Partition())
+	b.claims.Store(epoch, &claimEntry{topic: claim.Topic(), partition: claim.Partition(), generation: generation, gauges: pa.gauges, claim: claim})
+	defer b.claims.Delete(epoch)
 
 	reason := b.feed(session, claim, pa, pid, cc)
 
@@ -122,12 +170,14 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 	timeout := b.cfg.Settings.DrainTimeout
 	res, err := b.cfg.System.Root.RequestFuture(pid, &messages.Drain{Timeout: durationpb.New(timeout)}, timeout+drainGrace).Result()
 	fence.close()
+	r, _ := res.(*messages.DrainResult)
+	b.cfg.Observer.DrainDone(time.Since(start), err != nil || r.GetTimedOut())
 	if err != nil {
 		log.Error("partition actor did not answer the drain; nothing more will be marked", "error", err)
 		b.cfg.System.Root.Stop(pid)
 		return nil
 	}
-	if r, ok := res.(*messages.DrainResult); ok {
+	if r != nil {
 		log.Info("claim ended", "reason", reason, "watermark", r.GetWatermark(), "finished_in_drain", r.GetFinished(),
 			"abandoned", r.GetAbandoned(), "timed_out", r.GetTimedOut(), "drain", time.Since(start).Round(time.Millisecond))
 	}

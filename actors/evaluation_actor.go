@@ -16,6 +16,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -35,6 +36,7 @@ type evaluationEnv struct {
 	deadLetters DeadLetterWriter
 	settings    Settings
 	logger      *slog.Logger
+	observer    Observer
 }
 
 type evaluationActor struct {
@@ -58,7 +60,7 @@ func (a *evaluationActor) evaluate(m *messages.EvaluateRecord) any {
 	if wait := m.GetBackoff().AsDuration(); wait > 0 && !a.sleep(wait, true) {
 		return failed(offset, m, messages.ErrorClass_ERROR_CLASS_CANCELLED, "cancelled while waiting to retry: partition draining")
 	}
-	err := a.env.handler.Handle(a.env.run, m.GetRecord()) // a panic escapes to the parent's supervision
+	err := a.handle(m.GetRecord()) // a panic escapes to the parent's supervision
 	if err == nil {
 		return &messages.RecordDone{Offset: offset, Epoch: m.GetEpoch(), Attempt: m.GetAttempt(), Outcome: messages.Outcome_OUTCOME_OK}
 	}
@@ -69,6 +71,19 @@ func (a *evaluationActor) evaluate(m *messages.EvaluateRecord) any {
 		class = messages.ErrorClass_ERROR_CLASS_CANCELLED
 	}
 	return failed(offset, m, class, err.Error())
+}
+
+// handle runs the handler once and reports its duration by outcome.
+func (a *evaluationActor) handle(r *messages.Record) (err error) {
+	start := time.Now()
+	outcome := "panic" // if the handler panics, the deferred report still runs
+	defer func() { a.env.observer.HandlerDone(outcome, time.Since(start)) }()
+	err = a.env.handler.Handle(a.env.run, r)
+	outcome = "ok"
+	if err != nil {
+		outcome = strings.ToLower(strings.TrimPrefix(messages.ClassOf(err).String(), "ERROR_CLASS_"))
+	}
+	return err
 }
 
 func failed(offset int64, m *messages.EvaluateRecord, class messages.ErrorClass, text string) *messages.RecordFailed {

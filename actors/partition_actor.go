@@ -59,6 +59,7 @@ type PartitionConfig struct {
 	Marker      OffsetMarker
 	Logger      *slog.Logger
 	Stats       *Stats
+	Observer    Observer // optional
 
 	credits claimCredits // set by the bridge; nil channels in actor tests mean "no credits to return"
 }
@@ -88,10 +89,12 @@ type PartitionActor struct {
 	drained     bool  // the drain completed; the actor is stopping
 
 	stopped chan struct{} // closed when the actor has stopped, for the bridge
+	gauges  *partitionGauges
 }
 
 // recordState is what the actor remembers of an admitted, unfinished record.
 type recordState struct {
+	admitted time.Time
 	record   *messages.Record
 	failures failureHistory
 }
@@ -116,8 +119,13 @@ func NewPartitionActor(cfg PartitionConfig) *PartitionActor {
 		cancelRun: cancel,
 		draining:  make(chan struct{}),
 		stopped:   make(chan struct{}),
+		gauges:    newPartitionGauges(),
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = noObserver{}
 	}
 	env := &evaluationEnv{
+		observer:    cfg.Observer,
 		run:         run,
 		draining:    a.draining,
 		handler:     cfg.Handler,
@@ -196,8 +204,13 @@ func (a *PartitionActor) admit(c actor.Context, rec *messages.Record) {
 	}
 	a.stats.admitted.Add(1)
 	a.stats.inFlight.Add(1)
-	st := &recordState{record: rec}
+	st := &recordState{record: rec, admitted: time.Now()}
 	a.records[off] = st
+	a.gauges.admitted.Store(off)
+	a.gauges.inFlight.Store(int64(a.ledger.InFlight()))
+	if a.ledger.InFlight() == 1 {
+		a.publishPin()
+	}
 	if a.gate.Admit(rec.GetKey(), off) {
 		a.start(c, st, 1)
 	}
@@ -247,8 +260,10 @@ func (a *PartitionActor) finish(c actor.Context, st *recordState, outcome messag
 	if next, ok := a.gate.Release(rec.GetKey()); ok {
 		a.start(c, a.records[next], 1)
 	}
+	a.gauges.inFlight.Store(int64(a.ledger.InFlight()))
 	if advanced {
 		a.markWatermark()
+		a.publishPin()
 	}
 	if a.isDraining() {
 		a.drainFinish++
@@ -321,6 +336,23 @@ func (a *PartitionActor) markWatermark() {
 	}
 	a.cfg.Marker.MarkOffset(a.cfg.Topic, a.cfg.Partition, wm, "")
 	a.marked = wm
+	a.gauges.committed.Store(wm)
+}
+
+// publishPin records which record now holds the watermark, and since when.
+func (a *PartitionActor) publishPin() {
+	if a.ledger.InFlight() == 0 {
+		return
+	}
+	wm, _ := a.ledger.Watermark()
+	st := a.records[wm]
+	if st == nil {
+		return
+	}
+	key := string(st.record.GetKey())
+	a.gauges.pinnedOffset.Store(wm)
+	a.gauges.pinnedKey.Store(&key)
+	a.gauges.pinnedSince.Store(st.admitted.UnixNano())
 }
 
 func (a *PartitionActor) isDraining() bool { return isClosed(a.draining) }
@@ -377,6 +409,7 @@ func (a *PartitionActor) completeDrain(c actor.Context, timedOut bool) {
 // releaseUnfinished gives back the credits of every unfinished record.
 func (a *PartitionActor) releaseUnfinished() int {
 	n := a.ledger.InFlight()
+	a.gauges.inFlight.Store(0)
 	a.cfg.credits.release(n)
 	a.stats.abandoned.Add(int64(n))
 	a.stats.inFlight.Add(int64(-n))

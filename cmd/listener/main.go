@@ -14,6 +14,7 @@ import (
 
 	"github.com/patchflow/patchflow/cmd/internal/listener"
 	"github.com/patchflow/patchflow/cmd/internal/settings"
+	"github.com/patchflow/patchflow/cmd/internal/telemetry"
 )
 
 func main() {
@@ -32,13 +33,14 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	domain, err := listener.NewDomain(ctx, cfg, logger)
+	metrics := telemetry.New()
+	domain, err := listener.NewDomain(ctx, cfg, logger, metrics)
 	if err != nil {
 		logger.Error("listener failed to start", "error", err)
 		os.Exit(1)
 	}
 	defer domain.Close()
-	if err := listener.Run(ctx, cfg, domain.Handler, logger); err != nil {
+	if err := listener.Run(ctx, cfg, domain.Handler, logger, listener.Hooks{Metrics: metrics, Ping: domain.Ping}); err != nil {
 		logger.Error("listener failed", "error", err)
 		domain.Close()
 		os.Exit(1)

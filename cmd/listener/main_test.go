@@ -55,7 +55,7 @@ func TestBadConfigurationExitsWithCode2(t *testing.T) {
 func TestSIGTERMDrainsAndExitsZero(t *testing.T) {
 	bin := buildListener(t)
 	cmd := exec.Command(bin, "-log-format", "text")
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "KAFKA_BROKERS=embedded", "EMBEDDED_PARTITIONS=2", "LISTENER_HANDLER=simulated"}
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "KAFKA_BROKERS=embedded", "EMBEDDED_PARTITIONS=2", "LISTENER_HANDLER=simulated", "LISTENER_HTTP_ADDR=127.0.0.1:0"}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -90,7 +90,7 @@ func Run(ctx context.Context, env func(string) (string, bool), opts Options, out
 	}
 	fmt.Fprint(out, loadgen.Summary(plan, res))
 
-	domain, err := listener.NewDomain(ctx, cfg, logger)
+	domain, err := listener.NewDomain(ctx, cfg, logger, nil)
 	if err != nil {
 		return err
 	}
@@ -111,7 +111,7 @@ func Run(ctx context.Context, env func(string) (string, bool), opts Options, out
 	ready := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		done <- listener.RunWith(runCtx, cfg, timed, logger, func(b *actors.Bridge) { bridge = b; close(ready) })
+		done <- listener.RunWith(runCtx, cfg, timed, logger, listener.Hooks{Started: func(b *actors.Bridge) { bridge = b; close(ready) }})
 	}()
 	select {
 	case <-ready:

@@ -91,7 +91,7 @@ func (r *run) listenerEnv() []string {
 		kv("LISTENER_DRAIN_TIMEOUT", "5s"), kv("KAFKA_SESSION_TIMEOUT", "3s"), kv("KAFKA_HEARTBEAT_INTERVAL", "500ms"),
 		kv("LISTENER_BACKOFF_MAX", "2s"), kv("DB_MAX_OPEN_CONNS", "16"), kv("LOG_FORMAT", "json"),
 		kv("LISTENER_PROGRESS_INTERVAL", "5s"),
-		kv("VMAAS_CACHE_SIZE", "0"), // every evaluation reaches the mock, which counts repeated ones
+		kv("LISTENER_HTTP_ADDR", "127.0.0.1:0"), kv("VMAAS_CACHE_SIZE", "0"), // every evaluation reaches the mock, which counts repeated ones
 	}
 }
 

@@ -28,7 +28,21 @@ type Handler struct {
 	validation messages.ValidationOptions
 	logger     *slog.Logger
 	stats      Stats
+	// Timings, when set, receives the duration of each VMaaS call and
+	// database transaction (for metrics).
+	Timings Timings
 }
+
+// Timings receives call durations.
+type Timings interface {
+	VMaaS(d time.Duration, err error)
+	Database(operation string, d time.Duration, err error)
+}
+
+type noTimings struct{}
+
+func (noTimings) VMaaS(time.Duration, error)            {}
+func (noTimings) Database(string, time.Duration, error) {}
 
 // Stats counts what the handler did with the events it accepted.
 type Stats struct {
@@ -40,7 +54,7 @@ func New(store *persistence.Store, vmaas *clients.VMaaS, inventory *clients.Inve
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Handler{store: store, vmaas: vmaas, inventory: inventory, validation: validation, logger: logger}
+	return &Handler{store: store, vmaas: vmaas, inventory: inventory, validation: validation, logger: logger, Timings: noTimings{}}
 }
 
 // Stats returns the handler's counters.
@@ -62,7 +76,10 @@ func (h *Handler) Handle(ctx context.Context, r *messages.Record) error {
 		return messages.Permanent(&messages.ValidationError{Reason: messages.ReasonMalformedJSON, Detail: "event has no timestamp"})
 	}
 	if ev.Type == messages.EventDelete {
-		if err := h.store.DeleteSystem(ctx, ev.OrgID(), ev.HostID(), at); err != nil {
+		start := time.Now()
+		err := h.store.DeleteSystem(ctx, ev.OrgID(), ev.HostID(), at)
+		h.Timings.Database("delete_system", time.Since(start), err)
+		if err != nil {
 			return fmt.Errorf("delete host %s: %w", ev.HostID(), err)
 		}
 		h.stats.Deletes.Add(1)
@@ -85,7 +102,9 @@ func (h *Handler) upload(ctx context.Context, ev *messages.InventoryEvent, at ti
 	if err != nil {
 		return err
 	}
+	start := time.Now()
 	res, err := h.store.StoreSystem(ctx, u)
+	h.Timings.Database("store_system", time.Since(start), err)
 	if err != nil {
 		return fmt.Errorf("store host %s: %w", host.ID, err)
 	}
@@ -152,11 +171,15 @@ func (h *Handler) evaluate(ctx context.Context, res persistence.UploadResult, t 
 	// No repository_list: VMaaS then answers with fixes from every
 	// repository, and the system's enabled ones tell installable from
 	// applicable.
+	start := time.Now()
 	resp, err := h.vmaas.Updates(ctx, req)
+	h.Timings.VMaaS(time.Since(start), err)
 	if err != nil {
 		return fmt.Errorf("evaluate system %d: %w", res.SystemID, err)
 	}
+	start = time.Now()
 	stored, err := h.store.StoreEvaluation(ctx, res.SystemID, res.EventTime, Classify(resp, t.repos))
+	h.Timings.Database("store_evaluation", time.Since(start), err)
 	if err != nil {
 		return fmt.Errorf("store evaluation of system %d: %w", res.SystemID, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/patchflow/patchflow/actors"
 	"github.com/patchflow/patchflow/clients"
 	"github.com/patchflow/patchflow/cmd/internal/evaluation"
+	"github.com/patchflow/patchflow/cmd/internal/telemetry"
 	"github.com/patchflow/patchflow/messages"
 	"github.com/patchflow/patchflow/persistence"
 )
@@ -34,6 +35,14 @@ type Domain struct {
 	close     func()
 }
 
+// Ping checks the database; nil for the simulated handler.
+func (d *Domain) Ping(ctx context.Context) error {
+	if d.Store == nil {
+		return nil
+	}
+	return d.Store.Ping(ctx)
+}
+
 // Close releases the handler's connections.
 func (d *Domain) Close() {
 	if d.close != nil {
@@ -43,7 +52,7 @@ func (d *Domain) Close() {
 
 // NewDomain builds the handler cfg asks for: it connects to PostgreSQL and
 // applies migrations for the evaluating handler.
-func NewDomain(ctx context.Context, cfg *Config, logger *slog.Logger) (*Domain, error) {
+func NewDomain(ctx context.Context, cfg *Config, logger *slog.Logger, metrics *telemetry.Metrics) (*Domain, error) {
 	if cfg.Handler == "simulated" {
 		return &Domain{Handler: SimulatedHandler{Latency: cfg.SimulatedLatency, Jitter: cfg.SimulatedJitter}}, nil
 	}
@@ -70,6 +79,9 @@ func NewDomain(ctx context.Context, cfg *Config, logger *slog.Logger) (*Domain, 
 		}
 	}
 	h := evaluation.New(store, vmaas, inventory, d.Validation, logger)
+	if metrics != nil {
+		h.Timings = metrics
+	}
 	logger.Info("database ready; schema migrated")
 	return &Domain{Handler: h, Store: store, Evaluator: h, close: func() {
 		vmaas.CloseIdleConnections()

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"sync"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/rcrowley/go-metrics"
 
 	"github.com/patchflow/patchflow/actors"
+	"github.com/patchflow/patchflow/cmd/internal/telemetry"
 )
 
 func init() {
@@ -20,10 +23,20 @@ func init() {
 	metrics.UseNilMetrics = true
 }
 
+// Hooks are optional parts of a run.
+type Hooks struct {
+	// Started receives the bridge once it exists.
+	Started func(*actors.Bridge)
+	// Metrics, when set, is served at cfg.HTTPAddr with /healthz and /readyz.
+	Metrics *telemetry.Metrics
+	// Ping checks the database for /readyz.
+	Ping func(context.Context) error
+}
+
 // Run runs the listener until ctx is done, then drains every partition,
 // commits and returns nil. It returns an error when it cannot start (no
-// broker reachable, no topic, no dead-letter topic).
-func Run(ctx context.Context, cfg *Config, handler actors.Handler, logger *slog.Logger) error {
+// broker reachable, no topic, no dead-letter topic, the HTTP address taken).
+func Run(ctx context.Context, cfg *Config, handler actors.Handler, logger *slog.Logger, hooks Hooks) error {
 	if cfg.Embedded {
 		cluster, err := StartEmbedded(cfg.Kafka.Topic, cfg.Kafka.DLQTopic, cfg.EmbeddedPartitions)
 		if err != nil {
@@ -35,12 +48,12 @@ func Run(ctx context.Context, cfg *Config, handler actors.Handler, logger *slog.
 		logger.Info("embedded Kafka broker started (in-process, in-memory)", "brokers", cfg.Brokers,
 			"topic", cfg.Kafka.Topic, "partitions", cfg.EmbeddedPartitions)
 	}
-	return RunWith(ctx, cfg, handler, logger, nil)
+	return RunWith(ctx, cfg, handler, logger, hooks)
 }
 
-// RunWith is Run with an optional hook that receives the bridge once it
-// exists (the demo reads its stats).
-func RunWith(ctx context.Context, cfg *Config, handler actors.Handler, logger *slog.Logger, started func(*actors.Bridge)) error {
+// RunWith is Run on brokers already known (cfg.Brokers), without starting
+// an embedded one.
+func RunWith(ctx context.Context, cfg *Config, handler actors.Handler, logger *slog.Logger, hooks Hooks) error {
 	k := cfg.Kafka
 	pcfg, err := actors.NewProducerConfig(k)
 	if err != nil {
@@ -63,16 +76,31 @@ func RunWith(ctx context.Context, cfg *Config, handler actors.Handler, logger *s
 
 	system := actors.NewActorSystem(logger)
 	defer system.Shutdown()
-	bridge, err := actors.NewBridge(actors.BridgeConfig{
+	bcfg := actors.BridgeConfig{
 		System: system, Settings: cfg.Pipeline, Handler: handler,
 		DeadLetters: &actors.KafkaDeadLetters{Producer: producer, Topic: k.DLQTopic},
 		Logger:      logger,
-	})
+	}
+	if hooks.Metrics != nil {
+		bcfg.Observer = hooks.Metrics
+	}
+	bridge, err := actors.NewBridge(bcfg)
 	if err != nil {
 		return err
 	}
-	if started != nil {
-		started(bridge)
+	if hooks.Metrics != nil {
+		hooks.Metrics.AttachBridge(bridge)
+	}
+	if hooks.Metrics != nil && cfg.HTTPAddr != "" {
+		stopHTTP, err := serveHTTP(cfg.HTTPAddr, telemetry.Handler(hooks.Metrics,
+			telemetry.Readiness{Bridge: bridge, Ping: hooks.Ping, PinLimit: cfg.ReadyPinLimit}), logger)
+		if err != nil {
+			return err
+		}
+		defer stopHTTP()
+	}
+	if hooks.Started != nil {
+		hooks.Started(bridge)
 	}
 
 	var groups []sarama.ConsumerGroup
@@ -128,4 +156,20 @@ func logProgress(ctx context.Context, stats *actors.Stats, every time.Duration, 
 			prev, prevAt = s, now
 		}
 	}
+}
+
+// serveHTTP serves h on addr until the returned stop is called.
+func serveHTTP(addr string, h http.Handler, logger *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on LISTENER_HTTP_ADDR %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	logger.Info("serving /metrics, /healthz and /readyz", "addr", ln.Addr().String())
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
 }

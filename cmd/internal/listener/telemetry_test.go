@@ -1,0 +1,157 @@
+package listener_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/patchflow/patchflow/actors"
+	"github.com/patchflow/patchflow/cmd/internal/listener"
+	"github.com/patchflow/patchflow/cmd/internal/telemetry"
+	"github.com/patchflow/patchflow/messages"
+)
+
+// scrape returns the value of one sample of the exposition, or -1.
+func scrape(t *testing.T, url, sample string) float64 {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), sample+" "); ok {
+			v, err := strconv.ParseFloat(rest, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+	}
+	return -1
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Metrics move as records flow; readiness goes false while a stuck record
+// pins a watermark past the limit, and true again once it finishes.
+func TestMetricsAndReadinessFollowThePipeline(t *testing.T) {
+	env := map[string]string{"KAFKA_BROKERS": "embedded", "EMBEDDED_PARTITIONS": "1", "LISTENER_HTTP_ADDR": "", "LISTENER_PROGRESS_INTERVAL": "0"}
+	cfg, _, err := listener.Parse(nil, lookup(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster, err := listener.StartEmbedded(cfg.Kafka.Topic, cfg.Kafka.DLQTopic, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	cfg.Brokers, cfg.Kafka.Brokers = cluster.ListenAddrs(), cluster.ListenAddrs()
+
+	release := make(chan struct{})
+	handler := actors.HandlerFunc(func(ctx context.Context, r *messages.Record) error {
+		if string(r.GetValue()) == "stuck" {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	})
+	metrics := telemetry.New()
+	bridges := make(chan *actors.Bridge, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- listener.RunWith(ctx, cfg, handler, slog.New(slog.DiscardHandler),
+			listener.Hooks{Metrics: metrics, Started: func(b *actors.Bridge) { bridges <- b }})
+	}()
+	defer func() { cancel(); <-done }()
+	bridge := <-bridges
+	srv := httptest.NewServer(telemetry.Handler(metrics, telemetry.Readiness{Bridge: bridge, PinLimit: 300 * time.Millisecond}))
+	defer srv.Close()
+
+	if code, _ := get(t, srv.URL+"/healthz"); code != 200 {
+		t.Fatalf("/healthz %d", code)
+	}
+	eventually(t, "joining the group", func() bool { code, _ := get(t, srv.URL+"/readyz"); return code == 200 })
+	okSample := `patchflow_records_total{outcome="ok"}`
+	if v := scrape(t, srv.URL, okSample); v != 0 {
+		t.Fatalf("before any record: %s = %v", okSample, v)
+	}
+
+	produce := func(values ...string) {
+		pcfg := sarama.NewConfig()
+		pcfg.Producer.Return.Successes = true
+		p, err := sarama.NewSyncProducer(cfg.Brokers, pcfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		for i, v := range values {
+			if _, _, err := p.SendMessage(&sarama.ProducerMessage{Topic: cfg.Kafka.Topic, Key: sarama.StringEncoder(fmt.Sprint("host-", i)), Value: sarama.StringEncoder(v)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	values := make([]string, 20)
+	for i := range values {
+		values[i] = "fine"
+	}
+	produce(values...)
+	committed := fmt.Sprintf(`patchflow_partition_committed_offset{partition="0",topic=%q}`, cfg.Kafka.Topic)
+	eventually(t, "20 records counted and committed", func() bool {
+		return scrape(t, srv.URL, okSample) == 20 && scrape(t, srv.URL, committed) == 20
+	})
+
+	produce("stuck", "fine")
+	pinned := fmt.Sprintf(`patchflow_partition_pinned_offset{partition="0",topic=%q}`, cfg.Kafka.Topic)
+	eventually(t, "the stuck record to pin the watermark", func() bool { return scrape(t, srv.URL, pinned) == 20 })
+	eventually(t, "readiness to go false", func() bool {
+		code, body := get(t, srv.URL+"/readyz")
+		return code == 503 && strings.Contains(body, "pinned")
+	})
+	age := fmt.Sprintf(`patchflow_partition_oldest_in_flight_age_seconds{partition="0",topic=%q}`, cfg.Kafka.Topic)
+	if v := scrape(t, srv.URL, age); v < 0.3 {
+		t.Fatalf("oldest in-flight age %v while pinned past the limit", v)
+	}
+	close(release)
+	eventually(t, "readiness to come back", func() bool { code, _ := get(t, srv.URL+"/readyz"); return code == 200 })
+	eventually(t, "22 records committed", func() bool { return scrape(t, srv.URL, committed) == 22 })
+	if v := scrape(t, srv.URL, `patchflow_handler_duration_seconds_count{outcome="ok"}`); v != 22 {
+		t.Fatalf("handler duration count %v, want 22", v)
+	}
+}

@@ -1,0 +1,58 @@
+package telemetry
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/patchflow/patchflow/actors"
+)
+
+// Readiness decides /readyz.
+type Readiness struct {
+	Bridge *actors.Bridge
+	// Ping checks the database; nil when there is none (simulated handler).
+	Ping func(context.Context) error
+	// PinLimit: a partition whose oldest unfinished record has held the
+	// watermark longer than this makes the process not ready.
+	PinLimit time.Duration
+}
+
+// Check returns whether the process is ready, and why not.
+func (r Readiness) Check(ctx context.Context) (bool, string) {
+	if !r.Bridge.Joined() {
+		return false, "not joined to the consumer group"
+	}
+	now := time.Now()
+	for _, p := range r.Bridge.Partitions() {
+		if d := p.PinnedFor(now); r.PinLimit > 0 && d > r.PinLimit {
+			return false, fmt.Sprintf("%s/%d: watermark pinned for %v by offset %d (key %q)", p.Topic, p.Partition, d.Round(time.Second), p.PinnedOffset, p.PinnedKey)
+		}
+	}
+	if r.Ping != nil {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		if err := r.Ping(pctx); err != nil {
+			return false, "database unreachable"
+		}
+	}
+	return true, "ready"
+}
+
+// Handler serves /metrics, /healthz (the process runs) and /readyz.
+func Handler(m *Metrics, ready Readiness) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ok, why := ready.Check(r.Context())
+		if !ok {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		fmt.Fprintln(w, why)
+	})
+	return mux
+}

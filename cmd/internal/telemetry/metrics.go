@@ -1,0 +1,129 @@
+// Package telemetry exposes the listener to operators: Prometheus metrics
+// (prefix patchflow_), /healthz and /readyz. Per-partition values are read
+// from the bridge at scrape time, counters from its Stats, so the pipeline
+// keeps no second set of books.
+package telemetry
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/patchflow/patchflow/actors"
+)
+
+// Metrics holds the listener's metrics and implements actors.Observer.
+type Metrics struct {
+	Registry *prometheus.Registry
+	handler  *prometheus.HistogramVec
+	drains   *prometheus.HistogramVec
+	claims   *prometheus.CounterVec
+	vmaas    *prometheus.HistogramVec
+	database *prometheus.HistogramVec
+}
+
+// New returns the metrics; AttachBridge adds the pipeline's own once the
+// bridge exists.
+func New() *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		handler: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "patchflow_handler_duration_seconds", Help: "Handler attempts by outcome (ok, transient, permanent, unknown, cancelled, panic).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}, []string{"outcome"}),
+		drains: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "patchflow_drain_duration_seconds", Help: "Time to drain a partition at the end of its claim.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}, []string{"timed_out"}),
+		claims: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "patchflow_claims_total", Help: "Partitions claimed (each rebalance that gives this process a partition)."}, []string{"topic"}),
+		vmaas: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "patchflow_vmaas_request_duration_seconds", Help: "VMaaS updates calls, retries included, by result.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}, []string{"result"}),
+		database: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "patchflow_database_duration_seconds", Help: "Database transactions by operation and result.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15)}, []string{"operation", "result"}),
+	}
+	m.Registry.MustRegister(m.handler, m.drains, m.claims, m.vmaas, m.database,
+		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	return m
+}
+
+// AttachBridge exports the bridge's per-partition state and counters.
+func (m *Metrics) AttachBridge(b *actors.Bridge) {
+	m.Registry.MustRegister(&bridgeCollector{bridge: b})
+}
+
+// HandlerDone implements actors.Observer.
+func (m *Metrics) HandlerDone(outcome string, d time.Duration) {
+	m.handler.WithLabelValues(outcome).Observe(d.Seconds())
+}
+
+// DrainDone implements actors.Observer.
+func (m *Metrics) DrainDone(d time.Duration, timedOut bool) {
+	m.drains.WithLabelValues(strconv.FormatBool(timedOut)).Observe(d.Seconds())
+}
+
+// ClaimStarted implements actors.Observer.
+func (m *Metrics) ClaimStarted(topic string, _ int32) { m.claims.WithLabelValues(topic).Inc() }
+
+// VMaaS records one VMaaS call.
+func (m *Metrics) VMaaS(d time.Duration, err error) {
+	m.vmaas.WithLabelValues(result(err)).Observe(d.Seconds())
+}
+
+// Database records one database transaction.
+func (m *Metrics) Database(operation string, d time.Duration, err error) {
+	m.database.WithLabelValues(operation, result(err)).Observe(d.Seconds())
+}
+
+func result(err error) string {
+	if err != nil {
+		return "error"
+	}
+	return "ok"
+}
+
+var (
+	partitionLabels = []string{"topic", "partition"}
+	descCommitted   = prometheus.NewDesc("patchflow_partition_committed_offset", "Last offset marked for commit (the next to consume).", partitionLabels, nil)
+	descAdmitted    = prometheus.NewDesc("patchflow_partition_admitted_offset", "Highest offset admitted to the pipeline.", partitionLabels, nil)
+	descInFlight    = prometheus.NewDesc("patchflow_partition_in_flight_records", "Records admitted and not finished.", partitionLabels, nil)
+	descPinnedAge   = prometheus.NewDesc("patchflow_partition_oldest_in_flight_age_seconds", "How long the oldest unfinished record has held the watermark.", partitionLabels, nil)
+	descPinned      = prometheus.NewDesc("patchflow_partition_pinned_offset", "Offset of the oldest unfinished record (the one holding the watermark).", partitionLabels, nil)
+	descLag         = prometheus.NewDesc("patchflow_partition_lag_records", "High watermark minus committed offset.", partitionLabels, nil)
+	descRecords     = prometheus.NewDesc("patchflow_records_total", "Records by outcome: ok, dead_lettered, abandoned (left at a drain, redelivered), fenced (late completion dropped).", []string{"outcome"}, nil)
+	descRetries     = prometheus.NewDesc("patchflow_retries_total", "Failed attempts that were retried.", nil, nil)
+	descPanics      = prometheus.NewDesc("patchflow_handler_panics_total", "Handler panics caught by supervision.", nil, nil)
+	descProcessIn   = prometheus.NewDesc("patchflow_in_flight_records", "Records admitted and not finished in the whole process.", nil, nil)
+)
+
+// bridgeCollector reads the bridge at scrape time.
+type bridgeCollector struct{ bridge *actors.Bridge }
+
+func (c *bridgeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descCommitted, descAdmitted, descInFlight, descPinnedAge, descPinned, descLag, descRecords, descRetries, descPanics, descProcessIn} {
+		ch <- d
+	}
+}
+
+func (c *bridgeCollector) Collect(ch chan<- prometheus.Metric) {
+	now := time.Now()
+	for _, p := range c.bridge.Partitions() {
+		labels := []string{p.Topic, strconv.Itoa(int(p.Partition))}
+		ch <- prometheus.MustNewConstMetric(descCommitted, prometheus.GaugeValue, float64(p.Committed), labels...)
+		ch <- prometheus.MustNewConstMetric(descAdmitted, prometheus.GaugeValue, float64(p.Admitted), labels...)
+		ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(p.InFlight), labels...)
+		ch <- prometheus.MustNewConstMetric(descPinnedAge, prometheus.GaugeValue, p.PinnedFor(now).Seconds(), labels...)
+		ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, float64(p.Lag()), labels...)
+		if p.InFlight > 0 {
+			ch <- prometheus.MustNewConstMetric(descPinned, prometheus.GaugeValue, float64(p.PinnedOffset), labels...)
+		}
+	}
+	s := c.bridge.Stats().Snapshot()
+	for outcome, v := range map[string]int64{"ok": s.Succeeded, "dead_lettered": s.DeadLettered, "abandoned": s.Abandoned, "fenced": s.Fenced} {
+		ch <- prometheus.MustNewConstMetric(descRecords, prometheus.CounterValue, float64(v), outcome)
+	}
+	ch <- prometheus.MustNewConstMetric(descRetries, prometheus.CounterValue, float64(s.Retried))
+	ch <- prometheus.MustNewConstMetric(descPanics, prometheus.CounterValue, float64(s.Panics))
+	ch <- prometheus.MustNewConstMetric(descProcessIn, prometheus.GaugeValue, float64(s.InFlight))
+}
