@@ -40,9 +40,18 @@ func main() {
 		os.Exit(1)
 	}
 	defer domain.Close()
-	if err := listener.Run(ctx, cfg, domain.Handler, logger, listener.Hooks{Metrics: metrics, Ping: domain.Ping}); err != nil {
+	if err := listener.Run(ctx, cfg, domain.Handler, logger, listener.Hooks{Metrics: metrics, Ping: domain.Ping, Settings: settingsOf(set.Effective())}); err != nil {
 		logger.Error("listener failed", "error", err)
 		domain.Close()
 		os.Exit(1)
 	}
+}
+
+// settingsOf turns the effective configuration's key/value pairs into rows.
+func settingsOf(kv []any) []telemetry.Setting {
+	out := make([]telemetry.Setting, 0, len(kv)/2)
+	for i := 0; i+1 < len(kv); i += 2 {
+		out = append(out, telemetry.Setting{Name: fmt.Sprint(kv[i]), Value: fmt.Sprint(kv[i+1])})
+	}
+	return out
 }

@@ -31,6 +31,8 @@ type Hooks struct {
 	Metrics *telemetry.Metrics
 	// Ping checks the database for /readyz.
 	Ping func(context.Context) error
+	// Settings is shown on the status page (secrets redacted).
+	Settings []telemetry.Setting
 }
 
 // Run runs the listener until ctx is done, then drains every partition,
@@ -93,7 +95,7 @@ func RunWith(ctx context.Context, cfg *Config, handler actors.Handler, logger *s
 	}
 	if hooks.Metrics != nil && cfg.HTTPAddr != "" {
 		stopHTTP, err := serveHTTP(cfg.HTTPAddr, telemetry.Handler(hooks.Metrics,
-			telemetry.Readiness{Bridge: bridge, Ping: hooks.Ping, PinLimit: cfg.ReadyPinLimit}), logger)
+			telemetry.Readiness{Bridge: bridge, Ping: hooks.Ping, PinLimit: cfg.ReadyPinLimit}, hooks.Settings), logger)
 		if err != nil {
 			return err
 		}

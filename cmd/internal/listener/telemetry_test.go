@@ -3,6 +3,7 @@ package listener_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -101,7 +102,8 @@ func TestMetricsAndReadinessFollowThePipeline(t *testing.T) {
 	}()
 	defer func() { cancel(); <-done }()
 	bridge := <-bridges
-	srv := httptest.NewServer(telemetry.Handler(metrics, telemetry.Readiness{Bridge: bridge, PinLimit: 300 * time.Millisecond}))
+	srv := httptest.NewServer(telemetry.Handler(metrics, telemetry.Readiness{Bridge: bridge, PinLimit: 300 * time.Millisecond},
+		[]telemetry.Setting{{Name: "DATABASE_URL", Value: "postgres://patch:xxxxx@db/patch"}}))
 	defer srv.Close()
 
 	if code, _ := get(t, srv.URL+"/healthz"); code != 200 {
@@ -147,6 +149,22 @@ func TestMetricsAndReadinessFollowThePipeline(t *testing.T) {
 	age := fmt.Sprintf(`patchflow_partition_oldest_in_flight_age_seconds{partition="0",topic=%q}`, cfg.Kafka.Topic)
 	if v := scrape(t, srv.URL, age); v < 0.3 {
 		t.Fatalf("oldest in-flight age %v while pinned past the limit", v)
+	}
+	// the status page's JSON twin shows the pinned record, the HTML its row
+	var st telemetry.Status
+	resp, err := http.Get(srv.URL + "/status.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	if err != nil || st.Ready || len(st.Partitions) != 1 || st.Partitions[0].PinnedOffset == nil || *st.Partitions[0].PinnedOffset != 20 ||
+		st.Partitions[0].Committed != 20 || st.Partitions[0].InFlight != 1 || st.Partitions[0].PinnedKey != "host-0" {
+		t.Fatalf("status.json %+v (%v)", st, err)
+	}
+	if code, body := get(t, srv.URL+"/status"); code != 200 || !strings.Contains(body, `<tr class="partition">`) || !strings.Contains(body, "not ready") ||
+		!strings.Contains(body, "xxxxx") {
+		t.Fatalf("status page %d:\n%s", code, body)
 	}
 	close(release)
 	eventually(t, "readiness to come back", func() bool { code, _ := get(t, srv.URL+"/readyz"); return code == 200 })

@@ -29,7 +29,7 @@ func (r Readiness) Check(ctx context.Context) (bool, string) {
 	now := time.Now()
 	for _, p := range r.Bridge.Partitions() {
 		if d := p.PinnedFor(now); r.PinLimit > 0 && d > r.PinLimit {
-			return false, fmt.Sprintf("%s/%d: watermark pinned for %v by offset %d (key %q)", p.Topic, p.Partition, d.Round(time.Second), p.PinnedOffset, p.PinnedKey)
+			return false, fmt.Sprintf("%s/%d: watermark pinned for %v by offset %d (key %q)", p.Topic, p.Partition, d.Round(100*time.Millisecond), p.PinnedOffset, p.PinnedKey)
 		}
 	}
 	if r.Ping != nil {
@@ -42,9 +42,14 @@ func (r Readiness) Check(ctx context.Context) (bool, string) {
 	return true, "ready"
 }
 
-// Handler serves /metrics, /healthz (the process runs) and /readyz.
-func Handler(m *Metrics, ready Readiness) http.Handler {
+// Handler serves /metrics, /healthz (the process runs), /readyz, and the
+// status page /status with its JSON twin /status.json. settings is the
+// effective configuration, secrets already redacted.
+func Handler(m *Metrics, ready Readiness, settings []Setting) http.Handler {
 	mux := http.NewServeMux()
+	html, js := StatusHandlers(ready, settings)
+	mux.Handle("GET /status", html)
+	mux.Handle("GET /status.json", js)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {

@@ -1,0 +1,108 @@
+package telemetry
+
+import (
+	"encoding/json"
+	"html/template"
+	"net/http"
+	"time"
+
+	"github.com/patchflow/patchflow/actors"
+)
+
+// Status is what /status shows, and /status.json serves.
+type Status struct {
+	Now        time.Time         `json:"now"`
+	Ready      bool              `json:"ready"`
+	Why        string            `json:"why"`
+	Partitions []PartitionStatus `json:"partitions"`
+	Totals     actors.StatsSnapshot
+	// Settings is the effective configuration, secrets redacted.
+	Settings []Setting `json:"settings"`
+}
+
+// PartitionStatus is one row of the partitions table.
+type PartitionStatus struct {
+	Topic         string  `json:"topic"`
+	Partition     int32   `json:"partition"`
+	Generation    int32   `json:"generation"`
+	Committed     int64   `json:"committed"`
+	Admitted      int64   `json:"admitted"`
+	HighWatermark int64   `json:"high_watermark"`
+	Lag           int64   `json:"lag"`
+	InFlight      int     `json:"in_flight"`
+	PinnedOffset  *int64  `json:"pinned_offset,omitempty"`
+	PinnedKey     string  `json:"pinned_key,omitempty"`
+	PinnedSeconds float64 `json:"pinned_seconds"`
+	RecordsPerSec float64 `json:"records_per_second"`
+}
+
+// Setting is one configuration value.
+type Setting struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// statusSource builds Status snapshots and remembers the previous one to
+// compute recent throughput per partition.
+type statusSource struct {
+	ready    Readiness
+	settings []Setting
+	prev     map[[2]any]int64
+	prevAt   time.Time
+}
+
+func (s *statusSource) snapshot(r *http.Request) Status {
+	now := time.Now()
+	ok, why := s.ready.Check(r.Context())
+	st := Status{Now: now, Ready: ok, Why: why, Totals: s.ready.Bridge.Stats().Snapshot(), Settings: s.settings}
+	next := map[[2]any]int64{}
+	for _, p := range s.ready.Bridge.Partitions() {
+		ps := PartitionStatus{Topic: p.Topic, Partition: p.Partition, Generation: p.Generation, Committed: p.Committed,
+			Admitted: p.Admitted, HighWatermark: p.HighWatermark, Lag: p.Lag(), InFlight: p.InFlight,
+			PinnedKey: p.PinnedKey, PinnedSeconds: p.PinnedFor(now).Seconds()}
+		if p.InFlight > 0 {
+			off := p.PinnedOffset
+			ps.PinnedOffset = &off
+		}
+		k := [2]any{p.Topic, p.Partition}
+		next[k] = p.Committed
+		if before, seen := s.prev[k]; seen && now.After(s.prevAt) && p.Committed >= before {
+			ps.RecordsPerSec = float64(p.Committed-before) / now.Sub(s.prevAt).Seconds()
+		}
+		st.Partitions = append(st.Partitions, ps)
+	}
+	s.prev, s.prevAt = next, now
+	return st
+}
+
+var statusPage = template.Must(template.New("status").Parse(`<!doctype html>
+<html><head><meta charset="utf-8"><meta http-equiv="refresh" content="2"><title>patchflow status</title>
+<style>
+body{font-family:system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}
+td,th{border:1px solid #ccc;padding:.3em .7em;text-align:right}th{background:#f3f3f3}td.l{text-align:left}
+.ok{color:#080}.bad{color:#b00}
+</style></head><body>
+<h1>patchflow listener</h1>
+<p>Readiness: {{if .Ready}}<b class="ok">ready</b>{{else}}<b class="bad">not ready</b>{{end}} ({{.Why}}) &middot; {{.Now.Format "15:04:05"}} &middot; refreshes every 2 s &middot; <a href="status.json">JSON</a></p>
+<p>In flight {{.Totals.InFlight}} &middot; succeeded {{.Totals.Succeeded}} &middot; dead-lettered {{.Totals.DeadLettered}} &middot; retried {{.Totals.Retried}} &middot; abandoned {{.Totals.Abandoned}} &middot; fenced {{.Totals.Fenced}}</p>
+<table id="partitions"><tr><th>topic</th><th>partition</th><th>generation</th><th>committed</th><th>admitted</th><th>high watermark</th><th>lag</th><th>in flight</th><th>oldest in flight</th><th>key</th><th>age (s)</th><th>records/s</th></tr>
+{{range .Partitions}}<tr class="partition"><td class="l">{{.Topic}}</td><td>{{.Partition}}</td><td>{{.Generation}}</td><td>{{.Committed}}</td><td>{{.Admitted}}</td><td>{{.HighWatermark}}</td><td>{{.Lag}}</td><td>{{.InFlight}}</td><td>{{with .PinnedOffset}}{{.}}{{end}}</td><td class="l">{{.PinnedKey}}</td><td>{{printf "%.1f" .PinnedSeconds}}</td><td>{{printf "%.0f" .RecordsPerSec}}</td></tr>
+{{else}}<tr><td colspan="12" class="l">no partition claimed</td></tr>{{end}}
+</table>
+<h2>Settings</h2><table>{{range .Settings}}<tr><td class="l">{{.Name}}</td><td class="l">{{.Value}}</td></tr>{{end}}</table>
+</body></html>
+`))
+
+// StatusHandlers returns /status (HTML, refreshing itself) and /status.json.
+func StatusHandlers(ready Readiness, settings []Setting) (html, js http.Handler) {
+	src := &statusSource{ready: ready, settings: settings}
+	html = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_ = statusPage.Execute(w, src.snapshot(r))
+	})
+	js = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(src.snapshot(r))
+	})
+	return html, js
+}
