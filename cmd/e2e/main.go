@@ -28,6 +28,8 @@ func main() {
 	s.String(&env.KafkaDir, "E2E_KAFKA_DIR", "kafka-dir", "", "the broker's directory, for the restart scenario", nil)
 	s.String(&env.PGDir, "E2E_PG_DIR", "pg-dir", "", "the database server's directory, for the outage scenario", nil)
 	s.String(&env.Work, "E2E_WORK", "work", os.TempDir(), "where listener logs go", nil)
+	s.String(&env.Browser, "E2E_BROWSER", "browser", "", "Chromium binary for the status page check (empty: skipped)", nil)
+	s.String(&env.Screenshot, "E2E_SCREENSHOT", "screenshot", "", "save the status page screenshot here", nil)
 	s.String(&only, "E2E_SCENARIOS", "scenarios", "", "comma-separated scenario names (default: all)", nil)
 	err := s.Parse(os.Args[1:], os.LookupEnv)
 	if errors.Is(err, settings.ErrHelp) {

@@ -29,6 +29,9 @@ type Scenario struct {
 	Faults []Fault
 	// NoDeadLetters asserts nothing was dead-lettered (the faults are transient).
 	NoDeadLetters bool
+	// StatusPort gives the first listener a known HTTP port, for the
+	// browser check of its status page.
+	StatusPort bool
 }
 
 // Fault is an action at a point of progress.
@@ -79,6 +82,7 @@ type run struct {
 	listeners []*listenerProc
 	started   int
 	faults    []string
+	statusURL string // the first listener's /status, when StatusPort
 }
 
 var shape = platform.ProfileShape{Packages: 40, Repos: 10}
@@ -97,7 +101,16 @@ func (r *run) listenerEnv() []string {
 
 func (r *run) startListener() error {
 	r.started++
-	p, err := r.env.startListener(fmt.Sprintf("%s-listener-%d", r.sc.Name, r.started), r.listenerEnv())
+	env := r.listenerEnv()
+	if r.sc.StatusPort && r.started == 1 {
+		addr, err := freeAddr()
+		if err != nil {
+			return err
+		}
+		env = append(env, kv("LISTENER_HTTP_ADDR", addr)) // the later value wins
+		r.statusURL = "http://" + addr + "/status"
+	}
+	p, err := r.env.startListener(fmt.Sprintf("%s-listener-%d", r.sc.Name, r.started), env)
 	if err != nil {
 		return err
 	}
@@ -268,6 +281,16 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 	s := r.mock.Stats()
 	line.Duplicates = s.VMaaSCalls - s.VMaaS503 - int64(evaluating)
 	return line, nil
+}
+
+// freeAddr returns a loopback address with a port nothing listens on.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }
 
 func boolInt(b bool) time.Duration {

@@ -72,7 +72,9 @@ func Scenarios() []Scenario {
 			return r.setFaults(platform.Faults{Latency: "longtail:50ms"})
 		}},
 	}}
-	poison := Scenario{Name: "poison", Events: 10000, Hosts: 2500, Listeners: 2, BadShare: 0.01}
+	poison := Scenario{Name: "poison", Events: 10000, Hosts: 2500, Listeners: 2, BadShare: 0.01, StatusPort: true, Faults: []Fault{
+		{0.3, "status page in a headless browser", func(r *run) error { return r.env.checkStatusPage(r.statusURL, r.env.Screenshot) }},
+	}}
 	return []Scenario{crash, churn, broker, db, vmaas, poison}
 }
 
