@@ -47,6 +47,7 @@ e2e: build
 	trap '.ci/kafka down '"$$kafka"'; .ci/postgres stop '"$$pg" EXIT; \
 	E2E_BROKERS=$$(cat $$kafka/brokers) E2E_DATABASE_URL=$$(cat $$pg/url) E2E_BIN=$(CURDIR)/$(BIN) E2E_CI=$(CURDIR)/.ci \
 	E2E_KAFKA_DIR=$$kafka E2E_PG_DIR=$$pg E2E_WORK=$$work \
+	E2E_SASL_BROKERS=$$(cat $$kafka/brokers-sasl) E2E_SASL_PASSWORD=patchflow-test-secret \
 	E2E_BROWSER=$$(command -v chromium || true) E2E_SCREENSHOT=$(CURDIR)/docs/status.png $(GO) run ./cmd/e2e
 
 ## kafka-up: start a real Kafka broker on 127.0.0.1:$${KAFKA_PORT:-19092} (fetched with Maven once); kafka-down stops it

@@ -26,6 +26,7 @@ type KafkaSettings struct {
 	// sarama's defaults (10 s and 3 s). Tests lower them.
 	SessionTimeout    time.Duration
 	HeartbeatInterval time.Duration
+	Security          KafkaSecurity
 }
 
 // balanceStrategy maps an assignor name to sarama's strategy.
@@ -72,6 +73,9 @@ func NewConsumerConfig(k KafkaSettings, s Settings) (*sarama.Config, error) {
 	if k.HeartbeatInterval > 0 {
 		cfg.Consumer.Group.Heartbeat.Interval = k.HeartbeatInterval
 	}
+	if err := k.Security.apply(cfg); err != nil {
+		return nil, err
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("kafka consumer configuration: %w", err)
 	}
@@ -95,6 +99,9 @@ func NewProducerConfig(k KafkaSettings) (*sarama.Config, error) {
 	cfg.Producer.Retry.Max = 10
 	cfg.Producer.MaxMessageBytes = 8 << 20
 	cfg.Net.MaxOpenRequests = 1
+	if err := k.Security.apply(cfg); err != nil {
+		return nil, err
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("kafka producer configuration: %w", err)
 	}

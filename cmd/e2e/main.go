@@ -28,6 +28,10 @@ func main() {
 	s.String(&env.KafkaDir, "E2E_KAFKA_DIR", "kafka-dir", "", "the broker's directory, for the restart scenario", nil)
 	s.String(&env.PGDir, "E2E_PG_DIR", "pg-dir", "", "the database server's directory, for the outage scenario", nil)
 	s.String(&env.Work, "E2E_WORK", "work", os.TempDir(), "where listener logs go", nil)
+	var saslBrokers string
+	s.String(&saslBrokers, "E2E_SASL_BROKERS", "sasl-brokers", "", "the broker's SASL listener (empty: the SASL scenario is skipped)", nil)
+	s.String(&env.SASLUser, "E2E_SASL_USER", "sasl-user", "patchflow", "SASL test user", nil)
+	s.Secret(&env.SASLPassword, "E2E_SASL_PASSWORD", "sasl-password", "SASL test password")
 	s.String(&env.Browser, "E2E_BROWSER", "browser", "", "Chromium binary for the status page check (empty: skipped)", nil)
 	s.String(&env.Screenshot, "E2E_SCREENSHOT", "screenshot", "", "save the status page screenshot here", nil)
 	s.String(&only, "E2E_SCENARIOS", "scenarios", "", "comma-separated scenario names (default: all)", nil)
@@ -44,12 +48,19 @@ func main() {
 		os.Exit(settings.ExitUsage)
 	}
 	env.Brokers = strings.Split(brokers, ",")
+	if saslBrokers != "" {
+		env.SASLBrokers = strings.Split(saslBrokers, ",")
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 
 	failed := 0
 	for _, sc := range e2e.Scenarios() {
 		if only != "" && !slices.Contains(strings.Split(only, ","), sc.Name) {
+			continue
+		}
+		if sc.SASL != "" && len(env.SASLBrokers) == 0 {
+			fmt.Printf("%-14s skipped: no SASL listener (E2E_SASL_BROKERS)\n", sc.Name)
 			continue
 		}
 		fmt.Printf("running %s (%d events, %d listeners, %d faults)...\n", sc.Name, sc.Events, sc.Listeners, len(sc.Faults))

@@ -25,6 +25,9 @@ type Env struct {
 	KafkaDir string // the broker's directory (.ci/kafka), for restarts
 	PGDir    string // the database server's directory (.ci/postgres), for outages
 	Work     string // where logs go
+	// SASLBrokers is the broker's SASL listener, with its test user.
+	SASLBrokers            []string
+	SASLUser, SASLPassword string
 	// Browser is a Chromium binary for the status page check; empty skips it.
 	Browser string
 	// Screenshot is where the status page screenshot goes; empty: none.

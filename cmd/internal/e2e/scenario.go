@@ -29,6 +29,9 @@ type Scenario struct {
 	Faults []Fault
 	// NoDeadLetters asserts nothing was dead-lettered (the faults are transient).
 	NoDeadLetters bool
+	// SASL runs the listeners through the broker's SASL listener with this
+	// mechanism, after checking a wrong password is refused.
+	SASL string
 	// StatusPort gives the first listener a known HTTP port, for the
 	// browser check of its status page.
 	StatusPort bool
@@ -89,14 +92,19 @@ var shape = platform.ProfileShape{Packages: 40, Repos: 10}
 
 // listenerEnv is the configuration every listener process of the run gets.
 func (r *run) listenerEnv() []string {
-	return []string{
-		kv("KAFKA_BROKERS", join(r.env.Brokers)), kv("KAFKA_TOPIC", r.topic), kv("KAFKA_GROUP", r.group),
+	brokers := []string{kv("KAFKA_BROKERS", join(r.env.Brokers))}
+	if r.sc.SASL != "" {
+		brokers = []string{kv("KAFKA_BROKERS", join(r.env.SASLBrokers)), kv("KAFKA_SASL_MECHANISM", r.sc.SASL),
+			kv("KAFKA_SASL_USER", r.env.SASLUser), kv("KAFKA_SASL_PASSWORD", r.env.SASLPassword)}
+	}
+	return append(brokers,
+		kv("KAFKA_TOPIC", r.topic), kv("KAFKA_GROUP", r.group),
 		kv("DATABASE_URL", r.dbURL), kv("VMAAS_URL", r.mockURL), kv("INVENTORY_URL", r.mockURL),
 		kv("LISTENER_DRAIN_TIMEOUT", "5s"), kv("KAFKA_SESSION_TIMEOUT", "3s"), kv("KAFKA_HEARTBEAT_INTERVAL", "500ms"),
 		kv("LISTENER_BACKOFF_MAX", "2s"), kv("DB_MAX_OPEN_CONNS", "16"), kv("LOG_FORMAT", "json"),
 		kv("LISTENER_PROGRESS_INTERVAL", "5s"),
 		kv("LISTENER_HTTP_ADDR", "127.0.0.1:0"), kv("VMAAS_CACHE_SIZE", "0"), // every evaluation reaches the mock, which counts repeated ones
-	}
+	)
 }
 
 func (r *run) startListener() error {
@@ -174,6 +182,11 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 		}
 	}
 
+	if sc.SASL != "" {
+		if err := r.checkWrongPasswordRefused(); err != nil {
+			line.Problems = append(line.Problems, err.Error())
+		}
+	}
 	for i := 0; i < max(1, sc.Listeners); i++ {
 		if err := r.startListener(); err != nil {
 			return line, err
@@ -277,6 +290,11 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 			got[reason] = len(records)
 		}
 		line.Problems = append(line.Problems, fmt.Sprintf("dead letters by reason %v, expected %v", got, plan.Bad))
+	}
+	if sc.SASL != "" {
+		if err := r.checkLogsHideSecrets(); err != nil {
+			line.Problems = append(line.Problems, err.Error())
+		}
 	}
 	s := r.mock.Stats()
 	line.Duplicates = s.VMaaSCalls - s.VMaaS503 - int64(evaluating)

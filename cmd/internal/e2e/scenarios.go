@@ -75,7 +75,8 @@ func Scenarios() []Scenario {
 	poison := Scenario{Name: "poison", Events: 10000, Hosts: 2500, Listeners: 2, BadShare: 0.01, StatusPort: true, Faults: []Fault{
 		{0.3, "status page in a headless browser", func(r *run) error { return r.env.checkStatusPage(r.statusURL, r.env.Screenshot) }},
 	}}
-	return []Scenario{crash, churn, broker, db, vmaas, poison}
+	sasl := Scenario{Name: "sasl-scram", Events: 3000, Hosts: 800, Listeners: 2, SASL: "SCRAM-SHA-512"}
+	return []Scenario{crash, churn, broker, db, vmaas, poison, sasl}
 }
 
 // setFaults changes the mock's faults through its admin endpoint, as an

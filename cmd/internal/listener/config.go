@@ -66,6 +66,15 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 	s.String(&assignor, "KAFKA_ASSIGNOR", "kafka-assignor", "cooperative-sticky", "partition assignment: "+strings.Join(actors.Assignors, ", ")+"; only cooperative-sticky keeps unmoved partitions running through a rebalance", oneOf(actors.Assignors))
 	s.Duration(&cfg.Kafka.SessionTimeout, "KAFKA_SESSION_TIMEOUT", "kafka-session-timeout", 10*time.Second, time.Second, "how long the group waits for a silent member (a crashed process) before moving its partitions")
 	s.Duration(&cfg.Kafka.HeartbeatInterval, "KAFKA_HEARTBEAT_INTERVAL", "kafka-heartbeat-interval", 3*time.Second, 100*time.Millisecond, "heartbeat interval; keep it under a third of the session timeout")
+	sec := &cfg.Kafka.Security
+	s.Bool(&sec.TLS, "KAFKA_TLS", "kafka-tls", false, "connect to the brokers over TLS")
+	s.String(&sec.CAFile, "KAFKA_TLS_CA_FILE", "kafka-tls-ca-file", "", "PEM file of the CAs that sign the brokers' certificates (default: the system's)", nil)
+	s.String(&sec.CertFile, "KAFKA_TLS_CERT_FILE", "kafka-tls-cert-file", "", "PEM client certificate, for brokers that require mutual TLS", nil)
+	s.String(&sec.KeyFile, "KAFKA_TLS_KEY_FILE", "kafka-tls-key-file", "", "PEM key of the client certificate", nil)
+	s.Bool(&sec.InsecureSkipVerify, "KAFKA_TLS_INSECURE_SKIP_VERIFY", "kafka-tls-insecure-skip-verify", false, "do not verify the brokers' certificates (testing only)")
+	s.String(&sec.SASLMechanism, "KAFKA_SASL_MECHANISM", "kafka-sasl-mechanism", "", "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (empty: none)", oneOf([]string{"", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}))
+	s.String(&sec.SASLUser, "KAFKA_SASL_USER", "kafka-sasl-user", "", "SASL user", nil)
+	s.Secret(&sec.SASLPassword, "KAFKA_SASL_PASSWORD", "kafka-sasl-password", "SASL password (never logged)")
 	s.Int(&cfg.Consumers, "LISTENER_CONSUMERS", "consumers", 1, 1, "consumer-group members (M) in this process")
 	s.Int(&p.InFlightPerPartition, "LISTENER_INFLIGHT_PER_PARTITION", "inflight-per-partition", def.InFlightPerPartition, 1, "records in flight per partition (S)")
 	s.Int(&p.InFlightTotal, "LISTENER_INFLIGHT_TOTAL", "inflight-total", def.InFlightTotal, 1, "records in flight in the whole process (G)")
@@ -151,8 +160,14 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 	if cfg.Kafka.HeartbeatInterval*3 > cfg.Kafka.SessionTimeout {
 		return nil, s, s.Invalid("kafka-heartbeat-interval", fmt.Errorf("must be at most a third of KAFKA_SESSION_TIMEOUT (%v)", cfg.Kafka.SessionTimeout))
 	}
+	if sec.SASLMechanism != "" && sec.SASLUser == "" {
+		return nil, s, s.Invalid("kafka-sasl-user", fmt.Errorf("required by KAFKA_SASL_MECHANISM=%s", sec.SASLMechanism))
+	}
+	if (sec.CertFile == "") != (sec.KeyFile == "") {
+		return nil, s, s.Invalid("kafka-tls-key-file", errors.New("a client certificate needs both KAFKA_TLS_CERT_FILE and KAFKA_TLS_KEY_FILE"))
+	}
 	cfg.Kafka = actors.KafkaSettings{Brokers: cfg.Brokers, Topic: topic, Group: group, DLQTopic: dlq, Version: kv, Assignor: assignor,
-		SessionTimeout: cfg.Kafka.SessionTimeout, HeartbeatInterval: cfg.Kafka.HeartbeatInterval}
+		SessionTimeout: cfg.Kafka.SessionTimeout, HeartbeatInterval: cfg.Kafka.HeartbeatInterval, Security: *sec}
 	if err := p.Validate(); err != nil {
 		return nil, s, err
 	}

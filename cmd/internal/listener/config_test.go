@@ -68,6 +68,10 @@ func TestParseRejectsBadSettings(t *testing.T) {
 		{map[string]string{"KAFKA_BROKERS": "embedded", "DB_MAX_OPEN_CONNS": "0"}, "DB_MAX_OPEN_CONNS"},
 		{map[string]string{"KAFKA_BROKERS": "embedded", "VMAAS_TIMEOUT": "forever"}, "VMAAS_TIMEOUT"},
 		{map[string]string{"KAFKA_BROKERS": "embedded", "MAX_MESSAGE_BYTES": "10"}, "MAX_MESSAGE_BYTES"},
+		{map[string]string{"KAFKA_BROKERS": "embedded", "KAFKA_SASL_MECHANISM": "GSSAPI"}, "KAFKA_SASL_MECHANISM"},
+		{map[string]string{"KAFKA_BROKERS": "embedded", "KAFKA_SASL_MECHANISM": "SCRAM-SHA-512"}, "KAFKA_SASL_USER"},
+		{map[string]string{"KAFKA_BROKERS": "embedded", "KAFKA_TLS_CERT_FILE": "/etc/c.pem"}, "KAFKA_TLS_KEY_FILE"},
+		{map[string]string{"KAFKA_BROKERS": "embedded", "KAFKA_TLS": "maybe"}, "KAFKA_TLS"},
 	}
 	for _, c := range cases {
 		_, _, err := listener.Parse(nil, lookup(c.env))
