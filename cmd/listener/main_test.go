@@ -4,6 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,12 +53,21 @@ func TestBadConfigurationExitsWithCode2(t *testing.T) {
 	}
 }
 
-// The listener joins its group on the embedded broker and, on SIGTERM,
-// drains, leaves and exits 0.
+// The listener joins its group on the embedded broker, serves its status
+// page without secrets and, on SIGTERM, drains, leaves and exits 0.
 func TestSIGTERMDrainsAndExitsZero(t *testing.T) {
 	bin := buildListener(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	const secret = "s3cr3t-pa55"
 	cmd := exec.Command(bin, "-log-format", "text")
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "KAFKA_BROKERS=embedded", "EMBEDDED_PARTITIONS=2", "LISTENER_HANDLER=simulated", "LISTENER_HTTP_ADDR=127.0.0.1:0"}
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "KAFKA_BROKERS=embedded", "EMBEDDED_PARTITIONS=2", "LISTENER_HANDLER=simulated",
+		"LISTENER_HTTP_ADDR=" + addr, "DATABASE_URL=postgres://patch:" + secret + "@db.example:5432/patch", "KAFKA_SASL_PASSWORD=" + secret}
+	var logs strings.Builder
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -67,6 +79,7 @@ func TestSIGTERMDrainsAndExitsZero(t *testing.T) {
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
+			logs.WriteString(sc.Text() + "\n")
 			lines <- sc.Text()
 		}
 		close(lines)
@@ -90,6 +103,15 @@ func TestSIGTERMDrainsAndExitsZero(t *testing.T) {
 		}
 	}
 	waitLine("claim started")
+	resp, err := http.Get("http://" + addr + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(page), "DATABASE_URL") || !strings.Contains(string(page), "db.example") || strings.Contains(string(page), secret) {
+		t.Fatalf("status page must show the settings without the secret:\n%s", page)
+	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -100,6 +122,11 @@ func TestSIGTERMDrainsAndExitsZero(t *testing.T) {
 	case err := <-done:
 		if err != nil {
 			t.Fatalf("exit: %v, want 0", err)
+		}
+		for range lines { // the reader has seen everything once the pipe is closed
+		}
+		if strings.Contains(logs.String(), secret) || !strings.Contains(logs.String(), "DATABASE_URL") {
+			t.Fatalf("logs must show the configuration without secrets:\n%s", logs.String())
 		}
 	case <-time.After(20 * time.Second):
 		_ = cmd.Process.Kill()
