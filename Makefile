@@ -6,7 +6,7 @@ BUF       := $(GO) run github.com/bufbuild/buf/cmd/buf@v1.75.0
 BIN       := bin
 PKGS      := ./...
 
-.PHONY: all build test demo e2e kafka-up kafka-down proto proto-check lint vet fmt-check race bench-pipeline clean
+.PHONY: all build test demo e2e bench kafka-up kafka-down proto proto-check lint vet fmt-check race bench-pipeline clean
 
 KAFKA_STATE := .cache/kafka-dir
 
@@ -82,6 +82,11 @@ vet:
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+## bench: the benchmark report (work in progress: latency-bound grid and sequential baselines on the
+## in-process broker) into docs/benchmarks.md, docs/benchmarks.json and docs/throughput.png
+bench:
+	$(GO) run ./cmd/bench -out docs
 
 ## bench-pipeline: the pipeline benchmark on the embedded broker (10 ms and 100 ms handlers, S=64, 8 partitions)
 bench-pipeline:
