@@ -19,6 +19,8 @@ type sequential struct {
 	perPartition bool
 	mu           sync.Mutex
 	done         *atomic.Int64
+	started      sync.Map // partitions that handled a record
+	active       atomic.Int64
 }
 
 func (s *sequential) Setup(sarama.ConsumerGroupSession) error   { return nil }
@@ -39,6 +41,9 @@ func (s *sequential) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama
 			sess.Commit() // commit after each record, synchronously
 			if !s.perPartition {
 				s.mu.Unlock()
+			}
+			if _, seen := s.started.LoadOrStore(m.Partition, true); !seen {
+				s.active.Add(1)
 			}
 			s.done.Add(1)
 		case <-sess.Context().Done():
@@ -65,7 +70,10 @@ func Sequential(latency time.Duration, partitions, members int, perPartition boo
 	var done atomic.Int64
 	h := &sequential{latency: latency, perPartition: perPartition, done: &done}
 	settings := actors.DefaultSettings()
-	n, secs, cpu, err := runGroup(brokers, settings, h, members, w, &done)
+	// Members join one by one and the group rebalances meanwhile: the
+	// window starts once every partition has handled a record.
+	settled := func() bool { return h.active.Load() >= int64(partitions) }
+	n, secs, cpu, err := runGroup(brokers, settings, h, members, w, &done, settled, latency)
 	if err != nil {
 		return Point{}, err
 	}
