@@ -19,24 +19,12 @@ build:
 ## demo: the product end to end: a throwaway PostgreSQL (unless DATABASE_URL is set), the embedded
 ## broker, the platform mock, 20,000 realistic events, live progress and a checked summary
 demo:
-	@set -e; \
-	if [ -z "$$DATABASE_URL" ]; then \
-		dir=$$(.ci/postgres start); trap '.ci/postgres stop '"$$dir" EXIT; \
-		export DATABASE_URL=$$(cat $$dir/url); \
-		echo "throwaway PostgreSQL at $$DATABASE_URL"; \
-	fi; \
-	$(GO) run ./cmd/demo
+	.ci/postgres with $(GO) run ./cmd/demo
 
 ## test: generated code current, lint, vet, formatting, then every test with the race detector,
 ## against a throwaway PostgreSQL unless DATABASE_URL names one
 test: proto-check fmt-check vet
-	@set -e; \
-	if [ -z "$$DATABASE_URL" ]; then \
-		dir=$$(.ci/postgres start); trap '.ci/postgres stop '"$$dir" EXIT; \
-		export DATABASE_URL=$$(cat $$dir/url); \
-		echo "throwaway PostgreSQL at $$DATABASE_URL"; \
-	fi; \
-	PATCHFLOW_REQUIRE_DB=1 $(GO) test -race -count=1 $(PKGS)
+	PATCHFLOW_REQUIRE_DB=1 .ci/postgres with $(GO) test -race -count=1 $(PKGS)
 
 ## e2e: the fault-injection suite against a real Kafka broker (KRaft, from Maven Central) and a
 ## throwaway PostgreSQL: crash loop, group churn, broker restart, database outage, VMaaS trouble, poison

@@ -36,7 +36,7 @@ type failureHistory struct {
 }
 
 func (h *failureHistory) add(now time.Time, class messages.ErrorClass, text string) {
-	if h.attempts == 0 || h.firstFailure.IsZero() {
+	if h.firstFailure.IsZero() {
 		h.firstFailure = now
 	}
 	h.lastFailure = now

@@ -48,7 +48,7 @@ func (s PartitionState) PinnedFor(now time.Time) time.Duration {
 type partitionGauges struct {
 	committed, admitted, inFlight atomic.Int64
 	pinnedOffset, pinnedSince     atomic.Int64
-	pinnedKey                     atomic.Pointer[string]
+	pinnedKey                     atomic.Pointer[[]byte] // the pinning record's Key field; records are immutable
 }
 
 func newPartitionGauges() *partitionGauges {
@@ -65,7 +65,7 @@ func (g *partitionGauges) snapshot(s *PartitionState) {
 	if s.InFlight > 0 {
 		s.PinnedOffset = g.pinnedOffset.Load()
 		if k := g.pinnedKey.Load(); k != nil {
-			s.PinnedKey = *k
+			s.PinnedKey = string(*k)
 		}
 		if ns := g.pinnedSince.Load(); ns > 0 {
 			s.PinnedSince = time.Unix(0, ns)

@@ -245,7 +245,9 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 	}
 	line.Finish = time.Since(began)
 	line.Faults = r.faults
-	line.LongestStall = max(line.LongestStall, time.Since(lastProgress)*boolInt(!line.OffsetsAtEnd))
+	if !line.OffsetsAtEnd { // still stalled when the run gave up
+		line.LongestStall = max(line.LongestStall, time.Since(lastProgress))
+	}
 	if !line.OffsetsAtEnd {
 		line.Problems = append(line.Problems, "committed offsets did not reach the end offsets")
 		line.Lost = int(total - lastCommitted)
@@ -309,13 +311,6 @@ func freeAddr() (string, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().String(), nil
-}
-
-func boolInt(b bool) time.Duration {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // killRandom kill -9s a random live listener.
