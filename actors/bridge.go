@@ -4,6 +4,7 @@ package actors
 //
 //	in  sarama ConsumeClaim(session, claim)   one call per claimed partition
 //	out spawns one PartitionActor per claim   named with topic, partition, generation and claim epoch
+//	                                          (or another ClaimWorker, from BridgeConfig.NewWorker)
 //	out *messages.RecordAdmitted              only while it holds a partition credit and a process credit
 //	out *messages.Drain                       when the claim ends: Messages() closed (revoked), the session
 //	                                          context done (rebalance, shutdown) or the actor stopped
@@ -23,7 +24,6 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/asynkron/protoactor-go/actor"
-	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/patchflow/patchflow/messages"
@@ -46,6 +46,10 @@ type BridgeConfig struct {
 	WrapMarker func(OffsetMarker) OffsetMarker
 	// Observer, when set, receives timings for metrics.
 	Observer Observer
+	// NewWorker, when set, replaces the PartitionActor as the worker of each
+	// claim. The benchmark uses it to run a plain goroutine pool behind the
+	// same bridge, credits, ledger and gate; production leaves it nil.
+	NewWorker func(ClaimWorkerConfig) (ClaimWorker, error)
 }
 
 // Bridge is a sarama.ConsumerGroupHandler that hands each claimed partition to
@@ -79,7 +83,7 @@ func NewBridge(cfg BridgeConfig) (*Bridge, error) {
 	if err := cfg.Settings.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.System == nil || cfg.Handler == nil || cfg.DeadLetters == nil {
+	if (cfg.System == nil && cfg.NewWorker == nil) || cfg.Handler == nil || cfg.DeadLetters == nil {
 		return nil, fmt.Errorf("bridge needs an actor system, a handler and a dead-letter writer")
 	}
 	if cfg.Logger == nil {
@@ -104,7 +108,9 @@ func (b *Bridge) Partitions() []PartitionState {
 	b.claims.Range(func(_, v any) bool {
 		e := v.(*claimEntry)
 		s := PartitionState{Topic: e.topic, Partition: e.partition, Generation: e.generation, HighWatermark: e.claim.HighWaterMarkOffset()}
-		e.gauges.snapshot(&s)
+		if e.gauges != nil {
+			e.gauges.snapshot(&s)
+		}
 		out = append(out, s)
 		return true
 	})
@@ -146,35 +152,41 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 	}
 	fence := &fencedMarker{inner: marker}
 	cc := claimCredits{partition: newCredits(b.cfg.Settings.InFlightPerPartition), total: b.total}
-
-	pa := NewPartitionActor(PartitionConfig{
-		Topic: claim.Topic(), Partition: claim.Partition(), Epoch: epoch,
+	wc := ClaimWorkerConfig{
+		Topic: claim.Topic(), Partition: claim.Partition(), Generation: generation, Epoch: epoch,
 		Settings: b.cfg.Settings, Handler: b.cfg.Handler, DeadLetters: b.cfg.DeadLetters,
 		Marker: fence, Logger: b.logger.With("generation", generation), Stats: b.cfg.Stats,
-		Observer: b.cfg.Observer, credits: cc,
-	})
-	name := fmt.Sprintf("partition-%s-%d-g%d-e%d", claim.Topic(), claim.Partition(), generation, epoch)
-	pid, err := b.cfg.System.Root.SpawnNamed(pa.Props(), name)
-	if err != nil {
-		return fmt.Errorf("spawn %s: %w", name, err)
+		Observer: b.cfg.Observer, Release: cc.release,
+	}
+	var worker ClaimWorker
+	var gauges *partitionGauges
+	if b.cfg.NewWorker != nil {
+		w, err := b.cfg.NewWorker(wc)
+		if err != nil {
+			return fmt.Errorf("start the worker of %s/%d: %w", claim.Topic(), claim.Partition(), err)
+		}
+		worker = w
+	} else {
+		w, err := spawnPartitionActor(b.cfg.System, wc, cc)
+		if err != nil {
+			return fmt.Errorf("spawn %s: %w", partitionActorName(wc), err)
+		}
+		worker, gauges = w, w.pa.gauges
 	}
 	log := b.logger.With("topic", claim.Topic(), "partition", claim.Partition(), "generation", generation)
 	log.Info("claim started", "initial_offset", claim.InitialOffset(), "high_watermark", claim.HighWaterMarkOffset())
 	b.cfg.Observer.ClaimStarted(claim.Topic(), claim.Partition())
-	b.claims.Store(epoch, &claimEntry{topic: claim.Topic(), partition: claim.Partition(), generation: generation, gauges: pa.gauges, claim: claim})
+	b.claims.Store(epoch, &claimEntry{topic: claim.Topic(), partition: claim.Partition(), generation: generation, gauges: gauges, claim: claim})
 	defer b.claims.Delete(epoch)
 
-	reason := b.feed(session, claim, pa, pid, cc)
+	reason := b.feed(session, claim, worker, cc)
 
 	start := time.Now()
-	timeout := b.cfg.Settings.DrainTimeout
-	res, err := b.cfg.System.Root.RequestFuture(pid, &messages.Drain{Timeout: durationpb.New(timeout)}, timeout+drainGrace).Result()
+	r, err := worker.Drain(b.cfg.Settings.DrainTimeout)
 	fence.close()
-	r, _ := res.(*messages.DrainResult)
 	b.cfg.Observer.DrainDone(time.Since(start), err != nil || r.GetTimedOut())
 	if err != nil {
-		log.Error("partition actor did not answer the drain; nothing more will be marked", "error", err)
-		b.cfg.System.Root.Stop(pid)
+		log.Error("partition worker did not answer the drain; nothing more will be marked", "error", err)
 		return nil
 	}
 	if r != nil {
@@ -187,9 +199,9 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 }
 
 // feed admits records while the claim lasts and returns why it ended.
-func (b *Bridge) feed(session sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim, pa *PartitionActor, pid *actor.PID, cc claimCredits) string {
+func (b *Bridge) feed(session sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim, worker ClaimWorker, cc claimCredits) string {
 	ctx := session.Context()
-	stopped := pa.Stopped()
+	stopped := worker.Stopped()
 	records := claim.Messages()
 	for {
 		var msg *sarama.ConsumerMessage
@@ -211,7 +223,7 @@ func (b *Bridge) feed(session sarama.ConsumerGroupSession, claim sarama.Consumer
 			}
 			return "partition actor stopped"
 		}
-		b.cfg.System.Root.Send(pid, &messages.RecordAdmitted{Record: recordOf(msg)})
+		worker.Admit(recordOf(msg))
 	}
 }
 

@@ -88,8 +88,9 @@ type PartitionActor struct {
 	drainFinish int64 // records finished since the drain started
 	drained     bool  // the drain completed; the actor is stopping
 
-	stopped chan struct{} // closed when the actor has stopped, for the bridge
-	gauges  *partitionGauges
+	stopped    chan struct{} // closed when the actor has stopped, for the bridge
+	gauges     *partitionGauges
+	dispatcher *warmDispatcher // runs this actor's and its children's mailboxes
 }
 
 // recordState is what the actor remembers of an admitted, unfinished record.
@@ -120,6 +121,8 @@ func NewPartitionActor(cfg PartitionConfig) *PartitionActor {
 		draining:  make(chan struct{}),
 		stopped:   make(chan struct{}),
 		gauges:    newPartitionGauges(),
+		// 300 is protoactor's default throughput.
+		dispatcher: newWarmDispatcher(300),
 	}
 	if cfg.Observer == nil {
 		cfg.Observer = noObserver{}
@@ -133,7 +136,11 @@ func NewPartitionActor(cfg PartitionConfig) *PartitionActor {
 		settings:    cfg.Settings,
 		logger:      a.logger,
 	}
-	a.childProps = actor.PropsFromProducer(func() actor.Actor { return &evaluationActor{env: env} })
+	// An evaluationActor holds nothing but the shared env, so every child
+	// can be the same value: no allocation per spawn.
+	child := &evaluationActor{env: env}
+	a.childProps = actor.PropsFromProducer(func() actor.Actor { return child },
+		actor.WithDispatcher(a.dispatcher), actor.WithMailbox(newChildMailbox))
 	return a
 }
 
@@ -141,7 +148,7 @@ func NewPartitionActor(cfg PartitionConfig) *PartitionActor {
 // stops it rather than restarting it with an empty ledger, which could mark
 // past records the lost ledger still held.
 func (a *PartitionActor) Props() *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return a },
+	return actor.PropsFromProducer(func() actor.Actor { return a }, actor.WithDispatcher(a.dispatcher),
 		actor.WithGuardian(actor.NewOneForOneStrategy(0, 0, func(any) actor.Directive { return actor.StopDirective })))
 }
 
@@ -184,6 +191,7 @@ func (a *PartitionActor) Receive(c actor.Context) {
 			a.cancelRun()
 			a.releaseUnfinished()
 		}
+		a.dispatcher.close()
 		close(a.stopped)
 	}
 }

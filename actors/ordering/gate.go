@@ -4,7 +4,10 @@
 // access.
 package ordering
 
-import "fmt"
+import (
+	"fmt"
+	"hash/maphash"
+)
 
 // Mode is an ordering guarantee within one partition.
 type Mode int
@@ -51,20 +54,24 @@ func ParseMode(s string) (Mode, error) {
 // and the records of a key start in the order they were admitted; in
 // ByPartition mode the same holds for the partition as a whole.
 //
-// Cost: O(1) per Admit and Release. A busy key costs one map entry; a key
-// with records waiting also holds a queue, recycled when the key goes idle.
+// Cost: O(1) per Admit and Release, with no allocation per record: keys are
+// tracked by a 64-bit seeded hash, not copied. Two keys whose hashes collide
+// (about one chance in 2^64 per pair) merely run one after the other, which
+// keeps every guarantee. A busy key costs one map entry; a key with records
+// waiting also holds a queue, recycled when the key goes idle.
 type Gate struct {
 	mode   Mode
-	busy   map[string]*queue // ByKey: keys with a running record -> waiting offsets (nil when none wait)
-	whole  queue             // ByPartition: waiting offsets
-	locked bool              // ByPartition: a record is running
-	free   []*queue          // recycled queues
+	busy   map[uint64]*queue // ByKey: hashes of keys with a running record -> waiting offsets (nil when none wait)
+	seed   maphash.Seed
+	whole  queue    // ByPartition: waiting offsets
+	locked bool     // ByPartition: a record is running
+	free   []*queue // recycled queues
 	held   int
 }
 
 // NewGate returns an empty gate for mode.
 func NewGate(mode Mode) *Gate {
-	return &Gate{mode: mode, busy: make(map[string]*queue)}
+	return &Gate{mode: mode, busy: make(map[uint64]*queue), seed: maphash.MakeSeed()}
 }
 
 // Admit offers a newly admitted record. It reports true when the record may
@@ -83,14 +90,15 @@ func (g *Gate) Admit(key []byte, offset int64) (runNow bool) {
 		if len(key) == 0 {
 			return true
 		}
-		q, running := g.busy[string(key)]
+		h := maphash.Bytes(g.seed, key)
+		q, running := g.busy[h]
 		if !running {
-			g.busy[string(key)] = nil
+			g.busy[h] = nil
 			return true
 		}
 		if q == nil {
 			q = g.newQueue()
-			g.busy[string(key)] = q
+			g.busy[h] = q
 		}
 		q.push(offset)
 		g.held++
@@ -114,12 +122,13 @@ func (g *Gate) Release(key []byte) (next int64, ok bool) {
 		if len(key) == 0 {
 			return 0, false
 		}
-		q, running := g.busy[string(key)]
+		h := maphash.Bytes(g.seed, key)
+		q, running := g.busy[h]
 		if !running {
 			return 0, false
 		}
 		if q == nil || q.len() == 0 {
-			delete(g.busy, string(key))
+			delete(g.busy, h)
 			if q != nil {
 				g.free = append(g.free, q)
 			}

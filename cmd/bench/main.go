@@ -1,13 +1,18 @@
-// Command bench measures the pipeline against concurrency / latency and
-// against the sequential designs it replaces, side by side in one run, and
-// writes docs/benchmarks.md, docs/benchmarks.json and docs/throughput.png.
+// Command bench measures the pipeline against concurrency / latency, against
+// the sequential designs it replaces, and against a plain goroutine pool,
+// side by side in one run, on the in-process broker and (with -kafka) a
+// real one, then end to end and for memory; it writes docs/benchmarks.md,
+// docs/benchmarks.json and docs/throughput.png. `make bench` runs it with a
+// throwaway PostgreSQL and Kafka broker.
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/rcrowley/go-metrics"
@@ -17,41 +22,55 @@ import (
 
 func main() {
 	out := flag.String("out", "docs", "directory for the report")
-	quick := flag.Bool("quick", false, "shorter windows (for a smoke run)")
+	quick := flag.Bool("quick", false, "shorter windows and fewer points (a smoke run)")
+	kafka := flag.String("kafka", "", "bootstrap address of a real Kafka broker for scenarios 1-5 (empty: scenarios 1-4 on the in-process broker only, no scenario 5)")
+	databaseURL := flag.String("database-url", os.Getenv("DATABASE_URL"), "PostgreSQL for scenario 4 (empty: skip it)")
+	listenerBin := flag.String("listener", "bin/listener", "the listener binary, for scenario 5")
+	only := flag.String("only", "core,end-to-end,memory", "scenarios to run: core (1-3), end-to-end (4), memory (5)")
 	flag.Parse()
-	metrics.UseNilMetrics = true
-	w := bench.Window{Warmup: 1500 * time.Millisecond, Measure: 3 * time.Second}
-	slow := bench.Window{Warmup: 2 * time.Second, Measure: 6 * time.Second}
+	metrics.UseNilMetrics = true // sarama's go-metrics would cost CPU in every measurement
+
+	plan := bench.FullPlan()
 	if *quick {
-		w = bench.Window{Warmup: 500 * time.Millisecond, Measure: time.Second}
-		slow = w
+		plan = bench.QuickPlan()
 	}
-	const partitions = 8
-	r := bench.NewReport(fmt.Sprintf("8 partitions; key ordering with a key per record; concurrency spread evenly over partitions (S = concurrency / 8, G = concurrency); windows: %v warm-up + %v measured (500 ms: %v + %v)",
-		w.Warmup, w.Measure, slow.Warmup, slow.Measure))
-	for _, latency := range []time.Duration{10 * time.Millisecond, 100 * time.Millisecond, 500 * time.Millisecond} {
-		win := w
-		if latency >= 500*time.Millisecond {
-			win = slow
-		}
-		for _, c := range []int{16, 64, 256, 1024, 4096} {
-			p, err := bench.Actors(latency, partitions, c, win)
-			must(err)
-			fmt.Printf("actors      L=%-6v C=%-5d %9.0f records/s  ideal %9.0f  ratio %.2f\n", latency, c, p.PerSecond, p.Ideal, p.Ratio)
-			r.Points = append(r.Points, p)
-		}
-		for _, perPartition := range []bool{true, false} {
-			p, err := bench.Sequential(latency, partitions, 4, perPartition, win)
-			must(err)
-			fmt.Printf("%-24s L=%-6v %7.1f records/s (ideal %.1f)\n", p.Design, latency, p.PerSecond, p.Ideal)
-			r.Points = append(r.Points, p)
+	sources := []bench.Source{bench.KFake{}}
+	if *kafka != "" {
+		sources = append(sources, bench.NewKafka(strings.Split(*kafka, ",")))
+	}
+	r := bench.NewReport(plan.Describe())
+	started := time.Now()
+	run := func(s string) bool { return strings.Contains(*only, s) }
+	if run("core") {
+		for _, src := range sources {
+			must(plan.RunCore(src, r, os.Stdout))
 		}
 	}
+	if run("end-to-end") && *databaseURL != "" {
+		e := &bench.EndToEnd{DatabaseURL: *databaseURL, Partitions: plan.Partitions, Hosts: plan.Hosts, Log: os.Stdout}
+		if *kafka != "" {
+			e.Kafka = strings.Split(*kafka, ",")
+		}
+		for _, c := range plan.EndToEndConfigs() {
+			res, err := e.Run(context.Background(), c)
+			must(err)
+			r.EndToEnd = append(r.EndToEnd, res)
+		}
+	}
+	if run("memory") && *kafka != "" {
+		for _, backlog := range plan.MemoryBacklogs {
+			res, err := bench.Memory(*listenerBin, strings.Split(*kafka, ","), backlog, plan.MemoryRecordBytes, plan.MemoryConcurrency,
+				plan.Partitions, plan.MemoryLatency, plan.MemoryWindow, os.Stdout)
+			must(err)
+			r.Memory = append(r.Memory, res)
+		}
+	}
+	r.Took = time.Since(started).Round(time.Second).String()
 	must(os.MkdirAll(*out, 0o755))
 	must(r.WriteJSON(filepath.Join(*out, "benchmarks.json")))
 	must(r.WriteMarkdown(filepath.Join(*out, "benchmarks.md")))
 	must(r.WritePlot(filepath.Join(*out, "throughput.png")))
-	fmt.Printf("report written to %s\n", *out)
+	fmt.Printf("report written to %s in %s\n", *out, r.Took)
 }
 
 func must(err error) {

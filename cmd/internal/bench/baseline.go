@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,14 +11,32 @@ import (
 	"github.com/patchflow/patchflow/actors"
 )
 
+// Baseline designs: what patchflow replaces.
+const (
+	// DesignSequential handles one record at a time per partition and marks
+	// its offset after each; sarama commits the marks (every second, as for
+	// the pipeline).
+	DesignSequential = "sequential-per-partition"
+	// DesignSequentialConsumers is several consumer-group members in one
+	// process, each handling one record at a time across its partitions.
+	DesignSequentialConsumers = "sequential-consumers"
+	// DesignSequentialSyncCommit is DesignSequential with a synchronous
+	// session.Commit() after every record. With sarama that commit shares
+	// the broker connection with the fetch long-poll and waits behind it (up
+	// to Consumer.MaxWaitTime, 500 ms), so this design is slower than its
+	// concurrency / latency suggests; it is reported to show why.
+	DesignSequentialSyncCommit = "sequential-sync-commit"
+)
+
 // sequential is the design patchflow replaces: each consumer handles one
-// record at a time and commits after each. With perPartition, every claimed
-// partition has its own sequential loop (one in flight per partition);
-// otherwise the whole member handles one record at a time.
+// record at a time. With perPartition, every claimed partition has its own
+// sequential loop (one in flight per partition); otherwise the whole member
+// handles one record at a time.
 type sequential struct {
 	latency      time.Duration
 	perPartition bool
-	mu           sync.Mutex
+	syncCommit   bool
+	members      sync.Map // member id -> *sync.Mutex: one record at a time per member
 	done         *atomic.Int64
 	started      sync.Map // partitions that handled a record
 	active       atomic.Int64
@@ -33,14 +52,19 @@ func (s *sequential) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama
 			if !ok {
 				return nil
 			}
+			var mu *sync.Mutex
 			if !s.perPartition {
-				s.mu.Lock()
+				v, _ := s.members.LoadOrStore(sess.MemberID(), &sync.Mutex{})
+				mu = v.(*sync.Mutex)
+				mu.Lock()
 			}
 			time.Sleep(s.latency)
 			sess.MarkMessage(m, "")
-			sess.Commit() // commit after each record, synchronously
-			if !s.perPartition {
-				s.mu.Unlock()
+			if s.syncCommit {
+				sess.Commit()
+			}
+			if mu != nil {
+				mu.Unlock()
 			}
 			if _, seen := s.started.LoadOrStore(m.Partition, true); !seen {
 				s.active.Add(1)
@@ -52,30 +76,34 @@ func (s *sequential) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama
 	}
 }
 
-// Sequential measures the old design: members consumers in one process,
-// each either one record at a time per partition (perPartition) or one at a
-// time overall.
-func Sequential(latency time.Duration, partitions, members int, perPartition bool, w Window) (Point, error) {
+// Sequential measures one of the sequential designs with members consumers
+// in one process.
+func Sequential(src Source, design string, latency time.Duration, partitions, members int, w Window) (Point, error) {
+	h := &sequential{latency: latency}
 	concurrency := members
-	design := "sequential-consumers"
-	if perPartition {
-		concurrency, design = partitions, "sequential-per-partition"
+	switch design {
+	case DesignSequential:
+		h.perPartition, concurrency = true, partitions
+	case DesignSequentialSyncCommit:
+		h.perPartition, h.syncCommit, concurrency = true, true, partitions
+	case DesignSequentialConsumers:
+	default:
+		return Point{}, fmt.Errorf("unknown baseline %q", design)
 	}
 	ideal := idealRate(concurrency, latency)
-	c, brokers, err := cluster(partitions, recordsFor(ideal, w))
+	brokers, topic, id, done, err := src.Topic(partitions, recordsFor(ideal, w))
 	if err != nil {
 		return Point{}, err
 	}
-	defer c.Close()
-	var done atomic.Int64
-	h := &sequential{latency: latency, perPartition: perPartition, done: &done}
-	settings := actors.DefaultSettings()
+	defer done()
+	var handled atomic.Int64
+	h.done = &handled
 	// Members join one by one and the group rebalances meanwhile: the
 	// window starts once every partition has handled a record.
 	settled := func() bool { return h.active.Load() >= int64(partitions) }
-	n, secs, cpu, err := runGroup(brokers, settings, h, members, w, &done, settled, latency)
+	n, secs, cpu, err := runGroup(group{brokers: brokers, topic: topic, id: id}, actors.DefaultSettings(), h, members, w, &handled, settled, latency)
 	if err != nil {
 		return Point{}, err
 	}
-	return point("baseline", design, latency, concurrency, partitions, n, secs, cpu, ideal), nil
+	return point(src.Name(), ScenarioBaseline, design, latency, concurrency, partitions, n, secs, cpu, ideal), nil
 }

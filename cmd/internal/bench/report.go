@@ -22,7 +22,13 @@ type Report struct {
 	Machine  string    `json:"machine"`
 	Go       string    `json:"go"`
 	Settings string    `json:"settings"`
+	Took     string    `json:"took"`
 	Points   []Point   `json:"points"`
+	// EndToEnd and Memory are scenarios 4 and 5 (empty when not run).
+	EndToEnd []EndToEndResult `json:"end_to_end,omitempty"`
+	Memory   []MemoryResult   `json:"memory,omitempty"`
+	// Versions of what was measured.
+	Versions map[string]string `json:"versions"`
 }
 
 // NewReport describes the machine.

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/patchflow/patchflow/actors"
 	"github.com/patchflow/patchflow/actors/ordering"
@@ -23,7 +22,7 @@ import (
 // Point is one measurement.
 type Point struct {
 	Scenario    string  `json:"scenario"`
-	Design      string  `json:"design"` // actors, sequential-per-partition, sequential-consumers
+	Design      string  `json:"design"` // actors, pool, sequential-per-partition, sequential-consumers, sequential-sync-commit
 	Broker      string  `json:"broker"` // kfake or kafka
 	LatencyMS   float64 `json:"latency_ms"`
 	Concurrency int     `json:"concurrency"`
@@ -36,45 +35,13 @@ type Point struct {
 	CPUMicros   float64 `json:"cpu_microseconds_per_record"`
 }
 
-// Window is how long a point is measured, after a warm-up.
+// Window is how a point is measured: for Measure after a Warmup, or, when
+// Records is set (handlers that cost nothing outrun any topic sized by
+// time), over a topic of Records records from the 10th to the 90th
+// percentile of them, so neither the start nor the tail counts.
 type Window struct {
 	Warmup, Measure time.Duration
-}
-
-const topic = "bench"
-
-// cluster starts a fresh in-process broker with partitions and n records.
-func cluster(partitions, n int) (*kfake.Cluster, []string, error) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(partitions), topic, topic+".dlq"))
-	if err != nil {
-		return nil, nil, err
-	}
-	brokers := c.ListenAddrs()
-	cfg := sarama.NewConfig()
-	cfg.Producer.Return.Successes = true
-	cfg.Producer.Flush.Messages = 1000
-	cfg.Producer.Flush.Frequency = 5 * time.Millisecond
-	p, err := sarama.NewAsyncProducer(brokers, cfg)
-	if err != nil {
-		c.Close()
-		return nil, nil, err
-	}
-	go func() {
-		for i := 0; i < n; i++ {
-			p.Input() <- &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(fmt.Sprintf("host-%08d", i)), Value: sarama.StringEncoder(`{"type":"updated"}`)}
-		}
-	}()
-	for i := 0; i < n; i++ {
-		select {
-		case <-p.Successes():
-		case e := <-p.Errors():
-			p.Close()
-			c.Close()
-			return nil, nil, e.Err
-		}
-	}
-	p.Close()
-	return c, brokers, nil
+	Records         int
 }
 
 // sleeper is the in-process handler: it waits latency.
@@ -94,25 +61,41 @@ func sleeper(latency time.Duration, done *atomic.Int64) actors.Handler {
 	})
 }
 
-// measure waits for the first record (joining the group and the first fetch
-// are not the pipeline's speed), warms up, then counts done over the window
-// and the process CPU it cost.
+// measure waits until settled (by default: the first record handled;
+// joining the group and the first fetch are not the pipeline's speed),
+// then counts done and the process CPU it cost: over the window after a
+// warm-up, or from the 10th to the 90th percentile of w.Records.
 func measure(w Window, done *atomic.Int64, settled func() bool) (n int64, secs, cpuMicros float64) {
 	if settled == nil {
 		settled = func() bool { return done.Load() > 0 }
 	}
-	for deadline := time.Now().Add(60 * time.Second); !settled() && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
+	from, to := int64(w.Records)/10, int64(w.Records)*9/10
+	if w.Records > 0 {
+		settled = func() bool { return done.Load() >= from }
 	}
-	time.Sleep(w.Warmup)
+	waitFor(settled, time.Minute)
+	if w.Records == 0 {
+		time.Sleep(w.Warmup)
+	}
 	start, cpu0, n0 := time.Now(), cpuTime(), done.Load()
-	time.Sleep(w.Measure)
+	if w.Records > 0 {
+		waitFor(func() bool { return done.Load() >= to }, 2*time.Minute)
+	} else {
+		time.Sleep(w.Measure)
+	}
 	n = done.Load() - n0
 	secs = time.Since(start).Seconds()
 	if n > 0 {
 		cpuMicros = float64(cpuTime()-cpu0) / float64(time.Microsecond) / float64(n)
 	}
 	return n, secs, cpuMicros
+}
+
+// waitFor polls cond every millisecond until it holds or limit passes.
+func waitFor(cond func() bool, limit time.Duration) {
+	for deadline := time.Now().Add(limit); !cond() && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func cpuTime() time.Duration {
@@ -123,41 +106,82 @@ func cpuTime() time.Duration {
 
 // recordsFor sizes a point's topic so it cannot run dry during the window.
 func recordsFor(ideal float64, w Window) int {
-	rate := min(ideal, 80000)
+	if w.Records > 0 {
+		return w.Records
+	}
+	rate := ideal
+	if rate <= 0 || rate > 80000 {
+		rate = 80000
+	}
 	return int(rate*(w.Warmup+w.Measure).Seconds()*1.3) + 1000
 }
 
-// Actors measures the actor pipeline: partitions partitions, total
-// concurrency spread evenly, key ordering with a key per record.
-func Actors(latency time.Duration, partitions, concurrency int, w Window) (Point, error) {
+// Scenarios of the report.
+const (
+	ScenarioLatency  = "latency-bound"
+	ScenarioBaseline = "baseline"
+	ScenarioOverhead = "overhead-bound"
+)
+
+// Design names what runs behind the bridge.
+const (
+	DesignActors = "actors" // the PartitionActor and its EvaluationActors: production
+	DesignPool   = "pool"   // a plain goroutine worker pool, same bridge, ledger and gate
+)
+
+// Pipeline measures design behind the bridge: partitions partitions, total
+// concurrency spread evenly (S = concurrency / partitions, G =
+// concurrency), key ordering with a key per record, a handler that waits
+// latency (0: returns at once).
+func Pipeline(src Source, scenario, design string, latency time.Duration, partitions, concurrency int, w Window) (Point, error) {
 	ideal := idealRate(concurrency, latency)
-	c, brokers, err := cluster(partitions, recordsFor(ideal, w))
+	brokers, topic, groupID, done, err := src.Topic(partitions, recordsFor(ideal, w))
 	if err != nil {
 		return Point{}, err
 	}
-	defer c.Close()
+	defer done()
 	settings := actors.DefaultSettings()
 	settings.Ordering = ordering.ByKey
 	settings.InFlightPerPartition = max(1, concurrency/partitions)
 	settings.InFlightTotal = concurrency
-	system := actors.NewActorSystem(slog.New(slog.DiscardHandler))
-	defer system.Shutdown()
-	var done atomic.Int64
-	bridge, err := actors.NewBridge(actors.BridgeConfig{System: system, Settings: settings, Handler: sleeper(latency, &done),
-		DeadLetters: actors.DeadLetterFunc(func(context.Context, *messages.DeadLetter) error { return nil })})
+	var handled atomic.Int64
+	handler := sleeper(latency, &handled)
+	cfg := actors.BridgeConfig{Settings: settings, Handler: handler,
+		DeadLetters: actors.DeadLetterFunc(func(context.Context, *messages.DeadLetter) error { return nil })}
+	switch design {
+	case DesignActors:
+		system := actors.NewActorSystem(slog.New(slog.DiscardHandler))
+		defer system.Shutdown()
+		cfg.System = system
+	case DesignPool:
+		p := newPool(concurrency, handler)
+		defer p.close()
+		cfg.NewWorker = p.newWorker
+	default:
+		return Point{}, fmt.Errorf("unknown design %q", design)
+	}
+	bridge, err := actors.NewBridge(cfg)
 	if err != nil {
 		return Point{}, err
 	}
-	n, secs, cpu, err := runGroup(brokers, settings, bridge, 1, w, &done, nil, 0)
+	n, secs, cpu, err := runGroup(group{brokers: brokers, topic: topic, id: groupID}, settings, bridge, 1, w, &handled, nil, 0)
 	if err != nil {
 		return Point{}, err
 	}
-	return point("latency-bound", "actors", latency, concurrency, partitions, n, secs, cpu, ideal), nil
+	return point(src.Name(), scenario, design, latency, concurrency, partitions, n, secs, cpu, ideal), nil
 }
 
-// runGroup runs members group members with handler and measures.
-func runGroup(brokers []string, settings actors.Settings, handler sarama.ConsumerGroupHandler, members int, w Window, done *atomic.Int64, settled func() bool, latency time.Duration) (int64, float64, float64, error) {
-	k := actors.KafkaSettings{Brokers: brokers, Topic: topic, Group: "bench", Version: sarama.V3_6_0_0, Assignor: "cooperative-sticky"}
+// group is where a point's consumer group reads.
+type group struct {
+	brokers []string
+	topic   string
+	id      string
+}
+
+// runGroup runs members group members with handler and measures. The
+// members leave the group (and the bridge drains) before it returns.
+func runGroup(g group, settings actors.Settings, handler sarama.ConsumerGroupHandler, members int, w Window, done *atomic.Int64, settled func() bool, latency time.Duration) (int64, float64, float64, error) {
+	k := actors.KafkaSettings{Brokers: g.brokers, Topic: g.topic, Group: g.id, Version: sarama.V3_6_0_0, Assignor: "cooperative-sticky"}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
@@ -170,11 +194,11 @@ func runGroup(brokers []string, settings actors.Settings, handler sarama.Consume
 		// sarama stop fetching its partition; give sequential handlers room,
 		// so the baseline is the design's speed, not that stall.
 		cfg.Consumer.MaxProcessingTime = max(cfg.Consumer.MaxProcessingTime, 2*latency+100*time.Millisecond)
-		g, err := sarama.NewConsumerGroup(brokers, k.Group, cfg)
+		cg, err := sarama.NewConsumerGroup(g.brokers, k.Group, cfg)
 		if err != nil {
 			return 0, 0, 0, err
 		}
-		wg.Go(func() { _ = actors.RunMember(ctx, g, []string{topic}, handler, slog.New(slog.DiscardHandler)) })
+		wg.Go(func() { _ = actors.RunMember(ctx, cg, []string{g.topic}, handler, slog.New(slog.DiscardHandler)) })
 	}
 	n, secs, cpu := measure(w, done, settled)
 	return n, secs, cpu, nil
@@ -187,11 +211,13 @@ func idealRate(concurrency int, latency time.Duration) float64 {
 	return float64(concurrency) / latency.Seconds()
 }
 
-func point(scenario, design string, latency time.Duration, concurrency, partitions int, n int64, secs, cpu, ideal float64) Point {
-	p := Point{Scenario: scenario, Design: design, Broker: "kfake", LatencyMS: float64(latency) / float64(time.Millisecond),
+func point(broker, scenario, design string, latency time.Duration, concurrency, partitions int, n int64, secs, cpu, ideal float64) Point {
+	p := Point{Scenario: scenario, Design: design, Broker: broker, LatencyMS: float64(latency) / float64(time.Millisecond),
 		Concurrency: concurrency, Partitions: partitions, Records: n, Seconds: secs, PerSecond: float64(n) / secs, Ideal: ideal, CPUMicros: cpu}
 	if ideal > 0 {
 		p.Ratio = p.PerSecond / ideal
 	}
 	return p
 }
+
+func actorsDefaults() actors.Settings { return actors.DefaultSettings() }

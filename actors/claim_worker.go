@@ -1,0 +1,94 @@
+package actors
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/patchflow/patchflow/messages"
+)
+
+// ClaimWorker does the work of one claimed partition for the Bridge: it
+// takes admitted records, finishes them, marks offsets and drains at the end
+// of the claim. The production worker is the PartitionActor
+// (BridgeConfig.NewWorker left nil); the benchmark supplies a plain
+// goroutine pool behind the same bridge to measure what the actors cost.
+type ClaimWorker interface {
+	// Admit hands over one record. The bridge holds one partition credit and
+	// one process credit for it; the worker gives them back through
+	// ClaimWorkerConfig.Release once the record is finished or abandoned.
+	Admit(record *messages.Record)
+	// Drain ends the claim: no more records start, running ones get at most
+	// timeout, the final watermark is marked. It returns once the worker has
+	// stopped marking, or with an error when the worker did not answer.
+	Drain(timeout time.Duration) (*messages.DrainResult, error)
+	// Stopped closes when the worker can take no more records.
+	Stopped() <-chan struct{}
+}
+
+// ClaimWorkerConfig is what the bridge gives a ClaimWorker for one claim.
+type ClaimWorkerConfig struct {
+	Topic       string
+	Partition   int32
+	Generation  int32
+	Epoch       int64 // unique per claim in this process
+	Settings    Settings
+	Handler     Handler
+	DeadLetters DeadLetterWriter
+	Marker      OffsetMarker // fenced: marks after the claim ended are dropped
+	Logger      *slog.Logger
+	Stats       *Stats
+	Observer    Observer
+	// Release returns n records' credits (one partition and one process
+	// credit each) to the bridge.
+	Release func(n int)
+}
+
+// actorWorker runs a claim as a spawned PartitionActor.
+type actorWorker struct {
+	system *actor.ActorSystem
+	pid    *actor.PID
+	pa     *PartitionActor
+}
+
+// spawnPartitionActor is the default BridgeConfig.NewWorker.
+func spawnPartitionActor(system *actor.ActorSystem, cfg ClaimWorkerConfig, cc claimCredits) (*actorWorker, error) {
+	pa := NewPartitionActor(PartitionConfig{
+		Topic: cfg.Topic, Partition: cfg.Partition, Epoch: cfg.Epoch,
+		Settings: cfg.Settings, Handler: cfg.Handler, DeadLetters: cfg.DeadLetters,
+		Marker: cfg.Marker, Logger: cfg.Logger, Stats: cfg.Stats, Observer: cfg.Observer, credits: cc,
+	})
+	name := partitionActorName(cfg)
+	pid, err := system.Root.SpawnNamed(pa.Props(), name)
+	if err != nil {
+		return nil, err
+	}
+	return &actorWorker{system: system, pid: pid, pa: pa}, nil
+}
+
+func partitionActorName(cfg ClaimWorkerConfig) string {
+	return fmt.Sprintf("partition-%s-%d-g%d-e%d", cfg.Topic, cfg.Partition, cfg.Generation, cfg.Epoch)
+}
+
+// Admit implements ClaimWorker.
+func (w *actorWorker) Admit(r *messages.Record) {
+	w.system.Root.Send(w.pid, &messages.RecordAdmitted{Record: r})
+}
+
+// Drain implements ClaimWorker. The actor answers right at its deadline, so
+// drainGrace only matters when it has failed; then it is stopped.
+func (w *actorWorker) Drain(timeout time.Duration) (*messages.DrainResult, error) {
+	res, err := w.system.Root.RequestFuture(w.pid, &messages.Drain{Timeout: durationpb.New(timeout)}, timeout+drainGrace).Result()
+	if err != nil {
+		w.system.Root.Stop(w.pid)
+		return nil, err
+	}
+	r, _ := res.(*messages.DrainResult)
+	return r, nil
+}
+
+// Stopped implements ClaimWorker.
+func (w *actorWorker) Stopped() <-chan struct{} { return w.pa.Stopped() }

@@ -1,0 +1,131 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"time"
+)
+
+// Plan is which points a run measures and for how long.
+type Plan struct {
+	Partitions    int
+	Latencies     []time.Duration
+	Concurrencies []int
+	Short, Long   Window // Long for latencies of 500 ms and more
+	// Members is the number of consumers of the sequential-consumers
+	// baseline.
+	Members int
+	// Overhead: the handler costs nothing; each design is measured Rounds
+	// times, interleaved, at OverheadConcurrency over a topic of
+	// OverheadRecords.
+	OverheadConcurrency, OverheadRecords, Rounds int
+	// End to end: events per configuration (the sequential one gets fewer:
+	// it is slow) over Hosts hosts.
+	EndToEndEvents, SequentialEvents, Hosts int
+	// Memory: backlogs of MemoryRecordBytes records at MemoryConcurrency,
+	// each watched for MemoryWindow with a handler of MemoryLatency.
+	MemoryBacklogs                       []int
+	MemoryRecordBytes, MemoryConcurrency int
+	MemoryLatency, MemoryWindow          time.Duration
+}
+
+// FullPlan is what `make bench` runs.
+func FullPlan() Plan {
+	return Plan{
+		Partitions:          8,
+		Latencies:           []time.Duration{10 * time.Millisecond, 100 * time.Millisecond, 500 * time.Millisecond},
+		Concurrencies:       []int{16, 64, 256, 1024, 4096},
+		Short:               Window{Warmup: time.Second, Measure: 3 * time.Second},
+		Long:                Window{Warmup: 2 * time.Second, Measure: 5 * time.Second},
+		Members:             4,
+		OverheadConcurrency: 512, OverheadRecords: 1_000_000, Rounds: 2,
+		EndToEndEvents: 3000, SequentialEvents: 800, Hosts: 1500,
+		MemoryBacklogs: []int{100_000, 1_000_000}, MemoryRecordBytes: 1024, MemoryConcurrency: 1024,
+		MemoryLatency: 200 * time.Millisecond, MemoryWindow: 15 * time.Second,
+	}
+}
+
+// QuickPlan is a smoke run of every scenario in well under a minute per broker.
+func QuickPlan() Plan {
+	p := FullPlan()
+	p.Latencies = []time.Duration{10 * time.Millisecond, 100 * time.Millisecond}
+	p.Concurrencies = []int{16, 256}
+	p.Short = Window{Warmup: 300 * time.Millisecond, Measure: time.Second}
+	p.Long = p.Short
+	p.OverheadRecords, p.Rounds = 200_000, 1
+	p.EndToEndEvents, p.SequentialEvents, p.Hosts = 300, 100, 150
+	p.MemoryBacklogs, p.MemoryWindow = []int{20_000, 100_000}, 5*time.Second
+	return p
+}
+
+// Describe says what the plan measures, for the report.
+func (p Plan) Describe() string {
+	return fmt.Sprintf("%d partitions; key ordering with a distinct key per record; total concurrency C spread evenly "+
+		"(S = C / %d per partition, G = C); windows: %v warm-up + %v measured (%v + %v at 500 ms); "+
+		"overhead-bound: %d records at C = %d, the 10th to 90th percentile timed, %d round(s) per design, interleaved",
+		p.Partitions, p.Partitions, p.Short.Warmup, p.Short.Measure, p.Long.Warmup, p.Long.Measure,
+		p.OverheadRecords, p.OverheadConcurrency, p.Rounds)
+}
+
+func (p Plan) window(latency time.Duration) Window {
+	if latency >= 500*time.Millisecond {
+		return p.Long
+	}
+	return p.Short
+}
+
+// RunCore measures scenarios 1 to 3 on src and adds the points to r.
+func (p Plan) RunCore(src Source, r *Report, log io.Writer) error {
+	add := func(pt Point, err error) error {
+		if err != nil {
+			return fmt.Errorf("%s on %s: %w", pt.Design, src.Name(), err)
+		}
+		r.Points = append(r.Points, pt)
+		line := fmt.Sprintf("%-6s %-14s %-26s L=%-6v C=%-5d %10.0f records/s", src.Name(), pt.Scenario, pt.Design,
+			time.Duration(pt.LatencyMS*float64(time.Millisecond)), pt.Concurrency, pt.PerSecond)
+		if pt.Ideal > 0 {
+			line += fmt.Sprintf("  ideal %9.0f  ratio %.2f", pt.Ideal, pt.Ratio)
+		}
+		fmt.Fprintf(log, "%s  %5.1f us CPU/record\n", line, pt.CPUMicros)
+		return nil
+	}
+	for _, latency := range p.Latencies {
+		w := p.window(latency)
+		for _, c := range p.Concurrencies {
+			if err := add(Pipeline(src, ScenarioLatency, DesignActors, latency, p.Partitions, c, w)); err != nil {
+				return err
+			}
+		}
+		baselines := []string{DesignSequential, DesignSequentialConsumers}
+		if latency == 100*time.Millisecond {
+			baselines = append(baselines, DesignSequentialSyncCommit)
+		}
+		for _, design := range baselines {
+			if err := add(Sequential(src, design, latency, p.Partitions, p.Members, w)); err != nil {
+				return err
+			}
+		}
+	}
+	w := Window{Records: p.OverheadRecords}
+	for range p.Rounds {
+		for _, design := range []string{DesignActors, DesignPool} {
+			if err := add(Pipeline(src, ScenarioOverhead, design, 0, p.Partitions, p.OverheadConcurrency, w)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// EndToEndConfigs are the configurations of scenario 4: the old design (one
+// event at a time per partition), the listener's defaults, and smaller
+// total concurrencies, among which the report names the best.
+func (p Plan) EndToEndConfigs() []EndToEndConfig {
+	def := actorsDefaults()
+	return []EndToEndConfig{
+		{Name: "sequential", PerPartition: 1, Total: p.Partitions, Ordering: "partition", Events: p.SequentialEvents},
+		{Name: "default", PerPartition: def.InFlightPerPartition, Total: def.InFlightTotal, Ordering: "key", Events: p.EndToEndEvents},
+		{Name: "C=32", PerPartition: 4, Total: 32, Ordering: "key", Events: p.EndToEndEvents},
+		{Name: "C=128", PerPartition: 16, Total: 128, Ordering: "key", Events: p.EndToEndEvents},
+	}
+}

@@ -1,0 +1,210 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/patchflow/patchflow/actors"
+	"github.com/patchflow/patchflow/actors/ledger"
+	"github.com/patchflow/patchflow/actors/ordering"
+	"github.com/patchflow/patchflow/messages"
+)
+
+// pool is the reference the actor pipeline is measured against when the
+// handler costs nothing: a plain goroutine worker pool behind the same
+// bridge (feed loop and credits), with the same ledger and ordering gate.
+// Only the actors are gone: each claim is one owner goroutine with channels
+// instead of a PartitionActor with a mailbox, and a fixed set of workers
+// (one per process credit) replaces a spawned EvaluationActor per record.
+//
+// It keeps the ordering and commit guarantees but nothing the benchmark
+// does not exercise: a failed handler is simply run again until it succeeds
+// or the drain cancels it; there is no backoff, dead-lettering or panic
+// supervision.
+type pool struct {
+	handler actors.Handler
+	jobs    chan job // capacity G: runnable records never exceed admitted ones
+	run     context.Context
+	stop    context.CancelFunc
+	workers sync.WaitGroup
+}
+
+type job struct {
+	record *messages.Record
+	owner  *poolClaim
+}
+
+// newPool starts workers goroutines running handler.
+func newPool(workers int, handler actors.Handler) *pool {
+	run, stop := context.WithCancel(context.Background())
+	p := &pool{handler: handler, jobs: make(chan job, workers), run: run, stop: stop}
+	for range workers {
+		p.workers.Go(p.work)
+	}
+	return p
+}
+
+func (p *pool) work() {
+	for j := range p.jobs {
+		for {
+			err := p.handler.Handle(j.owner.run, j.record)
+			if err == nil || j.owner.run.Err() != nil {
+				break
+			}
+		}
+		j.owner.done <- j.record.GetOffset()
+	}
+}
+
+// close stops the workers once every claim has drained.
+func (p *pool) close() {
+	p.stop()
+	close(p.jobs)
+	p.workers.Wait()
+}
+
+// newWorker is the BridgeConfig.NewWorker of the pool.
+func (p *pool) newWorker(cfg actors.ClaimWorkerConfig) (actors.ClaimWorker, error) {
+	run, cancel := context.WithCancel(p.run)
+	c := &poolClaim{
+		cfg: cfg, pool: p, run: run, cancel: cancel,
+		admitted: make(chan *messages.Record, cfg.Settings.InFlightPerPartition),
+		done:     make(chan int64, cfg.Settings.InFlightPerPartition),
+		drain:    make(chan chan *messages.DrainResult),
+		stopped:  make(chan struct{}),
+		ledger:   ledger.New(cfg.Settings.InFlightPerPartition),
+		gate:     ordering.NewGate(cfg.Settings.Ordering),
+		records:  make(map[int64]*messages.Record, cfg.Settings.InFlightPerPartition),
+		marked:   -1,
+	}
+	go c.own()
+	return c, nil
+}
+
+// poolClaim is one claim: its owner goroutine alone touches the ledger, the
+// gate and the records, as the partition actor does.
+type poolClaim struct {
+	cfg    actors.ClaimWorkerConfig
+	pool   *pool
+	run    context.Context
+	cancel context.CancelFunc
+
+	admitted chan *messages.Record
+	done     chan int64 // capacity S: a worker never waits to report
+	drain    chan chan *messages.DrainResult
+	stopped  chan struct{}
+
+	ledger  *ledger.Ledger
+	gate    *ordering.Gate
+	records map[int64]*messages.Record
+	running int
+	marked  int64
+}
+
+// Admit implements actors.ClaimWorker.
+func (c *poolClaim) Admit(r *messages.Record) {
+	select {
+	case c.admitted <- r:
+	case <-c.stopped:
+		c.cfg.Release(1) // not admitted: never marked, redelivered
+	}
+}
+
+// Drain implements actors.ClaimWorker.
+func (c *poolClaim) Drain(timeout time.Duration) (*messages.DrainResult, error) {
+	reply := make(chan *messages.DrainResult, 1)
+	select {
+	case c.drain <- reply:
+	case <-c.stopped:
+		return nil, errors.New("pool claim already stopped")
+	}
+	select {
+	case r := <-reply:
+		return r, nil
+	case <-time.After(timeout + 2*time.Second):
+		return nil, errors.New("pool claim did not drain")
+	}
+}
+
+// Stopped implements actors.ClaimWorker.
+func (c *poolClaim) Stopped() <-chan struct{} { return c.stopped }
+
+func (c *poolClaim) own() {
+	defer close(c.stopped)
+	var reply chan *messages.DrainResult
+	var deadline <-chan time.Time
+	for {
+		select {
+		case r := <-c.admitted:
+			if reply != nil {
+				c.cfg.Release(1) // arrived after the drain began: not admitted
+				continue
+			}
+			c.admit(r)
+		case off := <-c.done:
+			c.running--
+			c.finish(off)
+		case reply = <-c.drain:
+			c.gate.Clear() // held records never start: abandoned, redelivered
+			deadline = time.After(c.cfg.Settings.DrainTimeout)
+		case <-deadline:
+			c.cancel()
+			c.complete(reply, true)
+			return
+		}
+		if reply != nil && c.running == 0 {
+			c.complete(reply, false)
+			return
+		}
+	}
+}
+
+func (c *poolClaim) admit(r *messages.Record) {
+	off := r.GetOffset()
+	if err := c.ledger.Admit(off); err != nil {
+		c.cfg.Release(1)
+		return
+	}
+	c.records[off] = r
+	if c.gate.Admit(r.GetKey(), off) {
+		c.start(r)
+	}
+}
+
+func (c *poolClaim) start(r *messages.Record) {
+	c.running++
+	c.pool.jobs <- job{record: r, owner: c}
+}
+
+func (c *poolClaim) finish(off int64) {
+	r := c.records[off]
+	delete(c.records, off)
+	advanced, err := c.ledger.Finish(off)
+	if err != nil {
+		return
+	}
+	c.cfg.Release(1)
+	if next, ok := c.gate.Release(r.GetKey()); ok {
+		c.start(c.records[next])
+	}
+	if wm, ok := c.ledger.Watermark(); advanced && ok && wm > c.marked {
+		c.cfg.Marker.MarkOffset(c.cfg.Topic, c.cfg.Partition, wm, "")
+		c.marked = wm
+	}
+}
+
+// complete answers the drain and gives back the credits of what never
+// finished and of records queued but not admitted. The bridge stops calling
+// Admit before it calls Drain, so nothing arrives after this.
+func (c *poolClaim) complete(reply chan *messages.DrainResult, timedOut bool) {
+	c.cancel()
+	abandoned := c.ledger.InFlight()
+	c.cfg.Release(abandoned)
+	for len(c.admitted) > 0 {
+		<-c.admitted
+		c.cfg.Release(1)
+	}
+	reply <- &messages.DrainResult{Watermark: c.marked, Abandoned: int64(abandoned), TimedOut: timedOut}
+}
