@@ -71,10 +71,14 @@ vet:
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-## bench: the benchmark report (work in progress: latency-bound grid and sequential baselines on the
-## in-process broker) into docs/benchmarks.md, docs/benchmarks.json and docs/throughput.png
-bench:
-	$(GO) run ./cmd/bench -out docs
+## bench: the benchmark report: scenarios 1-3 on the in-process broker and a real Kafka broker, end to
+## end with a throwaway PostgreSQL, memory under a backlog; writes docs/benchmarks.md, .json and
+## throughput.png (about 12 minutes on 2 cores). BENCH_FLAGS=-quick for a smoke run.
+bench: build
+	@set -e; \
+	kafka=$$(.ci/kafka start); trap '.ci/kafka down '"$$kafka" EXIT; \
+	.ci/postgres with $(GO) run ./cmd/bench -out docs -listener $(BIN)/listener \
+		-kafka $$(cat $$kafka/brokers) -kafka-version $$(cat $$kafka/version) $(BENCH_FLAGS)
 
 ## bench-pipeline: the pipeline benchmark on the embedded broker (10 ms and 100 ms handlers, S=64, 8 partitions)
 bench-pipeline:

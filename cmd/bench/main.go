@@ -26,7 +26,9 @@ func main() {
 	kafka := flag.String("kafka", "", "bootstrap address of a real Kafka broker for scenarios 1-5 (empty: scenarios 1-4 on the in-process broker only, no scenario 5)")
 	databaseURL := flag.String("database-url", os.Getenv("DATABASE_URL"), "PostgreSQL for scenario 4 (empty: skip it)")
 	listenerBin := flag.String("listener", "bin/listener", "the listener binary, for scenario 5")
+	kafkaVersion := flag.String("kafka-version", "", "version of the real broker, for the report")
 	only := flag.String("only", "core,end-to-end,memory", "scenarios to run: core (1-3), end-to-end (4), memory (5)")
+	events := flag.Int("events", 0, "events per end-to-end configuration (0: the plan's)")
 	flag.Parse()
 	metrics.UseNilMetrics = true // sarama's go-metrics would cost CPU in every measurement
 
@@ -34,11 +36,22 @@ func main() {
 	if *quick {
 		plan = bench.QuickPlan()
 	}
+	if *events > 0 {
+		plan.EndToEndEvents, plan.SequentialEvents, plan.Hosts = *events, max(*events/4, 50), max(*events/2, 50)
+	}
 	sources := []bench.Source{bench.KFake{}}
 	if *kafka != "" {
 		sources = append(sources, bench.NewKafka(strings.Split(*kafka, ",")))
 	}
 	r := bench.NewReport(plan.Describe())
+	if *kafkaVersion != "" {
+		r.Versions["Apache Kafka (real broker)"] = *kafkaVersion
+	}
+	if *databaseURL != "" {
+		if v, err := bench.PostgresVersion(*databaseURL); err == nil {
+			r.Versions["PostgreSQL"] = v
+		}
+	}
 	started := time.Now()
 	run := func(s string) bool { return strings.Contains(*only, s) }
 	if run("core") {

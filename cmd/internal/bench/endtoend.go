@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	_ "github.com/lib/pq" // the PostgreSQL driver
 
 	"github.com/patchflow/patchflow/actors"
 	"github.com/patchflow/patchflow/cmd/internal/checker"
@@ -48,6 +51,9 @@ type EndToEndResult struct {
 	HandlerMS      float64 `json:"mean_handler_ms"`
 	VMaaSMS        float64 `json:"mean_vmaas_ms_per_event"`
 	DatabaseMS     float64 `json:"mean_database_ms_per_event"`
+	StoreSystemMS  float64 `json:"mean_store_system_ms_per_event"`
+	StoreEvalMS    float64 `json:"mean_store_evaluation_ms_per_event"`
+	OthersCPUMS    float64 `json:"other_processes_cpu_ms_per_event"` // PostgreSQL and the broker
 	OtherMS        float64 `json:"mean_other_ms_per_event"` // decoding, validation, waiting for CPU
 	ProcessCores   float64 `json:"process_cores"`           // listener + mock CPU seconds per second
 	MachineCores   float64 `json:"machine_cores"`           // every process, PostgreSQL included
@@ -179,9 +185,12 @@ func (e *EndToEnd) Run(ctx context.Context, c EndToEndConfig) (EndToEndResult, e
 	res.HandlerMS = float64(timed.nanos.Load()) / calls / 1e6
 	res.VMaaSMS = float64(timings.vmaas.Load()) / calls / 1e6
 	res.DatabaseMS = float64(timings.database.Load()) / calls / 1e6
+	res.StoreSystemMS = float64(timings.storeSystem.Load()) / calls / 1e6
+	res.StoreEvalMS = float64(timings.storeEvaluation.Load()) / calls / 1e6
 	res.OtherMS = max(0, res.HandlerMS-res.VMaaSMS-res.DatabaseMS)
 	res.ProcessCores = cpu.Seconds() / res.Seconds
 	res.MachineCores = machine.Seconds() / res.Seconds
+	res.OthersCPUMS = max(0, res.MachineCores-res.ProcessCores) / res.SystemsPerSec * 1000
 
 	rep, err := checker.Check(ctx, domain.Store.DB(), ds, o.Shape, plan.Expected, 8)
 	if err != nil {
@@ -189,9 +198,9 @@ func (e *EndToEnd) Run(ctx context.Context, c EndToEndConfig) (EndToEndResult, e
 	}
 	res.HostsChecked, res.HostsWrong = rep.Hosts, rep.Missing+rep.Wrong
 	if e.Log != nil {
-		fmt.Fprintf(e.Log, "%-6s end-to-end     %-26s S=%-4d G=%-5d %7.1f systems/s  handler %.0f ms (VMaaS %.0f, database %.0f, other %.0f)  cores: process %.2f, machine %.2f  hosts wrong %d/%d\n",
+		fmt.Fprintf(e.Log, "%-6s end-to-end     %-26s S=%-4d G=%-5d %7.1f systems/s  handler %.0f ms (VMaaS %.0f, database %.0f, other %.0f)  cores: process %.2f, machine %.2f (%.0f ms CPU of other processes per event)  hosts wrong %d/%d\n",
 			res.Broker, c.Name, c.PerPartition, c.Total, res.SystemsPerSec, res.HandlerMS, res.VMaaSMS, res.DatabaseMS, res.OtherMS,
-			res.ProcessCores, res.MachineCores, res.HostsWrong, res.HostsChecked)
+			res.ProcessCores, res.MachineCores, res.OthersCPUMS, res.HostsWrong, res.HostsChecked)
 	}
 	return res, nil
 }
@@ -212,11 +221,20 @@ func (h *timedHandler) Handle(ctx context.Context, r *messages.Record) error {
 
 // stageTimings sums the handler's VMaaS and database time.
 type stageTimings struct {
-	vmaas, database atomic.Int64
+	vmaas, database, storeSystem, storeEvaluation atomic.Int64
 }
 
-func (t *stageTimings) VMaaS(d time.Duration, _ error)              { t.vmaas.Add(int64(d)) }
-func (t *stageTimings) Database(_ string, d time.Duration, _ error) { t.database.Add(int64(d)) }
+func (t *stageTimings) VMaaS(d time.Duration, _ error) { t.vmaas.Add(int64(d)) }
+
+func (t *stageTimings) Database(op string, d time.Duration, _ error) {
+	t.database.Add(int64(d))
+	switch op {
+	case "store_system":
+		t.storeSystem.Add(int64(d))
+	case "store_evaluation":
+		t.storeEvaluation.Add(int64(d))
+	}
+}
 
 // machineBusy returns the CPU time every process on the machine has used
 // (user, nice, system, irq, softirq, steal from /proc/stat).
@@ -235,4 +253,16 @@ func machineBusy() time.Duration {
 		}
 	}
 	return time.Duration(ticks) * 10 * time.Millisecond // USER_HZ is 100 on Linux
+}
+
+// PostgresVersion asks the server at url for its version.
+func PostgresVersion(url string) (string, error) {
+	db, err := sql.Open("postgres", url)
+	if err != nil {
+		return "", err
+	}
+	defer db.Close()
+	var v string
+	err = db.QueryRow("SHOW server_version").Scan(&v)
+	return v, err
 }
