@@ -54,9 +54,9 @@ type EndToEndResult struct {
 	StoreSystemMS  float64 `json:"mean_store_system_ms_per_event"`
 	StoreEvalMS    float64 `json:"mean_store_evaluation_ms_per_event"`
 	OthersCPUMS    float64 `json:"other_processes_cpu_ms_per_event"` // PostgreSQL and the broker
-	OtherMS        float64 `json:"mean_other_ms_per_event"` // decoding, validation, waiting for CPU
-	ProcessCores   float64 `json:"process_cores"`           // listener + mock CPU seconds per second
-	MachineCores   float64 `json:"machine_cores"`           // every process, PostgreSQL included
+	OtherMS        float64 `json:"mean_other_ms_per_event"`          // decoding, validation, waiting for CPU
+	ProcessCores   float64 `json:"process_cores"`                    // listener + mock CPU seconds per second
+	MachineCores   float64 `json:"machine_cores"`                    // every process, PostgreSQL included
 	HostsChecked   int     `json:"hosts_checked"`
 	HostsWrong     int     `json:"hosts_wrong"`
 	HandledTwice   int64   `json:"handled_more_than_once"`
