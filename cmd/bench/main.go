@@ -28,10 +28,19 @@ func main() {
 	listenerBin := flag.String("listener", "bin/listener", "the listener binary, for scenario 5")
 	kafkaVersion := flag.String("kafka-version", "", "version of the real broker, for the report")
 	only := flag.String("only", "core,end-to-end,memory", "scenarios to run: core (1-3), end-to-end (4), memory (5)")
+	fromJSON := flag.String("from-json", "", "only rewrite the markdown and the plot from this benchmarks.json (no measuring)")
 	events := flag.Int("events", 0, "events per end-to-end configuration (0: the plan's)")
 	flag.Parse()
 	metrics.UseNilMetrics = true // sarama's go-metrics would cost CPU in every measurement
 
+	if *fromJSON != "" {
+		r, err := bench.ReadReport(*fromJSON)
+		must(err)
+		must(r.WriteMarkdown(filepath.Join(*out, "benchmarks.md")))
+		must(r.WritePlot(filepath.Join(*out, "throughput.png")))
+		fmt.Printf("report rewritten in %s from %s\n", *out, *fromJSON)
+		return
+	}
 	plan := bench.FullPlan()
 	if *quick {
 		plan = bench.QuickPlan()

@@ -57,6 +57,19 @@ func NewReport(settings string) *Report {
 		Settings: settings, Versions: versions}
 }
 
+// ReadReport reads a report written by WriteJSON.
+func ReadReport(path string) (*Report, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	r := &Report{}
+	if err := json.Unmarshal(b, r); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return r, nil
+}
+
 // WriteJSON writes the raw results.
 func (r *Report) WriteJSON(path string) error {
 	b, err := json.MarshalIndent(r, "", "  ")
