@@ -84,7 +84,7 @@ func NewBridge(cfg BridgeConfig) (*Bridge, error) {
 		return nil, err
 	}
 	if (cfg.System == nil && cfg.NewWorker == nil) || cfg.Handler == nil || cfg.DeadLetters == nil {
-		return nil, fmt.Errorf("bridge needs an actor system, a handler and a dead-letter writer")
+		return nil, fmt.Errorf("bridge needs a handler, a dead-letter writer, and an actor system (unless NewWorker is set)")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -214,14 +214,14 @@ func (b *Bridge) feed(session sarama.ConsumerGroupSession, claim sarama.Consumer
 		case <-ctx.Done():
 			return "session ended"
 		case <-stopped:
-			return "partition actor stopped"
+			return "partition worker stopped"
 		}
 		if !cc.acquire(ctx, stopped) {
 			// msg is not admitted and so never marked: Kafka redelivers it.
 			if ctx.Err() != nil {
 				return "session ended"
 			}
-			return "partition actor stopped"
+			return "partition worker stopped"
 		}
 		worker.Admit(recordOf(msg))
 	}

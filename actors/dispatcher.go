@@ -1,6 +1,11 @@
 package actors
 
-import "github.com/asynkron/protoactor-go/actor"
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
 
 // warmDispatcher is a protoactor Dispatcher that runs mailboxes on parked
 // goroutines it keeps for reuse. protoactor's default dispatcher starts a
@@ -8,7 +13,8 @@ import "github.com/asynkron/protoactor-go/actor"
 // actor per record that is a goroutine per record, and each new goroutine
 // also grows its stack by copying as the handler's call stack deepens
 // (together about a fifth of the pipeline's CPU when handlers cost nothing).
-// A parked goroutine keeps its grown stack.
+// A parked goroutine is reused with the stack it has grown (until a garbage
+// collection shrinks it, which is rare next to a record's lifetime).
 //
 // Schedule never blocks: when no goroutine is parked it starts one, which
 // parks after running and so joins the set. The set is as large as the most
@@ -19,6 +25,8 @@ type warmDispatcher struct {
 	throughput int
 	work       chan func() // unbuffered: a send succeeds only into a parked goroutine
 	closed     chan struct{}
+	closeOnce  sync.Once
+	started    atomic.Int64 // goroutines started, for tests
 }
 
 var _ actor.Dispatcher = (*warmDispatcher)(nil)
@@ -32,6 +40,7 @@ func (d *warmDispatcher) Schedule(fn func()) {
 	select {
 	case d.work <- fn:
 	default:
+		d.started.Add(1)
 		go d.run(fn)
 	}
 }
@@ -54,9 +63,5 @@ func (d *warmDispatcher) run(fn func()) {
 // close lets every parked goroutine exit; later schedules still run, each
 // on a goroutine that exits when done.
 func (d *warmDispatcher) close() {
-	select {
-	case <-d.closed:
-	default:
-		close(d.closed)
-	}
+	d.closeOnce.Do(func() { close(d.closed) })
 }

@@ -20,7 +20,8 @@ import (
 // Semantics follow protoactor's default mailbox: system messages go first,
 // SuspendMailbox/ResumeMailbox hold user messages back, a panic in a
 // handler escalates to the supervisor with the message that caused it, and
-// a mailbox yields after the dispatcher's throughput.
+// a mailbox yields after the dispatcher's throughput. It does not expand
+// MessageBatch and has no mailbox middleware: evaluation actors use neither.
 type childMailbox struct {
 	mu        sync.Mutex
 	system    fifo

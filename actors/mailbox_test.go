@@ -2,7 +2,6 @@ package actors
 
 import (
 	"fmt"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -120,8 +119,30 @@ func TestChildMailboxEscalatesPanics(t *testing.T) {
 	}
 }
 
-// Schedule never blocks, even with every goroutine busy; goroutines are
-// reused; close lets them all exit (TestMain checks for leaks).
+// A message posted while the mailbox is going idle is never stranded: the
+// processor re-checks after it marks itself idle. Each round posts a user
+// and a system message from two goroutines at once and waits for both; a
+// mailbox that lost a wakeup leaves a round waiting.
+func TestChildMailboxNeverStrandsAMessage(t *testing.T) {
+	m, inv, _ := newTestMailbox(t)
+	for round := 0; round < 20000; round++ {
+		var wg sync.WaitGroup
+		wg.Go(func() { m.PostUserMessage(round) })
+		wg.Go(func() { m.PostSystemMessage(round) })
+		wg.Wait()
+		for i := 0; i < 2; i++ {
+			select {
+			case <-inv.delivered:
+			case <-time.After(5 * time.Second):
+				t.Fatalf("round %d: a message was posted and never delivered", round)
+			}
+		}
+	}
+}
+
+// Schedule never blocks, even with every goroutine busy; sequential
+// schedules reuse parked goroutines rather than start new ones; close lets
+// them all exit (TestMain checks for leaks).
 func TestWarmDispatcherNeverBlocksAndReuses(t *testing.T) {
 	d := newWarmDispatcher(300)
 	defer d.close()
@@ -129,27 +150,29 @@ func TestWarmDispatcherNeverBlocksAndReuses(t *testing.T) {
 	var running sync.WaitGroup
 	const busy = 64
 	running.Add(busy)
-	for i := 0; i < busy; i++ {
-		d.Schedule(func() { running.Done(); <-release })
+	scheduled := make(chan struct{})
+	go func() {
+		for i := 0; i < busy; i++ {
+			d.Schedule(func() { running.Done(); <-release })
+		}
+		close(scheduled)
+	}()
+	select {
+	case <-scheduled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Schedule blocked while every goroutine was busy")
 	}
 	running.Wait() // all 64 run at once: none waited for another
 	close(release)
-	ids := make(chan int, 1000)
 	for i := 0; i < 1000; i++ {
 		done := make(chan struct{})
-		d.Schedule(func() { ids <- goroutineCount(); close(done) })
+		d.Schedule(func() { close(done) })
 		<-done
 	}
-	close(ids)
-	highest := 0
-	for n := range ids {
-		highest = max(highest, n)
-	}
-	// 1,000 sequential schedules reuse the 64 parked goroutines: the count
-	// never rises above them (plus the test's own).
-	if base := busy + 20; highest > base+10 {
-		t.Fatalf("goroutines rose to %d with sequential schedules; want reuse (about %d)", highest, base)
+	// The 64 goroutines park after their first run; the 1,000 later runs go
+	// to them. A goroutine finishing fn and parking races with the next
+	// Schedule, so allow a few extra starts, never hundreds.
+	if n := d.started.Load(); n > busy+8 {
+		t.Fatalf("%d goroutines started for %d concurrent and 1,000 sequential runs; want about %d", n, busy, busy)
 	}
 }
-
-func goroutineCount() int { return runtime.NumGoroutine() }

@@ -53,6 +53,7 @@ func main() {
 		sources = append(sources, bench.NewKafka(strings.Split(*kafka, ",")))
 	}
 	r := bench.NewReport(plan.Describe())
+	r.Members = plan.Members
 	if *kafkaVersion != "" {
 		r.Versions["Apache Kafka (real broker)"] = *kafkaVersion
 	}
@@ -73,6 +74,8 @@ func main() {
 		if *kafka != "" {
 			e.Kafka = strings.Split(*kafka, ",")
 		}
+		_, err := e.Run(context.Background(), plan.EndToEndWarmup())
+		must(err)
 		for _, c := range plan.EndToEndConfigs() {
 			res, err := e.Run(context.Background(), c)
 			must(err)

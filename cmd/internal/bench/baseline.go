@@ -91,7 +91,7 @@ func Sequential(src Source, design string, latency time.Duration, partitions, me
 		return Point{}, fmt.Errorf("unknown baseline %q", design)
 	}
 	ideal := idealRate(concurrency, latency)
-	brokers, topic, id, done, err := src.Topic(partitions, recordsFor(ideal, w))
+	brokers, topic, id, produced, done, err := src.Topic(partitions, recordsFor(ideal, w))
 	if err != nil {
 		return Point{}, err
 	}
@@ -101,7 +101,7 @@ func Sequential(src Source, design string, latency time.Duration, partitions, me
 	// Members join one by one and the group rebalances meanwhile: the
 	// window starts once every partition has handled a record.
 	settled := func() bool { return h.active.Load() >= int64(partitions) }
-	n, secs, cpu, err := runGroup(group{brokers: brokers, topic: topic, id: id}, actors.DefaultSettings(), h, members, w, &handled, settled, latency)
+	n, secs, cpu, err := runGroup(group{brokers: brokers, topic: topic, id: id, records: produced}, actors.DefaultSettings(), h, members, w, &handled, settled, latency)
 	if err != nil {
 		return Point{}, err
 	}

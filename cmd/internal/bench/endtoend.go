@@ -43,6 +43,7 @@ type EndToEndConfig struct {
 type EndToEndResult struct {
 	EndToEndConfig
 	Broker         string  `json:"broker"`
+	DBConnections  int     `json:"database_connections"`
 	Partitions     int     `json:"partitions"`
 	Hosts          int     `json:"hosts"`
 	EventBytes     int64   `json:"mean_event_bytes"`
@@ -83,7 +84,9 @@ func (e *EndToEnd) Run(ctx context.Context, c EndToEndConfig) (EndToEndResult, e
 	// meets hosts an earlier one (or an earlier run on this database) stored.
 	seed := time.Now().UnixNano()/1e6 + e.seed.Add(1)
 	o := loadgen.DefaultOptions()
-	o.Seed, o.Hosts, o.Events, o.BadShare, o.IDOnlyShare = uint64(seed), e.Hosts, c.Events, 0, 0
+	// Only created and updated events: each evaluates one system, so events/s
+	// is systems/s (deletes would count without evaluating anything).
+	o.Seed, o.Hosts, o.Events, o.BadShare, o.IDOnlyShare, o.DeleteShare = uint64(seed), e.Hosts, c.Events, 0, 0, 0
 	ds := platform.NewDataset(o.Seed, platform.DefaultSize())
 	mock, err := platform.NewServer(ds, platform.ServerOptions{Faults: platform.Faults{Latency: "fixed:100ms"}, Shape: o.Shape, BulkProfiles: o.Bulk})
 	if err != nil {
@@ -130,6 +133,7 @@ func (e *EndToEnd) Run(ctx context.Context, c EndToEndConfig) (EndToEndResult, e
 		}
 	}
 	k := cfg.Kafka
+	res.DBConnections = cfg.Domain.Pool.MaxOpen
 	plan := loadgen.NewPlan(o)
 	sent, err := loadgen.Produce(ctx, ds, o, plan, loadgen.ProduceOptions{Brokers: k.Brokers, Topic: k.Topic, Version: k.Version, Compression: "lz4"})
 	if err != nil {
@@ -162,22 +166,41 @@ func (e *EndToEnd) Run(ctx context.Context, c EndToEndConfig) (EndToEndResult, e
 	}
 	total := int64(len(plan.Items))
 	stats := bridge.Stats()
-	waitFor(func() bool { return stats.Snapshot().Admitted > 0 }, time.Minute)
+	// Every wait also watches the listener: one that stopped is an error
+	// now, not after the wait's limit.
+	var exited error
+	watch := func(cond func() bool, limit time.Duration) bool {
+		return waitFor(func() bool {
+			select {
+			case exited = <-done:
+				if exited == nil {
+					exited = fmt.Errorf("listener stopped early")
+				}
+				return true
+			default:
+			}
+			return cond()
+		}, limit) && exited == nil
+	}
+	if !watch(func() bool { return stats.Snapshot().Admitted > 0 }, time.Minute) {
+		return res, fmt.Errorf("%s: nothing admitted in a minute: %v", c.Name, exited)
+	}
 	began, cpu0, machine0 := time.Now(), cpuTime(), machineBusy()
-	waitFor(func() bool { s := stats.Snapshot(); return s.Succeeded+s.DeadLettered >= total }, 10*time.Minute)
+	if !watch(func() bool { s := stats.Snapshot(); return s.Succeeded+s.DeadLettered >= total }, 10*time.Minute) {
+		s := stats.Snapshot()
+		return res, fmt.Errorf("%s: %d of %d events finished: %v", c.Name, s.Succeeded+s.DeadLettered, total, exited)
+	}
 	elapsed := time.Since(began)
 	cpu, machine := cpuTime()-cpu0, machineBusy()-machine0
-	waitFor(func() bool { p, err := offsets.Read(k.Brokers, k.Topic, k.Group); return err == nil && p.AtEnd() }, 30*time.Second)
-	p, err := offsets.Read(k.Brokers, k.Topic, k.Group)
-	res.CommittedToEnd = err == nil && p.AtEnd()
+	res.CommittedToEnd = watch(func() bool { p, err := offsets.Read(k.Brokers, k.Topic, k.Group); return err == nil && p.AtEnd() }, 30*time.Second)
+	if exited != nil {
+		return res, fmt.Errorf("%s: %v", c.Name, exited)
+	}
 	cancel()
 	if err := <-done; err != nil {
 		return res, err
 	}
 	s := stats.Snapshot()
-	if s.Succeeded+s.DeadLettered < total {
-		return res, fmt.Errorf("%s: only %d of %d events finished in 10 minutes", c.Name, s.Succeeded+s.DeadLettered, total)
-	}
 	res.HandledTwice = s.Succeeded + s.DeadLettered - total
 	res.Seconds = elapsed.Seconds()
 	res.SystemsPerSec = float64(total) / res.Seconds
@@ -255,14 +278,16 @@ func machineBusy() time.Duration {
 	return time.Duration(ticks) * 10 * time.Millisecond // USER_HZ is 100 on Linux
 }
 
-// PostgresVersion asks the server at url for its version.
+// PostgresVersion asks the server at url for its version and the settings
+// that change write throughput most.
 func PostgresVersion(url string) (string, error) {
 	db, err := sql.Open("postgres", url)
 	if err != nil {
 		return "", err
 	}
 	defer db.Close()
-	var v string
-	err = db.QueryRow("SHOW server_version").Scan(&v)
-	return v, err
+	var v, fsync, syncCommit, buffers string
+	err = db.QueryRow(`SELECT current_setting('server_version'), current_setting('fsync'),
+		current_setting('synchronous_commit'), current_setting('shared_buffers')`).Scan(&v, &fsync, &syncCommit, &buffers)
+	return fmt.Sprintf("%s (fsync %s, synchronous_commit %s, shared_buffers %s)", v, fsync, syncCommit, buffers), err
 }

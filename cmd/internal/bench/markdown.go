@@ -3,7 +3,6 @@ package bench
 import (
 	"fmt"
 	"os"
-	"runtime"
 	"slices"
 	"strings"
 )
@@ -90,7 +89,7 @@ func (r *Report) targets() [][4]string {
 		small, large := r.Memory[0], r.Memory[len(r.Memory)-1]
 		growth := large.PeakRSSMiB / small.PeakRSSMiB
 		rows = append(rows, [4]string{"5. memory (kafka)", fmt.Sprintf("peak RSS flat while the backlog grows (at most %.2f × for %d × the backlog)", memoryFlatFactor, large.Backlog/max(small.Backlog, 1)),
-			fmt.Sprintf("%.0f MiB with %d records waiting, %.0f MiB with %d (%.2f ×)", small.PeakRSSMiB, small.Backlog, large.PeakRSSMiB, large.Backlog, growth),
+			fmt.Sprintf("%.0f MiB with a backlog of %d records, %.0f MiB with %d (%.2f ×)", small.PeakRSSMiB, small.Backlog, large.PeakRSSMiB, large.Backlog, growth),
 			metText(growth <= memoryFlatFactor)})
 	}
 	return rows
@@ -101,7 +100,7 @@ func (r *Report) latencyTable(b *strings.Builder) {
 	if len(r.pick(ScenarioLatency, DesignActors, "")) == 0 {
 		return
 	}
-	b.WriteString("\n## 1. Latency-bound pipeline\n\nThe actor pipeline with a handler that only waits L. Ideal = total concurrency / L. Target: ratio ≥ 0.9 wherever the ideal is ≤ 20,000 records/s.\n\n")
+	b.WriteString("\n## 1. Latency-bound pipeline\n\nThe actor pipeline with a handler that only waits L. Ideal = total concurrency / L. Target: ratio ≥ 0.9 wherever the ideal is ≤ 20,000 records/s. CPU µs/record is the benchmark process's CPU over the records handled; at low rates it is mostly the fixed cost of an idle consumer (heartbeats, fetch polls) spread over few records.\n\n")
 	b.WriteString("| L | C | ideal records/s |")
 	for _, br := range brokers {
 		fmt.Fprintf(b, " %s records/s | ratio | CPU µs/record |", br)
@@ -138,7 +137,7 @@ func (r *Report) baselineTable(b *strings.Builder) {
 	b.WriteString("\n## 2. Baselines, same run\n\n")
 	b.WriteString("- **sequential-per-partition**: the design patchflow replaces. One record at a time per partition, offset marked after each and committed by sarama (every second, as for the pipeline).\n")
 	b.WriteString("- **sequential-sync-commit**: the same with a synchronous `session.Commit()` after every record. On kfake that commit queues behind the fetch long-poll on the shared broker connection (up to `Consumer.MaxWaitTime`, 500 ms); the real broker answers the fetch at once while data waits, so there it costs little.\n")
-	b.WriteString("- **sequential-consumers**: 4 consumer-group members in one process, each handling one record at a time across its partitions.\n\n")
+	fmt.Fprintf(b, "- **sequential-consumers**: %d consumer-group members in one process, each handling one record at a time across its partitions.\n\n", r.Members)
 	b.WriteString("Speedup = the actor pipeline at C = 1024 (same broker, same latency) over the baseline.\n\n")
 	b.WriteString("| broker | L | design | C | records/s | ratio to its own ideal | actors at C = 1024 | speedup |\n|---|---|---|---|---|---|---|---|\n")
 	for _, br := range r.brokers() {
@@ -176,9 +175,10 @@ func (r *Report) endToEndTable(b *strings.Builder) {
 		return
 	}
 	e := r.EndToEnd[0]
-	fmt.Fprintf(b, "\n## 4. End to end\n\nThe listener with its real handler: realistic inventory events (about %d KB of JSON each: 400 packages, 150 repositories, the whole system profile; sent lz4-compressed), the platform mock answering VMaaS after a fixed 100 ms, PostgreSQL (a throwaway server with fsync and synchronous commit off), %d partitions, %d hosts per configuration (each its own, so none is skipped as already applied). The VMaaS answer cache (on by default) is off, so every evaluation pays the 100 ms. **sequential** is the old design: one event at a time per partition. Every host is then checked against the expected state by independent SQL.\n\n",
+	fmt.Fprintf(b, "\n## 4. End to end\n\nThe listener with its real handler: realistic inventory events (about %d KB of JSON each: 400 packages, 150 repositories, the whole system profile; sent lz4-compressed), the platform mock answering VMaaS after a fixed 100 ms, PostgreSQL (see its settings above), %d partitions, %d hosts per configuration (each its own, so none is skipped as already applied). The VMaaS answer cache (on by default) is off, so every evaluation pays the 100 ms. **sequential** is the old design: one event at a time per partition. Every host is then checked against the expected state by independent SQL.\n\n",
 		e.EventBytes/1024, e.Partitions, e.Hosts)
-	b.WriteString("Time per event, in the handler: VMaaS (the call), database (storing the system, then the evaluation; includes waiting for one of the 32 pooled connections), other (decoding, validation, building the request). Cores: CPU seconds per second of the benchmark process (listener and platform mock) and of the whole machine (PostgreSQL, the broker and the benchmark).\n\n")
+	fmt.Fprintf(b, "Time per event, in the handler: VMaaS (the call), database (storing the system, then the evaluation; includes waiting for one of the %d pooled connections), other", e.DBConnections)
+	b.WriteString(" (decoding, validation, building the request). Cores: CPU seconds per second of the benchmark process (listener and platform mock) and of the whole machine (PostgreSQL, the broker and the benchmark).\n\n")
 	b.WriteString("| broker | configuration | S | G | events | systems/s | × patchman (6/s) | handler ms | VMaaS ms | database ms (store system + evaluation) | other ms | process cores | machine cores | CPU ms of other processes per event | hosts wrong | handled twice | committed to end |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, e := range r.EndToEnd {
 		fmt.Fprintf(b, "| %s | %s | %d | %d | %d | %.1f | %.1f | %.0f | %.0f | %.0f (%.0f + %.0f) | %.0f | %.2f | %.2f | %.1f | %d of %d | %d | %v |\n",
@@ -193,7 +193,7 @@ func (r *Report) endToEndTable(b *strings.Builder) {
 		fmt.Fprintf(b, "\nWhere the time goes at %s: the machine had %.2f of its %d cores busy. The benchmark process (listener, platform mock, load generator idle by then) used %.2f cores, %.1f ms of CPU per event; the other processes (PostgreSQL above all, and the broker) used %.1f ms per event. "+
 			"A handler spent %.0f ms on average: %.0f ms in the VMaaS call (the mock's 100 ms plus queueing), %.0f ms in the database (%.0f storing the system and its packages, %.0f storing the evaluation; this includes waiting for a pooled connection and for PostgreSQL's CPU), %.0f ms on the rest. "+
 			"Adding concurrency past the point where PostgreSQL saturates the CPU only lengthens the wait for a database connection: throughput stays where the machine's CPU puts it.\n",
-			best.Name, best.MachineCores, runtimeCPUs(), best.ProcessCores, best.ProcessCores/best.SystemsPerSec*1000, best.OthersCPUMS,
+			best.Name, best.MachineCores, r.Cores, best.ProcessCores, best.ProcessCores/best.SystemsPerSec*1000, best.OthersCPUMS,
 			best.HandlerMS, best.VMaaSMS, best.DatabaseMS, best.StoreSystemMS, best.StoreEvalMS, best.OtherMS)
 	}
 }
@@ -203,7 +203,7 @@ func (r *Report) memoryTable(b *strings.Builder) {
 		return
 	}
 	m := r.Memory[0]
-	fmt.Fprintf(b, "\n## 5. Memory\n\nThe listener binary in its own process, the real broker in its own, the simulated handler at %.0f ms (slow enough that the backlog never drains during the window), total concurrency %d. Peak RSS is the kernel's high-water mark (VmHWM) at the end of the window.\n\n", m.LatencyMS, m.Concurrency)
+	fmt.Fprintf(b, "\n## 5. Memory\n\nThe listener binary in its own process, the real broker in its own, the simulated handler at %.0f ms (slow enough that records still wait at the end of the window: the run fails otherwise), total concurrency %d. Peak RSS is the kernel's high-water mark (VmHWM) at the end of the window.\n\n", m.LatencyMS, m.Concurrency)
 	b.WriteString("| backlog records | record bytes | backlog MiB | window s | consumed | still waiting | peak RSS MiB | RSS at end MiB |\n|---|---|---|---|---|---|---|---|\n")
 	for _, m := range r.Memory {
 		fmt.Fprintf(b, "| %d | %d | %.0f | %.0f | %d | %d | %.0f | %.0f |\n", m.Backlog, m.RecordBytes, m.BacklogMiB, m.Seconds, m.Consumed, m.StillWaiting, m.PeakRSSMiB, m.FinalRSSMiB)
@@ -288,5 +288,3 @@ func (r *Report) endToEnd(name string) *EndToEndResult {
 	}
 	return nil
 }
-
-func runtimeCPUs() int { return runtime.NumCPU() }

@@ -81,10 +81,17 @@ func Memory(listenerBin string, brokers []string, backlog, recordBytes, concurre
 	}
 	res.Seconds = time.Since(start).Seconds()
 	res.PeakRSSMiB, res.FinalRSSMiB = status["VmHWM"]/1024, status["VmRSS"]/1024
+	// Progress as committed while the listener still runs (the last second
+	// of marks may not have landed yet, so this undercounts slightly).
+	p, err := offsets.Read(brokers, topic, topic)
 	stop()
-	if p, err := offsets.Read(brokers, topic, topic); err == nil {
-		res.Consumed = p.Done()
-		res.StillWaiting = p.Total() - res.Consumed
+	if err != nil {
+		return res, fmt.Errorf("read the group's progress: %w", err)
+	}
+	res.Consumed = p.Done()
+	res.StillWaiting = p.Total() - res.Consumed
+	if res.StillWaiting <= 0 {
+		return res, fmt.Errorf("the backlog of %d records drained within the window: the figure would be of an idle listener; lengthen the handler latency or shorten the window", backlog)
 	}
 	if log != nil {
 		fmt.Fprintf(log, "kafka  memory         backlog %7d x %d B (%6.0f MiB)  G=%d: peak RSS %.0f MiB, %d consumed in %.0fs, %d still waiting\n",

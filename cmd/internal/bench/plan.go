@@ -54,7 +54,7 @@ func QuickPlan() Plan {
 	p.Long = p.Short
 	p.OverheadRecords, p.Rounds = 200_000, 1
 	p.EndToEndEvents, p.SequentialEvents, p.Hosts = 300, 100, 150
-	p.MemoryBacklogs, p.MemoryWindow = []int{20_000, 100_000}, 5*time.Second
+	p.MemoryBacklogs, p.MemoryWindow = []int{50_000, 500_000}, 5*time.Second
 	return p
 }
 
@@ -76,10 +76,7 @@ func (p Plan) window(latency time.Duration) Window {
 
 // RunCore measures scenarios 1 to 3 on src and adds the points to r.
 func (p Plan) RunCore(src Source, r *Report, log io.Writer) error {
-	add := func(pt Point, err error) error {
-		if err != nil {
-			return fmt.Errorf("%s on %s: %w", pt.Design, src.Name(), err)
-		}
+	record := func(pt Point) error {
 		r.Points = append(r.Points, pt)
 		line := fmt.Sprintf("%-6s %-14s %-26s L=%-6v C=%-5d %10.0f records/s", src.Name(), pt.Scenario, pt.Design,
 			time.Duration(pt.LatencyMS*float64(time.Millisecond)), pt.Concurrency, pt.PerSecond)
@@ -89,10 +86,18 @@ func (p Plan) RunCore(src Source, r *Report, log io.Writer) error {
 		fmt.Fprintf(log, "%s  %5.1f us CPU/record\n", line, pt.CPUMicros)
 		return nil
 	}
+	add := func(what string) func(Point, error) error {
+		return func(pt Point, err error) error {
+			if err != nil {
+				return fmt.Errorf("%s on %s: %w", what, src.Name(), err)
+			}
+			return record(pt)
+		}
+	}
 	for _, latency := range p.Latencies {
 		w := p.window(latency)
 		for _, c := range p.Concurrencies {
-			if err := add(Pipeline(src, ScenarioLatency, DesignActors, latency, p.Partitions, c, w)); err != nil {
+			if err := add(fmt.Sprintf("actors at L = %v, C = %d", latency, c))(Pipeline(src, ScenarioLatency, DesignActors, latency, p.Partitions, c, w)); err != nil {
 				return err
 			}
 		}
@@ -101,7 +106,7 @@ func (p Plan) RunCore(src Source, r *Report, log io.Writer) error {
 			baselines = append(baselines, DesignSequentialSyncCommit)
 		}
 		for _, design := range baselines {
-			if err := add(Sequential(src, design, latency, p.Partitions, p.Members, w)); err != nil {
+			if err := add(fmt.Sprintf("%s at L = %v", design, latency))(Sequential(src, design, latency, p.Partitions, p.Members, w)); err != nil {
 				return err
 			}
 		}
@@ -109,12 +114,20 @@ func (p Plan) RunCore(src Source, r *Report, log io.Writer) error {
 	w := Window{Records: p.OverheadRecords}
 	for range p.Rounds {
 		for _, design := range []string{DesignActors, DesignPool} {
-			if err := add(Pipeline(src, ScenarioOverhead, design, 0, p.Partitions, p.OverheadConcurrency, w)); err != nil {
+			if err := add(design + " at L = 0")(Pipeline(src, ScenarioOverhead, design, 0, p.Partitions, p.OverheadConcurrency, w)); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// EndToEndWarmup runs before the measured configurations and is not
+// reported: package and advisory names are shared by every host, so
+// whichever configuration ran first would pay alone for inserting them.
+func (p Plan) EndToEndWarmup() EndToEndConfig {
+	def := actorsDefaults()
+	return EndToEndConfig{Name: "warm-up", PerPartition: def.InFlightPerPartition, Total: def.InFlightTotal, Ordering: "key", Events: max(p.EndToEndEvents/6, 50)}
 }
 
 // EndToEndConfigs are the configurations of scenario 4: the old design (one

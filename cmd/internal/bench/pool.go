@@ -29,6 +29,7 @@ type pool struct {
 	run     context.Context
 	stop    context.CancelFunc
 	workers sync.WaitGroup
+	owners  sync.WaitGroup // claims' owner goroutines: they send on jobs
 }
 
 type job struct {
@@ -48,19 +49,21 @@ func newPool(workers int, handler actors.Handler) *pool {
 
 func (p *pool) work() {
 	for j := range p.jobs {
-		for {
+		for attempt := 1; ; attempt++ {
 			err := p.handler.Handle(j.owner.run, j.record)
 			if err == nil || j.owner.run.Err() != nil {
 				break
 			}
+			time.Sleep(time.Duration(min(attempt, 100)) * time.Millisecond) // no hot loop on a failing handler
 		}
 		j.owner.done <- j.record.GetOffset()
 	}
 }
 
-// close stops the workers once every claim has drained.
+// close stops every claim still running, then the workers.
 func (p *pool) close() {
 	p.stop()
+	p.owners.Wait() // no owner can send on jobs any more
 	close(p.jobs)
 	p.workers.Wait()
 }
@@ -72,15 +75,24 @@ func (p *pool) newWorker(cfg actors.ClaimWorkerConfig) (actors.ClaimWorker, erro
 		cfg: cfg, pool: p, run: run, cancel: cancel,
 		admitted: make(chan *messages.Record, cfg.Settings.InFlightPerPartition),
 		done:     make(chan int64, cfg.Settings.InFlightPerPartition),
-		drain:    make(chan chan *messages.DrainResult),
+		drain:    make(chan drainRequest),
 		stopped:  make(chan struct{}),
 		ledger:   ledger.New(cfg.Settings.InFlightPerPartition),
 		gate:     ordering.NewGate(cfg.Settings.Ordering),
 		records:  make(map[int64]*messages.Record, cfg.Settings.InFlightPerPartition),
 		marked:   -1,
 	}
-	go c.own()
+	p.owners.Add(1)
+	go func() {
+		defer p.owners.Done()
+		c.own()
+	}()
 	return c, nil
+}
+
+type drainRequest struct {
+	reply   chan *messages.DrainResult
+	timeout time.Duration
 }
 
 // poolClaim is one claim: its owner goroutine alone touches the ledger, the
@@ -93,7 +105,7 @@ type poolClaim struct {
 
 	admitted chan *messages.Record
 	done     chan int64 // capacity S: a worker never waits to report
-	drain    chan chan *messages.DrainResult
+	drain    chan drainRequest
 	stopped  chan struct{}
 
 	ledger  *ledger.Ledger
@@ -115,15 +127,19 @@ func (c *poolClaim) Admit(r *messages.Record) {
 // Drain implements actors.ClaimWorker.
 func (c *poolClaim) Drain(timeout time.Duration) (*messages.DrainResult, error) {
 	reply := make(chan *messages.DrainResult, 1)
+	limit := time.NewTimer(timeout + 2*time.Second)
+	defer limit.Stop()
 	select {
-	case c.drain <- reply:
+	case c.drain <- drainRequest{reply: reply, timeout: timeout}:
 	case <-c.stopped:
 		return nil, errors.New("pool claim already stopped")
+	case <-limit.C:
+		return nil, errors.New("pool claim did not take the drain")
 	}
 	select {
 	case r := <-reply:
 		return r, nil
-	case <-time.After(timeout + 2*time.Second):
+	case <-limit.C:
 		return nil, errors.New("pool claim did not drain")
 	}
 }
@@ -146,9 +162,12 @@ func (c *poolClaim) own() {
 		case off := <-c.done:
 			c.running--
 			c.finish(off)
-		case reply = <-c.drain:
+		case req := <-c.drain:
+			reply = req.reply
 			c.gate.Clear() // held records never start: abandoned, redelivered
-			deadline = time.After(c.cfg.Settings.DrainTimeout)
+			deadline = time.After(req.timeout)
+		case <-c.pool.run.Done():
+			return // the pool is closing
 		case <-deadline:
 			c.cancel()
 			c.complete(reply, true)
@@ -173,9 +192,15 @@ func (c *poolClaim) admit(r *messages.Record) {
 	}
 }
 
+// start queues r for a worker. jobs has room for every credit, so this
+// waits only when jobs of an earlier, timed-out drain still hold slots; it
+// gives up when the claim's run ends (the record stays unfinished).
 func (c *poolClaim) start(r *messages.Record) {
-	c.running++
-	c.pool.jobs <- job{record: r, owner: c}
+	select {
+	case c.pool.jobs <- job{record: r, owner: c}:
+		c.running++
+	case <-c.run.Done():
+	}
 }
 
 func (c *poolClaim) finish(off int64) {

@@ -20,12 +20,15 @@ import (
 
 // Report is one benchmark run.
 type Report struct {
-	Started  time.Time `json:"started"`
-	Machine  string    `json:"machine"`
-	Go       string    `json:"go"`
-	Settings string    `json:"settings"`
-	Took     string    `json:"took"`
-	Points   []Point   `json:"points"`
+	Started time.Time `json:"started"`
+	Machine string    `json:"machine"`
+	Cores   int       `json:"cores"`
+	// Members is the number of consumers of the sequential-consumers baseline.
+	Members  int     `json:"members"`
+	Go       string  `json:"go"`
+	Settings string  `json:"settings"`
+	Took     string  `json:"took"`
+	Points   []Point `json:"points"`
 	// EndToEnd and Memory are scenarios 4 and 5 (empty when not run).
 	EndToEnd []EndToEndResult `json:"end_to_end,omitempty"`
 	Memory   []MemoryResult   `json:"memory,omitempty"`
@@ -53,7 +56,7 @@ func NewReport(settings string) *Report {
 			}
 		}
 	}
-	return &Report{Started: time.Now().UTC(), Machine: fmt.Sprintf("%d cores, %s", runtime.NumCPU(), cpu), Go: runtime.Version(),
+	return &Report{Started: time.Now().UTC(), Machine: fmt.Sprintf("%d cores, %s", runtime.NumCPU(), cpu), Cores: runtime.NumCPU(), Go: runtime.Version(),
 		Settings: settings, Versions: versions}
 }
 

@@ -9,7 +9,7 @@ import (
 
 func sampleReport() *Report {
 	r := NewReport("test")
-	r.Took = "1s"
+	r.Took, r.Members = "1s", 4
 	for _, broker := range []string{"kfake", "kafka"} {
 		r.Points = append(r.Points,
 			Point{Scenario: ScenarioLatency, Design: DesignActors, Broker: broker, LatencyMS: 10, Concurrency: 16, PerSecond: 1500, Ideal: 1600, Ratio: 0.94},

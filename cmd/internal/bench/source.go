@@ -16,9 +16,9 @@ type Source interface {
 	// Name is how the report names the broker: "kfake" or "kafka".
 	Name() string
 	// Topic returns the bootstrap addresses, a topic with at least n records
-	// over partitions partitions, a fresh group id, and what to call when the
-	// point is done.
-	Topic(partitions, n int) (brokers []string, topic, group string, done func(), err error)
+	// over partitions partitions, a fresh group id, how many records the
+	// topic holds, and what to call when the point is done.
+	Topic(partitions, n int) (brokers []string, topic, group string, records int, done func(), err error)
 }
 
 // KFake starts a fresh in-process broker for every point.
@@ -28,18 +28,18 @@ type KFake struct{}
 func (KFake) Name() string { return "kfake" }
 
 // Topic implements Source.
-func (KFake) Topic(partitions, n int) ([]string, string, string, func(), error) {
+func (KFake) Topic(partitions, n int) ([]string, string, string, int, func(), error) {
 	const topic = "bench"
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(partitions), topic))
 	if err != nil {
-		return nil, "", "", nil, err
+		return nil, "", "", 0, nil, err
 	}
 	brokers := c.ListenAddrs()
 	if err := produce(brokers, topic, 0, n, 0); err != nil {
 		c.Close()
-		return nil, "", "", nil, err
+		return nil, "", "", 0, nil, err
 	}
-	return brokers, topic, "bench", c.Close, nil
+	return brokers, topic, "bench", n, c.Close, nil
 }
 
 // Kafka uses a real broker: one topic per partition count, filled once and
@@ -62,22 +62,22 @@ func NewKafka(brokers []string) *Kafka {
 func (*Kafka) Name() string { return "kafka" }
 
 // Topic implements Source.
-func (k *Kafka) Topic(partitions, n int) ([]string, string, string, func(), error) {
+func (k *Kafka) Topic(partitions, n int) ([]string, string, string, int, func(), error) {
 	topic := fmt.Sprintf("bench-%s-p%d", k.run, partitions)
 	have, ok := k.filled[partitions]
 	if !ok {
 		if err := createTopic(k.Brokers, topic, partitions); err != nil {
-			return nil, "", "", nil, err
+			return nil, "", "", 0, nil, err
 		}
 	}
 	if have < n {
 		if err := produce(k.Brokers, topic, have, n-have, 0); err != nil {
-			return nil, "", "", nil, err
+			return nil, "", "", 0, nil, err
 		}
-		k.filled[partitions] = n
+		k.filled[partitions], have = n, n
 	}
 	group := fmt.Sprintf("bench-%s-%d", k.run, k.groups.Add(1))
-	return k.Brokers, topic, group, func() {}, nil
+	return k.Brokers, topic, group, have, func() {}, nil
 }
 
 // createTopic creates topic with partitions on a single broker.
@@ -132,7 +132,11 @@ func produce(brokers []string, topic string, first, n, valueSize int) error {
 		case e := <-p.Errors():
 			close(stop)
 			<-fed
-			p.AsyncClose()
+			go func() {
+				for range p.Successes() { // Close waits for these to be taken
+				}
+			}()
+			_ = p.Close() // collects the remaining errors itself
 			return fmt.Errorf("produce to %s: %w", topic, e.Err)
 		}
 	}
