@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -16,13 +14,11 @@ import (
 
 	_ "github.com/lib/pq" // the PostgreSQL driver
 
-	"github.com/patchflow/patchflow/actors"
 	"github.com/patchflow/patchflow/cmd/internal/checker"
 	"github.com/patchflow/patchflow/cmd/internal/listener"
 	"github.com/patchflow/patchflow/cmd/internal/loadgen"
 	"github.com/patchflow/patchflow/cmd/internal/offsets"
 	"github.com/patchflow/patchflow/cmd/internal/platform"
-	"github.com/patchflow/patchflow/messages"
 )
 
 // PatchmanSystemsPerSecond is what the original patchman-engine evaluated,
@@ -92,14 +88,11 @@ func (e *EndToEnd) Run(ctx context.Context, c EndToEndConfig) (EndToEndResult, e
 	if err != nil {
 		return res, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	mockURL, stopMock, err := platform.Listen(mock)
 	if err != nil {
 		return res, err
 	}
-	hs := &http.Server{Handler: mock, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = hs.Serve(ln) }()
-	defer hs.Close()
-	mockURL := "http://" + ln.Addr().String()
+	defer stopMock()
 
 	topic := fmt.Sprintf("bench.inventory.%d.%d", time.Now().Unix(), seed)
 	env := map[string]string{
@@ -149,33 +142,22 @@ func (e *EndToEnd) Run(ctx context.Context, c EndToEndConfig) (EndToEndResult, e
 	defer domain.Close()
 	timings := &stageTimings{}
 	domain.Evaluator.Timings = timings
-	timed := &timedHandler{inner: domain.Handler}
-
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var bridge *actors.Bridge
-	ready := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- listener.RunWith(runCtx, cfg, timed, logger, listener.Hooks{Started: func(b *actors.Bridge) { bridge = b; close(ready) }})
-	}()
-	select {
-	case <-ready:
-	case err := <-done:
+	timed := &listener.TimedHandler{Inner: domain.Handler}
+	run, err := listener.Start(ctx, cfg, timed, logger)
+	if err != nil {
 		return res, err
 	}
+	defer run.Stop()
 	total := int64(len(plan.Items))
-	stats := bridge.Stats()
+	stats := run.Bridge.Stats()
 	// Every wait also watches the listener: one that stopped is an error
 	// now, not after the wait's limit.
 	var exited error
 	watch := func(cond func() bool, limit time.Duration) bool {
 		return waitFor(func() bool {
 			select {
-			case exited = <-done:
-				if exited == nil {
-					exited = fmt.Errorf("listener stopped early")
-				}
+			case <-run.Exited():
+				exited = fmt.Errorf("listener stopped early: %v", run.Err())
 				return true
 			default:
 			}
@@ -196,16 +178,16 @@ func (e *EndToEnd) Run(ctx context.Context, c EndToEndConfig) (EndToEndResult, e
 	if exited != nil {
 		return res, fmt.Errorf("%s: %v", c.Name, exited)
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := run.Stop(); err != nil {
 		return res, err
 	}
 	s := stats.Snapshot()
 	res.HandledTwice = s.Succeeded + s.DeadLettered - total
 	res.Seconds = elapsed.Seconds()
 	res.SystemsPerSec = float64(total) / res.Seconds
-	calls := float64(max(timed.calls.Load(), 1))
-	res.HandlerMS = float64(timed.nanos.Load()) / calls / 1e6
+	mean, n := timed.Mean()
+	calls := float64(max(n, 1))
+	res.HandlerMS = float64(mean) / 1e6
 	res.VMaaSMS = float64(timings.vmaas.Load()) / calls / 1e6
 	res.DatabaseMS = float64(timings.database.Load()) / calls / 1e6
 	res.StoreSystemMS = float64(timings.storeSystem.Load()) / calls / 1e6
@@ -226,20 +208,6 @@ func (e *EndToEnd) Run(ctx context.Context, c EndToEndConfig) (EndToEndResult, e
 			res.ProcessCores, res.MachineCores, res.OthersCPUMS, res.HostsWrong, res.HostsChecked)
 	}
 	return res, nil
-}
-
-// timedHandler measures the handler's total time.
-type timedHandler struct {
-	inner        actors.Handler
-	nanos, calls atomic.Int64
-}
-
-func (h *timedHandler) Handle(ctx context.Context, r *messages.Record) error {
-	start := time.Now()
-	err := h.inner.Handle(ctx, r)
-	h.nanos.Add(int64(time.Since(start)))
-	h.calls.Add(1)
-	return err
 }
 
 // stageTimings sums the handler's VMaaS and database time.

@@ -10,9 +10,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/patchflow/patchflow/actors"
@@ -50,14 +47,11 @@ func Run(ctx context.Context, env func(string) (string, bool), opts Options, out
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	mockURL, stopMock, err := platform.Listen(mock)
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: mock, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = hs.Serve(ln) }()
-	defer hs.Close()
-	mockURL := "http://" + ln.Addr().String()
+	defer stopMock()
 
 	cfg, _, err := listener.Parse(nil, func(k string) (string, bool) {
 		switch k {
@@ -95,7 +89,7 @@ func Run(ctx context.Context, env func(string) (string, bool), opts Options, out
 		return err
 	}
 	defer domain.Close()
-	timed := &timedHandler{inner: domain.Handler}
+	timed := &listener.TimedHandler{Inner: domain.Handler}
 
 	// The old design's speed, measured: the same handler, one event at a
 	// time, on events of hosts the main stream does not touch.
@@ -105,19 +99,12 @@ func Run(ctx context.Context, env func(string) (string, bool), opts Options, out
 	}
 	fmt.Fprintf(out, "sequential baseline: %v per event, one at a time (%d events of other hosts)\n", sequential.Round(time.Millisecond), sequentialSample)
 
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var bridge *actors.Bridge
-	ready := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- listener.RunWith(runCtx, cfg, timed, logger, listener.Hooks{Started: func(b *actors.Bridge) { bridge = b; close(ready) }})
-	}()
-	select {
-	case <-ready:
-	case err := <-done:
+	run, err := listener.Start(ctx, cfg, timed, logger)
+	if err != nil {
 		return err
 	}
+	defer run.Stop()
+	bridge := run.Bridge
 	start, err := offsets.Read(k.Brokers, k.Topic, "")
 	if err != nil {
 		return err
@@ -138,11 +125,10 @@ func Run(ctx context.Context, env func(string) (string, bool), opts Options, out
 	for {
 		select {
 		case <-ctx.Done():
-			cancel()
-			<-done
+			_ = run.Stop()
 			return ctx.Err()
-		case err := <-done:
-			return fmt.Errorf("listener stopped early: %v", err)
+		case <-run.Exited():
+			return fmt.Errorf("listener stopped early: %v", run.Err())
 		case <-poll.C:
 		}
 		s := stats.Snapshot()
@@ -165,8 +151,7 @@ func Run(ctx context.Context, env func(string) (string, bool), opts Options, out
 		break
 	}
 	committedAfter := time.Since(began)
-	cancel()
-	if err := <-done; err != nil {
+	if err := run.Stop(); err != nil {
 		return err
 	}
 	s := stats.Snapshot()
@@ -182,7 +167,7 @@ func Run(ctx context.Context, env func(string) (string, bool), opts Options, out
 	}
 	dead := dlq.Total()
 
-	meanLatency := timed.mean()
+	meanLatency, _ := timed.Mean()
 	rate := float64(total) / finishedAfter.Seconds()
 	sequentialRate := float64(cfg.EmbeddedPartitions) / sequential.Seconds()
 	fmt.Fprintf(out, "\nsummary\n")
@@ -231,25 +216,4 @@ func measureSequential(ctx context.Context, ds *platform.Dataset, o loadgen.Opti
 		}
 	}
 	return time.Since(start) / sequentialSample, nil
-}
-
-// timedHandler measures the handler's mean time per record.
-type timedHandler struct {
-	inner        actors.Handler
-	nanos, calls atomic.Int64
-}
-
-func (h *timedHandler) Handle(ctx context.Context, r *messages.Record) error {
-	start := time.Now()
-	err := h.inner.Handle(ctx, r)
-	h.nanos.Add(int64(time.Since(start)))
-	h.calls.Add(1)
-	return err
-}
-
-func (h *timedHandler) mean() time.Duration {
-	if n := h.calls.Load(); n > 0 {
-		return time.Duration(h.nanos.Load() / n)
-	}
-	return 0
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"net/http"
 	"strings"
 	"time"
 
@@ -159,14 +158,12 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 		InventoryLatency: platform.Latency{Kind: "fixed", Base: 10 * time.Millisecond}, Shape: shape}); err != nil {
 		return line, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	mockURL, stopMock, err := platform.Listen(r.mock)
 	if err != nil {
 		return line, err
 	}
-	hs := &http.Server{Handler: r.mock, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = hs.Serve(ln) }()
-	defer hs.Close()
-	r.mockURL = "http://" + ln.Addr().String()
+	defer stopMock()
+	r.mockURL = mockURL
 
 	plan := loadgen.NewPlan(opts)
 	if _, err := loadgen.Produce(ctx, ds, opts, plan, loadgen.ProduceOptions{Brokers: env.Brokers, Topic: r.topic,

@@ -3,6 +3,7 @@ package platform
 import (
 	"encoding/json"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"regexp"
 	"sync"
@@ -205,4 +206,16 @@ func sleep(r *http.Request, d time.Duration) bool {
 	case <-r.Context().Done():
 		return false
 	}
+}
+
+// Listen serves s on a free port of 127.0.0.1 and returns its base URL and
+// a function that stops serving.
+func Listen(s *Server) (url string, stop func(), err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	hs := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	return "http://" + ln.Addr().String(), func() { _ = hs.Close() }, nil
 }
