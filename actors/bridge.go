@@ -107,7 +107,8 @@ func (b *Bridge) Partitions() []PartitionState {
 	var out []PartitionState
 	b.claims.Range(func(_, v any) bool {
 		e := v.(*claimEntry)
-		s := PartitionState{Topic: e.topic, Partition: e.partition, Generation: e.generation, HighWatermark: e.claim.HighWaterMarkOffset()}
+		s := PartitionState{Topic: e.topic, Partition: e.partition, Generation: e.generation,
+			Start: e.claim.InitialOffset(), HighWatermark: e.claim.HighWaterMarkOffset()}
 		if e.gauges != nil {
 			e.gauges.snapshot(&s)
 		}

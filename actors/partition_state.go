@@ -16,6 +16,10 @@ type PartitionState struct {
 	Committed int64
 	// Admitted is the highest offset admitted; -1 before the first.
 	Admitted int64
+	// Start is the offset the claim began at (the group's committed offset
+	// then); negative when the group had none and consumption began at the
+	// oldest or newest offset.
+	Start int64
 	// HighWatermark is the partition's end offset as the consumer last saw it.
 	HighWatermark int64
 	InFlight      int
@@ -27,13 +31,23 @@ type PartitionState struct {
 	PinnedSince  time.Time
 }
 
-// Lag is the number of records behind the end of the partition.
+// Position is the next offset this claim will commit: the last mark, or
+// where the claim began before its first mark.
+func (s PartitionState) Position() int64 {
+	if s.Committed >= 0 {
+		return s.Committed
+	}
+	return max(s.Start, 0)
+}
+
+// Lag is the number of records behind the end of the partition. Before the
+// claim's first mark it counts from where the claim began, so a partition
+// claimed at its end shows no lag.
 func (s PartitionState) Lag() int64 {
 	if s.HighWatermark <= 0 {
 		return 0
 	}
-	committed := max(s.Committed, 0)
-	return max(s.HighWatermark-committed, 0)
+	return max(s.HighWatermark-s.Position(), 0)
 }
 
 // PinnedFor is how long the oldest unfinished record has held the watermark.

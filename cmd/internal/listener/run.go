@@ -95,7 +95,7 @@ func RunWith(ctx context.Context, cfg *Config, handler actors.Handler, logger *s
 	}
 	if hooks.Metrics != nil && cfg.HTTPAddr != "" {
 		stopHTTP, err := serveHTTP(cfg.HTTPAddr, telemetry.Handler(hooks.Metrics,
-			telemetry.Readiness{Bridge: bridge, Ping: hooks.Ping, PinLimit: cfg.ReadyPinLimit}, hooks.Settings), logger)
+			telemetry.Readiness{Bridge: bridge, Ping: hooks.Ping, PinLimit: cfg.ReadyPinLimit, Stalls: &telemetry.StallWatch{}}, hooks.Settings), logger)
 		if err != nil {
 			return err
 		}

@@ -17,8 +17,11 @@ type Readiness struct {
 	// Ping checks the database; nil when there is none (simulated handler).
 	Ping func(context.Context) error
 	// PinLimit: a partition whose oldest unfinished record has held the
-	// watermark longer than this makes the process not ready.
+	// watermark longer than this makes the process not ready; so does one
+	// that has had records waiting and none admitted for that long.
 	PinLimit time.Duration
+	// Stalls remembers partitions that admit nothing; nil: not judged.
+	Stalls *StallWatch
 }
 
 // Check returns whether the process is ready, and why not.
@@ -27,9 +30,15 @@ func (r Readiness) Check(ctx context.Context) (bool, string) {
 		return false, "not joined to the consumer group"
 	}
 	now := time.Now()
-	for _, p := range r.Bridge.Partitions() {
+	states := r.Bridge.Partitions()
+	for _, p := range states {
 		if d := p.PinnedFor(now); r.PinLimit > 0 && d > r.PinLimit {
 			return false, fmt.Sprintf("%s/%d: watermark pinned for %v by offset %d (key %q)", p.Topic, p.Partition, d.Round(100*time.Millisecond), p.PinnedOffset, p.PinnedKey)
+		}
+	}
+	if r.Stalls != nil {
+		if stalled, why := r.Stalls.Stalled(states, now, r.PinLimit); stalled {
+			return false, why
 		}
 	}
 	if r.Ping != nil {
