@@ -49,7 +49,7 @@ type BridgeConfig struct {
 	// NewWorker, when set, replaces the PartitionActor as the worker of each
 	// claim. The benchmark uses it to run a plain goroutine pool behind the
 	// same bridge, credits, ledger and gate; production leaves it nil.
-	NewWorker func(ClaimWorkerConfig) (ClaimWorker, error)
+	NewWorker func(PartitionConfig) (ClaimWorker, error)
 }
 
 // Bridge is a sarama.ConsumerGroupHandler that hands each claimed partition to
@@ -153,7 +153,7 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 	}
 	fence := &fencedMarker{inner: marker}
 	cc := claimCredits{partition: newCredits(b.cfg.Settings.InFlightPerPartition), total: b.total}
-	wc := ClaimWorkerConfig{
+	wc := PartitionConfig{
 		Topic: claim.Topic(), Partition: claim.Partition(), Generation: generation, Epoch: epoch,
 		Settings: b.cfg.Settings, Handler: b.cfg.Handler, DeadLetters: b.cfg.DeadLetters,
 		Marker: fence, Logger: b.logger.With("generation", generation), Stats: b.cfg.Stats,
@@ -168,7 +168,7 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 		}
 		worker = w
 	} else {
-		w, err := spawnPartitionActor(b.cfg.System, wc, cc)
+		w, err := spawnPartitionActor(b.cfg.System, wc)
 		if err != nil {
 			return fmt.Errorf("spawn %s: %w", partitionActorName(wc), err)
 		}

@@ -2,7 +2,6 @@ package actors
 
 import (
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -19,7 +18,7 @@ import (
 type ClaimWorker interface {
 	// Admit hands over one record. The bridge holds one partition credit and
 	// one process credit for it; the worker gives them back through
-	// ClaimWorkerConfig.Release once the record is finished or abandoned.
+	// PartitionConfig.Release once the record is finished or abandoned.
 	Admit(record *messages.Record)
 	// Drain ends the claim: no more records start, running ones get at most
 	// timeout, the final watermark is marked. It returns once the worker has
@@ -27,24 +26,6 @@ type ClaimWorker interface {
 	Drain(timeout time.Duration) (*messages.DrainResult, error)
 	// Stopped closes when the worker can take no more records.
 	Stopped() <-chan struct{}
-}
-
-// ClaimWorkerConfig is what the bridge gives a ClaimWorker for one claim.
-type ClaimWorkerConfig struct {
-	Topic       string
-	Partition   int32
-	Generation  int32
-	Epoch       int64 // unique per claim in this process
-	Settings    Settings
-	Handler     Handler
-	DeadLetters DeadLetterWriter
-	Marker      OffsetMarker // fenced: marks after the claim ended are dropped
-	Logger      *slog.Logger
-	Stats       *Stats
-	Observer    Observer
-	// Release returns n records' credits (one partition and one process
-	// credit each) to the bridge.
-	Release func(n int)
 }
 
 // actorWorker runs a claim as a spawned PartitionActor.
@@ -55,12 +36,8 @@ type actorWorker struct {
 }
 
 // spawnPartitionActor is the default BridgeConfig.NewWorker.
-func spawnPartitionActor(system *actor.ActorSystem, cfg ClaimWorkerConfig, cc claimCredits) (*actorWorker, error) {
-	pa := NewPartitionActor(PartitionConfig{
-		Topic: cfg.Topic, Partition: cfg.Partition, Epoch: cfg.Epoch,
-		Settings: cfg.Settings, Handler: cfg.Handler, DeadLetters: cfg.DeadLetters,
-		Marker: cfg.Marker, Logger: cfg.Logger, Stats: cfg.Stats, Observer: cfg.Observer, credits: cc,
-	})
+func spawnPartitionActor(system *actor.ActorSystem, cfg PartitionConfig) (*actorWorker, error) {
+	pa := NewPartitionActor(cfg)
 	name := partitionActorName(cfg)
 	pid, err := system.Root.SpawnNamed(pa.Props(), name)
 	if err != nil {
@@ -69,7 +46,7 @@ func spawnPartitionActor(system *actor.ActorSystem, cfg ClaimWorkerConfig, cc cl
 	return &actorWorker{system: system, pid: pid, pa: pa}, nil
 }
 
-func partitionActorName(cfg ClaimWorkerConfig) string {
+func partitionActorName(cfg PartitionConfig) string {
 	return fmt.Sprintf("partition-%s-%d-g%d-e%d", cfg.Topic, cfg.Partition, cfg.Generation, cfg.Epoch)
 }
 

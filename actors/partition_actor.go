@@ -46,22 +46,27 @@ func cancelGrace(budget time.Duration) time.Duration {
 	return min(budget/10, 2*time.Second)
 }
 
-// PartitionConfig is what a PartitionActor needs for one claim.
+// PartitionConfig is what the worker of one claim needs: the
+// PartitionActor, or whatever BridgeConfig.NewWorker starts.
 type PartitionConfig struct {
-	Topic     string
-	Partition int32
-	// Epoch identifies the claim. Completions carrying another epoch are
-	// dropped: they belong to an older claim of the same partition.
+	Topic      string
+	Partition  int32
+	Generation int32
+	// Epoch identifies the claim, uniquely in this process. Completions
+	// carrying another epoch are dropped: they belong to an older claim of
+	// the same partition.
 	Epoch       int64
 	Settings    Settings
 	Handler     Handler
 	DeadLetters DeadLetterWriter
-	Marker      OffsetMarker
+	Marker      OffsetMarker // from the bridge: fenced, marks after the claim ended are dropped
 	Logger      *slog.Logger
 	Stats       *Stats
 	Observer    Observer // optional
-
-	credits claimCredits // set by the bridge; nil channels in actor tests mean "no credits to return"
+	// Release returns n records' credits (one partition and one process
+	// credit each) to the bridge; nil when nothing holds credits (actor
+	// tests without a bridge).
+	Release func(n int)
 }
 
 // PartitionActor orders the work of one claimed partition. See the protocol
@@ -107,6 +112,9 @@ func NewPartitionActor(cfg PartitionConfig) *PartitionActor {
 	}
 	if cfg.Stats == nil {
 		cfg.Stats = &Stats{}
+	}
+	if cfg.Release == nil {
+		cfg.Release = func(int) {}
 	}
 	run, cancel := context.WithCancel(context.Background())
 	a := &PartitionActor{
@@ -199,7 +207,7 @@ func (a *PartitionActor) Receive(c actor.Context) {
 func (a *PartitionActor) admit(c actor.Context, rec *messages.Record) {
 	if a.isDraining() {
 		// Not admitted: never marked, Kafka redelivers it.
-		a.cfg.credits.release(1)
+		a.cfg.Release(1)
 		return
 	}
 	off := rec.GetOffset()
@@ -207,7 +215,7 @@ func (a *PartitionActor) admit(c actor.Context, rec *messages.Record) {
 		// A redelivery of an offset already admitted in this claim; the first
 		// delivery will finish it.
 		a.logger.Warn("record dropped", "offset", off, "error", err)
-		a.cfg.credits.release(1)
+		a.cfg.Release(1)
 		return
 	}
 	a.stats.admitted.Add(1)
@@ -258,7 +266,7 @@ func (a *PartitionActor) finish(c actor.Context, st *recordState, outcome messag
 		a.logger.Error("ledger refused a finish", "offset", off, "error", err)
 		return
 	}
-	a.cfg.credits.release(1)
+	a.cfg.Release(1)
 	a.stats.inFlight.Add(-1)
 	if outcome == messages.Outcome_OUTCOME_DEAD_LETTERED {
 		a.stats.deadLettered.Add(1)
@@ -417,7 +425,7 @@ func (a *PartitionActor) completeDrain(c actor.Context, timedOut bool) {
 func (a *PartitionActor) releaseUnfinished() int {
 	n := a.ledger.InFlight()
 	a.gauges.inFlight.Store(0)
-	a.cfg.credits.release(n)
+	a.cfg.Release(n)
 	a.stats.abandoned.Add(int64(n))
 	a.stats.inFlight.Add(int64(-n))
 	clear(a.records)

@@ -41,15 +41,7 @@ func countingServer(t *testing.T, h func(w http.ResponseWriter, r *http.Request,
 // zero field, whose idle connections are closed at the end of the test.
 func newVMaaS(t *testing.T, base string, opts clients.VMaaSOptions) *clients.VMaaS {
 	t.Helper()
-	if opts.Timeout == 0 {
-		opts.Timeout = testTimeout
-	}
-	if opts.BackoffMin == 0 {
-		opts.BackoffMin = testBackoffMin
-	}
-	if opts.BackoffMax == 0 {
-		opts.BackoffMax = max(testBackoffMax, opts.BackoffMin)
-	}
+	fastDefaults(&opts.Timeout, &opts.BackoffMin, &opts.BackoffMax)
 	c, err := clients.NewVMaaS(base, opts)
 	if err != nil {
 		t.Fatalf("NewVMaaS: %v", err)
@@ -61,21 +53,26 @@ func newVMaaS(t *testing.T, base string, opts clients.VMaaSOptions) *clients.VMa
 // newInventory is newVMaaS for the inventory client.
 func newInventory(t *testing.T, base string, opts clients.InventoryOptions) *clients.Inventory {
 	t.Helper()
-	if opts.Timeout == 0 {
-		opts.Timeout = testTimeout
-	}
-	if opts.BackoffMin == 0 {
-		opts.BackoffMin = testBackoffMin
-	}
-	if opts.BackoffMax == 0 {
-		opts.BackoffMax = max(testBackoffMax, opts.BackoffMin)
-	}
+	fastDefaults(&opts.Timeout, &opts.BackoffMin, &opts.BackoffMax)
 	c, err := clients.NewInventory(base, opts)
 	if err != nil {
 		t.Fatalf("NewInventory: %v", err)
 	}
 	t.Cleanup(c.CloseIdleConnections)
 	return c
+}
+
+// fastDefaults fills the zero timeout and backoffs with the test settings.
+func fastDefaults(timeout, backoffMin, backoffMax *time.Duration) {
+	if *timeout == 0 {
+		*timeout = testTimeout
+	}
+	if *backoffMin == 0 {
+		*backoffMin = testBackoffMin
+	}
+	if *backoffMax == 0 {
+		*backoffMax = max(testBackoffMax, *backoffMin)
+	}
 }
 
 // wantClass fails the test unless err has the given class.

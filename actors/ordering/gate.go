@@ -61,17 +61,18 @@ func ParseMode(s string) (Mode, error) {
 // waiting also holds a queue, recycled when the key goes idle.
 type Gate struct {
 	mode   Mode
-	busy   map[uint64]*queue // ByKey: hashes of keys with a running record -> waiting offsets (nil when none wait)
-	seed   maphash.Seed
-	whole  queue    // ByPartition: waiting offsets
-	locked bool     // ByPartition: a record is running
-	free   []*queue // recycled queues
+	busy   map[uint64]*queue       // ByKey: hashes of keys with a running record -> waiting offsets (nil when none wait)
+	hash   func(key []byte) uint64 // seeded maphash; tests force collisions
+	whole  queue                   // ByPartition: waiting offsets
+	locked bool                    // ByPartition: a record is running
+	free   []*queue                // recycled queues
 	held   int
 }
 
 // NewGate returns an empty gate for mode.
 func NewGate(mode Mode) *Gate {
-	return &Gate{mode: mode, busy: make(map[uint64]*queue), seed: maphash.MakeSeed()}
+	seed := maphash.MakeSeed()
+	return &Gate{mode: mode, busy: make(map[uint64]*queue), hash: func(key []byte) uint64 { return maphash.Bytes(seed, key) }}
 }
 
 // Admit offers a newly admitted record. It reports true when the record may
@@ -90,7 +91,7 @@ func (g *Gate) Admit(key []byte, offset int64) (runNow bool) {
 		if len(key) == 0 {
 			return true
 		}
-		h := maphash.Bytes(g.seed, key)
+		h := g.hash(key)
 		q, running := g.busy[h]
 		if !running {
 			g.busy[h] = nil
@@ -122,7 +123,7 @@ func (g *Gate) Release(key []byte) (next int64, ok bool) {
 		if len(key) == 0 {
 			return 0, false
 		}
-		h := maphash.Bytes(g.seed, key)
+		h := g.hash(key)
 		q, running := g.busy[h]
 		if !running {
 			return 0, false

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/patchflow/patchflow/actors"
 )
 
 // Plan is which points a run measures and for how long.
@@ -126,7 +128,7 @@ func (p Plan) RunCore(src Source, r *Report, log io.Writer) error {
 // reported: package and advisory names are shared by every host, so
 // whichever configuration ran first would pay alone for inserting them.
 func (p Plan) EndToEndWarmup() EndToEndConfig {
-	def := actorsDefaults()
+	def := actors.DefaultSettings()
 	return EndToEndConfig{Name: "warm-up", PerPartition: def.InFlightPerPartition, Total: def.InFlightTotal, Ordering: "key", Events: max(p.EndToEndEvents/6, 50)}
 }
 
@@ -134,7 +136,7 @@ func (p Plan) EndToEndWarmup() EndToEndConfig {
 // event at a time per partition), the listener's defaults, and smaller
 // total concurrencies, among which the report names the best.
 func (p Plan) EndToEndConfigs() []EndToEndConfig {
-	def := actorsDefaults()
+	def := actors.DefaultSettings()
 	return []EndToEndConfig{
 		{Name: "sequential", PerPartition: 1, Total: p.Partitions, Ordering: "partition", Events: p.SequentialEvents},
 		{Name: "default", PerPartition: def.InFlightPerPartition, Total: def.InFlightTotal, Ordering: "key", Events: p.EndToEndEvents},

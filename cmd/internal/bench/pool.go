@@ -69,7 +69,7 @@ func (p *pool) close() {
 }
 
 // newWorker is the BridgeConfig.NewWorker of the pool.
-func (p *pool) newWorker(cfg actors.ClaimWorkerConfig) (actors.ClaimWorker, error) {
+func (p *pool) newWorker(cfg actors.PartitionConfig) (actors.ClaimWorker, error) {
 	run, cancel := context.WithCancel(p.run)
 	c := &poolClaim{
 		cfg: cfg, pool: p, run: run, cancel: cancel,
@@ -98,7 +98,7 @@ type drainRequest struct {
 // poolClaim is one claim: its owner goroutine alone touches the ledger, the
 // gate and the records, as the partition actor does.
 type poolClaim struct {
-	cfg    actors.ClaimWorkerConfig
+	cfg    actors.PartitionConfig
 	pool   *pool
 	run    context.Context
 	cancel context.CancelFunc

@@ -82,10 +82,12 @@ func (r *Report) WriteJSON(path string) error {
 	return os.WriteFile(path, b, 0o644)
 }
 
-func (r *Report) select_(scenario, design string) []Point {
+// pick returns the points of scenario (and design and broker, when not
+// empty) ordered by latency, then concurrency.
+func (r *Report) pick(scenario, design, broker string) []Point {
 	var out []Point
 	for _, p := range r.Points {
-		if p.Scenario == scenario && (design == "" || p.Design == design) {
+		if p.Scenario == scenario && (design == "" || p.Design == design) && (broker == "" || p.Broker == broker) {
 			out = append(out, p)
 		}
 	}

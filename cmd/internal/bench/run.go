@@ -16,6 +16,7 @@ import (
 
 	"github.com/patchflow/patchflow/actors"
 	"github.com/patchflow/patchflow/actors/ordering"
+	"github.com/patchflow/patchflow/cmd/internal/listener"
 	"github.com/patchflow/patchflow/messages"
 )
 
@@ -44,17 +45,13 @@ type Window struct {
 	Records         int
 }
 
-// sleeper is the in-process handler: it waits latency.
+// sleeper is the in-process handler: the listener's simulated handler
+// (it waits latency), counting the records it finished.
 func sleeper(latency time.Duration, done *atomic.Int64) actors.Handler {
-	return actors.HandlerFunc(func(ctx context.Context, _ *messages.Record) error {
-		if latency > 0 {
-			t := time.NewTimer(latency)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return ctx.Err()
-			}
+	sim := listener.SimulatedHandler{Latency: latency}
+	return actors.HandlerFunc(func(ctx context.Context, r *messages.Record) error {
+		if err := sim.Handle(ctx, r); err != nil {
+			return err
 		}
 		done.Add(1)
 		return nil
@@ -235,5 +232,3 @@ func point(broker, scenario, design string, latency time.Duration, concurrency, 
 	}
 	return p
 }
-
-func actorsDefaults() actors.Settings { return actors.DefaultSettings() }
