@@ -64,6 +64,10 @@ func (a *evaluationActor) evaluate(m *messages.EvaluateRecord) any {
 	if err == nil {
 		return &messages.RecordDone{Offset: offset, Epoch: m.GetEpoch(), Attempt: m.GetAttempt(), Outcome: messages.Outcome_OUTCOME_OK}
 	}
+	if reason, ok := messages.SkipReasonOf(err); ok {
+		return &messages.RecordDone{Offset: offset, Epoch: m.GetEpoch(), Attempt: m.GetAttempt(),
+			Outcome: messages.Outcome_OUTCOME_SKIPPED, SkipReason: string(reason)}
+	}
 	class := messages.ClassOf(err)
 	if a.env.run.Err() != nil {
 		// Whatever the handler said, it was interrupted: the record is
@@ -80,7 +84,9 @@ func (a *evaluationActor) handle(r *messages.Record) (err error) {
 	defer func() { a.env.observer.HandlerDone(outcome, time.Since(start)) }()
 	err = a.env.handler.Handle(a.env.run, r)
 	outcome = "ok"
-	if err != nil {
+	if _, skipped := messages.SkipReasonOf(err); skipped {
+		outcome = "skipped"
+	} else if err != nil {
 		outcome = strings.ToLower(strings.TrimPrefix(messages.ClassOf(err).String(), "ERROR_CLASS_"))
 	}
 	return err

@@ -171,7 +171,7 @@ func (a *PartitionActor) Receive(c actor.Context) {
 	case *messages.RecordDone:
 		if st := a.current(m.GetEpoch(), m.GetOffset()); st != nil {
 			a.running--
-			a.finish(c, st, m.GetOutcome())
+			a.finish(c, st, m)
 		}
 	case *messages.RecordFailed:
 		if st := a.current(m.GetEpoch(), m.GetOffset()); st != nil {
@@ -257,7 +257,7 @@ func (a *PartitionActor) current(epoch, offset int64) *recordState {
 	return st
 }
 
-func (a *PartitionActor) finish(c actor.Context, st *recordState, outcome messages.Outcome) {
+func (a *PartitionActor) finish(c actor.Context, st *recordState, done *messages.RecordDone) {
 	rec := st.record
 	off := rec.GetOffset()
 	delete(a.records, off)
@@ -268,9 +268,12 @@ func (a *PartitionActor) finish(c actor.Context, st *recordState, outcome messag
 	}
 	a.cfg.Release(1)
 	a.stats.inFlight.Add(-1)
-	if outcome == messages.Outcome_OUTCOME_DEAD_LETTERED {
+	switch done.GetOutcome() {
+	case messages.Outcome_OUTCOME_DEAD_LETTERED:
 		a.stats.deadLettered.Add(1)
-	} else {
+	case messages.Outcome_OUTCOME_SKIPPED:
+		a.stats.skip(done.GetSkipReason())
+	default:
 		a.stats.succeeded.Add(1)
 	}
 	if next, ok := a.gate.Release(rec.GetKey()); ok {

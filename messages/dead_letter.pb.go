@@ -51,8 +51,16 @@ type DeadLetter struct {
 	// the dead-letter topic accepts; value_size still says how large it was.
 	ValueTruncated bool  `protobuf:"varint,14,opt,name=value_truncated,json=valueTruncated,proto3" json:"value_truncated,omitempty"`
 	ValueSize      int64 `protobuf:"varint,15,opt,name=value_size,json=valueSize,proto3" json:"value_size,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The failed attempts, oldest first: the first few and the most recent
+	// ones when there were many (history_dropped says how many are left out).
+	History        []*FailedAttempt `protobuf:"bytes,16,rep,name=history,proto3" json:"history,omitempty"`
+	HistoryDropped int32            `protobuf:"varint,17,opt,name=history_dropped,json=historyDropped,proto3" json:"history_dropped,omitempty"`
+	// How many failures counted towards the own-failure limit: unclassified
+	// failures, panics, and transient failures while the same dependency
+	// served other records.
+	OwnFailures   int32 `protobuf:"varint,18,opt,name=own_failures,json=ownFailures,proto3" json:"own_failures,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DeadLetter) Reset() {
@@ -190,11 +198,119 @@ func (x *DeadLetter) GetValueSize() int64 {
 	return 0
 }
 
+func (x *DeadLetter) GetHistory() []*FailedAttempt {
+	if x != nil {
+		return x.History
+	}
+	return nil
+}
+
+func (x *DeadLetter) GetHistoryDropped() int32 {
+	if x != nil {
+		return x.HistoryDropped
+	}
+	return 0
+}
+
+func (x *DeadLetter) GetOwnFailures() int32 {
+	if x != nil {
+		return x.OwnFailures
+	}
+	return 0
+}
+
+// FailedAttempt is one failed handler attempt of a dead-lettered record.
+type FailedAttempt struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Attempt    int32                  `protobuf:"varint,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	ErrorClass ErrorClass             `protobuf:"varint,2,opt,name=error_class,json=errorClass,proto3,enum=patchflow.v1.ErrorClass" json:"error_class,omitempty"`
+	Error      string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// The dependency the failure came from, when the handler named one.
+	Dependency string                 `protobuf:"bytes,4,opt,name=dependency,proto3" json:"dependency,omitempty"`
+	Time       *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=time,proto3" json:"time,omitempty"`
+	// Whether it counted towards the own-failure limit.
+	Own           bool `protobuf:"varint,6,opt,name=own,proto3" json:"own,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FailedAttempt) Reset() {
+	*x = FailedAttempt{}
+	mi := &file_patchflow_v1_dead_letter_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FailedAttempt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FailedAttempt) ProtoMessage() {}
+
+func (x *FailedAttempt) ProtoReflect() protoreflect.Message {
+	mi := &file_patchflow_v1_dead_letter_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FailedAttempt.ProtoReflect.Descriptor instead.
+func (*FailedAttempt) Descriptor() ([]byte, []int) {
+	return file_patchflow_v1_dead_letter_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *FailedAttempt) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *FailedAttempt) GetErrorClass() ErrorClass {
+	if x != nil {
+		return x.ErrorClass
+	}
+	return ErrorClass_ERROR_CLASS_UNSPECIFIED
+}
+
+func (x *FailedAttempt) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *FailedAttempt) GetDependency() string {
+	if x != nil {
+		return x.Dependency
+	}
+	return ""
+}
+
+func (x *FailedAttempt) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *FailedAttempt) GetOwn() bool {
+	if x != nil {
+		return x.Own
+	}
+	return false
+}
+
 var File_patchflow_v1_dead_letter_proto protoreflect.FileDescriptor
 
 const file_patchflow_v1_dead_letter_proto_rawDesc = "" +
 	"\n" +
-	"\x1epatchflow/v1/dead_letter.proto\x12\fpatchflow.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19patchflow/v1/record.proto\"\x9c\x05\n" +
+	"\x1epatchflow/v1/dead_letter.proto\x12\fpatchflow.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19patchflow/v1/record.proto\"\x9f\x06\n" +
 	"\n" +
 	"DeadLetter\x12%\n" +
 	"\x0eoriginal_topic\x18\x01 \x01(\tR\roriginalTopic\x12-\n" +
@@ -214,7 +330,20 @@ const file_patchflow_v1_dead_letter_proto_rawDesc = "" +
 	"\x0econsumer_group\x18\r \x01(\tR\rconsumerGroup\x12'\n" +
 	"\x0fvalue_truncated\x18\x0e \x01(\bR\x0evalueTruncated\x12\x1d\n" +
 	"\n" +
-	"value_size\x18\x0f \x01(\x03R\tvalueSizeB2Z0github.com/patchflow/patchflow/messages;messagesb\x06proto3"
+	"value_size\x18\x0f \x01(\x03R\tvalueSize\x125\n" +
+	"\ahistory\x18\x10 \x03(\v2\x1b.patchflow.v1.FailedAttemptR\ahistory\x12'\n" +
+	"\x0fhistory_dropped\x18\x11 \x01(\x05R\x0ehistoryDropped\x12!\n" +
+	"\fown_failures\x18\x12 \x01(\x05R\vownFailures\"\xdc\x01\n" +
+	"\rFailedAttempt\x12\x18\n" +
+	"\aattempt\x18\x01 \x01(\x05R\aattempt\x129\n" +
+	"\verror_class\x18\x02 \x01(\x0e2\x18.patchflow.v1.ErrorClassR\n" +
+	"errorClass\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x12\x1e\n" +
+	"\n" +
+	"dependency\x18\x04 \x01(\tR\n" +
+	"dependency\x12.\n" +
+	"\x04time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x10\n" +
+	"\x03own\x18\x06 \x01(\bR\x03ownB2Z0github.com/patchflow/patchflow/messages;messagesb\x06proto3"
 
 var (
 	file_patchflow_v1_dead_letter_proto_rawDescOnce sync.Once
@@ -228,24 +357,28 @@ func file_patchflow_v1_dead_letter_proto_rawDescGZIP() []byte {
 	return file_patchflow_v1_dead_letter_proto_rawDescData
 }
 
-var file_patchflow_v1_dead_letter_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
+var file_patchflow_v1_dead_letter_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
 var file_patchflow_v1_dead_letter_proto_goTypes = []any{
 	(*DeadLetter)(nil),            // 0: patchflow.v1.DeadLetter
-	(*Header)(nil),                // 1: patchflow.v1.Header
-	(*timestamppb.Timestamp)(nil), // 2: google.protobuf.Timestamp
-	(ErrorClass)(0),               // 3: patchflow.v1.ErrorClass
+	(*FailedAttempt)(nil),         // 1: patchflow.v1.FailedAttempt
+	(*Header)(nil),                // 2: patchflow.v1.Header
+	(*timestamppb.Timestamp)(nil), // 3: google.protobuf.Timestamp
+	(ErrorClass)(0),               // 4: patchflow.v1.ErrorClass
 }
 var file_patchflow_v1_dead_letter_proto_depIdxs = []int32{
-	1, // 0: patchflow.v1.DeadLetter.headers:type_name -> patchflow.v1.Header
-	2, // 1: patchflow.v1.DeadLetter.original_timestamp:type_name -> google.protobuf.Timestamp
-	3, // 2: patchflow.v1.DeadLetter.error_class:type_name -> patchflow.v1.ErrorClass
-	2, // 3: patchflow.v1.DeadLetter.first_failure_time:type_name -> google.protobuf.Timestamp
-	2, // 4: patchflow.v1.DeadLetter.last_failure_time:type_name -> google.protobuf.Timestamp
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	2, // 0: patchflow.v1.DeadLetter.headers:type_name -> patchflow.v1.Header
+	3, // 1: patchflow.v1.DeadLetter.original_timestamp:type_name -> google.protobuf.Timestamp
+	4, // 2: patchflow.v1.DeadLetter.error_class:type_name -> patchflow.v1.ErrorClass
+	3, // 3: patchflow.v1.DeadLetter.first_failure_time:type_name -> google.protobuf.Timestamp
+	3, // 4: patchflow.v1.DeadLetter.last_failure_time:type_name -> google.protobuf.Timestamp
+	1, // 5: patchflow.v1.DeadLetter.history:type_name -> patchflow.v1.FailedAttempt
+	4, // 6: patchflow.v1.FailedAttempt.error_class:type_name -> patchflow.v1.ErrorClass
+	3, // 7: patchflow.v1.FailedAttempt.time:type_name -> google.protobuf.Timestamp
+	8, // [8:8] is the sub-list for method output_type
+	8, // [8:8] is the sub-list for method input_type
+	8, // [8:8] is the sub-list for extension type_name
+	8, // [8:8] is the sub-list for extension extendee
+	0, // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_patchflow_v1_dead_letter_proto_init() }
@@ -260,7 +393,7 @@ func file_patchflow_v1_dead_letter_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_patchflow_v1_dead_letter_proto_rawDesc), len(file_patchflow_v1_dead_letter_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   1,
+			NumMessages:   2,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

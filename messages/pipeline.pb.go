@@ -15,6 +15,7 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -36,6 +37,10 @@ const (
 	Outcome_OUTCOME_OK Outcome = 1
 	// The record was written to the dead-letter topic and the write was acknowledged.
 	Outcome_OUTCOME_DEAD_LETTERED Outcome = 2
+	// The handler deliberately ignored the record (a filter, such as a reporter
+	// not in the allow list): finished and committed, counted by reason, never
+	// dead-lettered.
+	Outcome_OUTCOME_SKIPPED Outcome = 3
 )
 
 // Enum value maps for Outcome.
@@ -44,11 +49,13 @@ var (
 		0: "OUTCOME_UNSPECIFIED",
 		1: "OUTCOME_OK",
 		2: "OUTCOME_DEAD_LETTERED",
+		3: "OUTCOME_SKIPPED",
 	}
 	Outcome_value = map[string]int32{
 		"OUTCOME_UNSPECIFIED":   0,
 		"OUTCOME_OK":            1,
 		"OUTCOME_DEAD_LETTERED": 2,
+		"OUTCOME_SKIPPED":       3,
 	}
 )
 
@@ -132,9 +139,12 @@ type RecordDone struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Offset int64                  `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
 	// The claim epoch the record was admitted in; a completion from another epoch is dropped.
-	Epoch         int64   `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	Attempt       int32   `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	Outcome       Outcome `protobuf:"varint,4,opt,name=outcome,proto3,enum=patchflow.v1.Outcome" json:"outcome,omitempty"`
+	Epoch   int64   `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Attempt int32   `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Outcome Outcome `protobuf:"varint,4,opt,name=outcome,proto3,enum=patchflow.v1.Outcome" json:"outcome,omitempty"`
+	// Why the handler skipped the record (OUTCOME_SKIPPED only): a stable reason
+	// string, used as a metric label.
+	SkipReason    string `protobuf:"bytes,5,opt,name=skip_reason,json=skipReason,proto3" json:"skip_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -197,15 +207,29 @@ func (x *RecordDone) GetOutcome() Outcome {
 	return Outcome_OUTCOME_UNSPECIFIED
 }
 
+func (x *RecordDone) GetSkipReason() string {
+	if x != nil {
+		return x.SkipReason
+	}
+	return ""
+}
+
 // RecordFailed: evaluation actor -> partition actor. One attempt failed; the
 // partition actor decides between another attempt and the dead-letter topic.
 type RecordFailed struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Offset        int64                  `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
-	Epoch         int64                  `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	Attempt       int32                  `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	ErrorClass    ErrorClass             `protobuf:"varint,4,opt,name=error_class,json=errorClass,proto3,enum=patchflow.v1.ErrorClass" json:"error_class,omitempty"`
-	Error         string                 `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Offset     int64                  `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
+	Epoch      int64                  `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Attempt    int32                  `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	ErrorClass ErrorClass             `protobuf:"varint,4,opt,name=error_class,json=errorClass,proto3,enum=patchflow.v1.ErrorClass" json:"error_class,omitempty"`
+	Error      string                 `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	// The dependency the failure came from ("database", "vmaas", ...), when the
+	// handler named one; empty otherwise.
+	Dependency string `protobuf:"bytes,6,opt,name=dependency,proto3" json:"dependency,omitempty"`
+	// When the attempt's handler call began (after its backoff). A transient
+	// failure counts towards the record's own-failure limit only when the same
+	// dependency served other records after this time.
+	Started       *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=started,proto3" json:"started,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -273,6 +297,20 @@ func (x *RecordFailed) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *RecordFailed) GetDependency() string {
+	if x != nil {
+		return x.Dependency
+	}
+	return ""
+}
+
+func (x *RecordFailed) GetStarted() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Started
+	}
+	return nil
 }
 
 // Drain: claim bridge -> partition actor. Stop admitting, wait for in-flight
@@ -468,13 +506,16 @@ func (x *EvaluateRecord) GetBackoff() *durationpb.Duration {
 }
 
 // WriteDeadLetter: partition actor -> evaluation actor. Write the envelope to
-// the dead-letter topic, retrying until the broker acknowledges it (answer
-// RecordDone with OUTCOME_DEAD_LETTERED) or the partition drains (answer
-// RecordFailed with ERROR_CLASS_CANCELLED).
+// the dead-letter topic once, after waiting backoff (zero on the first
+// attempt), and answer RecordDone with OUTCOME_DEAD_LETTERED once the broker
+// acknowledged it, or DeadLetterFailed. The partition actor retries.
 type WriteDeadLetter struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	DeadLetter    *DeadLetter            `protobuf:"bytes,1,opt,name=dead_letter,json=deadLetter,proto3" json:"dead_letter,omitempty"`
-	Epoch         int64                  `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	DeadLetter *DeadLetter            `protobuf:"bytes,1,opt,name=dead_letter,json=deadLetter,proto3" json:"dead_letter,omitempty"`
+	Epoch      int64                  `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// Which write this is for the record, from 1.
+	Attempt       int32                `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Backoff       *durationpb.Duration `protobuf:"bytes,4,opt,name=backoff,proto3" json:"backoff,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -523,26 +564,125 @@ func (x *WriteDeadLetter) GetEpoch() int64 {
 	return 0
 }
 
+func (x *WriteDeadLetter) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *WriteDeadLetter) GetBackoff() *durationpb.Duration {
+	if x != nil {
+		return x.Backoff
+	}
+	return nil
+}
+
+// DeadLetterFailed: evaluation actor -> partition actor. One dead-letter
+// write failed (or was cancelled by the drain); the record stays unfinished.
+type DeadLetterFailed struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Offset  int64                  `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
+	Epoch   int64                  `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Attempt int32                  `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Error   string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	// True when the write was cancelled because the partition is draining.
+	Cancelled     bool `protobuf:"varint,5,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeadLetterFailed) Reset() {
+	*x = DeadLetterFailed{}
+	mi := &file_patchflow_v1_pipeline_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadLetterFailed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadLetterFailed) ProtoMessage() {}
+
+func (x *DeadLetterFailed) ProtoReflect() protoreflect.Message {
+	mi := &file_patchflow_v1_pipeline_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadLetterFailed.ProtoReflect.Descriptor instead.
+func (*DeadLetterFailed) Descriptor() ([]byte, []int) {
+	return file_patchflow_v1_pipeline_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *DeadLetterFailed) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *DeadLetterFailed) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *DeadLetterFailed) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *DeadLetterFailed) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *DeadLetterFailed) GetCancelled() bool {
+	if x != nil {
+		return x.Cancelled
+	}
+	return false
+}
+
 var File_patchflow_v1_pipeline_proto protoreflect.FileDescriptor
 
 const file_patchflow_v1_pipeline_proto_rawDesc = "" +
 	"\n" +
-	"\x1bpatchflow/v1/pipeline.proto\x12\fpatchflow.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1epatchflow/v1/dead_letter.proto\x1a\x19patchflow/v1/record.proto\">\n" +
+	"\x1bpatchflow/v1/pipeline.proto\x12\fpatchflow.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1epatchflow/v1/dead_letter.proto\x1a\x19patchflow/v1/record.proto\">\n" +
 	"\x0eRecordAdmitted\x12,\n" +
-	"\x06record\x18\x01 \x01(\v2\x14.patchflow.v1.RecordR\x06record\"\x85\x01\n" +
+	"\x06record\x18\x01 \x01(\v2\x14.patchflow.v1.RecordR\x06record\"\xa6\x01\n" +
 	"\n" +
 	"RecordDone\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12\x18\n" +
 	"\aattempt\x18\x03 \x01(\x05R\aattempt\x12/\n" +
-	"\aoutcome\x18\x04 \x01(\x0e2\x15.patchflow.v1.OutcomeR\aoutcome\"\xa7\x01\n" +
+	"\aoutcome\x18\x04 \x01(\x0e2\x15.patchflow.v1.OutcomeR\aoutcome\x12\x1f\n" +
+	"\vskip_reason\x18\x05 \x01(\tR\n" +
+	"skipReason\"\xfd\x01\n" +
 	"\fRecordFailed\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12\x18\n" +
 	"\aattempt\x18\x03 \x01(\x05R\aattempt\x129\n" +
 	"\verror_class\x18\x04 \x01(\x0e2\x18.patchflow.v1.ErrorClassR\n" +
 	"errorClass\x12\x14\n" +
-	"\x05error\x18\x05 \x01(\tR\x05error\"<\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\x12\x1e\n" +
+	"\n" +
+	"dependency\x18\x06 \x01(\tR\n" +
+	"dependency\x124\n" +
+	"\astarted\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\astarted\"<\n" +
 	"\x05Drain\x123\n" +
 	"\atimeout\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\x82\x01\n" +
 	"\vDrainResult\x12\x1c\n" +
@@ -554,16 +694,25 @@ const file_patchflow_v1_pipeline_proto_rawDesc = "" +
 	"\x06record\x18\x01 \x01(\v2\x14.patchflow.v1.RecordR\x06record\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12\x18\n" +
 	"\aattempt\x18\x03 \x01(\x05R\aattempt\x123\n" +
-	"\abackoff\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\abackoff\"b\n" +
+	"\abackoff\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\abackoff\"\xb1\x01\n" +
 	"\x0fWriteDeadLetter\x129\n" +
 	"\vdead_letter\x18\x01 \x01(\v2\x18.patchflow.v1.DeadLetterR\n" +
 	"deadLetter\x12\x14\n" +
-	"\x05epoch\x18\x02 \x01(\x03R\x05epoch*M\n" +
+	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12\x18\n" +
+	"\aattempt\x18\x03 \x01(\x05R\aattempt\x123\n" +
+	"\abackoff\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\abackoff\"\x8e\x01\n" +
+	"\x10DeadLetterFailed\x12\x16\n" +
+	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12\x18\n" +
+	"\aattempt\x18\x03 \x01(\x05R\aattempt\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\x12\x1c\n" +
+	"\tcancelled\x18\x05 \x01(\bR\tcancelled*b\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +
 	"OUTCOME_OK\x10\x01\x12\x19\n" +
-	"\x15OUTCOME_DEAD_LETTERED\x10\x02B2Z0github.com/patchflow/patchflow/messages;messagesb\x06proto3"
+	"\x15OUTCOME_DEAD_LETTERED\x10\x02\x12\x13\n" +
+	"\x0fOUTCOME_SKIPPED\x10\x03B2Z0github.com/patchflow/patchflow/messages;messagesb\x06proto3"
 
 var (
 	file_patchflow_v1_pipeline_proto_rawDescOnce sync.Once
@@ -578,34 +727,38 @@ func file_patchflow_v1_pipeline_proto_rawDescGZIP() []byte {
 }
 
 var file_patchflow_v1_pipeline_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_patchflow_v1_pipeline_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_patchflow_v1_pipeline_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_patchflow_v1_pipeline_proto_goTypes = []any{
-	(Outcome)(0),                // 0: patchflow.v1.Outcome
-	(*RecordAdmitted)(nil),      // 1: patchflow.v1.RecordAdmitted
-	(*RecordDone)(nil),          // 2: patchflow.v1.RecordDone
-	(*RecordFailed)(nil),        // 3: patchflow.v1.RecordFailed
-	(*Drain)(nil),               // 4: patchflow.v1.Drain
-	(*DrainResult)(nil),         // 5: patchflow.v1.DrainResult
-	(*EvaluateRecord)(nil),      // 6: patchflow.v1.EvaluateRecord
-	(*WriteDeadLetter)(nil),     // 7: patchflow.v1.WriteDeadLetter
-	(*Record)(nil),              // 8: patchflow.v1.Record
-	(ErrorClass)(0),             // 9: patchflow.v1.ErrorClass
-	(*durationpb.Duration)(nil), // 10: google.protobuf.Duration
-	(*DeadLetter)(nil),          // 11: patchflow.v1.DeadLetter
+	(Outcome)(0),                  // 0: patchflow.v1.Outcome
+	(*RecordAdmitted)(nil),        // 1: patchflow.v1.RecordAdmitted
+	(*RecordDone)(nil),            // 2: patchflow.v1.RecordDone
+	(*RecordFailed)(nil),          // 3: patchflow.v1.RecordFailed
+	(*Drain)(nil),                 // 4: patchflow.v1.Drain
+	(*DrainResult)(nil),           // 5: patchflow.v1.DrainResult
+	(*EvaluateRecord)(nil),        // 6: patchflow.v1.EvaluateRecord
+	(*WriteDeadLetter)(nil),       // 7: patchflow.v1.WriteDeadLetter
+	(*DeadLetterFailed)(nil),      // 8: patchflow.v1.DeadLetterFailed
+	(*Record)(nil),                // 9: patchflow.v1.Record
+	(ErrorClass)(0),               // 10: patchflow.v1.ErrorClass
+	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 12: google.protobuf.Duration
+	(*DeadLetter)(nil),            // 13: patchflow.v1.DeadLetter
 }
 var file_patchflow_v1_pipeline_proto_depIdxs = []int32{
-	8,  // 0: patchflow.v1.RecordAdmitted.record:type_name -> patchflow.v1.Record
+	9,  // 0: patchflow.v1.RecordAdmitted.record:type_name -> patchflow.v1.Record
 	0,  // 1: patchflow.v1.RecordDone.outcome:type_name -> patchflow.v1.Outcome
-	9,  // 2: patchflow.v1.RecordFailed.error_class:type_name -> patchflow.v1.ErrorClass
-	10, // 3: patchflow.v1.Drain.timeout:type_name -> google.protobuf.Duration
-	8,  // 4: patchflow.v1.EvaluateRecord.record:type_name -> patchflow.v1.Record
-	10, // 5: patchflow.v1.EvaluateRecord.backoff:type_name -> google.protobuf.Duration
-	11, // 6: patchflow.v1.WriteDeadLetter.dead_letter:type_name -> patchflow.v1.DeadLetter
-	7,  // [7:7] is the sub-list for method output_type
-	7,  // [7:7] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	10, // 2: patchflow.v1.RecordFailed.error_class:type_name -> patchflow.v1.ErrorClass
+	11, // 3: patchflow.v1.RecordFailed.started:type_name -> google.protobuf.Timestamp
+	12, // 4: patchflow.v1.Drain.timeout:type_name -> google.protobuf.Duration
+	9,  // 5: patchflow.v1.EvaluateRecord.record:type_name -> patchflow.v1.Record
+	12, // 6: patchflow.v1.EvaluateRecord.backoff:type_name -> google.protobuf.Duration
+	13, // 7: patchflow.v1.WriteDeadLetter.dead_letter:type_name -> patchflow.v1.DeadLetter
+	12, // 8: patchflow.v1.WriteDeadLetter.backoff:type_name -> google.protobuf.Duration
+	9,  // [9:9] is the sub-list for method output_type
+	9,  // [9:9] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_patchflow_v1_pipeline_proto_init() }
@@ -621,7 +774,7 @@ func file_patchflow_v1_pipeline_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_patchflow_v1_pipeline_proto_rawDesc), len(file_patchflow_v1_pipeline_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

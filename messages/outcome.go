@@ -1,0 +1,76 @@
+package messages
+
+import (
+	"errors"
+)
+
+// Dependencies a handler can name in a failure (FailedIn). The pipeline
+// compares a record's failures with what the same dependency did for other
+// records: a shared outage is retried without limit, a failure of the
+// record's own is not.
+const (
+	DependencyDatabase  = "database"
+	DependencyVMaaS     = "vmaas"
+	DependencyInventory = "inventory"
+)
+
+// dependencyError names the dependency a failure came from.
+type dependencyError struct {
+	dependency string
+	err        error
+}
+
+func (e *dependencyError) Error() string { return e.err.Error() }
+func (e *dependencyError) Unwrap() error { return e.err }
+
+// FailedIn records that err came from dependency (one of the Dependency
+// constants, or another short name). The class of err is unchanged.
+func FailedIn(dependency string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &dependencyError{dependency: dependency, err: err}
+}
+
+// DependencyOf returns the innermost dependency named by FailedIn in err's
+// chain (the one closest to the failing call), or "" when none is named.
+func DependencyOf(err error) string {
+	name := ""
+	for err != nil {
+		if d, ok := err.(*dependencyError); ok {
+			name = d.dependency
+		}
+		err = errors.Unwrap(err)
+	}
+	return name
+}
+
+// Skipped is what a handler returns for a record the service deliberately
+// ignores (a filter): the record is finished and committed, counted by
+// Reason, and never dead-lettered. It is not a failure: nothing is retried
+// and nothing is wrong with the record.
+type Skipped struct {
+	Reason Reason
+	Detail string
+}
+
+func (s *Skipped) Error() string {
+	if s.Detail == "" {
+		return "skipped: " + string(s.Reason)
+	}
+	return "skipped: " + string(s.Reason) + ": " + s.Detail
+}
+
+// Skip returns a *Skipped for reason.
+func Skip(reason Reason, detail string) error {
+	return &Skipped{Reason: reason, Detail: detail}
+}
+
+// SkipReasonOf reports whether err says the record was skipped, and why.
+func SkipReasonOf(err error) (Reason, bool) {
+	var s *Skipped
+	if errors.As(err, &s) {
+		return s.Reason, true
+	}
+	return "", false
+}
