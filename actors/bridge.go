@@ -6,14 +6,18 @@ package actors
 //	out spawns one PartitionActor per claim   named with topic, partition, generation and claim epoch
 //	                                          (or another ClaimWorker, from BridgeConfig.NewWorker)
 //	out *messages.RecordAdmitted              only while it holds a partition credit and a process credit
-//	out *messages.Drain                       when the claim ends: Messages() closed (revoked), the session
-//	                                          context done (rebalance, shutdown) or the actor stopped
+//	out *messages.Drain                       when the claim ends: sarama closed the claim (revoked), the
+//	                                          session context done (rebalance, shutdown) or the actor stopped;
+//	                                          whether or not the bridge is waiting for a credit
 //	in  *messages.DrainResult                 then ConsumeClaim returns
 //
 // The bridge never marks offsets; it only fences the marker once its claim has
-// ended, so a late partition actor cannot mark for a partition it lost.
+// ended, so a late partition actor cannot mark for a partition it lost. It
+// owns the claim's credits: what the worker does not give back (records lost
+// with a dead actor) it gives back itself when the claim ends.
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -46,6 +50,10 @@ type BridgeConfig struct {
 	WrapMarker func(OffsetMarker) OffsetMarker
 	// Observer, when set, receives timings for metrics.
 	Observer Observer
+	// Dependencies is where the handler's successful calls are recorded per
+	// dependency (a Handler that is a DependencyReporter is wired to it);
+	// the retry rule reads it. Nil: the bridge keeps its own.
+	Dependencies *Dependencies
 	// NewWorker, when set, replaces the PartitionActor as the worker of each
 	// claim. The benchmark uses it to run a plain goroutine pool behind the
 	// same bridge, credits, ledger and gate; production leaves it nil.
@@ -76,6 +84,10 @@ type claimEntry struct {
 	generation int32
 	gauges     *partitionGauges
 	claim      sarama.ConsumerGroupClaim
+	credits    *claimCredits
+	// waitingSince is when the bridge began to wait for a credit with a
+	// record in hand (unix nanoseconds); 0 when it is not waiting.
+	waitingSince atomic.Int64
 }
 
 // NewBridge validates cfg and returns a Bridge.
@@ -95,6 +107,12 @@ func NewBridge(cfg BridgeConfig) (*Bridge, error) {
 	if cfg.Observer == nil {
 		cfg.Observer = noObserver{}
 	}
+	if cfg.Dependencies == nil {
+		cfg.Dependencies = &Dependencies{}
+	}
+	if r, ok := cfg.Handler.(DependencyReporter); ok {
+		r.ReportServedTo(cfg.Dependencies.Served)
+	}
 	return &Bridge{cfg: cfg, total: newCredits(cfg.Settings.InFlightTotal), logger: cfg.Logger}, nil
 }
 
@@ -108,7 +126,11 @@ func (b *Bridge) Partitions() []PartitionState {
 	b.claims.Range(func(_, v any) bool {
 		e := v.(*claimEntry)
 		s := PartitionState{Topic: e.topic, Partition: e.partition, Generation: e.generation,
-			Start: e.claim.InitialOffset(), HighWatermark: e.claim.HighWaterMarkOffset()}
+			Start: e.claim.InitialOffset(), HighWatermark: e.claim.HighWaterMarkOffset(),
+			Buffered: len(e.claim.Messages())}
+		if ns := e.waitingSince.Load(); ns > 0 {
+			s.WaitingForCredit = time.Unix(0, ns)
+		}
 		if e.gauges != nil {
 			e.gauges.snapshot(&s)
 		}
@@ -152,12 +174,18 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 		marker = b.cfg.WrapMarker(marker)
 	}
 	fence := &fencedMarker{inner: marker}
-	cc := claimCredits{partition: newCredits(b.cfg.Settings.InFlightPerPartition), total: b.total}
+	cc := newClaimCredits(b.cfg.Settings.InFlightPerPartition, b.total)
+	log := b.logger.With("topic", claim.Topic(), "partition", claim.Partition(), "generation", generation)
 	wc := PartitionConfig{
 		Topic: claim.Topic(), Partition: claim.Partition(), Generation: generation, Epoch: epoch,
 		Settings: b.cfg.Settings, Handler: b.cfg.Handler, DeadLetters: b.cfg.DeadLetters,
 		Marker: fence, Logger: b.logger.With("generation", generation), Stats: b.cfg.Stats,
-		Observer: b.cfg.Observer, Release: cc.release,
+		Observer: b.cfg.Observer, Dependencies: b.cfg.Dependencies,
+		Release: func(n int) {
+			if err := cc.release(n); err != nil {
+				b.creditFault(log, err)
+			}
+		},
 	}
 	var worker ClaimWorker
 	var gauges *partitionGauges
@@ -174,20 +202,27 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 		}
 		worker, gauges = w, w.pa.gauges
 	}
-	log := b.logger.With("topic", claim.Topic(), "partition", claim.Partition(), "generation", generation)
 	log.Info("claim started", "initial_offset", claim.InitialOffset(), "high_watermark", claim.HighWaterMarkOffset())
 	b.cfg.Observer.ClaimStarted(claim.Topic(), claim.Partition())
-	b.claims.Store(epoch, &claimEntry{topic: claim.Topic(), partition: claim.Partition(), generation: generation, gauges: gauges, claim: claim})
+	entry := &claimEntry{topic: claim.Topic(), partition: claim.Partition(), generation: generation, gauges: gauges, claim: claim, credits: cc}
+	b.claims.Store(epoch, entry)
 	defer b.claims.Delete(epoch)
 
-	reason := b.feed(session, claim, worker, cc)
+	reason := b.feed(session.Context(), claim, worker, entry, watchClaimEnd(claim, log))
 
 	start := time.Now()
 	r, err := worker.Drain(b.cfg.Settings.DrainTimeout)
 	fence.close()
+	// Whatever the worker did not give back (records in a dead actor's
+	// mailbox, or admitted after it stopped) comes back now, exactly once.
+	if n, cerr := cc.close(); cerr != nil {
+		b.creditFault(log, cerr)
+	} else if n > 0 {
+		log.Warn("gave back credits of records the partition worker never finished or abandoned", "credits", n, "reason", reason)
+	}
 	b.cfg.Observer.DrainDone(time.Since(start), err != nil || r.GetTimedOut())
 	if err != nil {
-		log.Error("partition worker did not answer the drain; nothing more will be marked", "error", err)
+		log.Error("partition worker did not answer the drain; nothing more will be marked", "reason", reason, "error", err)
 		return nil
 	}
 	if r != nil {
@@ -199,11 +234,22 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 	return nil
 }
 
-// feed admits records while the claim lasts and returns why it ended.
-func (b *Bridge) feed(session sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim, worker ClaimWorker, cc claimCredits) string {
-	ctx := session.Context()
+// creditFault reports a credit given back more often than taken: a bug in
+// the pipeline's accounting, loud rather than a bridge blocked forever.
+func (b *Bridge) creditFault(log *slog.Logger, err error) {
+	b.cfg.Stats.creditErrors.Add(1)
+	log.Error("credit accounting fault", "error", err)
+}
+
+// feed admits records while the claim lasts and returns why it ended. ended
+// closes when sarama closes the claim; watching it, also while waiting for a
+// credit, is what lets a revoked claim drain at once when every credit is
+// held by records that do not finish (a cooperative revoke leaves the
+// session context alive).
+func (b *Bridge) feed(ctx context.Context, claim sarama.ConsumerGroupClaim, worker ClaimWorker, entry *claimEntry, ended <-chan struct{}) string {
 	stopped := worker.Stopped()
 	records := claim.Messages()
+	cc := entry.credits
 	for {
 		var msg *sarama.ConsumerMessage
 		select {
@@ -216,16 +262,70 @@ func (b *Bridge) feed(session sarama.ConsumerGroupSession, claim sarama.Consumer
 			return "session ended"
 		case <-stopped:
 			return "partition worker stopped"
+		case <-ended:
+			return "revoked"
 		}
-		if !cc.acquire(ctx, stopped) {
-			// msg is not admitted and so never marked: Kafka redelivers it.
-			if ctx.Err() != nil {
-				return "session ended"
+		if !cc.tryAcquire() {
+			entry.waitingSince.Store(time.Now().UnixNano())
+			ok := cc.acquire(ctx, stopped, ended)
+			entry.waitingSince.Store(0)
+			if !ok {
+				// msg is not admitted and so never marked: Kafka redelivers it.
+				switch {
+				case ctx.Err() != nil:
+					return "session ended"
+				case isClosed(stopped):
+					return "partition worker stopped"
+				}
+				return "revoked"
 			}
-			return "partition worker stopped"
 		}
 		worker.Admit(recordOf(msg))
 	}
+}
+
+// watchClaimEnd returns a channel that closes when sarama closes the claim.
+// sarama's claim embeds its PartitionConsumer, whose Errors() channel closes
+// together with Messages(); unlike Messages(), it closes without the bridge
+// reading the records still buffered in front of the close, which it cannot
+// admit while it waits for a credit. Errors read on the way are logged (sarama
+// would otherwise report them through the group's Errors()). A claim without
+// Errors() (a test double) yields nil: its end is seen on Messages() alone.
+func watchClaimEnd(claim sarama.ConsumerGroupClaim, log *slog.Logger) <-chan struct{} {
+	src, ok := claim.(interface {
+		Errors() <-chan *sarama.ConsumerError
+	})
+	if !ok {
+		return nil
+	}
+	errs := src.Errors()
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		for err := range errs {
+			log.Warn("partition consumer error", "error", err)
+		}
+	}()
+	return ended
+}
+
+// CreditState is the process's credit book at one moment.
+type CreditState struct {
+	Limit int // G: credits in the process pool
+	Held  int // process credits held now
+	// HeldByClaims is the sum of what the running claims hold; equal to Held
+	// whenever no claim is between taking its two credits.
+	HeldByClaims int
+}
+
+// Credits returns the process's credit book.
+func (b *Bridge) Credits() CreditState {
+	s := CreditState{Limit: cap(b.total), Held: b.total.inUse()}
+	b.claims.Range(func(_, v any) bool {
+		s.HeldByClaims += v.(*claimEntry).credits.heldNow()
+		return true
+	})
+	return s
 }
 
 // recordOf converts a sarama message without copying key or value.

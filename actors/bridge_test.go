@@ -34,9 +34,23 @@ func (s *fakeSession) MarkMessage(m *sarama.ConsumerMessage, md string) {
 }
 func (s *fakeSession) Context() context.Context { return s.ctx }
 
+// fakeClaim closes like sarama's: Messages() and Errors() together, the
+// records still buffered in Messages() readable after the close.
 type fakeClaim struct {
 	partition int32
 	msgs      chan *sarama.ConsumerMessage
+	errs      chan *sarama.ConsumerError
+	closeOnce sync.Once
+}
+
+func (c *fakeClaim) Errors() <-chan *sarama.ConsumerError { return c.errs }
+
+// close ends the claim as sarama does on a revoke.
+func (c *fakeClaim) close() {
+	c.closeOnce.Do(func() {
+		close(c.msgs)
+		close(c.errs)
+	})
 }
 
 func (c *fakeClaim) Topic() string                            { return "events" }
@@ -45,11 +59,13 @@ func (c *fakeClaim) InitialOffset() int64                     { return 0 }
 func (c *fakeClaim) HighWaterMarkOffset() int64               { return 0 }
 func (c *fakeClaim) Messages() <-chan *sarama.ConsumerMessage { return c.msgs }
 
-func newFakeClaim(partition int32, n int) *fakeClaim {
-	c := &fakeClaim{partition: partition, msgs: make(chan *sarama.ConsumerMessage, n)}
+// newFakeClaim returns a claim holding records 0..n-1, closed when the test ends.
+func newFakeClaim(t *testing.T, partition int32, n int) *fakeClaim {
+	c := &fakeClaim{partition: partition, msgs: make(chan *sarama.ConsumerMessage, n), errs: make(chan *sarama.ConsumerError)}
 	for i := 0; i < n; i++ {
 		c.msgs <- &sarama.ConsumerMessage{Topic: "events", Partition: partition, Offset: int64(i), Key: []byte{byte(i)}}
 	}
+	t.Cleanup(c.close)
 	return c
 }
 
@@ -156,7 +172,7 @@ func TestBridgeBoundsInFlight(t *testing.T) {
 	defer cancel()
 	sess := &fakeSession{ctx: ctx, marker: marker}
 
-	claims := []*fakeClaim{newFakeClaim(0, 50), newFakeClaim(1, 50)}
+	claims := []*fakeClaim{newFakeClaim(t, 0, 50), newFakeClaim(t, 1, 50)}
 	var wg sync.WaitGroup
 	for _, c := range claims {
 		wg.Go(func() {
@@ -182,7 +198,7 @@ func TestBridgeBoundsInFlight(t *testing.T) {
 	close(h.release)
 	waitFor(t, "all 100 records", func() bool { return h.done.Load() == 100 })
 	for _, c := range claims {
-		close(c.msgs)
+		c.close()
 	}
 	wg.Wait()
 	for p := int32(0); p < 2; p++ {
@@ -190,6 +206,7 @@ func TestBridgeBoundsInFlight(t *testing.T) {
 			t.Fatalf("partition %d final mark %d, want 50", p, got)
 		}
 	}
+	checkCredits(t, b)
 }
 
 // A bridge waiting for a credit returns when the session ends, within the
@@ -203,7 +220,7 @@ func TestBridgeReturnsAtSessionEndWhileWaitingForCredit(t *testing.T) {
 	marker := &recordingMarker{}
 	ctx, cancel := context.WithCancel(context.Background())
 	sess := &fakeSession{ctx: ctx, marker: marker}
-	claim := newFakeClaim(0, 3)
+	claim := newFakeClaim(t, 0, 3)
 
 	returned := make(chan time.Duration, 1)
 	go func() {
@@ -227,6 +244,7 @@ func TestBridgeReturnsAtSessionEndWhileWaitingForCredit(t *testing.T) {
 	if got := b.Stats().Snapshot(); got.Abandoned != 1 || got.InFlight != 0 {
 		t.Fatalf("stats %+v; want 1 abandoned", got)
 	}
+	checkCredits(t, b)
 }
 
 // A revoked claim (Messages closed, session alive) drains, marks its final
@@ -249,8 +267,8 @@ func TestBridgeRevokedClaimDrainsWithinTimeout(t *testing.T) {
 	b := newTestBridge(t, s, h)
 	marker := &recordingMarker{}
 	sess := &fakeSession{ctx: context.Background(), marker: marker}
-	claim := newFakeClaim(0, 5)
-	close(claim.msgs)
+	claim := newFakeClaim(t, 0, 5)
+	claim.close()
 	start := time.Now()
 	if err := b.ConsumeClaim(sess, claim); err != nil {
 		t.Fatal(err)
@@ -264,4 +282,5 @@ func TestBridgeRevokedClaimDrainsWithinTimeout(t *testing.T) {
 	if handled.Load() != 4 {
 		t.Fatalf("handled %d, want 4", handled.Load())
 	}
+	checkCredits(t, b)
 }

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -18,7 +19,8 @@ import (
 type ClaimWorker interface {
 	// Admit hands over one record. The bridge holds one partition credit and
 	// one process credit for it; the worker gives them back through
-	// PartitionConfig.Release once the record is finished or abandoned.
+	// PartitionConfig.Release once the record is finished or abandoned. What
+	// it has not given back when Drain returns, the bridge gives back itself.
 	Admit(record *messages.Record)
 	// Drain ends the claim: no more records start, running ones get at most
 	// timeout, the final watermark is marked. It returns once the worker has
@@ -55,9 +57,16 @@ func (w *actorWorker) Admit(r *messages.Record) {
 	w.system.Root.Send(w.pid, &messages.RecordAdmitted{Record: r})
 }
 
+// errWorkerStopped answers a drain of an actor that has already stopped
+// (it failed): there is nothing to drain and nothing more to mark.
+var errWorkerStopped = errors.New("the partition actor had already stopped")
+
 // Drain implements ClaimWorker. The actor answers right at its deadline, so
 // drainGrace only matters when it has failed; then it is stopped.
 func (w *actorWorker) Drain(timeout time.Duration) (*messages.DrainResult, error) {
+	if isClosed(w.pa.Stopped()) {
+		return nil, errWorkerStopped
+	}
 	res, err := w.system.Root.RequestFuture(w.pid, &messages.Drain{Timeout: durationpb.New(timeout)}, timeout+drainGrace).Result()
 	if err != nil {
 		w.system.Root.Stop(w.pid)

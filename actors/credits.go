@@ -1,16 +1,21 @@
 package actors
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"sync"
+)
 
 // credits is a counting semaphore: one credit per record in flight. A
 // buffered channel gives select-ability, so waiting for a credit can also
-// watch the session context and the partition actor's death.
+// watch the session, the claim and the partition actor's death.
 type credits chan struct{}
 
 func newCredits(n int) credits { return make(credits, n) }
 
-// acquire takes one credit, or gives up when ctx is done or stop closes.
-func (c credits) acquire(ctx context.Context, stop <-chan struct{}) bool {
+// acquire takes one credit, or gives up when ctx is done or any of stops
+// closes (a nil channel never does).
+func (c credits) acquire(ctx context.Context, stop, ended <-chan struct{}) bool {
 	select {
 	case c <- struct{}{}:
 		return true
@@ -23,38 +28,134 @@ func (c credits) acquire(ctx context.Context, stop <-chan struct{}) bool {
 		return false
 	case <-stop:
 		return false
+	case <-ended:
+		return false
 	}
 }
 
-// release returns n credits. Only credits that were acquired are released.
-func (c credits) release(n int) {
-	for ; n > 0; n-- {
-		<-c
+// release returns n credits. It never blocks: returning more than are held
+// is an accounting bug, reported as an error instead of a goroutine stuck
+// forever on the channel.
+func (c credits) release(n int) error {
+	for i := 0; i < n; i++ {
+		select {
+		case <-c:
+		default:
+			return fmt.Errorf("credit over-release: %d returned, only %d were held", n, i)
+		}
 	}
+	return nil
 }
 
 // inUse returns the credits held.
 func (c credits) inUse() int { return len(c) }
 
-// claimCredits pairs a partition's credits with the process-wide pool. The
-// bridge acquires both per record; the partition actor releases both.
+// claimCredits pairs a claim's partition credits (S) with the process-wide
+// pool (G). The bridge acquires one of each per record; the claim's worker
+// gives them back through release as records finish or are abandoned; when
+// the claim ends, close gives back whatever the worker did not (records lost
+// in a dead actor's mailbox, or admitted after it stopped).
+//
+// Guarantee: every credit acquired comes back to the pool exactly once.
+// release after close is a no-op, since close already returned everything
+// still held, and acquiring after close fails; an over-release returns an
+// error and gives back nothing more.
 type claimCredits struct {
 	partition credits
 	total     credits
+
+	mu     sync.Mutex
+	held   int // acquired and not yet given back
+	closed bool
 }
 
-func (cc claimCredits) acquire(ctx context.Context, stop <-chan struct{}) bool {
-	if !cc.partition.acquire(ctx, stop) {
+func newClaimCredits(perPartition int, total credits) *claimCredits {
+	return &claimCredits{partition: newCredits(perPartition), total: total}
+}
+
+// acquire takes a partition credit and a process credit, or neither.
+func (cc *claimCredits) acquire(ctx context.Context, stop, ended <-chan struct{}) bool {
+	if !cc.partition.acquire(ctx, stop, ended) {
 		return false
 	}
-	if !cc.total.acquire(ctx, stop) {
-		cc.partition.release(1)
+	if !cc.total.acquire(ctx, stop, ended) {
+		_ = cc.partition.release(1) // just acquired: cannot over-release
 		return false
 	}
+	return cc.book()
+}
+
+// book enters a pair of credits just taken, unless the claim has closed:
+// then they go straight back and the acquire fails.
+func (cc *claimCredits) book() bool {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.closed {
+		_ = cc.giveBack(1) // just acquired: cannot over-release
+		return false
+	}
+	cc.held++
 	return true
 }
 
-func (cc claimCredits) release(n int) {
-	cc.partition.release(n)
-	cc.total.release(n)
+// tryAcquire takes a partition credit and a process credit if both are free
+// now, without waiting.
+func (cc *claimCredits) tryAcquire() bool {
+	select {
+	case cc.partition <- struct{}{}:
+	default:
+		return false
+	}
+	select {
+	case cc.total <- struct{}{}:
+	default:
+		_ = cc.partition.release(1) // just acquired: cannot over-release
+		return false
+	}
+	return cc.book()
+}
+
+// release gives back n records' credits.
+func (cc *claimCredits) release(n int) error {
+	if n <= 0 {
+		return nil
+	}
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.closed {
+		return nil // close returned them already
+	}
+	if n > cc.held {
+		return fmt.Errorf("credit over-release: %d returned, the claim holds %d", n, cc.held)
+	}
+	cc.held -= n
+	return cc.giveBack(n)
+}
+
+// close gives back every credit still held and makes later releases no-ops.
+// It returns how many it gave back.
+func (cc *claimCredits) close() (int, error) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.closed {
+		return 0, nil
+	}
+	cc.closed = true
+	n := cc.held
+	cc.held = 0
+	return n, cc.giveBack(n)
+}
+
+func (cc *claimCredits) giveBack(n int) error {
+	if err := cc.partition.release(n); err != nil {
+		return err
+	}
+	return cc.total.release(n)
+}
+
+// heldNow returns the credits the claim holds.
+func (cc *claimCredits) heldNow() int {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	return cc.held
 }

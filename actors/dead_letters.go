@@ -11,8 +11,11 @@ import (
 
 // DeadLetterWriter stores records the pipeline gave up on. Write returns nil
 // only once the envelope is durably stored (for Kafka: acknowledged by the
-// broker); only then does the record count as finished. On error the
-// evaluation actor retries with backoff until the partition drains.
+// broker); only then does the record count as finished. Write must return
+// promptly once ctx is done (the partition is draining). On error the
+// partition actor retries with backoff up to BackoffMax for as long as the
+// claim lasts; the record stays unfinished meanwhile, so nothing is lost,
+// and the partition reports itself blocked (see PartitionState).
 type DeadLetterWriter interface {
 	Write(ctx context.Context, letter *messages.DeadLetter) error
 }
@@ -25,27 +28,56 @@ func (f DeadLetterFunc) Write(ctx context.Context, letter *messages.DeadLetter) 
 	return f(ctx, letter)
 }
 
+// History bounds: a record retried for hours through a shared outage keeps
+// its first attempts (how it started) and its latest (how it ended).
+const (
+	historyHead = 3
+	historyTail = 7
+)
+
 // failureHistory is what the partition actor remembers about a record's
-// failed attempts, to fill its dead-letter envelope.
+// failed attempts, to decide on retries and to fill its dead-letter
+// envelope. Its size is bounded by historyHead + historyTail entries.
 type failureHistory struct {
-	attempts     int32
-	firstFailure time.Time
-	lastFailure  time.Time
-	lastError    string
-	lastClass    messages.ErrorClass
+	head, tail []*messages.FailedAttempt // tail is a ring once full
+	next       int                       // ring position of the oldest tail entry
+	dropped    int32
+	own        int32 // failures that counted towards the own-failure limit
+	last       *messages.FailedAttempt
+	first      time.Time
 }
 
-func (h *failureHistory) add(now time.Time, class messages.ErrorClass, text string) {
-	if h.firstFailure.IsZero() {
-		h.firstFailure = now
+func (h *failureHistory) add(f *messages.FailedAttempt) {
+	if h.first.IsZero() {
+		h.first = f.GetTime().AsTime()
 	}
-	h.lastFailure = now
-	h.lastError = text
-	h.lastClass = class
+	if f.GetOwn() {
+		h.own++
+	}
+	h.last = f
+	switch {
+	case len(h.head) < historyHead:
+		h.head = append(h.head, f)
+	case len(h.tail) < historyTail:
+		h.tail = append(h.tail, f)
+	default:
+		h.tail[h.next] = f
+		h.next = (h.next + 1) % historyTail
+		h.dropped++
+	}
+}
+
+// attempts returns the recorded failures, oldest first.
+func (h *failureHistory) attempts() []*messages.FailedAttempt {
+	out := make([]*messages.FailedAttempt, 0, len(h.head)+len(h.tail))
+	out = append(out, h.head...)
+	out = append(out, h.tail[h.next:]...)
+	return append(out, h.tail[:h.next]...)
 }
 
 // newDeadLetter builds the envelope for record after its failures.
 func newDeadLetter(record *messages.Record, h *failureHistory, group string) *messages.DeadLetter {
+	last := h.last
 	return &messages.DeadLetter{
 		OriginalTopic:     record.GetTopic(),
 		OriginalPartition: record.GetPartition(),
@@ -54,12 +86,15 @@ func newDeadLetter(record *messages.Record, h *failureHistory, group string) *me
 		Value:             record.GetValue(),
 		Headers:           record.GetHeaders(),
 		OriginalTimestamp: record.GetTimestamp(),
-		Error:             h.lastError,
-		ErrorClass:        h.lastClass,
-		Attempts:          h.attempts,
-		FirstFailureTime:  timestamppb.New(h.firstFailure),
-		LastFailureTime:   timestamppb.New(h.lastFailure),
+		Error:             last.GetError(),
+		ErrorClass:        last.GetErrorClass(),
+		Attempts:          last.GetAttempt(),
+		FirstFailureTime:  timestamppb.New(h.first),
+		LastFailureTime:   last.GetTime(),
 		ConsumerGroup:     group,
 		ValueSize:         int64(len(record.GetValue())),
+		History:           h.attempts(),
+		HistoryDropped:    h.dropped,
+		OwnFailures:       h.own,
 	}
 }

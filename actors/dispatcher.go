@@ -17,10 +17,13 @@ import (
 // collection shrinks it, which is rare next to a record's lifetime).
 //
 // Schedule never blocks: when no goroutine is parked it starts one, which
-// parks after running and so joins the set. The set is as large as the most
-// mailboxes that ran at once (bounded by the in-flight credits), and every
-// goroutine in it exits once close is called: a partition actor closes its
-// dispatcher when it stops, so no goroutine outlives its claim for long.
+// parks after running and so joins the set. Each partition actor has its own
+// dispatcher, so the set is as large as the most mailboxes of that partition
+// that ran at once: at most S children plus the actor itself while credits
+// bound what is admitted (the process-wide total is bounded by G plus one per
+// claimed partition). Every goroutine in the set exits once close is called:
+// a partition actor closes its dispatcher when it stops, so no goroutine
+// outlives its claim for long.
 type warmDispatcher struct {
 	throughput int
 	work       chan func() // unbuffered: a send succeeds only into a parked goroutine

@@ -2,24 +2,26 @@ package actors
 
 // EvaluationActor protocol
 //
-//	in  *messages.EvaluateRecord   from its PartitionActor: wait the backoff, run the Handler once
-//	in  *messages.WriteDeadLetter  from its PartitionActor: write to the dead-letter topic until acknowledged
-//	out *messages.RecordDone       to its parent: handled (OUTCOME_OK) or dead-lettered (OUTCOME_DEAD_LETTERED)
-//	out *messages.RecordFailed     to its parent: one attempt failed, with its class
-//	panic                          escalates to the parent, whose HandleFailure decides (never a restart)
+//	in  *messages.EvaluateRecord    from its PartitionActor: wait the backoff, run the Handler once
+//	in  *messages.WriteDeadLetter   from its PartitionActor: wait the backoff, write to the dead-letter topic once
+//	out *messages.RecordDone        to its parent: handled (OUTCOME_OK), skipped (OUTCOME_SKIPPED) or
+//	                                dead-lettered and acknowledged (OUTCOME_DEAD_LETTERED)
+//	out *messages.RecordFailed      to its parent: the attempt failed, with its class and dependency
+//	out *messages.DeadLetterFailed  to its parent: the dead-letter write failed or was cancelled
+//	panic                           escalates to the parent, whose HandleFailure decides (never a restart)
 //
 // One EvaluationActor lives for one message: it answers, then stops itself.
 // It owns nothing but its goroutine while the handler runs; the record and
-// every decision about it belong to the parent.
+// every decision about it (retry, give up, dead-letter) belong to the parent.
 
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"strings"
+		"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/patchflow/patchflow/messages"
 )
@@ -35,7 +37,6 @@ type evaluationEnv struct {
 	handler     Handler
 	deadLetters DeadLetterWriter
 	settings    Settings
-	logger      *slog.Logger
 	observer    Observer
 }
 
@@ -57,9 +58,10 @@ func (a *evaluationActor) Receive(c actor.Context) {
 
 func (a *evaluationActor) evaluate(m *messages.EvaluateRecord) any {
 	offset := m.GetRecord().GetOffset()
-	if wait := m.GetBackoff().AsDuration(); wait > 0 && !a.sleep(wait, true) {
+	if wait := m.GetBackoff().AsDuration(); wait > 0 && !a.sleep(wait) {
 		return failed(offset, m, messages.ErrorClass_ERROR_CLASS_CANCELLED, "cancelled while waiting to retry: partition draining")
 	}
+	started := time.Now()
 	err := a.handle(m.GetRecord()) // a panic escapes to the parent's supervision
 	if err == nil {
 		return &messages.RecordDone{Offset: offset, Epoch: m.GetEpoch(), Attempt: m.GetAttempt(), Outcome: messages.Outcome_OUTCOME_OK}
@@ -74,7 +76,10 @@ func (a *evaluationActor) evaluate(m *messages.EvaluateRecord) any {
 		// abandoned and redelivered, never dead-lettered for this.
 		class = messages.ErrorClass_ERROR_CLASS_CANCELLED
 	}
-	return failed(offset, m, class, err.Error())
+	f := failed(offset, m, class, err.Error())
+	f.Dependency = messages.DependencyOf(err)
+	f.Started = timestamppb.New(started)
+	return f
 }
 
 // handle runs the handler once and reports its duration by outcome.
@@ -82,7 +87,13 @@ func (a *evaluationActor) handle(r *messages.Record) (err error) {
 	start := time.Now()
 	outcome := "panic" // if the handler panics, the deferred report still runs
 	defer func() { a.env.observer.HandlerDone(outcome, time.Since(start)) }()
-	err = a.env.handler.Handle(a.env.run, r)
+	ctx := a.env.run
+	if t := a.env.settings.AttemptTimeout; t > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, t)
+		defer cancel()
+	}
+	err = a.env.handler.Handle(ctx, r)
 	outcome = "ok"
 	if _, skipped := messages.SkipReasonOf(err); skipped {
 		outcome = "skipped"
@@ -96,24 +107,21 @@ func failed(offset int64, m *messages.EvaluateRecord, class messages.ErrorClass,
 	return &messages.RecordFailed{Offset: offset, Epoch: m.GetEpoch(), Attempt: m.GetAttempt(), ErrorClass: class, Error: text}
 }
 
-// writeDeadLetter retries until the writer succeeds or the drain deadline
-// cancels it: a record is never dropped because the dead-letter topic was
-// briefly unavailable.
+// writeDeadLetter writes the envelope once, after its backoff. A drain
+// cancels the wait; the write itself runs under the partition's run context,
+// which the drain cancels at its cancel point.
 func (a *evaluationActor) writeDeadLetter(m *messages.WriteDeadLetter) any {
 	letter := m.GetDeadLetter()
-	for attempt := 1; ; attempt++ {
-		err := a.tryWrite(letter)
-		if err == nil {
-			return &messages.RecordDone{Offset: letter.GetOriginalOffset(), Epoch: m.GetEpoch(), Attempt: letter.GetAttempts(), Outcome: messages.Outcome_OUTCOME_DEAD_LETTERED}
-		}
-		a.env.logger.Warn("dead-letter write failed; retrying",
-			"topic", letter.GetOriginalTopic(), "partition", letter.GetOriginalPartition(),
-			"offset", letter.GetOriginalOffset(), "attempt", attempt, "error", err)
-		if !a.sleep(backoff(attempt+1, a.env.settings.BackoffMin, a.env.settings.BackoffMax), false) {
-			return &messages.RecordFailed{Offset: letter.GetOriginalOffset(), Epoch: m.GetEpoch(), Attempt: letter.GetAttempts(),
-				ErrorClass: messages.ErrorClass_ERROR_CLASS_CANCELLED, Error: "cancelled while retrying the dead-letter write: " + err.Error()}
-		}
+	offset := letter.GetOriginalOffset()
+	if wait := m.GetBackoff().AsDuration(); wait > 0 && !a.sleep(wait) {
+		return &messages.DeadLetterFailed{Offset: offset, Epoch: m.GetEpoch(), Attempt: m.GetAttempt(), Cancelled: true,
+			Error: "cancelled while waiting to retry the dead-letter write: partition draining"}
 	}
+	if err := a.tryWrite(letter); err != nil {
+		return &messages.DeadLetterFailed{Offset: offset, Epoch: m.GetEpoch(), Attempt: m.GetAttempt(),
+			Error: err.Error(), Cancelled: a.env.run.Err() != nil}
+	}
+	return &messages.RecordDone{Offset: offset, Epoch: m.GetEpoch(), Attempt: m.GetAttempt(), Outcome: messages.Outcome_OUTCOME_DEAD_LETTERED}
 }
 
 // tryWrite calls the writer, turning a panic into an error so that it is
@@ -127,21 +135,17 @@ func (a *evaluationActor) tryWrite(letter *messages.DeadLetter) (err error) {
 	return a.env.deadLetters.Write(a.env.run, letter)
 }
 
-// sleep waits d; it returns false when cancelled first. With onDrain, the
-// start of a drain also cancels the wait.
-func (a *evaluationActor) sleep(d time.Duration, onDrain bool) bool {
+// sleep waits d; it returns false when the drain starts (or the run is
+// cancelled) first.
+func (a *evaluationActor) sleep(d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
-	draining := a.env.draining
-	if !onDrain {
-		draining = nil
-	}
 	select {
 	case <-t.C:
 		return true
 	case <-a.env.run.Done():
 		return false
-	case <-draining:
+	case <-a.env.draining:
 		return false
 	}
 }

@@ -124,7 +124,7 @@ func (h *scriptedHandler) Handle(ctx context.Context, r *messages.Record) error 
 	select {
 	case f := <-h.answerChan(r.GetOffset()):
 		err := f()
-		if err == nil {
+		if _, skipped := messages.SkipReasonOf(err); err == nil || skipped {
 			h.mu.Lock()
 			h.succeeded[r.GetOffset()] = true
 			h.mu.Unlock()
@@ -274,27 +274,76 @@ type partitionFixture struct {
 	actor    *actors.PartitionActor
 	pid      *actor.PID
 	epoch    int64
+	deps     *actors.Dependencies
+	logs     *logLines
+	released atomic.Int64 // credits the actor gave back
 	mu       sync.Mutex
 	admitted []int64
 }
 
 func newPartitionFixture(t *testing.T, settings actors.Settings, dlq *scriptedDeadLetters) *partitionFixture {
 	t.Helper()
-	f := &partitionFixture{system: newTestSystem(t), handler: newScriptedHandler(), dlq: dlq, stats: &actors.Stats{}, epoch: 7}
-	if f.dlq == nil {
-		f.dlq = newScriptedDeadLetters(0, false)
+	if dlq == nil {
+		dlq = newScriptedDeadLetters(0, false)
 	}
-	finished := func(o int64) bool { return f.handler.isFinished(o) || f.dlq.isWritten(o) }
+	f := newPartitionFixtureFull(t, settings, dlq, dlq.isWritten)
+	f.dlq = dlq
+	return f
+}
+
+// newPartitionFixtureFull runs the actor with any dead-letter writer;
+// dlqWritten says which offsets it acknowledged, for the checking marker.
+func newPartitionFixtureFull(t *testing.T, settings actors.Settings, dlq actors.DeadLetterWriter, dlqWritten func(int64) bool) *partitionFixture {
+	t.Helper()
+	h := newScriptedHandler()
+	f := buildPartitionFixture(t, settings, h, h.isFinished, dlq, dlqWritten)
+	f.handler = h
+	return f
+}
+
+// newPartitionFixtureHandler runs the actor with handler h, whose successes
+// the checking marker cannot see: use it only where nothing may be marked.
+func newPartitionFixtureHandler(t *testing.T, settings actors.Settings, h actors.Handler) *partitionFixture {
+	t.Helper()
+	dlq := newScriptedDeadLetters(0, false)
+	return buildPartitionFixture(t, settings, h, func(int64) bool { return false }, dlq, dlq.isWritten)
+}
+
+func buildPartitionFixture(t *testing.T, settings actors.Settings, h actors.Handler, handled func(int64) bool,
+	dlq actors.DeadLetterWriter, dlqWritten func(int64) bool) *partitionFixture {
+	t.Helper()
+	f := &partitionFixture{system: newTestSystem(t), stats: &actors.Stats{}, epoch: 7, deps: &actors.Dependencies{}, logs: &logLines{}}
+	finished := func(o int64) bool { return handled(o) || dlqWritten(o) }
 	f.marker = newCheckingMarker(t, finished, f.admittedOffsets)
 	f.actor = actors.NewPartitionActor(actors.PartitionConfig{
 		Topic: "events", Partition: 3, Epoch: f.epoch, Settings: settings,
-		Handler: f.handler, DeadLetters: f.dlq, Marker: f.marker, Stats: f.stats,
+		Handler: h, DeadLetters: dlq, Marker: f.marker, Stats: f.stats,
+		Dependencies: f.deps, Logger: slog.New(f.logs), Release: func(n int) { f.released.Add(int64(n)) },
 	})
 	f.pid = f.system.Root.Spawn(f.actor.Props())
 	t.Cleanup(func() {
 		_ = f.system.Root.StopFuture(f.pid).Wait()
 	})
 	return f
+}
+
+// ackedDeadLetters remembers the offsets its writer acknowledged.
+type ackedDeadLetters struct {
+	inner actors.DeadLetterWriter
+	acked sync.Map // offset -> true
+}
+
+func (a *ackedDeadLetters) Write(ctx context.Context, l *messages.DeadLetter) error {
+	if err := a.inner.Write(ctx, l); err != nil {
+		return err
+	}
+	a.acked.Store(l.GetOriginalOffset(), true)
+	return nil
+}
+
+func (a *ackedDeadLetters) isAcked(offset int64) bool {
+	_, ok := a.acked.Load(offset)
+	return ok
 }
 
 func (f *partitionFixture) admittedOffsets() []int64 {
@@ -314,4 +363,33 @@ func (f *partitionFixture) admit(offset int64, key string) {
 	f.system.Root.Send(f.pid, &messages.RecordAdmitted{Record: &messages.Record{
 		Topic: "events", Partition: 3, Offset: offset, Key: k, Value: []byte(fmt.Sprintf("value-%d", offset)),
 	}})
+}
+
+// logLines collects log records by message, for tests of what is logged.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logLines) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	l.lines = append(l.lines, r.Message)
+	l.mu.Unlock()
+	return nil
+}
+func (l *logLines) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logLines) WithGroup(string) slog.Handler      { return l }
+
+// count returns how many records were logged with msg.
+func (l *logLines) count(msg string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, m := range l.lines {
+		if m == msg {
+			n++
+		}
+	}
+	return n
 }

@@ -9,12 +9,18 @@ import (
 // Handler does the domain work for one record. It is the only thing the
 // domain implements; it knows nothing about actors or offsets.
 //
-// Handle returns nil on success. An error wrapped with messages.Permanent sends
-// the record to the dead-letter topic at once; messages.Transient and
-// unclassified errors are retried with backoff until the attempts run out,
-// then dead-lettered. A panic counts as an unclassified failure. ctx is
-// cancelled when the partition drains past its deadline; a handler must return
-// promptly then, and the record is redelivered later.
+// Handle returns nil on success, and messages.Skip(reason, ...) for a record
+// it ignores on purpose (finished, counted by reason, never dead-lettered).
+// An error wrapped with messages.Permanent sends the record to the
+// dead-letter topic at once. Transient and unclassified errors are retried
+// with backoff; unclassified ones and panics count towards MaxAttempts, and
+// transient ones count only when they are the record's own (see
+// PartitionActor's retry rule): name the dependency a failure came from with
+// messages.FailedIn, and report the dependency's successes (see
+// DependencyReporter), so a shared outage is told from a record's own
+// trouble. ctx carries the attempt timeout and is cancelled when the
+// partition drains past its cancel point; a handler must return promptly
+// then, and the record is redelivered later.
 //
 // Handle runs concurrently for different records and must be safe for that.
 // It may run more than once for the same record (retries, redelivery after a
@@ -29,4 +35,13 @@ type HandlerFunc func(ctx context.Context, record *messages.Record) error
 // Handle calls f.
 func (f HandlerFunc) Handle(ctx context.Context, record *messages.Record) error {
 	return f(ctx, record)
+}
+
+// DependencyReporter is implemented by a Handler that can report each
+// successful call to a dependency it names in its failures (messages.FailedIn).
+// The bridge gives it Dependencies.Served when it is created; the handler
+// calls it after every successful call. Without it, only record successes
+// tell whether an outage is shared.
+type DependencyReporter interface {
+	ReportServedTo(served func(dependency string))
 }

@@ -2,24 +2,26 @@ package actors
 
 // PartitionActor protocol
 //
-//	in  *messages.RecordAdmitted  from the bridge, which holds one credit for the record
-//	in  *messages.RecordDone      from an EvaluationActor: the record is finished
-//	in  *messages.RecordFailed    from an EvaluationActor, or from HandleFailure after a child panic
-//	in  *messages.Drain           from the bridge (a request): answered with *messages.DrainResult
-//	in  drainDeadline             from its own timer
-//	out EvaluationActors          spawned as children, one per attempt or dead-letter write
-//	out OffsetMarker.MarkOffset   the ledger's watermark, only when it moved forward
-//	out *messages.DrainResult     to the Drain requester, after the final mark; then it stops
+//	in  *messages.RecordAdmitted    from the bridge, which holds one credit for the record
+//	in  *messages.RecordDone        from a child: the record is finished (handled, skipped, or dead-lettered)
+//	in  *messages.RecordFailed      from a child, or from HandleFailure after a child panic: one attempt failed
+//	in  *messages.DeadLetterFailed  from a child, or from HandleFailure: one dead-letter write failed
+//	in  *messages.Drain             from the bridge (a request): answered with *messages.DrainResult
+//	in  drainCancel, drainDeadline  from its own timers
+//	out EvaluationActors            spawned as children, one per attempt or dead-letter write
+//	out OffsetMarker.MarkOffset     the ledger's watermark, only when it moved forward
+//	out PartitionConfig.Release     one credit per record, when it finishes or is abandoned
+//	out *messages.DrainResult       to the Drain requester, after the final mark; then it stops
 //
-// It alone owns its ledger, its ordering gate, the failure history of its
-// records and the credits of admitted records; it is the only caller of
-// MarkOffset for its partition. It supervises its children itself
-// (actor.SupervisorStrategy): a panicking child is stopped, never restarted,
-// and its record is retried or dead-lettered like any failure.
+// It alone owns its ledger, its ordering gate, the state of its records
+// (attempts, failure history, dead-letter writes) and the credits of admitted
+// records; it is the only caller of MarkOffset for its partition. It
+// supervises its children itself (actor.SupervisorStrategy): a panicking
+// child is stopped, never restarted, and its record is retried or
+// dead-lettered like any failure.
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -31,30 +33,15 @@ import (
 	"github.com/patchflow/patchflow/messages"
 )
 
-// Drain timer messages, sent by the PartitionActor to itself. The drain
-// budget splits in two: handlers run until cancelAt, then get the rest (the
-// cancel grace) to return from their cancellation, so a cancelled handler is
-// normally gone before the next owner of the partition starts the same key.
-type (
-	drainCancel   struct{}
-	drainDeadline struct{}
-)
-
-// cancelGrace is the part of a drain budget reserved for cancelled handlers
-// to return: a tenth, at most two seconds.
-func cancelGrace(budget time.Duration) time.Duration {
-	return min(budget/10, 2*time.Second)
-}
-
 // PartitionConfig is what the worker of one claim needs: the
 // PartitionActor, or whatever BridgeConfig.NewWorker starts.
 type PartitionConfig struct {
 	Topic      string
 	Partition  int32
 	Generation int32
-	// Epoch identifies the claim, uniquely in this process. Completions
-	// carrying another epoch are dropped: they belong to an older claim of
-	// the same partition.
+	// Epoch identifies the claim, uniquely in this process (it names the
+	// actor, so the next claim of the same partition never collides with
+	// one still stopping).
 	Epoch       int64
 	Settings    Settings
 	Handler     Handler
@@ -63,6 +50,9 @@ type PartitionConfig struct {
 	Logger      *slog.Logger
 	Stats       *Stats
 	Observer    Observer // optional
+	// Dependencies tells shared outages from a record's own failures;
+	// optional (nil: only record successes are known).
+	Dependencies *Dependencies
 	// Release returns n records' credits (one partition and one process
 	// credit each) to the bridge; nil when nothing holds credits (actor
 	// tests without a bridge).
@@ -75,6 +65,7 @@ type PartitionActor struct {
 	cfg        PartitionConfig
 	logger     *slog.Logger
 	stats      *Stats
+	deps       *Dependencies
 	childProps *actor.Props
 	self       *actor.PID
 	system     *actor.ActorSystem
@@ -82,16 +73,18 @@ type PartitionActor struct {
 	ledger  *ledger.Ledger
 	gate    *ordering.Gate
 	records map[int64]*recordState
-	running int   // children alive: attempts (incl. waiting for backoff) and dead-letter writes
+	running int   // records with a live child: an attempt (its backoff included) or a dead-letter write
 	marked  int64 // last offset passed to MarkOffset, -1 before the first
 
-	cancelRun   context.CancelFunc // interrupts running handlers at the drain deadline
+	cancelRun   context.CancelFunc // interrupts running handlers at the drain's cancel point
 	draining    chan struct{}      // closed when the drain starts
 	drainReply  *actor.PID
 	drainTimers []*time.Timer
 	cancelled   bool  // running handlers were cancelled: the drain has timed out
 	drainFinish int64 // records finished since the drain started
 	drained     bool  // the drain completed; the actor is stopping
+
+	deadLetterTrouble deadLetterTrouble
 
 	stopped    chan struct{} // closed when the actor has stopped, for the bridge
 	gauges     *partitionGauges
@@ -102,7 +95,13 @@ type PartitionActor struct {
 type recordState struct {
 	admitted time.Time
 	record   *messages.Record
+	// child is the live child working on the record; nil while the gate
+	// holds the record back, and between a child's answer and the next.
+	child    *actor.PID
+	attempt  int32 // handler attempts started
 	failures failureHistory
+	// letter is set once the record is being dead-lettered.
+	letter *deadLetterState
 }
 
 // NewPartitionActor returns the actor for cfg. Spawn it with Props.
@@ -116,11 +115,18 @@ func NewPartitionActor(cfg PartitionConfig) *PartitionActor {
 	if cfg.Release == nil {
 		cfg.Release = func(int) {}
 	}
+	if cfg.Dependencies == nil {
+		cfg.Dependencies = &Dependencies{}
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = noObserver{}
+	}
 	run, cancel := context.WithCancel(context.Background())
 	a := &PartitionActor{
 		cfg:       cfg,
 		logger:    cfg.Logger.With("topic", cfg.Topic, "partition", cfg.Partition),
 		stats:     cfg.Stats,
+		deps:      cfg.Dependencies,
 		ledger:    ledger.New(cfg.Settings.InFlightPerPartition),
 		gate:      ordering.NewGate(cfg.Settings.Ordering),
 		records:   make(map[int64]*recordState, cfg.Settings.InFlightPerPartition),
@@ -132,9 +138,6 @@ func NewPartitionActor(cfg PartitionConfig) *PartitionActor {
 		// 300 is protoactor's default throughput.
 		dispatcher: newWarmDispatcher(300),
 	}
-	if cfg.Observer == nil {
-		cfg.Observer = noObserver{}
-	}
 	env := &evaluationEnv{
 		observer:    cfg.Observer,
 		run:         run,
@@ -142,7 +145,6 @@ func NewPartitionActor(cfg PartitionConfig) *PartitionActor {
 		handler:     cfg.Handler,
 		deadLetters: cfg.DeadLetters,
 		settings:    cfg.Settings,
-		logger:      a.logger,
 	}
 	// An evaluationActor holds nothing but the shared env, so every child
 	// can be the same value: no allocation per spawn.
@@ -169,14 +171,16 @@ func (a *PartitionActor) Receive(c actor.Context) {
 	case *messages.RecordAdmitted:
 		a.admit(c, m.GetRecord())
 	case *messages.RecordDone:
-		if st := a.current(m.GetEpoch(), m.GetOffset()); st != nil {
-			a.running--
+		if st := a.answered(m.GetOffset(), m.GetAttempt(), m.GetOutcome() == messages.Outcome_OUTCOME_DEAD_LETTERED); st != nil {
 			a.finish(c, st, m)
 		}
 	case *messages.RecordFailed:
-		if st := a.current(m.GetEpoch(), m.GetOffset()); st != nil {
-			a.running--
+		if st := a.answered(m.GetOffset(), m.GetAttempt(), false); st != nil {
 			a.failed(c, st, m)
+		}
+	case *messages.DeadLetterFailed:
+		if st := a.answered(m.GetOffset(), m.GetAttempt(), true); st != nil {
+			a.deadLetterFailed(c, st, m)
 		}
 	case *messages.Drain:
 		a.startDrain(c, m)
@@ -194,8 +198,9 @@ func (a *PartitionActor) Receive(c actor.Context) {
 	case *actor.Stopped:
 		if !a.drained {
 			// Stopped without a drain (the actor failed, or the system is
-			// shutting down): nothing more will be marked; return the credits
-			// so other partitions are not starved.
+			// shutting down): nothing more will be marked; give back the
+			// credits of what it held. Records still in its mailbox are the
+			// bridge's to give back when the claim ends.
 			a.cancelRun()
 			a.releaseUnfinished()
 		}
@@ -228,56 +233,75 @@ func (a *PartitionActor) admit(c actor.Context, rec *messages.Record) {
 		a.publishPin()
 	}
 	if a.gate.Admit(rec.GetKey(), off) {
-		a.start(c, st, 1)
+		a.start(c, st)
 	}
 }
 
-// start spawns a child for the given attempt of st's record.
-func (a *PartitionActor) start(c actor.Context, st *recordState, attempt int32) {
-	msg := &messages.EvaluateRecord{Record: st.record, Epoch: a.cfg.Epoch, Attempt: attempt}
-	if wait := backoff(int(attempt), a.cfg.Settings.BackoffMin, a.cfg.Settings.BackoffMax); wait > 0 {
+// start spawns a child for the next handler attempt of st's record.
+func (a *PartitionActor) start(c actor.Context, st *recordState) {
+	st.attempt++
+	msg := &messages.EvaluateRecord{Record: st.record, Epoch: a.cfg.Epoch, Attempt: st.attempt}
+	if wait := backoff(int(st.attempt), a.cfg.Settings.BackoffMin, a.cfg.Settings.BackoffMax); wait > 0 {
 		msg.Backoff = durationpb.New(wait)
 	}
-	c.Send(c.Spawn(a.childProps), msg)
-	a.running++
+	a.spawn(c, st, msg)
 }
 
-// current returns the state of an in-flight record of this claim, or nil for
-// a completion that must be dropped.
-func (a *PartitionActor) current(epoch, offset int64) *recordState {
-	if epoch != a.cfg.Epoch || a.drained {
+// spawn starts a child on msg for st.
+func (a *PartitionActor) spawn(c actor.Context, st *recordState, msg any) {
+	st.child = c.Spawn(a.childProps)
+	a.running++
+	c.Send(st.child, msg)
+}
+
+// answered returns the state of the record a child's answer is about, and
+// marks its child gone; nil for an answer that must be dropped: after the
+// drain completed, or for a record, attempt or kind of work not running now.
+func (a *PartitionActor) answered(offset int64, attempt int32, deadLetter bool) *recordState {
+	if a.drained {
 		a.stats.fenced.Add(1)
-		a.logger.Debug("late completion dropped", "offset", offset, "epoch", epoch, "current_epoch", a.cfg.Epoch)
+		a.logger.Debug("completion after the drain dropped", "offset", offset)
 		return nil
 	}
 	st := a.records[offset]
-	if st == nil {
-		a.logger.Warn("completion for a record not in flight dropped", "offset", offset)
+	if st == nil || st.child == nil || (st.letter != nil) != deadLetter ||
+		(deadLetter && st.letter.writes != attempt) || (!deadLetter && st.attempt != attempt) {
+		a.logger.Warn("answer for work not running dropped", "offset", offset, "attempt", attempt)
+		return nil
 	}
+	st.child = nil
+	a.running--
 	return st
 }
 
+// finish ends a record. Its credit, its key in the gate and its ledger entry
+// go back whatever the ledger says, so a refused finish cannot leave a key
+// busy or a credit held.
 func (a *PartitionActor) finish(c actor.Context, st *recordState, done *messages.RecordDone) {
 	rec := st.record
 	off := rec.GetOffset()
 	delete(a.records, off)
-	advanced, err := a.ledger.Finish(off)
-	if err != nil {
-		a.logger.Error("ledger refused a finish", "offset", off, "error", err)
-		return
-	}
 	a.cfg.Release(1)
 	a.stats.inFlight.Add(-1)
 	switch done.GetOutcome() {
 	case messages.Outcome_OUTCOME_DEAD_LETTERED:
 		a.stats.deadLettered.Add(1)
+		a.deadLettered(st)
 	case messages.Outcome_OUTCOME_SKIPPED:
 		a.stats.skip(done.GetSkipReason())
 	default:
 		a.stats.succeeded.Add(1)
+		a.stats.lastSuccess.Store(time.Now().UnixNano())
+	}
+	advanced, err := a.ledger.Finish(off)
+	if err != nil {
+		a.stats.refusedFinishes.Add(1)
+		a.logger.Error("ledger refused a finish; the record's credit and key are released, its offset is left to the ledger", "offset", off, "error", err)
 	}
 	if next, ok := a.gate.Release(rec.GetKey()); ok {
-		a.start(c, a.records[next], 1)
+		if nst := a.records[next]; nst != nil {
+			a.start(c, nst)
+		}
 	}
 	a.gauges.inFlight.Store(int64(a.ledger.InFlight()))
 	if advanced {
@@ -288,64 +312,6 @@ func (a *PartitionActor) finish(c actor.Context, st *recordState, done *messages
 		a.drainFinish++
 		a.maybeCompleteDrain(c)
 	}
-}
-
-func (a *PartitionActor) failed(c actor.Context, st *recordState, m *messages.RecordFailed) {
-	off := st.record.GetOffset()
-	class := m.GetErrorClass()
-	if class == messages.ErrorClass_ERROR_CLASS_CANCELLED {
-		if a.isDraining() {
-			// Abandoned: stays unfinished in the ledger, never marked.
-			a.maybeCompleteDrain(c)
-			return
-		}
-		// Cancelled outside a drain means the handler's own context gave up,
-		// not ours: an ordinary failure worth retrying.
-		class = messages.ErrorClass_ERROR_CLASS_UNKNOWN
-	}
-	st.failures.attempts = m.GetAttempt()
-	st.failures.add(time.Now(), class, m.GetError())
-
-	// Transient failures (a dependency down or slow) are retried for as long
-	// as it takes: dead-lettering a good record because the database was
-	// restarting would lose it. Unclassified failures and panics get
-	// MaxAttempts, then go to the dead-letter topic.
-	transient := class == messages.ErrorClass_ERROR_CLASS_TRANSIENT
-	if class.Retryable() && (transient || int(m.GetAttempt()) < a.cfg.Settings.MaxAttempts) {
-		if a.isDraining() {
-			a.maybeCompleteDrain(c) // no new attempts while draining: abandoned
-			return
-		}
-		a.stats.retried.Add(1)
-		a.logger.Debug("attempt failed; retrying", "offset", off, "key", string(st.record.GetKey()),
-			"attempt", m.GetAttempt(), "error_class", class.String(), "error", m.GetError())
-		a.start(c, st, m.GetAttempt()+1)
-		return
-	}
-	a.logger.Warn("record dead-lettered", "offset", off, "key", string(st.record.GetKey()),
-		"attempts", m.GetAttempt(), "error_class", class.String(), "error", m.GetError())
-	letter := newDeadLetter(st.record, &st.failures, a.cfg.Settings.ConsumerGroup)
-	c.Send(c.Spawn(a.childProps), &messages.WriteDeadLetter{DeadLetter: letter, Epoch: a.cfg.Epoch})
-	a.running++
-}
-
-// HandleFailure implements actor.SupervisorStrategy for the children: a
-// panicking EvaluationActor is stopped (never restarted, which would repeat
-// its work silently) and its attempt counts as failed.
-func (a *PartitionActor) HandleFailure(_ *actor.ActorSystem, supervisor actor.Supervisor, child *actor.PID, _ *actor.RestartStatistics, reason any, message any) {
-	supervisor.StopChildren(child)
-	a.stats.panics.Add(1)
-	m, ok := actor.UnwrapEnvelopeMessage(message).(*messages.EvaluateRecord)
-	if !ok {
-		a.logger.Error("evaluation actor failed outside a record", "child", child.GetId(), "reason", fmt.Sprint(reason))
-		return
-	}
-	a.logger.Warn("handler panicked", "offset", m.GetRecord().GetOffset(), "attempt", m.GetAttempt(), "reason", fmt.Sprint(reason))
-	// Delivered through the mailbox so it takes the same path as any failure.
-	a.system.Root.Send(a.self, &messages.RecordFailed{
-		Offset: m.GetRecord().GetOffset(), Epoch: m.GetEpoch(), Attempt: m.GetAttempt(),
-		ErrorClass: messages.ErrorClass_ERROR_CLASS_PANIC, Error: fmt.Sprintf("handler panicked: %v", reason),
-	})
 }
 
 func (a *PartitionActor) markWatermark() {
@@ -371,69 +337,10 @@ func (a *PartitionActor) publishPin() {
 	a.gauges.pinnedOffset.Store(wm)
 	a.gauges.pinnedKey.Store(&st.record.Key) // no copy: this runs on almost every finish
 	a.gauges.pinnedSince.Store(st.admitted.UnixNano())
+	a.gauges.pinnedFailure.Store(st.failures.last)
 }
 
 func (a *PartitionActor) isDraining() bool { return isClosed(a.draining) }
-
-func (a *PartitionActor) startDrain(c actor.Context, m *messages.Drain) {
-	if a.isDraining() {
-		return
-	}
-	close(a.draining)
-	a.drainReply = c.Sender()
-	held := a.gate.Held()
-	a.gate.Clear() // held records never start; they stay unfinished
-	timeout := m.GetTimeout().AsDuration()
-	if timeout <= 0 {
-		timeout = a.cfg.Settings.DrainTimeout
-	}
-	a.logger.Debug("draining", "running", a.running, "held", held, "timeout", timeout)
-	if a.running == 0 {
-		a.completeDrain(c, false)
-		return
-	}
-	self, root := c.Self(), c.ActorSystem().Root
-	a.drainTimers = []*time.Timer{
-		time.AfterFunc(timeout-cancelGrace(timeout), func() { root.Send(self, drainCancel{}) }),
-		time.AfterFunc(timeout, func() { root.Send(self, drainDeadline{}) }),
-	}
-}
-
-func (a *PartitionActor) maybeCompleteDrain(c actor.Context) {
-	if a.running == 0 && !a.drained {
-		a.completeDrain(c, a.cancelled)
-	}
-}
-
-// completeDrain cancels what still runs, marks the final watermark, answers
-// the requester and stops. Cancelled and held records are abandoned: their
-// offsets are never marked, so Kafka redelivers them.
-func (a *PartitionActor) completeDrain(c actor.Context, timedOut bool) {
-	a.drained = true
-	for _, t := range a.drainTimers {
-		t.Stop()
-	}
-	a.cancelRun()
-	a.markWatermark()
-	abandoned := a.releaseUnfinished()
-	result := &messages.DrainResult{Watermark: a.marked, Finished: a.drainFinish, Abandoned: int64(abandoned), TimedOut: timedOut}
-	a.logger.Debug("partition drained", "watermark", a.marked, "finished", a.drainFinish, "abandoned", abandoned, "timed_out", timedOut)
-	if a.drainReply != nil {
-		c.Send(a.drainReply, result)
-	}
-	c.Stop(c.Self())
-}
-
-// releaseUnfinished gives back the credits of every unfinished record.
-func (a *PartitionActor) releaseUnfinished() int {
-	n := a.ledger.InFlight()
-	a.gauges.inFlight.Store(0)
-	a.cfg.Release(n)
-	a.stats.abandoned.Add(int64(n))
-	a.stats.inFlight.Add(int64(-n))
-	clear(a.records)
-	return n
-}
 
 func isClosed(ch <-chan struct{}) bool {
 	select {
@@ -442,4 +349,12 @@ func isClosed(ch <-chan struct{}) bool {
 	default:
 		return false
 	}
+}
+
+// State returns what the actor has published about its partition (the
+// same snapshot the bridge serves): safe to call from any goroutine.
+func (a *PartitionActor) State() PartitionState {
+	s := PartitionState{Topic: a.cfg.Topic, Partition: a.cfg.Partition, Generation: a.cfg.Generation}
+	a.gauges.snapshot(&s)
+	return s
 }

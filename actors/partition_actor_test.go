@@ -192,20 +192,6 @@ func TestPartitionDrainWaitsForRunningRecords(t *testing.T) {
 	}
 }
 
-// A completion carrying another claim's epoch is dropped, never marked.
-func TestPartitionDropsCompletionFromOlderEpoch(t *testing.T) {
-	f := newPartitionFixture(t, testSettings(ordering.Unordered), nil)
-	f.admit(0, "")
-	expectCall(t, f.handler)
-	f.system.Root.Send(f.pid, &messages.RecordDone{Offset: 0, Epoch: f.epoch - 1, Attempt: 1, Outcome: messages.Outcome_OUTCOME_OK})
-	f.marker.expectNoMark(t, 100*time.Millisecond)
-	if got := f.stats.Snapshot().Fenced; got != 1 {
-		t.Fatalf("fenced = %d, want 1", got)
-	}
-	f.handler.answer(0, ok)
-	f.marker.expectMark(t, 1)
-}
-
 func TestPartitionRetriesTransientFailure(t *testing.T) {
 	f := newPartitionFixture(t, testSettings(ordering.ByKey), nil)
 	f.admit(0, "a")

@@ -3,6 +3,8 @@ package actors
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/patchflow/patchflow/messages"
 )
 
 // PartitionState is a snapshot of one claimed partition, for metrics, the
@@ -23,12 +25,31 @@ type PartitionState struct {
 	// HighWatermark is the partition's end offset as the consumer last saw it.
 	HighWatermark int64
 	InFlight      int
+	// Buffered is how many fetched records wait in the claim's channel.
+	Buffered int
+	// WaitingForCredit is when the bridge began to wait for a credit with
+	// the next record in hand; zero when it is not waiting.
+	WaitingForCredit time.Time
 	// PinnedOffset and PinnedKey name the oldest unfinished record, the one
 	// holding the watermark back; PinnedSince is when it was admitted. Zero
 	// values when nothing is in flight.
 	PinnedOffset int64
 	PinnedKey    string
 	PinnedSince  time.Time
+	// PinnedFailure is the last failed attempt of the pinning record; nil
+	// when it has not failed.
+	PinnedFailure *messages.FailedAttempt
+	// DeadLetterBlocked is set while a dead-letter write of this partition
+	// keeps failing (the record stays unfinished; see DeadLetterWriter).
+	DeadLetterBlocked *DeadLetterBlock
+}
+
+// DeadLetterBlock describes a dead-letter write that keeps failing.
+type DeadLetterBlock struct {
+	Offset int64     // the record being dead-lettered
+	Since  time.Time // its first failed write
+	Writes int       // writes tried so far
+	Error  string    // the last write's error, which says what to fix
 }
 
 // Position is the next offset this claim will commit: the last mark, or
@@ -63,6 +84,8 @@ type partitionGauges struct {
 	committed, admitted, inFlight atomic.Int64
 	pinnedOffset, pinnedSince     atomic.Int64
 	pinnedKey                     atomic.Pointer[[]byte] // the pinning record's Key field; records are immutable
+	pinnedFailure                 atomic.Pointer[messages.FailedAttempt]
+	deadLetter                    atomic.Pointer[DeadLetterBlock]
 }
 
 func newPartitionGauges() *partitionGauges {
@@ -84,5 +107,7 @@ func (g *partitionGauges) snapshot(s *PartitionState) {
 		if ns := g.pinnedSince.Load(); ns > 0 {
 			s.PinnedSince = time.Unix(0, ns)
 		}
+		s.PinnedFailure = g.pinnedFailure.Load()
 	}
+	s.DeadLetterBlocked = g.deadLetter.Load()
 }

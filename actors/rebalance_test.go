@@ -162,6 +162,7 @@ func runRebalanceScenario(t *testing.T, assignor string) {
 	dlq := countingDeadLetters{inner: &actors.KafkaDeadLetters{Producer: producer, Topic: dlqTopic}, world: world}
 
 	type member struct {
+		bridge *actors.Bridge
 		cancel context.CancelFunc
 		done   chan struct{}
 	}
@@ -189,7 +190,7 @@ func runRebalanceScenario(t *testing.T, assignor string) {
 			defer close(done)
 			_ = actors.RunMember(ctx, cg, []string{topic}, bridge, discardLogger())
 		}()
-		return member{cancel: cancel, done: done}
+		return member{bridge: bridge, cancel: cancel, done: done}
 	}
 	stop := func(m member) {
 		m.cancel()
@@ -198,6 +199,7 @@ func runRebalanceScenario(t *testing.T, assignor string) {
 		case <-time.After(30 * time.Second):
 			t.Fatal("member did not stop within 30s")
 		}
+		checkCredits(t, m.bridge)
 	}
 
 	began := time.Now()

@@ -23,11 +23,22 @@ type Settings struct {
 	// the end of its claim before it cancels them. Keep it well under sarama's
 	// Consumer.Group.Rebalance.Timeout.
 	DrainTimeout time.Duration
-	// MaxAttempts is the number of handler attempts before an unclassified
-	// failure or a panic is dead-lettered. Transient failures are retried
-	// without limit (with backoff up to BackoffMax); permanent ones are
-	// dead-lettered at once.
+	// MaxAttempts is how many of a record's failures may be its own before it
+	// is dead-lettered. Own failures are unclassified ones, panics, and
+	// transient ones while the same dependency served other records after
+	// the attempt began. Transient failures during a shared outage (nothing
+	// else succeeds either) do not count: they are retried without limit,
+	// with backoff up to BackoffMax. Permanent failures are dead-lettered at
+	// once.
 	MaxAttempts int
+	// AttemptTimeout bounds one handler attempt (its context's deadline); 0
+	// means no bound. A record failing on its own, while its neighbours
+	// succeed, is therefore dead-lettered within about
+	// MaxAttempts × AttemptTimeout + (MaxAttempts − 1) × BackoffMax; see
+	// OwnFailureBound. Keep it well above normal handler times, queueing for
+	// the database included, or slow attempts under load count as own
+	// failures.
+	AttemptTimeout time.Duration
 	// BackoffMin and BackoffMax bound the exponential backoff between attempts
 	// and between dead-letter write retries.
 	BackoffMin, BackoffMax time.Duration
@@ -43,6 +54,7 @@ func DefaultSettings() Settings {
 		Ordering:             ordering.ByKey,
 		DrainTimeout:         20 * time.Second,
 		MaxAttempts:          5,
+		AttemptTimeout:       2 * time.Minute,
 		BackoffMin:           100 * time.Millisecond,
 		BackoffMax:           10 * time.Second,
 	}
@@ -66,8 +78,23 @@ func (s Settings) Validate() error {
 	if s.MaxAttempts < 1 {
 		errs = append(errs, fmt.Errorf("max attempts must be at least 1, got %d", s.MaxAttempts))
 	}
+	if s.AttemptTimeout < 0 {
+		errs = append(errs, fmt.Errorf("attempt timeout must not be negative, got %v", s.AttemptTimeout))
+	}
 	if s.BackoffMin <= 0 || s.BackoffMax < s.BackoffMin {
 		errs = append(errs, fmt.Errorf("backoff must satisfy 0 < min <= max, got min %v max %v", s.BackoffMin, s.BackoffMax))
 	}
 	return errors.Join(errs...)
+}
+
+// OwnFailureBound is the longest a record that fails on its own (its
+// dependencies keep serving other records) can hold its partition before it
+// is dead-lettered, when its handler honours the attempt timeout: MaxAttempts
+// attempts of at most AttemptTimeout, and a backoff of at most BackoffMax
+// between them. Zero when AttemptTimeout is zero (no bound).
+func (s Settings) OwnFailureBound() time.Duration {
+	if s.AttemptTimeout <= 0 {
+		return 0
+	}
+	return time.Duration(s.MaxAttempts)*s.AttemptTimeout + time.Duration(s.MaxAttempts-1)*s.BackoffMax
 }

@@ -8,16 +8,23 @@ import (
 // Stats counts what the pipeline did, process-wide. Counters only grow;
 // InFlight is a gauge. Safe for concurrent use; read with Snapshot.
 type Stats struct {
-	admitted     atomic.Int64
-	succeeded    atomic.Int64
-	retried      atomic.Int64
-	deadLettered atomic.Int64
-	abandoned    atomic.Int64
-	fenced       atomic.Int64
-	panics       atomic.Int64
-	inFlight     atomic.Int64
-	skipped      atomic.Int64
-	skipReasons  sync.Map // reason string -> *atomic.Int64
+	admitted                atomic.Int64
+	succeeded               atomic.Int64
+	retriedOwn              atomic.Int64
+	retriedShared           atomic.Int64
+	deadLettered            atomic.Int64
+	deadLetterWriteFailures atomic.Int64
+	abandoned               atomic.Int64
+	fenced                  atomic.Int64
+	panics                  atomic.Int64
+	inFlight                atomic.Int64
+	skipped                 atomic.Int64
+	skipReasons             sync.Map // reason string -> *atomic.Int64
+	refusedFinishes         atomic.Int64
+	creditErrors            atomic.Int64
+	// lastSuccess is when a record last succeeded (unix nanoseconds): the
+	// evidence of health for failures that name no dependency.
+	lastSuccess atomic.Int64
 }
 
 // skip counts one record skipped for reason.
@@ -37,27 +44,42 @@ type StatsSnapshot struct {
 	Skipped   int64 // records the handler deliberately ignored (finished and committed, never dead-lettered)
 	// SkippedByReason splits Skipped by the handler's reason; nil when none.
 	SkippedByReason map[string]int64
-	Retried         int64 // failed attempts that were retried
-	DeadLettered    int64 // records written to the dead-letter topic
-	Abandoned       int64 // records left unfinished at a drain; Kafka redelivers them
-	Fenced          int64 // completions dropped because they came from an older claim
-	Panics          int64 // handler panics caught by supervision
-	InFlight        int64 // records admitted and not yet finished or abandoned
+	Retried         int64 // failed attempts that were retried: RetriedOwn + RetriedShared
+	// RetriedOwn counts retries after a failure that counted towards the
+	// record's own-failure limit; RetriedShared after one that did not (a
+	// shared outage).
+	RetriedOwn, RetriedShared int64
+	DeadLettered              int64 // records written to the dead-letter topic (acknowledged)
+	DeadLetterWriteFailures   int64 // dead-letter writes that failed and were retried
+	Abandoned                 int64 // records left unfinished at a drain; Kafka redelivers them
+	Fenced                    int64 // completions dropped because their claim had drained
+	Panics                    int64 // panics of evaluation actors caught by supervision
+	InFlight                  int64 // records admitted and not yet finished or abandoned
+	// RefusedFinishes and CreditErrors count accounting faults (a finish the
+	// ledger refused, a credit given back twice): always zero unless there is
+	// a bug, each logged at error level.
+	RefusedFinishes, CreditErrors int64
 }
 
 // Snapshot returns the current counts.
 func (s *Stats) Snapshot() StatsSnapshot {
+	own, shared := s.retriedOwn.Load(), s.retriedShared.Load()
 	return StatsSnapshot{
-		Admitted:        s.admitted.Load(),
-		Succeeded:       s.succeeded.Load(),
-		Skipped:         s.skipped.Load(),
-		Retried:         s.retried.Load(),
-		DeadLettered:    s.deadLettered.Load(),
-		Abandoned:       s.abandoned.Load(),
-		Fenced:          s.fenced.Load(),
-		Panics:          s.panics.Load(),
-		InFlight:        s.inFlight.Load(),
-		SkippedByReason: s.skipCounts(),
+		Admitted:                s.admitted.Load(),
+		Succeeded:               s.succeeded.Load(),
+		Skipped:                 s.skipped.Load(),
+		SkippedByReason:         s.skipCounts(),
+		Retried:                 own + shared,
+		RetriedOwn:              own,
+		RetriedShared:           shared,
+		DeadLettered:            s.deadLettered.Load(),
+		DeadLetterWriteFailures: s.deadLetterWriteFailures.Load(),
+		Abandoned:               s.abandoned.Load(),
+		Fenced:                  s.fenced.Load(),
+		Panics:                  s.panics.Load(),
+		InFlight:                s.inFlight.Load(),
+		RefusedFinishes:         s.refusedFinishes.Load(),
+		CreditErrors:            s.creditErrors.Load(),
 	}
 }
 

@@ -82,6 +82,14 @@ type systemProfilePage struct {
 // ErrHostNotFound and is permanent, as is an empty or dot-segment hostID;
 // other failures are classified as for VMaaS.Updates.
 func (c *Inventory) SystemProfile(ctx context.Context, hostID string) (json.RawMessage, error) {
+	raw, err := c.systemProfile(ctx, hostID)
+	if err != nil {
+		return nil, messages.FailedIn(messages.DependencyInventory, err)
+	}
+	return raw, nil
+}
+
+func (c *Inventory) systemProfile(ctx context.Context, hostID string) (json.RawMessage, error) {
 	const op = "inventory system profile"
 	// PathEscape leaves "." and ".." alone, and a client or proxy would
 	// resolve them as dot-segments, asking for another resource entirely.

@@ -105,6 +105,16 @@ func NewVMaaS(baseURL string, opts VMaaSOptions) (*VMaaS, error) {
 // expected JSON) is transient; the caller's context ending is returned as is
 // (see the package doc).
 func (c *VMaaS) Updates(ctx context.Context, req *UpdatesRequest) (*UpdatesResponse, error) {
+	resp, err := c.updates(ctx, req)
+	if err != nil {
+		// Named so the pipeline can tell VMaaS failing for everyone from
+		// failing for this request alone.
+		return nil, messages.FailedIn(messages.DependencyVMaaS, err)
+	}
+	return resp, nil
+}
+
+func (c *VMaaS) updates(ctx context.Context, req *UpdatesRequest) (*UpdatesResponse, error) {
 	const op = "vmaas updates"
 	c.calls.Add(1)
 	if req == nil {

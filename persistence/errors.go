@@ -16,13 +16,18 @@ import (
 // classify marks errors the pipeline should retry as transient: the
 // database unreachable or restarting, a deadlock, a serialization failure,
 // too many connections, a statement cancelled by a timeout. Anything else is
-// left unclassified (retried, then dead-lettered).
+// left unclassified (retried, then dead-lettered). Every error is named as
+// the database's (messages.FailedIn), so the pipeline can tell the database
+// failing for everyone from failing for one record.
 func classify(err error) error {
-	if err == nil || messages.ClassOf(err) != messages.ErrorClass_ERROR_CLASS_UNKNOWN {
-		return err
+	if err == nil {
+		return nil
 	}
-	if isTransient(err) {
-		return messages.Transient(err)
+	if messages.ClassOf(err) == messages.ErrorClass_ERROR_CLASS_UNKNOWN && isTransient(err) {
+		err = messages.Transient(err)
+	}
+	if messages.DependencyOf(err) == "" {
+		err = messages.FailedIn(messages.DependencyDatabase, err)
 	}
 	return err
 }

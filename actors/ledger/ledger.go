@@ -31,9 +31,12 @@ var ErrAlreadyFinished = errors.New("ledger: offset already finished")
 //
 // Cost: Admit is amortised O(1). Finish is O(1) when the offsets in flight are
 // contiguous and O(log n) otherwise (n = offsets in flight). Advancing the
-// watermark is amortised O(1) per offset. The ring grows by doubling up to the
-// largest number in flight and is then reused: no allocation per record in
-// steady state.
+// watermark is amortised O(1) per offset. The ring holds every admitted
+// offset from the oldest unfinished one to the last admitted, finished ones
+// included: it grows by doubling to the widest such span seen and is then
+// reused (no allocation per record in steady state). The span, not the
+// number in flight, sets its size: one record pinned while many after it
+// finish keeps them all in the ring.
 type Ledger struct {
 	offsets []int64 // ring buffer of admitted offsets, ascending from head
 	done    []bool  // done[i] reports whether offsets[i] is finished

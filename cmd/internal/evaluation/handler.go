@@ -57,6 +57,33 @@ func New(store *persistence.Store, vmaas *clients.VMaaS, inventory *clients.Inve
 	return &Handler{store: store, vmaas: vmaas, inventory: inventory, validation: validation, logger: logger, Timings: noTimings{}}
 }
 
+// ReportServedTo implements actors.DependencyReporter: after it, every
+// successful database transaction and VMaaS call is reported to served. It
+// wraps the Timings set so far, so set Timings first.
+func (h *Handler) ReportServedTo(served func(dependency string)) {
+	h.Timings = servedTimings{Timings: h.Timings, served: served}
+}
+
+// servedTimings reports successes to the pipeline as it passes timings on.
+type servedTimings struct {
+	Timings
+	served func(dependency string)
+}
+
+func (t servedTimings) VMaaS(d time.Duration, err error) {
+	if err == nil {
+		t.served(messages.DependencyVMaaS)
+	}
+	t.Timings.VMaaS(d, err)
+}
+
+func (t servedTimings) Database(operation string, d time.Duration, err error) {
+	if err == nil {
+		t.served(messages.DependencyDatabase)
+	}
+	t.Timings.Database(operation, d, err)
+}
+
 // Stats returns the handler's counters.
 func (h *Handler) Stats() *Stats { return &h.stats }
 

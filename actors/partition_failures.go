@@ -1,0 +1,123 @@
+package actors
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/patchflow/patchflow/messages"
+)
+
+// The retry rule (invariant 6). A failed attempt is, by class:
+//   - permanent: the record is dead-lettered at once;
+//   - cancelled during a drain: the record is abandoned (redelivered later);
+//   - unclassified or a panic: an own failure;
+//   - transient: an own failure only when the dependency it names (or, when
+//     it names none, any record of the process) succeeded after the attempt
+//     began. Otherwise the outage is shared and the failure does not count.
+//
+// A record is retried, with backoff, until MaxAttempts of its failures are
+// its own; then it is dead-lettered. So a shared outage of any length
+// dead-letters nothing, and a record that keeps failing while its neighbours
+// succeed is dead-lettered within Settings.OwnFailureBound.
+func (a *PartitionActor) failed(c actor.Context, st *recordState, m *messages.RecordFailed) {
+	class := m.GetErrorClass()
+	if class == messages.ErrorClass_ERROR_CLASS_CANCELLED {
+		if a.isDraining() {
+			// Abandoned: stays unfinished in the ledger, never marked.
+			a.maybeCompleteDrain(c)
+			return
+		}
+		// Cancelled outside a drain means the handler's own context gave up,
+		// not ours: an ordinary failure.
+		class = messages.ErrorClass_ERROR_CLASS_UNKNOWN
+	}
+	now := time.Now()
+	own := a.isOwnFailure(class, m)
+	st.failures.add(&messages.FailedAttempt{Attempt: m.GetAttempt(), ErrorClass: class, Error: m.GetError(),
+		Dependency: m.GetDependency(), Time: timestamppb.New(now), Own: own})
+	if wm, _ := a.ledger.Watermark(); wm == st.record.GetOffset() {
+		a.gauges.pinnedFailure.Store(st.failures.last)
+	}
+	if class.Retryable() && int(st.failures.own) < a.cfg.Settings.MaxAttempts {
+		if a.isDraining() {
+			a.maybeCompleteDrain(c) // no new attempts while draining: abandoned
+			return
+		}
+		if own {
+			a.stats.retriedOwn.Add(1)
+		} else {
+			a.stats.retriedShared.Add(1)
+		}
+		a.logger.Debug("attempt failed; retrying", "offset", st.record.GetOffset(), "key", string(st.record.GetKey()),
+			"attempt", m.GetAttempt(), "error_class", class.String(), "dependency", m.GetDependency(), "own", own,
+			"own_failures", st.failures.own, "error", m.GetError())
+		a.start(c, st)
+		return
+	}
+	a.startDeadLetter(c, st)
+}
+
+// isOwnFailure applies the rule above to one failed attempt.
+func (a *PartitionActor) isOwnFailure(class messages.ErrorClass, m *messages.RecordFailed) bool {
+	switch class {
+	case messages.ErrorClass_ERROR_CLASS_UNKNOWN, messages.ErrorClass_ERROR_CLASS_PANIC:
+		return true
+	case messages.ErrorClass_ERROR_CLASS_TRANSIENT:
+		started := m.GetStarted().AsTime()
+		if m.GetStarted() == nil {
+			return false // no start time: cannot tell, so assume shared
+		}
+		if dep := m.GetDependency(); dep != "" {
+			return a.deps.ServedSince(dep, started)
+		}
+		return a.stats.lastSuccess.Load() > started.UnixNano()
+	}
+	return false
+}
+
+// HandleFailure implements actor.SupervisorStrategy for the children; it
+// runs on this actor's goroutine. A panicking child is stopped (never
+// restarted, which would repeat its work silently) and the work it was doing
+// counts as failed, through the mailbox like any other answer, so running
+// counts, gate and credits stay right wherever the child panicked.
+func (a *PartitionActor) HandleFailure(_ *actor.ActorSystem, supervisor actor.Supervisor, child *actor.PID, _ *actor.RestartStatistics, reason any, message any) {
+	supervisor.StopChildren(child)
+	a.stats.panics.Add(1)
+	var off int64
+	var st *recordState
+	switch m := actor.UnwrapEnvelopeMessage(message).(type) {
+	case *messages.EvaluateRecord:
+		off = m.GetRecord().GetOffset()
+	case *messages.WriteDeadLetter:
+		off = m.GetDeadLetter().GetOriginalOffset()
+	default:
+		// Outside a record's message (a system message, or none): find the
+		// record by the child that was working on it.
+		for o, s := range a.records {
+			if s.child != nil && s.child.GetId() == child.GetId() {
+				off = o
+				break
+			}
+		}
+	}
+	if s := a.records[off]; s != nil && s.child != nil && s.child.GetId() == child.GetId() {
+		st = s
+	}
+	if st == nil {
+		a.logger.Error("evaluation actor failed with no record in its care", "child", child.GetId(), "reason", fmt.Sprint(reason))
+		return
+	}
+	text := fmt.Sprintf("panicked: %v", reason)
+	if st.letter != nil {
+		a.logger.Warn("dead-letter write panicked", "offset", off, "reason", fmt.Sprint(reason))
+		a.system.Root.Send(a.self, &messages.DeadLetterFailed{Offset: off, Epoch: a.cfg.Epoch, Attempt: st.letter.writes,
+			Error: "dead-letter write " + text})
+		return
+	}
+	a.logger.Warn("handler panicked", "offset", off, "attempt", st.attempt, "reason", fmt.Sprint(reason))
+	a.system.Root.Send(a.self, &messages.RecordFailed{Offset: off, Epoch: a.cfg.Epoch, Attempt: st.attempt,
+		ErrorClass: messages.ErrorClass_ERROR_CLASS_PANIC, Error: "handler " + text})
+}

@@ -1,0 +1,185 @@
+package actors_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/patchflow/patchflow/actors/ordering"
+	"github.com/patchflow/patchflow/messages"
+)
+
+// expectLetter waits for the next dead-letter write.
+func expectLetter(t *testing.T, dlq *scriptedDeadLetters) *messages.DeadLetter {
+	t.Helper()
+	select {
+	case l := <-dlq.seen:
+		return l
+	case <-time.After(3 * time.Second):
+		t.Fatal("no dead-letter write within 3s")
+		return nil
+	}
+}
+
+// succeedServing handles offset with a success that used dependency.
+func (f *partitionFixture) succeedServing(t *testing.T, offset int64, dependency string) {
+	t.Helper()
+	if c := expectCall(t, f.handler); c.offset != offset {
+		t.Fatalf("started offset %d, want neighbour %d", c.offset, offset)
+	}
+	f.handler.answer(offset, func() error {
+		if dependency != "" {
+			f.deps.Served(dependency)
+		}
+		return nil
+	})
+}
+
+// A record whose VMaaS call keeps failing while VMaaS serves its neighbours
+// is dead-lettered after MaxAttempts own failures, with its history, and the
+// partition commits past it.
+func TestPartitionDeadLettersOwnTransientFailure(t *testing.T) {
+	dlq := newScriptedDeadLetters(0, false)
+	f := newPartitionFixture(t, testSettings(ordering.ByKey), dlq) // MaxAttempts 3
+	f.admit(0, "hostage")
+	for attempt := 1; attempt <= 3; attempt++ {
+		if c := expectCall(t, f.handler); c.offset != 0 || c.attempt != attempt {
+			t.Fatalf("got %+v, want offset 0 attempt %d", c, attempt)
+		}
+		neighbour := int64(attempt)
+		f.admit(neighbour, fmt.Sprintf("neighbour-%d", attempt))
+		f.succeedServing(t, neighbour, messages.DependencyVMaaS)
+		waitFor(t, "the neighbour to finish", func() bool { return f.handler.isFinished(neighbour) })
+		f.handler.answer(0, func() error {
+			return messages.FailedIn(messages.DependencyVMaaS, messages.Transient(errors.New("vmaas: context deadline exceeded")))
+		})
+	}
+	l := expectLetter(t, dlq)
+	if l.GetOwnFailures() != 3 || l.GetAttempts() != 3 || l.GetErrorClass() != messages.ErrorClass_ERROR_CLASS_TRANSIENT {
+		t.Fatalf("envelope: own %d, attempts %d, class %v", l.GetOwnFailures(), l.GetAttempts(), l.GetErrorClass())
+	}
+	if len(l.GetHistory()) != 3 {
+		t.Fatalf("history has %d entries, want 3", len(l.GetHistory()))
+	}
+	for i, h := range l.GetHistory() {
+		if !h.GetOwn() || h.GetDependency() != messages.DependencyVMaaS || h.GetAttempt() != int32(i+1) {
+			t.Fatalf("history[%d] = %v", i, h)
+		}
+	}
+	f.marker.expectMark(t, 4)
+	if s := f.stats.Snapshot(); s.DeadLettered != 1 || s.RetriedOwn != 2 || s.RetriedShared != 0 || s.Succeeded != 3 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+// While the database is down for everyone, failures naming it do not count,
+// however many: nothing is dead-lettered. Successes of another dependency
+// (VMaaS) do not make database failures look like the record's own.
+func TestPartitionSharedOutageDeadLettersNothing(t *testing.T) {
+	dlq := newScriptedDeadLetters(0, false)
+	f := newPartitionFixture(t, testSettings(ordering.ByKey), dlq) // MaxAttempts 3
+	outage := func() error {
+		return messages.FailedIn(messages.DependencyDatabase, messages.Transient(errors.New("connection refused")))
+	}
+	f.admit(0, "a")
+	f.admit(1, "b")
+	f.admit(2, "c") // needs no database: succeeds meanwhile
+	const failures = 8
+	seen := map[int64]int{}
+	for seen[0] < failures || seen[1] < failures || seen[2] == 0 {
+		c := expectCall(t, f.handler)
+		seen[c.offset]++
+		switch {
+		case c.offset == 2:
+			f.handler.answer(2, func() error { f.deps.Served(messages.DependencyVMaaS); return nil })
+		case seen[c.offset] <= failures:
+			f.handler.answer(c.offset, outage)
+		}
+	}
+	for seen[0] <= failures || seen[1] <= failures { // the attempts after the outage
+		seen[expectCall(t, f.handler).offset]++
+	}
+	f.handler.answer(1, ok)
+	waitFor(t, "offset 1 to finish", func() bool { return f.handler.isFinished(1) })
+	f.handler.answer(0, ok)
+	f.marker.expectMark(t, 3)
+	select {
+	case l := <-dlq.seen:
+		t.Fatalf("dead-lettered offset %d during a shared outage", l.GetOriginalOffset())
+	default:
+	}
+	if s := f.stats.Snapshot(); s.DeadLettered != 0 || s.RetriedShared != 2*failures || s.RetriedOwn != 0 {
+		t.Fatalf("stats %+v; want %d shared retries and no dead letter", s, 2*failures)
+	}
+}
+
+// A failure that names no dependency counts as the record's own when other
+// records of the process succeed during its attempt.
+func TestPartitionDeadLettersUnattributedFailureWhileOthersSucceed(t *testing.T) {
+	dlq := newScriptedDeadLetters(0, false)
+	f := newPartitionFixture(t, testSettings(ordering.ByKey), dlq)
+	f.admit(0, "locked")
+	for attempt := 1; attempt <= 3; attempt++ {
+		expectCall(t, f.handler)
+		neighbour := int64(attempt)
+		f.admit(neighbour, fmt.Sprintf("n%d", attempt))
+		f.succeedServing(t, neighbour, "")
+		waitFor(t, "the neighbour to finish", func() bool { return f.handler.isFinished(neighbour) })
+		f.handler.answer(0, func() error { return messages.Transient(errors.New("lock timeout")) })
+	}
+	if l := expectLetter(t, dlq); l.GetOwnFailures() != 3 || l.GetError() != "lock timeout" {
+		t.Fatalf("envelope: own %d, error %q", l.GetOwnFailures(), l.GetError())
+	}
+	f.marker.expectMark(t, 4)
+}
+
+// The attempt timeout ends a handler that waits for ever on its context; the
+// timed-out attempts count as the record's own while neighbours succeed.
+func TestPartitionAttemptTimeoutBoundsAHangingRecord(t *testing.T) {
+	dlq := newScriptedDeadLetters(0, false)
+	s := testSettings(ordering.ByKey)
+	s.AttemptTimeout = 100 * time.Millisecond
+	f := newPartitionFixture(t, s, dlq)
+	f.admit(0, "hangs")
+	start := time.Now()
+	for attempt := 1; attempt <= 3; attempt++ {
+		expectCall(t, f.handler) // offset 0, never answered: it waits for its context
+		neighbour := int64(attempt)
+		f.admit(neighbour, fmt.Sprintf("n%d", attempt))
+		f.succeedServing(t, neighbour, "")
+	}
+	l := expectLetter(t, dlq)
+	if took := time.Since(start); took > s.OwnFailureBound()+time.Second {
+		t.Fatalf("dead-lettered after %v; the bound is %v", took, s.OwnFailureBound())
+	}
+	if !strings.Contains(l.GetError(), "deadline exceeded") || l.GetOwnFailures() != 3 {
+		t.Fatalf("envelope: error %q, own %d", l.GetError(), l.GetOwnFailures())
+	}
+	f.marker.expectMark(t, 4)
+}
+
+// What the handler skips on purpose is finished and committed, counted by
+// reason, and never dead-lettered.
+func TestPartitionCommitsSkippedRecords(t *testing.T) {
+	dlq := newScriptedDeadLetters(0, false)
+	f := newPartitionFixture(t, testSettings(ordering.ByKey), dlq)
+	f.admit(0, "a")
+	f.admit(1, "b")
+	expectCall(t, f.handler)
+	expectCall(t, f.handler)
+	f.handler.answer(1, ok)
+	waitFor(t, "offset 1 to finish", func() bool { return f.handler.isFinished(1) })
+	f.handler.answer(0, func() error { return messages.Skip(messages.ReasonReporterNotAllowed, "reporter yupana") })
+	f.marker.expectMark(t, 2)
+	s := f.stats.Snapshot()
+	if s.Skipped != 1 || s.SkippedByReason[string(messages.ReasonReporterNotAllowed)] != 1 || s.Succeeded != 1 || s.DeadLettered != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+	select {
+	case l := <-dlq.seen:
+		t.Fatalf("skipped record %d was dead-lettered", l.GetOriginalOffset())
+	default:
+	}
+}

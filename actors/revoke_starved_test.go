@@ -1,0 +1,157 @@
+package actors_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/patchflow/patchflow/actors"
+	"github.com/patchflow/patchflow/actors/ordering"
+	"github.com/patchflow/patchflow/messages"
+)
+
+// claimCounter counts claims started, through the Observer.
+type claimCounter struct {
+	started atomic.Int64
+	drains  atomic.Int64
+}
+
+func (c *claimCounter) ClaimStarted(string, int32)        { c.started.Add(1) }
+func (c *claimCounter) DrainDone(time.Duration, bool)     { c.drains.Add(1) }
+func (c *claimCounter) HandlerDone(string, time.Duration) {}
+
+// The revoke-while-starved case through real sarama against kfake: member A
+// holds every partition with each one's only credit taken by a record that
+// never finishes, and more records buffered than sarama's channel holds.
+// Member B joins; the cooperative rebalance revokes two of A's partitions.
+// A's revoked claims must drain within the drain timeout (sarama would
+// otherwise wait out Rebalance.Timeout, 60 s here, and tear down A's whole
+// session), and A's two retained claims must keep running: no claim of A
+// restarts.
+func TestCooperativeRevokeWhileStarvedOfCredits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration scenario")
+	}
+	const partitions, perPartition = 4, 600 // more than ChannelBufferSize (256) per partition
+	topic, group := "starved", "starved-group"
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	brokers := cluster.ListenAddrs()
+	k := actors.KafkaSettings{Brokers: brokers, Topic: topic, Group: group, Version: sarama.V3_6_0_0,
+		Assignor: "cooperative-sticky", SessionTimeout: 3 * time.Second, HeartbeatInterval: 200 * time.Millisecond}
+	produceEven(t, k, partitions, perPartition)
+
+	s := testSettings(ordering.Unordered)
+	s.InFlightPerPartition = 1
+	s.InFlightTotal = partitions
+	s.DrainTimeout = time.Second
+	held := actors.HandlerFunc(func(ctx context.Context, _ *messages.Record) error {
+		<-ctx.Done() // a database that never answers: nothing finishes
+		return ctx.Err()
+	})
+
+	type member struct {
+		bridge  *actors.Bridge
+		claims  *claimCounter
+		cancel  context.CancelFunc
+		stopped chan struct{}
+	}
+	start := func(name string) *member {
+		m := &member{claims: &claimCounter{}, stopped: make(chan struct{})}
+		m.bridge, err = actors.NewBridge(actors.BridgeConfig{System: newTestSystem(t), Settings: s, Handler: held, Observer: m.claims,
+			DeadLetters: actors.DeadLetterFunc(func(context.Context, *messages.DeadLetter) error { return nil })})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ccfg, err := actors.NewConsumerConfig(k, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ccfg.ClientID = name
+		cg, err := sarama.NewConsumerGroup(brokers, group, ccfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ctx context.Context
+		ctx, m.cancel = context.WithCancel(context.Background())
+		go func() {
+			defer close(m.stopped)
+			_ = actors.RunMember(ctx, cg, []string{topic}, m.bridge, discardLogger())
+		}()
+		return m
+	}
+	stop := func(m *member) {
+		m.cancel()
+		select {
+		case <-m.stopped:
+		case <-time.After(30 * time.Second):
+			t.Fatal("member did not stop")
+		}
+		checkCredits(t, m.bridge)
+	}
+	starved := func(m *member, n int) func() bool {
+		return func() bool {
+			ps := m.bridge.Partitions()
+			waiting := 0
+			for _, p := range ps {
+				if !p.WaitingForCredit.IsZero() {
+					waiting++
+				}
+			}
+			return len(ps) == n && waiting == n
+		}
+	}
+
+	a := start("member-a")
+	waitFor2(t, "member A to hold every partition, starved", 30*time.Second, starved(a, partitions))
+	if got := a.claims.started.Load(); got != partitions {
+		t.Fatalf("member A started %d claims, want %d", got, partitions)
+	}
+	joined := time.Now()
+	b := start("member-b")
+	waitFor2(t, "the partitions to be split between A and B", s.DrainTimeout+10*time.Second, func() bool {
+		return len(a.bridge.Partitions()) == partitions/2 && len(b.bridge.Partitions()) == partitions/2
+	})
+	took := time.Since(joined)
+	if got := a.claims.started.Load(); got != partitions {
+		t.Fatalf("member A started %d claims in all, want %d: its session was torn down", got, partitions)
+	}
+	if !a.bridge.Joined() {
+		t.Fatal("member A left its session")
+	}
+	t.Logf("B joined and A handed over two starved partitions in %v (drain timeout %v)", took.Round(time.Millisecond), s.DrainTimeout)
+	stop(b)
+	stop(a)
+}
+
+// produceEven writes n records to each partition.
+func produceEven(t *testing.T, k actors.KafkaSettings, partitions int32, n int) {
+	t.Helper()
+	cfg := sarama.NewConfig()
+	cfg.Version = k.Version
+	cfg.Producer.Return.Successes = true
+	cfg.Producer.Partitioner = sarama.NewManualPartitioner
+	producer, err := sarama.NewSyncProducer(k.Brokers, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer producer.Close()
+	var batch []*sarama.ProducerMessage
+	for p := int32(0); p < partitions; p++ {
+		for i := 0; i < n; i++ {
+			batch = append(batch, &sarama.ProducerMessage{Topic: k.Topic, Partition: p,
+				Key: sarama.StringEncoder(fmt.Sprintf("k%d", i)), Value: sarama.StringEncoder("v")})
+		}
+	}
+	if err := producer.SendMessages(batch); err != nil {
+		t.Fatal(err)
+	}
+}
