@@ -17,7 +17,7 @@ package actors
 import (
 	"context"
 	"fmt"
-		"strings"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
