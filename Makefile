@@ -6,7 +6,7 @@ BUF       := $(GO) run github.com/bufbuild/buf/cmd/buf@v1.75.0
 BIN       := bin
 PKGS      := ./...
 
-.PHONY: all build test demo e2e bench kafka-up kafka-down proto proto-check lint vet fmt-check race bench-pipeline clean
+.PHONY: all build test test-kafka demo e2e bench kafka-up kafka-down proto proto-check lint vet fmt-check race bench-pipeline clean
 
 KAFKA_STATE := .cache/kafka-dir
 
@@ -25,6 +25,15 @@ demo:
 ## against a throwaway PostgreSQL unless DATABASE_URL names one
 test: proto-check fmt-check vet
 	PATCHFLOW_REQUIRE_DB=1 .ci/postgres with $(GO) test -race -count=1 $(PKGS)
+
+## test-kafka: the checks that need a real Kafka broker (a transactional producer against
+## read_committed, the dead-letter topic's size limits), against a throwaway broker on
+## 127.0.0.1:$${KAFKA_PORT:-19092}; `make test` runs the same checks on the in-process broker
+test-kafka:
+	@set -e; \
+	kafka=$$(.ci/kafka start); trap '.ci/kafka down '"$$kafka" EXIT; \
+	PATCHFLOW_KAFKA_BROKERS=$$(cat $$kafka/brokers) PATCHFLOW_KAFKA_VERSION=$$(cat $$kafka/version) \
+	$(GO) test -race -count=1 -v -run RealBroker ./actors ./cmd/internal/listener
 
 ## e2e: the fault-injection suite against a real Kafka broker (KRaft, from Maven Central) and a
 ## throwaway PostgreSQL: crash loop, group churn, broker restart, database outage, VMaaS trouble, poison

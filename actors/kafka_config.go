@@ -26,7 +26,36 @@ type KafkaSettings struct {
 	// sarama's defaults (10 s and 3 s). Tests lower them.
 	SessionTimeout    time.Duration
 	HeartbeatInterval time.Duration
-	Security          KafkaSecurity
+	// Isolation is how the consumers read transactional topics: "" or
+	// "read_committed" (the default) delivers only records of committed
+	// transactions, so a record whose transaction was aborted is never
+	// handled; "read_uncommitted" delivers every record, aborted or not.
+	Isolation string
+	// DeadLetterMaxBytes is the dead-letter topic's max.message.bytes when
+	// known (the listener reads it at start); the dead-letter producer then
+	// builds records and batches up to that size. Zero: unknown.
+	DeadLetterMaxBytes int
+	Security           KafkaSecurity
+}
+
+// IsolationLevels names the values of KafkaSettings.Isolation, the default
+// first.
+var IsolationLevels = []string{"read_committed", "read_uncommitted"}
+
+// isolationLevel maps KafkaSettings.Isolation to sarama's level and checks
+// that the protocol version can carry it: the isolation level travels in
+// fetch requests from version 4 on, which sarama uses from Kafka 0.11.0.
+func isolationLevel(k KafkaSettings) (sarama.IsolationLevel, error) {
+	switch k.Isolation {
+	case "", "read_committed":
+		if !k.Version.IsAtLeast(sarama.V0_11_0_0) {
+			return 0, fmt.Errorf("isolation level read_committed needs Kafka protocol version 0.11.0 or later (fetch requests carry the isolation level from then on), but the version is %s: raise KAFKA_VERSION, or set KAFKA_ISOLATION_LEVEL=read_uncommitted to read records of aborted transactions too", k.Version)
+		}
+		return sarama.ReadCommitted, nil
+	case "read_uncommitted":
+		return sarama.ReadUncommitted, nil
+	}
+	return 0, fmt.Errorf("unknown isolation level %q (want one of %v)", k.Isolation, IsolationLevels)
 }
 
 // balanceStrategy maps an assignor name to sarama's strategy.
@@ -49,9 +78,14 @@ func balanceStrategy(name string) (sarama.BalanceStrategy, error) {
 // Offsets are committed only as marked by partition actors (auto-commit of
 // marks every second, and at the end of each claim); a group without a
 // committed offset starts at the oldest record, so nothing on the topic is
-// skipped. The rebalance timeout leaves room for a full drain.
+// skipped. The rebalance timeout leaves room for a full drain. Transactional
+// topics are read with k.Isolation, read_committed unless chosen otherwise.
 func NewConsumerConfig(k KafkaSettings, s Settings) (*sarama.Config, error) {
 	strategy, err := balanceStrategy(k.Assignor)
+	if err != nil {
+		return nil, err
+	}
+	isolation, err := isolationLevel(k)
 	if err != nil {
 		return nil, err
 	}
@@ -63,6 +97,7 @@ func NewConsumerConfig(k KafkaSettings, s Settings) (*sarama.Config, error) {
 	cfg.Version = k.Version
 	cfg.Consumer.Return.Errors = true
 	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
+	cfg.Consumer.IsolationLevel = isolation
 	cfg.Consumer.Offsets.AutoCommit.Enable = true
 	cfg.Consumer.Offsets.AutoCommit.Interval = time.Second
 	cfg.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{strategy}
@@ -82,9 +117,19 @@ func NewConsumerConfig(k KafkaSettings, s Settings) (*sarama.Config, error) {
 	return cfg, nil
 }
 
+// defaultProducerMaxBytes is the dead-letter producer's record and batch
+// limit while the dead-letter topic's own limit is unknown.
+const defaultProducerMaxBytes = 8 << 20
+
 // NewProducerConfig returns the sarama configuration of the dead-letter
 // producer: every write waits for all in-sync replicas and is idempotent, so
 // a dead letter acknowledged is a dead letter kept.
+//
+// Its record limit follows the dead-letter topic's max.message.bytes when
+// k.DeadLetterMaxBytes knows it: a lower limit would refuse envelopes the
+// topic accepts, and a higher one would let sarama batch several envelopes
+// into one batch the broker refuses as a whole (each would then be written
+// again without its value for nothing).
 func NewProducerConfig(k KafkaSettings) (*sarama.Config, error) {
 	cfg := sarama.NewConfig()
 	cfg.ClientID = k.ClientID
@@ -97,7 +142,12 @@ func NewProducerConfig(k KafkaSettings) (*sarama.Config, error) {
 	cfg.Producer.Return.Errors = true
 	cfg.Producer.Idempotent = true
 	cfg.Producer.Retry.Max = 10
-	cfg.Producer.MaxMessageBytes = 8 << 20
+	cfg.Producer.MaxMessageBytes = defaultProducerMaxBytes
+	if k.DeadLetterMaxBytes > 0 {
+		// sarama encodes no request over sarama.MaxRequestSize (100 MiB
+		// unless changed) and wants MaxMessageBytes below it.
+		cfg.Producer.MaxMessageBytes = min(k.DeadLetterMaxBytes, int(sarama.MaxRequestSize)-1)
+	}
 	cfg.Net.MaxOpenRequests = 1
 	if err := k.Security.apply(cfg); err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/IBM/sarama"
 	"google.golang.org/protobuf/proto"
@@ -18,30 +19,38 @@ import (
 //
 // The envelope is keyed like the original record, so one host's dead letters
 // stay in order. Headers carry the reason for tools that do not decode
-// protobuf. An envelope too large for the topic is written again without the
-// original value (value_truncated), so an oversized record cannot block its
-// partition forever.
+// protobuf. An envelope too large for the topic (or for the producer's
+// Producer.MaxMessageBytes) is written again without the original value
+// (value_truncated), so an oversized record cannot block its partition
+// forever.
 type KafkaDeadLetters struct {
 	Producer sarama.SyncProducer
 	Topic    string
 }
 
-// Write sends letter and waits for the acknowledgement.
+// Write sends letter and waits for the acknowledgement, or until ctx is
+// done. Its errors name the cause and, for the common ones (topic missing,
+// write not authorised, envelope too large), what to change; errors.Is still
+// finds sarama's error underneath.
 func (k *KafkaDeadLetters) Write(ctx context.Context, letter *messages.DeadLetter) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	err := k.send(letter)
+	err := k.send(ctx, letter)
 	if isTooLarge(err) && len(letter.GetValue()) > 0 {
 		trimmed := proto.CloneOf(letter)
 		trimmed.Value = nil
 		trimmed.ValueTruncated = true
-		err = k.send(trimmed)
+		trimmed.ValueSize = int64(len(letter.GetValue()))
+		err = k.send(ctx, trimmed)
 	}
-	return err
+	if err == nil || ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return err
+	}
+	return k.explain(err)
 }
 
-func (k *KafkaDeadLetters) send(letter *messages.DeadLetter) error {
+func (k *KafkaDeadLetters) send(ctx context.Context, letter *messages.DeadLetter) error {
 	body, err := proto.Marshal(letter)
 	if err != nil {
 		return fmt.Errorf("encode dead letter: %w", err)
@@ -59,12 +68,73 @@ func (k *KafkaDeadLetters) send(letter *messages.DeadLetter) error {
 	if letter.GetKey() != nil {
 		msg.Key = sarama.ByteEncoder(letter.GetKey())
 	}
-	if _, _, err := k.Producer.SendMessage(msg); err != nil {
-		return fmt.Errorf("write dead letter to %s: %w", k.Topic, err)
-	}
-	return nil
+	return k.sendMessage(ctx, msg)
 }
 
+// sendMessage runs the SyncProducer's SendMessage, which takes no context and
+// can block for Producer.Retry.Max × (Producer.Timeout + Retry.Backoff) or
+// longer when the brokers are unreachable, in a goroutine, and returns
+// ctx.Err() as soon as ctx is done, so a drain is never held by a send.
+//
+// The abandoned send may still complete later, and the envelope may then be
+// stored. That is harmless: the record was not reported finished, so its
+// offset is not marked, Kafka redelivers it, and it may be dead-lettered a
+// second time (dead-letter consumers must tolerate duplicates, as after any
+// crash). The goroutine ends when SendMessage returns, which sarama bounds by
+// its retries and by the producer's Close; its result channel is buffered,
+// so it never waits for a reader that has gone.
+func (k *KafkaDeadLetters) sendMessage(ctx context.Context, msg *sarama.ProducerMessage) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	result := make(chan error, 1)
+	go func() {
+		_, _, err := k.Producer.SendMessage(msg)
+		result <- err
+	}()
+	select {
+	case err := <-result:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// explain wraps a failed write with its cause and the fix, keeping err
+// reachable through errors.Is and errors.As.
+func (k *KafkaDeadLetters) explain(err error) error {
+	t := k.Topic
+	var what string
+	switch {
+	case errors.Is(err, sarama.ErrUnknownTopicOrPartition):
+		what = fmt.Sprintf("dead-letter topic %s does not exist: create it (the listener creates it at start when it can)", t)
+	case errors.Is(err, sarama.ErrTopicAuthorizationFailed):
+		what = fmt.Sprintf("the broker refused the write to dead-letter topic %s: grant the listener's principal WRITE on topic %s", t, t)
+	case errors.Is(err, sarama.ErrClusterAuthorizationFailed):
+		what = fmt.Sprintf("the broker refused the idempotent write to dead-letter topic %s: grant the listener's principal WRITE on topic %s (brokers before Kafka 2.8 also want IDEMPOTENT_WRITE on the cluster)", t, t)
+	case isSASLError(err):
+		what = fmt.Sprintf("the broker did not accept the listener's SASL login while writing to dead-letter topic %s: check KAFKA_SASL_MECHANISM, KAFKA_SASL_USER and KAFKA_SASL_PASSWORD, and that the principal may WRITE on topic %s", t, t)
+	case isTooLarge(err):
+		what = fmt.Sprintf("dead-letter envelope too large for topic %s even without the original value: raise max.message.bytes of topic %s (the listener reads it at start)", t, t)
+	default:
+		what = "write dead letter to " + t
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// isTooLarge reports a record over the broker's limit (the topic's
+// max.message.bytes) or over the producer's own Producer.MaxMessageBytes,
+// which sarama reports as a ConfigurationError before sending.
 func isTooLarge(err error) bool {
-	return errors.Is(err, sarama.ErrMessageSizeTooLarge) || errors.Is(err, sarama.ErrInvalidMessageSize)
+	if errors.Is(err, sarama.ErrMessageSizeTooLarge) || errors.Is(err, sarama.ErrInvalidMessageSize) {
+		return true
+	}
+	var ce sarama.ConfigurationError
+	return errors.As(err, &ce) && strings.Contains(string(ce), "Producer.MaxMessageBytes")
+}
+
+// isSASLError reports a failed SASL handshake or authentication.
+func isSASLError(err error) bool {
+	return errors.Is(err, sarama.ErrSASLAuthenticationFailed) || errors.Is(err, sarama.ErrUnsupportedSASLMechanism) ||
+		errors.Is(err, sarama.ErrIllegalSASLState)
 }

@@ -31,7 +31,8 @@ func TestParseDefaults(t *testing.T) {
 		t.Fatalf("brokers %v", cfg.Brokers)
 	}
 	k, p := cfg.Kafka, cfg.Pipeline
-	if k.Topic != "platform.inventory.events" || k.DLQTopic != "platform.inventory.events.dlq" || k.Assignor != "cooperative-sticky" {
+	if k.Topic != "platform.inventory.events" || k.DLQTopic != "platform.inventory.events.dlq" || k.Assignor != "cooperative-sticky" ||
+		k.Isolation != "read_committed" {
 		t.Fatalf("kafka %+v", k)
 	}
 	if p.InFlightPerPartition != 64 || p.InFlightTotal != 1024 || p.Ordering != ordering.ByKey || p.DrainTimeout != 20*time.Second || p.ConsumerGroup != k.Group {
@@ -51,6 +52,7 @@ func TestParseRejectsBadSettings(t *testing.T) {
 		{map[string]string{"KAFKA_BROKERS": "embedded", "KAFKA_VERSION": "banana"}, "KAFKA_VERSION"},
 		{map[string]string{"KAFKA_BROKERS": "embedded", "KAFKA_VERSION": "2.1.0"}, "KAFKA_VERSION"},
 		{map[string]string{"KAFKA_BROKERS": "embedded", "KAFKA_ASSIGNOR": "magic"}, "KAFKA_ASSIGNOR"},
+		{map[string]string{"KAFKA_BROKERS": "embedded", "KAFKA_ISOLATION_LEVEL": "snapshot"}, "KAFKA_ISOLATION_LEVEL"},
 		{map[string]string{"KAFKA_BROKERS": "embedded", "KAFKA_DLQ_TOPIC": "platform.inventory.events"}, "KAFKA_DLQ_TOPIC"},
 		{map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_CONSUMERS": "0"}, "LISTENER_CONSUMERS"},
 		{map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_INFLIGHT_PER_PARTITION": "-1"}, "LISTENER_INFLIGHT_PER_PARTITION"},
@@ -103,12 +105,15 @@ func TestEvaluateHandlerSettings(t *testing.T) {
 }
 
 func TestFlagsOverrideEnvironment(t *testing.T) {
-	cfg, _, err := listener.Parse([]string{"-inflight-total", "32", "-ordering", "unordered"},
-		lookup(map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_INFLIGHT_TOTAL": "8"}))
+	cfg, _, err := listener.Parse([]string{"-inflight-total", "32", "-ordering", "unordered", "-kafka-isolation-level", "read_uncommitted"},
+		lookup(map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_INFLIGHT_TOTAL": "8", "KAFKA_ISOLATION_LEVEL": "read_committed"}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !cfg.Embedded || cfg.Pipeline.InFlightTotal != 32 || cfg.Pipeline.Ordering != ordering.Unordered {
 		t.Fatalf("%+v", cfg.Pipeline)
+	}
+	if cfg.Kafka.Isolation != "read_uncommitted" {
+		t.Fatalf("isolation %q, want the flag's read_uncommitted", cfg.Kafka.Isolation)
 	}
 }

@@ -65,8 +65,13 @@ func RunWith(ctx context.Context, cfg *Config, handler actors.Handler, logger *s
 	if err != nil {
 		return fmt.Errorf("connect to Kafka at %v: %w", k.Brokers, err)
 	}
-	err = ensureDeadLetterTopic(admin, k.Topic, k.DLQTopic)
+	k.DeadLetterMaxBytes, err = ensureDeadLetterTopic(admin, k.Topic, k.DLQTopic, logger)
 	_ = admin.Close()
+	if err != nil {
+		return err
+	}
+	// The producer's record limit follows the dead-letter topic's.
+	pcfg, err = actors.NewProducerConfig(k)
 	if err != nil {
 		return err
 	}

@@ -3,18 +3,42 @@ package listener
 import (
 	"errors"
 	"fmt"
+	"log/slog"
+	"strconv"
 
 	"github.com/IBM/sarama"
 )
 
+// envelopeMargin is the room a dead-letter topic needs above the source
+// topic's max.message.bytes. A dead-letter envelope wraps the original key,
+// value and headers (which the source's limit already bounds) in a protobuf
+// with the original topic, the consumer group, timestamps, the last error's
+// text and the failure history, plus four Kafka headers and the key again as
+// the record's key. The history keeps a bounded number of attempts, but
+// error texts have no fixed length: 64 KiB holds dozens of them of a KiB
+// each. An envelope that still does not fit is written without the original
+// value (value_truncated) rather than not at all.
+const envelopeMargin = 64 << 10
+
+// defaultMessageMaxBytes is Kafka's default message.max.bytes (1 MiB plus
+// the record batch overhead), assumed when the limits cannot be read.
+const defaultMessageMaxBytes = 1048588
+
 // ensureDeadLetterTopic checks that the source topic exists and creates the
 // dead-letter topic when it is missing, with as many partitions as the
-// source. Starting without a writable dead-letter topic would stall every
-// partition at its first bad record, so failure here stops the listener.
-func ensureDeadLetterTopic(admin sarama.ClusterAdmin, topic, dlq string) error {
+// source and a max.message.bytes of the source's limit plus envelopeMargin,
+// so that the largest record the source can hold is dead-lettered whole.
+// When the dead-letter topic exists with a smaller limit it logs a warning
+// saying how to raise it. It returns the dead-letter topic's
+// max.message.bytes, or 0 when it could not be read.
+//
+// Starting without a writable dead-letter topic would stall every partition
+// at its first bad record, so failure to find or create it stops the
+// listener.
+func ensureDeadLetterTopic(admin sarama.ClusterAdmin, topic, dlq string, logger *slog.Logger) (int, error) {
 	metas, err := admin.DescribeTopics([]string{topic, dlq})
 	if err != nil {
-		return fmt.Errorf("describe topics: %w", err)
+		return 0, fmt.Errorf("describe topics: %w", err)
 	}
 	var source, dead *sarama.TopicMetadata
 	for _, m := range metas {
@@ -26,15 +50,114 @@ func ensureDeadLetterTopic(admin sarama.ClusterAdmin, topic, dlq string) error {
 		}
 	}
 	if source == nil || errors.Is(source.Err, sarama.ErrUnknownTopicOrPartition) || len(source.Partitions) == 0 {
-		return fmt.Errorf("topic %q does not exist", topic)
+		return 0, fmt.Errorf("topic %q does not exist: create it, or set KAFKA_TOPIC to the topic of inventory events", topic)
 	}
+	sourceLimit, err := maxMessageBytes(admin, topic)
+	if err != nil {
+		sourceLimit = defaultMessageMaxBytes
+		logger.Warn("cannot read max.message.bytes of the source topic; sizing the dead-letter topic for the broker default",
+			"topic", topic, "assumed_max_message_bytes", sourceLimit, "error", err,
+			"fix", "grant the listener's principal DESCRIBE_CONFIGS on topic "+topic+" and the cluster")
+	}
+	want := sourceLimit + envelopeMargin
+
 	if dead != nil && dead.Err == sarama.ErrNoError && len(dead.Partitions) > 0 {
-		return nil
+		return checkDeadLetterLimit(admin, dlq, sourceLimit, want, logger), nil
 	}
 	replication := int16(min(3, len(source.Partitions[0].Replicas)))
-	err = admin.CreateTopic(dlq, &sarama.TopicDetail{NumPartitions: int32(len(source.Partitions)), ReplicationFactor: replication}, false)
-	if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
-		return fmt.Errorf("dead-letter topic %q is missing and could not be created: %w", dlq, err)
+	partitions := int32(len(source.Partitions))
+	limit := strconv.Itoa(want)
+	err = admin.CreateTopic(dlq, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: replication,
+		ConfigEntries: map[string]*string{"max.message.bytes": &limit}}, false)
+	switch {
+	case errors.Is(err, sarama.ErrTopicAlreadyExists): // another listener created it meanwhile
+		return checkDeadLetterLimit(admin, dlq, sourceLimit, want, logger), nil
+	case err != nil:
+		return 0, fmt.Errorf("dead-letter topic %q is missing and could not be created: %w; create it with %d partitions and max.message.bytes=%d "+
+			"(kafka-topics.sh --bootstrap-server <broker> --create --topic %s --partitions %d --config max.message.bytes=%d), "+
+			"or grant the listener's principal CREATE on it, or set KAFKA_DLQ_TOPIC to an existing topic",
+			dlq, err, partitions, want, dlq, partitions, want)
 	}
-	return nil
+	logger.Info("dead-letter topic created", "topic", dlq, "partitions", partitions, "replication_factor", replication,
+		"max_message_bytes", want, "source_max_message_bytes", sourceLimit)
+	return want, nil
+}
+
+// checkDeadLetterLimit reads an existing dead-letter topic's
+// max.message.bytes and warns when it is below want. It returns the limit,
+// or 0 when it cannot be read.
+func checkDeadLetterLimit(admin sarama.ClusterAdmin, dlq string, sourceLimit, want int, logger *slog.Logger) int {
+	have, err := maxMessageBytes(admin, dlq)
+	if err != nil {
+		logger.Warn("cannot read max.message.bytes of the dead-letter topic; oversized dead letters will be written without their value",
+			"topic", dlq, "error", err, "fix", "grant the listener's principal DESCRIBE_CONFIGS on topic "+dlq+" and the cluster")
+		return 0
+	}
+	if have < want {
+		logger.Warn("the dead-letter topic accepts smaller records than the source topic plus the dead-letter envelope: "+
+			"records near the source's limit will be dead-lettered without their value (value_truncated)",
+			"topic", dlq, "max_message_bytes", have, "source_max_message_bytes", sourceLimit, "wanted_max_message_bytes", want,
+			"fix", fmt.Sprintf("kafka-configs.sh --bootstrap-server <broker> --alter --entity-type topics --entity-name %s --add-config max.message.bytes=%d, then restart the listener", dlq, want))
+	}
+	return have
+}
+
+// maxMessageBytes returns the largest record batch topic accepts: its own
+// max.message.bytes when the topic overrides it, else the broker's
+// message.max.bytes (Kafka reports the effective value on the topic too, but
+// not every broker implementation does).
+func maxMessageBytes(admin sarama.ClusterAdmin, topic string) (int, error) {
+	entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: topic, ConfigNames: []string{"max.message.bytes"}})
+	if err != nil {
+		return 0, fmt.Errorf("describe configuration of topic %s: %w", topic, err)
+	}
+	var entry *sarama.ConfigEntry
+	for i := range entries {
+		if entries[i].Name == "max.message.bytes" {
+			entry = &entries[i]
+		}
+	}
+	// DescribeConfigs v0 reports only whether a value is a default.
+	if entry != nil && (entry.Source == sarama.SourceTopic || entry.Source == sarama.SourceUnknown && !entry.Default) {
+		return parseBytes("max.message.bytes of topic "+topic, entry.Value)
+	}
+	n, brokerErr := brokerMessageMaxBytes(admin)
+	switch {
+	case brokerErr == nil:
+		return n, nil
+	case entry != nil:
+		return parseBytes("max.message.bytes of topic "+topic, entry.Value)
+	}
+	return 0, brokerErr
+}
+
+// brokerMessageMaxBytes reads message.max.bytes from one broker of the
+// cluster.
+func brokerMessageMaxBytes(admin sarama.ClusterAdmin) (int, error) {
+	brokers, _, err := admin.DescribeCluster()
+	if err != nil {
+		return 0, fmt.Errorf("describe cluster: %w", err)
+	}
+	if len(brokers) == 0 {
+		return 0, errors.New("describe cluster: no brokers")
+	}
+	id := strconv.Itoa(int(brokers[0].ID()))
+	entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.BrokerResource, Name: id, ConfigNames: []string{"message.max.bytes"}})
+	if err != nil {
+		return 0, fmt.Errorf("describe configuration of broker %s: %w", id, err)
+	}
+	for _, e := range entries {
+		if e.Name == "message.max.bytes" {
+			return parseBytes("message.max.bytes of broker "+id, e.Value)
+		}
+	}
+	return 0, fmt.Errorf("broker %s did not report message.max.bytes", id)
+}
+
+func parseBytes(what, v string) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%s is %q, not a positive number of bytes", what, v)
+	}
+	return n, nil
 }

@@ -1,0 +1,72 @@
+package actors_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/IBM/sarama"
+
+	"github.com/patchflow/patchflow/actors"
+)
+
+func TestConsumerIsolationLevel(t *testing.T) {
+	cases := []struct {
+		isolation string
+		want      sarama.IsolationLevel
+	}{
+		{"", sarama.ReadCommitted}, // the default
+		{"read_committed", sarama.ReadCommitted},
+		{"read_uncommitted", sarama.ReadUncommitted},
+	}
+	for _, c := range cases {
+		cfg, err := actors.NewConsumerConfig(actors.KafkaSettings{Version: sarama.V3_6_0_0, Isolation: c.isolation}, actors.DefaultSettings())
+		if err != nil {
+			t.Fatalf("%q: %v", c.isolation, err)
+		}
+		if cfg.Consumer.IsolationLevel != c.want {
+			t.Errorf("%q: isolation level %v, want %v", c.isolation, cfg.Consumer.IsolationLevel, c.want)
+		}
+	}
+	if _, err := actors.NewConsumerConfig(actors.KafkaSettings{Version: sarama.V3_6_0_0, Isolation: "serializable"}, actors.DefaultSettings()); err == nil {
+		t.Error("unknown isolation level accepted")
+	}
+}
+
+// read_committed needs fetch requests that carry the isolation level: Kafka
+// 0.11.0 and later. An older protocol version is refused with an error that
+// names both settings, unless the records of aborted transactions are
+// accepted with read_uncommitted.
+func TestReadCommittedNeedsKafka011(t *testing.T) {
+	k := actors.KafkaSettings{Version: sarama.V0_10_2_0, Assignor: "range"}
+	_, err := actors.NewConsumerConfig(k, actors.DefaultSettings())
+	if err == nil || !strings.Contains(err.Error(), "KAFKA_VERSION") || !strings.Contains(err.Error(), "KAFKA_ISOLATION_LEVEL=read_uncommitted") {
+		t.Fatalf("read_committed on 0.10.2: error %v, want one naming KAFKA_VERSION and KAFKA_ISOLATION_LEVEL", err)
+	}
+	k.Isolation = "read_uncommitted"
+	if _, err := actors.NewConsumerConfig(k, actors.DefaultSettings()); err != nil {
+		t.Fatalf("read_uncommitted on 0.10.2: %v", err)
+	}
+	k.Version, k.Isolation = sarama.V0_11_0_0, ""
+	if _, err := actors.NewConsumerConfig(k, actors.DefaultSettings()); err != nil {
+		t.Fatalf("read_committed on 0.11.0: %v", err)
+	}
+}
+
+// The dead-letter producer's record limit follows the dead-letter topic's
+// when known, above or below the default.
+func TestProducerLimitFollowsDeadLetterTopic(t *testing.T) {
+	for _, c := range []struct{ topic, want int }{
+		{0, 8 << 20},
+		{1<<20 + 64<<10, 1<<20 + 64<<10},
+		{32 << 20, 32 << 20},
+		{1 << 30, int(sarama.MaxRequestSize) - 1},
+	} {
+		cfg, err := actors.NewProducerConfig(actors.KafkaSettings{Version: sarama.V3_6_0_0, DeadLetterMaxBytes: c.topic})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Producer.MaxMessageBytes != c.want {
+			t.Errorf("topic limit %d: producer limit %d, want %d", c.topic, cfg.Producer.MaxMessageBytes, c.want)
+		}
+	}
+}
