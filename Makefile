@@ -3,6 +3,7 @@
 
 GO        ?= go
 BUF       := $(GO) run github.com/bufbuild/buf/cmd/buf@v1.75.0
+STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BIN       := bin
 PKGS      := ./...
 
@@ -23,7 +24,7 @@ demo:
 
 ## test: generated code current, lint, vet, formatting, then every test with the race detector,
 ## against a throwaway PostgreSQL unless DATABASE_URL names one
-test: proto-check fmt-check vet
+test: proto-check fmt-check vet lint
 	PATCHFLOW_REQUIRE_DB=1 .ci/postgres with $(GO) test -race -count=1 $(PKGS)
 
 ## test-kafka: the checks that need a real Kafka broker (a transactional producer against
@@ -76,6 +77,10 @@ proto-check:
 
 vet:
 	$(GO) vet $(PKGS)
+
+## lint: staticcheck, pinned, built from the module proxy on first use
+lint:
+	$(STATICCHECK) $(PKGS)
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lib/pq"
+	"github.com/lib/pq/pqerror"
 
 	"github.com/patchflow/patchflow/messages"
 	"github.com/patchflow/patchflow/persistence"
@@ -310,7 +311,7 @@ func TestErrorClassification(t *testing.T) {
 		"23505": messages.ErrorClass_ERROR_CLASS_UNKNOWN,   // unique violation: a bug, not an outage
 	}
 	for code, want := range cases {
-		if got := messages.ClassOf(persistence.Classify(&pq.Error{Code: pq.ErrorCode(code)})); got != want {
+		if got := messages.ClassOf(persistence.Classify(&pq.Error{Code: pqerror.Code(code)})); got != want {
 			t.Errorf("code %s: class %v, want %v", code, got, want)
 		}
 	}

@@ -112,7 +112,7 @@ func waitForTopic(t *testing.T, admin sarama.ClusterAdmin, topic string) {
 	for {
 		metas, err := admin.DescribeTopics([]string{topic})
 		if err == nil && len(metas) == 1 && metas[0].Err == sarama.ErrNoError && len(metas[0].Partitions) > 0 {
-			if _, err = admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: topic}); err == nil {
+			if _, err = describeConfig(admin, sarama.ConfigResource{Type: sarama.TopicResource, Name: topic}); err == nil {
 				return
 			}
 		}

@@ -3,7 +3,7 @@ package listener
 import (
 	"bytes"
 	"context"
-	"errors"
+	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -25,7 +25,7 @@ type SimulatedHandler struct {
 // Handle implements actors.Handler.
 func (h SimulatedHandler) Handle(ctx context.Context, r *messages.Record) error {
 	if bytes.HasPrefix(r.GetValue(), []byte(PoisonPrefix)) {
-		return messages.Permanent(errors.New("malformed event: value starts with " + PoisonPrefix))
+		return messages.Permanent(fmt.Errorf("malformed event: value starts with %q", PoisonPrefix))
 	}
 	d := h.Latency
 	if h.Jitter > 0 {

@@ -107,7 +107,7 @@ func checkDeadLetterLimit(admin sarama.ClusterAdmin, dlq string, sourceLimit, wa
 // message.max.bytes (Kafka reports the effective value on the topic too, but
 // not every broker implementation does).
 func maxMessageBytes(admin sarama.ClusterAdmin, topic string) (int, error) {
-	entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: topic, ConfigNames: []string{"max.message.bytes"}})
+	entries, err := describeConfig(admin, sarama.ConfigResource{Type: sarama.TopicResource, Name: topic, ConfigNames: []string{"max.message.bytes"}})
 	if err != nil {
 		return 0, fmt.Errorf("describe configuration of topic %s: %w", topic, err)
 	}
@@ -142,7 +142,7 @@ func brokerMessageMaxBytes(admin sarama.ClusterAdmin) (int, error) {
 		return 0, errors.New("describe cluster: no brokers")
 	}
 	id := strconv.Itoa(int(brokers[0].ID()))
-	entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.BrokerResource, Name: id, ConfigNames: []string{"message.max.bytes"}})
+	entries, err := describeConfig(admin, sarama.ConfigResource{Type: sarama.BrokerResource, Name: id, ConfigNames: []string{"message.max.bytes"}})
 	if err != nil {
 		return 0, fmt.Errorf("describe configuration of broker %s: %w", id, err)
 	}
@@ -152,6 +152,25 @@ func brokerMessageMaxBytes(admin sarama.ClusterAdmin) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("broker %s did not report message.max.bytes", id)
+}
+
+// describeConfig returns the configuration entries of one resource.
+func describeConfig(admin sarama.ClusterAdmin, res sarama.ConfigResource) ([]sarama.ConfigEntry, error) {
+	results, err := admin.DescribeConfigs([]*sarama.ConfigResource{&res}, sarama.DescribeConfigsOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var entries []sarama.ConfigEntry
+	for _, r := range results {
+		if r.Name != res.Name {
+			continue
+		}
+		if r.ErrorCode != sarama.ErrNoError {
+			return nil, &sarama.DescribeConfigError{Err: r.ErrorCode, ErrMsg: r.ErrorMsg}
+		}
+		entries = append(entries, r.Configs...)
+	}
+	return entries, nil
 }
 
 func parseBytes(what, v string) (int, error) {

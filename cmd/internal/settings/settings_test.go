@@ -12,12 +12,11 @@ import (
 )
 
 type conf struct {
-	name    string
-	n       int
-	d       time.Duration
-	on      bool
-	secret  string
-	nonZero string
+	name   string
+	n      int
+	d      time.Duration
+	on     bool
+	secret string
 }
 
 func newSet(c *conf) *settings.Set {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/patchflow/patchflow/actors"
 )
@@ -44,7 +45,7 @@ func New() *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15)}, []string{"operation", "result"}),
 	}
 	m.Registry.MustRegister(m.handler, m.drains, m.claims, m.vmaas, m.database,
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
