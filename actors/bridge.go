@@ -54,6 +54,8 @@ type BridgeConfig struct {
 	// dependency (a Handler that is a DependencyReporter is wired to it);
 	// the retry rule reads it. Nil: the bridge keeps its own.
 	Dependencies *Dependencies
+	// IdleSettle overrides the package's IdleSettle (tests shorten it).
+	IdleSettle time.Duration
 	// NewWorker, when set, replaces the PartitionActor as the worker of each
 	// claim. The benchmark uses it to run a plain goroutine pool behind the
 	// same bridge, credits, ledger and gate; production leaves it nil.
@@ -69,12 +71,13 @@ type BridgeConfig struct {
 // at any time; ConsumeClaim returns within DrainTimeout plus a small grace
 // after its claim ends.
 type Bridge struct {
-	cfg      BridgeConfig
-	total    credits
-	epochs   atomic.Int64
-	logger   *slog.Logger
-	claims   sync.Map // epoch -> *claimEntry, the claims running now
-	sessions atomic.Int64
+	cfg        BridgeConfig
+	total      credits
+	epochs     atomic.Int64
+	logger     *slog.Logger
+	claims     sync.Map // epoch -> *claimEntry, the claims running now
+	sessions   atomic.Int64
+	idleSettle time.Duration
 }
 
 // claimEntry is what Partitions reads of a running claim.
@@ -88,7 +91,20 @@ type claimEntry struct {
 	// waitingSince is when the bridge began to wait for a credit with a
 	// record in hand (unix nanoseconds); 0 when it is not waiting.
 	waitingSince atomic.Int64
+	// lastDelivered is when the claim last delivered a record, or when it
+	// began; lastFetchError when its consumer last reported an error (unix
+	// nanoseconds, 0: never). Together they tell a partition that has
+	// consumed everything there is from one whose fetch has trouble.
+	lastDelivered, lastFetchError atomic.Int64
 }
+
+// IdleSettle is how long a claim must have delivered nothing, with nothing
+// buffered, in flight or waiting for a credit and no consumer error, before
+// the offsets between its position and the high watermark are taken for
+// what they are then: not records (transaction markers, records of aborted
+// transactions under read_committed), which no fetch will ever deliver. It is
+// ten times sarama's default fetch wait.
+const IdleSettle = 5 * time.Second
 
 // NewBridge validates cfg and returns a Bridge.
 func NewBridge(cfg BridgeConfig) (*Bridge, error) {
@@ -110,10 +126,13 @@ func NewBridge(cfg BridgeConfig) (*Bridge, error) {
 	if cfg.Dependencies == nil {
 		cfg.Dependencies = &Dependencies{}
 	}
+	if cfg.IdleSettle <= 0 {
+		cfg.IdleSettle = IdleSettle
+	}
 	if r, ok := cfg.Handler.(DependencyReporter); ok {
 		r.ReportServedTo(cfg.Dependencies.Served)
 	}
-	return &Bridge{cfg: cfg, total: newCredits(cfg.Settings.InFlightTotal), logger: cfg.Logger}, nil
+	return &Bridge{cfg: cfg, total: newCredits(cfg.Settings.InFlightTotal), logger: cfg.Logger, idleSettle: cfg.IdleSettle}, nil
 }
 
 // Stats returns the counters the bridge's partition actors update.
@@ -123,6 +142,7 @@ func (b *Bridge) Stats() *Stats { return b.cfg.Stats }
 // topic and partition.
 func (b *Bridge) Partitions() []PartitionState {
 	var out []PartitionState
+	now := time.Now()
 	b.claims.Range(func(_, v any) bool {
 		e := v.(*claimEntry)
 		s := PartitionState{Topic: e.topic, Partition: e.partition, Generation: e.generation,
@@ -131,9 +151,14 @@ func (b *Bridge) Partitions() []PartitionState {
 		if ns := e.waitingSince.Load(); ns > 0 {
 			s.WaitingForCredit = time.Unix(0, ns)
 		}
+		s.LastDelivered = time.Unix(0, e.lastDelivered.Load())
+		if ns := e.lastFetchError.Load(); ns > 0 {
+			s.LastFetchError = time.Unix(0, ns)
+		}
 		if e.gauges != nil {
 			e.gauges.snapshot(&s)
 		}
+		s.Settled = s.settled(now, b.idleSettle)
 		out = append(out, s)
 		return true
 	})
@@ -205,10 +230,11 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 	log.Info("claim started", "initial_offset", claim.InitialOffset(), "high_watermark", claim.HighWaterMarkOffset())
 	b.cfg.Observer.ClaimStarted(claim.Topic(), claim.Partition())
 	entry := &claimEntry{topic: claim.Topic(), partition: claim.Partition(), generation: generation, gauges: gauges, claim: claim, credits: cc}
+	entry.lastDelivered.Store(time.Now().UnixNano())
 	b.claims.Store(epoch, entry)
 	defer b.claims.Delete(epoch)
 
-	reason := b.feed(session.Context(), claim, worker, entry, watchClaimEnd(claim, log))
+	reason := b.feed(session.Context(), claim, worker, entry, watchClaimEnd(claim, entry, log))
 
 	start := time.Now()
 	r, err := worker.Drain(b.cfg.Settings.DrainTimeout)
@@ -258,6 +284,7 @@ func (b *Bridge) feed(ctx context.Context, claim sarama.ConsumerGroupClaim, work
 				return "revoked"
 			}
 			msg = m
+			entry.lastDelivered.Store(time.Now().UnixNano())
 		case <-ctx.Done():
 			return "session ended"
 		case <-stopped:
@@ -291,7 +318,7 @@ func (b *Bridge) feed(ctx context.Context, claim sarama.ConsumerGroupClaim, work
 // admit while it waits for a credit. Errors read on the way are logged (sarama
 // would otherwise report them through the group's Errors()). A claim without
 // Errors() (a test double) yields nil: its end is seen on Messages() alone.
-func watchClaimEnd(claim sarama.ConsumerGroupClaim, log *slog.Logger) <-chan struct{} {
+func watchClaimEnd(claim sarama.ConsumerGroupClaim, entry *claimEntry, log *slog.Logger) <-chan struct{} {
 	src, ok := claim.(interface {
 		Errors() <-chan *sarama.ConsumerError
 	})
@@ -303,6 +330,7 @@ func watchClaimEnd(claim sarama.ConsumerGroupClaim, log *slog.Logger) <-chan str
 	go func() {
 		defer close(ended)
 		for err := range errs {
+			entry.lastFetchError.Store(time.Now().UnixNano())
 			log.Warn("partition consumer error", "error", err)
 		}
 	}()

@@ -30,6 +30,15 @@ type PartitionState struct {
 	// WaitingForCredit is when the bridge began to wait for a credit with
 	// the next record in hand; zero when it is not waiting.
 	WaitingForCredit time.Time
+	// LastDelivered is when the claim last delivered a record (or began);
+	// LastFetchError when its consumer last reported an error (zero: never).
+	LastDelivered, LastFetchError time.Time
+	// Settled reports a claim that has consumed all there is: idle for
+	// IdleSettle with nothing buffered, in flight or waiting, and no fetch
+	// error meanwhile. The offsets left below the high watermark are then not
+	// records (transaction markers, aborted records under read_committed),
+	// so Lag counts them as none.
+	Settled bool
 	// PinnedOffset and PinnedKey name the oldest unfinished record, the one
 	// holding the watermark back; PinnedSince is when it was admitted. Zero
 	// values when nothing is in flight.
@@ -63,12 +72,19 @@ func (s PartitionState) Position() int64 {
 
 // Lag is the number of records behind the end of the partition. Before the
 // claim's first mark it counts from where the claim began, so a partition
-// claimed at its end shows no lag.
+// claimed at its end shows no lag; a settled claim shows none either (see
+// Settled), so a partition ending in a transaction marker reads as caught up.
 func (s PartitionState) Lag() int64 {
-	if s.HighWatermark <= 0 {
+	if s.HighWatermark <= 0 || s.Settled {
 		return 0
 	}
 	return max(s.HighWatermark-s.Position(), 0)
+}
+
+// settled computes Settled at now.
+func (s PartitionState) settled(now time.Time, after time.Duration) bool {
+	quiet := func(t time.Time) bool { return t.IsZero() || now.Sub(t) >= after }
+	return s.InFlight == 0 && s.Buffered == 0 && s.WaitingForCredit.IsZero() && quiet(s.LastDelivered) && quiet(s.LastFetchError)
 }
 
 // PinnedFor is how long the oldest unfinished record has held the watermark.

@@ -155,3 +155,96 @@ func produceEven(t *testing.T, k actors.KafkaSettings, partitions int32, n int) 
 		t.Fatal(err)
 	}
 }
+
+// A partition whose log ends in a transaction marker (and records of an
+// aborted transaction) never delivers those offsets under read_committed:
+// once the claim has consumed everything, it must read as caught up (no
+// lag), not as records waiting, though the high watermark stays past the
+// committed offset.
+func TestSettledPartitionEndingInTransactionMarkerHasNoLag(t *testing.T) {
+	topic, group := "txn-tail", "txn-tail-group"
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	brokers := cluster.ListenAddrs()
+	k := actors.KafkaSettings{Brokers: brokers, Topic: topic, Group: group, Version: sarama.V3_6_0_0,
+		SessionTimeout: 3 * time.Second, HeartbeatInterval: 200 * time.Millisecond}
+	pcfg := sarama.NewConfig()
+	pcfg.Version = k.Version
+	pcfg.Producer.Idempotent = true
+	pcfg.Producer.RequiredAcks = sarama.WaitForAll
+	pcfg.Producer.Return.Successes = true
+	pcfg.Producer.Transaction.ID = "txn-tail-producer"
+	pcfg.Net.MaxOpenRequests = 1
+	producer, err := sarama.NewSyncProducer(brokers, pcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	txn := func(commit bool, n int) {
+		if err := producer.BeginTxn(); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < n; i++ {
+			if _, _, err := producer.SendMessage(&sarama.ProducerMessage{Topic: topic, Value: sarama.StringEncoder("v")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if commit {
+			err = producer.CommitTxn()
+		} else {
+			err = producer.AbortTxn()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	txn(true, 5)
+	txn(false, 3) // the log ends with aborted records and their marker
+	_ = producer.Close()
+
+	s := testSettings(ordering.Unordered)
+	var handled atomic.Int64
+	h := actors.HandlerFunc(func(context.Context, *messages.Record) error { handled.Add(1); return nil })
+	const settle = 300 * time.Millisecond
+	bridge, err := actors.NewBridge(actors.BridgeConfig{System: newTestSystem(t), Settings: s, Handler: h, IdleSettle: settle,
+		DeadLetters: actors.DeadLetterFunc(func(context.Context, *messages.DeadLetter) error { return nil })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ccfg, err := actors.NewConsumerConfig(k, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cg, err := sarama.NewConsumerGroup(brokers, group, ccfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		_ = actors.RunMember(ctx, cg, []string{topic}, bridge, discardLogger())
+	}()
+	defer func() { cancel(); <-stopped }()
+
+	var p actors.PartitionState
+	waitFor2(t, "the claim to consume the committed records and settle", 20*time.Second, func() bool {
+		ps := bridge.Partitions()
+		if len(ps) != 1 {
+			return false
+		}
+		p = ps[0]
+		return p.Committed == 5 && p.Settled // records 0-4, their commit marker at 5, aborted records and a marker after
+	})
+	if handled.Load() != 5 {
+		t.Fatalf("handled %d records, want the 5 committed ones", handled.Load())
+	}
+	if gap := p.HighWatermark - p.Position(); gap < 1 {
+		t.Fatalf("high watermark %d, position %d: the test needs offsets past the last record", p.HighWatermark, p.Position())
+	}
+	if p.Lag() != 0 {
+		t.Fatalf("lag %d for a partition that has consumed everything (high watermark %d, committed %d)", p.Lag(), p.HighWatermark, p.Committed)
+	}
+}
