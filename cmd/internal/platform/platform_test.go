@@ -146,3 +146,41 @@ func TestParseLatency(t *testing.T) {
 		}
 	}
 }
+
+// HangHosts leaves unanswered every VMaaS call for the chosen host's
+// profiles, whatever their revision or package order, and answers others.
+func TestHangHostsLeavesOnlyTheirCallsUnanswered(t *testing.T) {
+	ds := NewDataset(3, DefaultSize())
+	shape := ProfileShape{Packages: 30, Repos: 5}
+	other := "8a3f1c2e-0000-4000-8000-000000000002"
+	srv, err := NewServer(ds, ServerOptions{Shape: shape, Faults: Faults{HangHosts: []string{host}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	call := func(packages []string) (int, error) {
+		b, _ := json.Marshal(map[string]any{"package_list": packages})
+		c := &http.Client{Timeout: 300 * time.Millisecond}
+		resp, err := c.Post(ts.URL+"/api/v3/updates", "application/json", bytes.NewReader(b))
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	hung := ds.Profile(host, 3, shape).Packages
+	reversed := append([]string(nil), hung...)
+	for i, j := 0, len(reversed)-1; i < j; i, j = i+1, j-1 {
+		reversed[i], reversed[j] = reversed[j], reversed[i]
+	}
+	if _, err := call(reversed); err == nil {
+		t.Fatal("a call for a hung host's profile was answered")
+	}
+	if code, err := call(ds.Profile(other, 3, shape).Packages); err != nil || code != http.StatusOK {
+		t.Fatalf("another host's call: status %d, error %v", code, err)
+	}
+	if s := srv.Stats(); s.VMaaSHung != 1 {
+		t.Fatalf("hung calls %d, want 1", s.VMaaSHung)
+	}
+}

@@ -1,14 +1,19 @@
 package platform
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"regexp"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/patchflow/patchflow/messages"
 )
 
 // Faults are what the mock does wrong, changeable at run time through
@@ -16,7 +21,16 @@ import (
 type Faults struct {
 	ErrorRate float64 `json:"error_rate"` // share of VMaaS calls answered 503
 	Latency   string  `json:"latency"`    // VMaaS latency distribution, see ParseLatency
+	// HangHosts are host ids whose evaluations never get an answer: a VMaaS
+	// call whose package list is one of these hosts' profiles (any revision
+	// up to hangRevisions) waits until the client gives up. The rest are
+	// served normally: a dependency that fails for some records only.
+	HangHosts []string `json:"hang_hosts,omitempty"`
 }
+
+// hangRevisions bounds the profile revisions HangHosts covers: far more
+// updates than any host gets in a test stream.
+const hangRevisions = 200
 
 // ServerOptions configure the mock.
 type ServerOptions struct {
@@ -34,9 +48,10 @@ type Server struct {
 	mu      sync.RWMutex
 	faults  Faults
 	latency Latency
+	hang    map[string]bool // package-list fingerprints of HangHosts' profiles
 	mux     *http.ServeMux
 
-	vmaasCalls, vmaas503, inventoryCalls atomic.Int64
+	vmaasCalls, vmaas503, vmaasHung, inventoryCalls atomic.Int64
 }
 
 // NewServer returns the mock for ds.
@@ -63,10 +78,34 @@ func (s *Server) setFaults(f Faults) error {
 	if err != nil {
 		return err
 	}
+	var hang map[string]bool
+	if len(f.HangHosts) > 0 {
+		hang = map[string]bool{}
+		for _, id := range f.HangHosts {
+			for rev := 0; rev <= hangRevisions; rev++ {
+				hang[fingerprint(s.ds.Profile(id, rev, s.opts.Shape).Packages)] = true
+			}
+		}
+	}
 	s.mu.Lock()
-	s.faults, s.latency = f, l
+	s.faults, s.latency, s.hang = f, l, hang
 	s.mu.Unlock()
 	return nil
+}
+
+// fingerprint identifies a package list whatever its order and however its
+// NEVRAs are spelled (an epoch of 0 written or not).
+func fingerprint(packages []string) string {
+	canon := make([]string, len(packages))
+	for i, p := range packages {
+		canon[i] = p
+		if n, err := messages.ParseNEVRA(p); err == nil {
+			canon[i] = n.String()
+		}
+	}
+	slices.Sort(canon)
+	sum := sha256.Sum256([]byte(strings.Join(canon, "\n")))
+	return string(sum[:])
 }
 
 type updatesRequest struct {
@@ -105,19 +144,24 @@ type updatesResponse struct {
 func (s *Server) updates(w http.ResponseWriter, r *http.Request) {
 	s.vmaasCalls.Add(1)
 	s.mu.RLock()
-	errorRate, latency := s.faults.ErrorRate, s.latency
+	errorRate, latency, hang := s.faults.ErrorRate, s.latency, s.hang
 	s.mu.RUnlock()
+	var req updatesRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 16<<20)).Decode(&req); err != nil {
+		http.Error(w, "malformed request: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if hang[fingerprint(req.PackageList)] {
+		s.vmaasHung.Add(1)
+		<-r.Context().Done() // until the client gives up
+		return
+	}
 	if !sleep(r, latency.Sample()) {
 		return
 	}
 	if errorRate > 0 && rand.Float64() < errorRate {
 		s.vmaas503.Add(1)
 		http.Error(w, "service unavailable", http.StatusServiceUnavailable)
-		return
-	}
-	var req updatesRequest
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 16<<20)).Decode(&req); err != nil {
-		http.Error(w, "malformed request: "+err.Error(), http.StatusBadRequest)
 		return
 	}
 	if len(req.PackageList) == 0 {
@@ -178,12 +222,13 @@ func (s *Server) postFaults(w http.ResponseWriter, r *http.Request) {
 type Stats struct {
 	VMaaSCalls     int64 `json:"vmaas_calls"`
 	VMaaS503       int64 `json:"vmaas_503"`
+	VMaaSHung      int64 `json:"vmaas_hung"` // calls left unanswered (HangHosts)
 	InventoryCalls int64 `json:"inventory_calls"`
 }
 
 // Stats returns the counts so far.
 func (s *Server) Stats() Stats {
-	return Stats{VMaaSCalls: s.vmaasCalls.Load(), VMaaS503: s.vmaas503.Load(), InventoryCalls: s.inventoryCalls.Load()}
+	return Stats{VMaaSCalls: s.vmaasCalls.Load(), VMaaS503: s.vmaas503.Load(), VMaaSHung: s.vmaasHung.Load(), InventoryCalls: s.inventoryCalls.Load()}
 }
 
 func (s *Server) stats(w http.ResponseWriter, _ *http.Request) { writeJSON(w, s.Stats()) }
