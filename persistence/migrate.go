@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"context"
 	"database/sql"
 	"embed"
 	"errors"
@@ -16,12 +17,21 @@ var migrations embed.FS
 
 // Migrate brings the schema of db up to the latest version. Several
 // listeners starting at once are safe: golang-migrate takes an advisory lock.
+// It runs on one connection of db that it gives back when done
+// (postgres.WithInstance would keep one for good, and closing its driver
+// would close db).
 func Migrate(db *sql.DB) error {
 	src, err := iofs.New(migrations, "migrations")
 	if err != nil {
 		return fmt.Errorf("read embedded migrations: %w", err)
 	}
-	driver, err := postgres.WithInstance(db, &postgres.Config{MigrationsTable: "schema_migrations"})
+	ctx := context.Background()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	defer conn.Close()
+	driver, err := postgres.WithConnection(ctx, conn, &postgres.Config{MigrationsTable: "schema_migrations"})
 	if err != nil {
 		return fmt.Errorf("migrations: %w", err)
 	}

@@ -3,6 +3,7 @@ package persistence
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -25,13 +26,17 @@ func DefaultPoolSettings() PoolSettings {
 }
 
 // Store is the listener's view of the database. Safe for concurrent use.
+// It holds the pool of PoolSettings.MaxOpen connections for the work, and
+// one more connection, apart, for Ping.
 type Store struct {
 	db         *sql.DB
+	health     *health
 	deletedTTL time.Duration
 }
 
 // Open connects to url (a lib/pq connection URL or DSN; TLS through sslmode
-// and friends), checks the connection, applies migrations and returns a Store.
+// and friends), checks the connection, applies migrations, opens the
+// health-check connection and returns a Store.
 func Open(ctx context.Context, url string, pool PoolSettings) (*Store, error) {
 	db, err := sql.Open("postgres", url)
 	if err != nil {
@@ -48,21 +53,31 @@ func Open(ctx context.Context, url string, pool PoolSettings) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
+	h, err := openHealth(ctx, url, pool.MaxLifetime)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
 	ttl := pool.DeletedTTL
 	if ttl <= 0 {
 		ttl = DefaultPoolSettings().DeletedTTL
 	}
-	return &Store{db: db, deletedTTL: ttl}, nil
+	return &Store{db: db, health: h, deletedTTL: ttl}, nil
 }
 
-// DB returns the underlying pool (for health checks and tests).
+// DB returns the pool the work runs on (for the checker and tests).
 func (s *Store) DB() *sql.DB { return s.db }
 
-// Close closes the pool.
-func (s *Store) Close() error { return s.db.Close() }
+// Close closes the pool and the health-check connection.
+func (s *Store) Close() error {
+	return errors.Join(s.db.Close(), s.health.db.Close())
+}
 
-// Ping reports whether the database answers.
-func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
+// Ping reports whether the database answers, on the health-check
+// connection: it does not wait for a connection of the pool, however busy
+// the pool is. It returns by ctx's deadline even when the network swallows
+// packets, and its errors never contain the URL's password.
+func (s *Store) Ping(ctx context.Context) error { return s.health.ping(ctx) }
 
 // inTx runs f in a transaction, committing on nil and rolling back otherwise.
 // Errors come back classified (see classify).

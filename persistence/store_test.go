@@ -321,3 +321,11 @@ func TestErrorClassification(t *testing.T) {
 		t.Fatal("Open succeeded against a closed port")
 	}
 }
+
+// Open gives back every connection it used: the whole pool is left for the work.
+func TestOpenLeavesThePoolFree(t *testing.T) {
+	s := openStore(t)
+	if st := s.DB().Stats(); st.InUse != 0 {
+		t.Fatalf("%d connections of the pool in use after Open, want 0", st.InUse)
+	}
+}

@@ -1,16 +1,14 @@
 // Command listener consumes inventory events from Kafka and handles each one
 // through the actor pipeline, committing offsets only past finished records.
 // Every setting is an environment variable and a flag; run with -h for the
-// list, or see docs/configuration.md.
+// list, or see docs/configuration.md. SIGTERM or SIGINT drains and exits 0;
+// a second one during the drain exits at once with 128 + its number.
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/patchflow/patchflow/cmd/internal/listener"
 	"github.com/patchflow/patchflow/cmd/internal/settings"
@@ -31,7 +29,8 @@ func main() {
 	logger := listener.NewLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat)
 	logger.Info("configuration", set.Effective()...)
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	// The first SIGTERM or SIGINT drains and exits 0; a second exits at once.
+	ctx, stop := listener.ShutdownOnSignals(logger, os.Exit)
 	defer stop()
 	metrics := telemetry.New()
 	domain, err := listener.NewDomain(ctx, cfg, logger, metrics)

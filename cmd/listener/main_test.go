@@ -1,11 +1,9 @@
 package main_test
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,7 +14,7 @@ import (
 	"time"
 )
 
-// buildListener compiles this command once per test run.
+// buildListener compiles this command into the test's temporary directory.
 func buildListener(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "listener")
@@ -57,53 +55,11 @@ func TestBadConfigurationExitsWithCode2(t *testing.T) {
 // page without secrets and, on SIGTERM, drains, leaves and exits 0.
 func TestSIGTERMDrainsAndExitsZero(t *testing.T) {
 	bin := buildListener(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
 	const secret = "s3cr3t-pa55"
-	cmd := exec.Command(bin, "-log-format", "text")
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "KAFKA_BROKERS=embedded", "EMBEDDED_PARTITIONS=2", "LISTENER_HANDLER=simulated",
-		"LISTENER_HTTP_ADDR=" + addr, "DATABASE_URL=postgres://patch:" + secret + "@db.example:5432/patch", "KAFKA_SASL_PASSWORD=" + secret}
-	var logs strings.Builder
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan string, 256)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			logs.WriteString(sc.Text() + "\n")
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	waitLine := func(what string) {
-		t.Helper()
-		deadline := time.After(20 * time.Second)
-		for {
-			select {
-			case l, ok := <-lines:
-				if !ok {
-					t.Fatalf("listener exited before logging %q", what)
-				}
-				if strings.Contains(l, what) {
-					return
-				}
-			case <-deadline:
-				_ = cmd.Process.Kill()
-				t.Fatalf("no %q within 20s", what)
-			}
-		}
-	}
-	waitLine("claim started")
-	resp, err := http.Get("http://" + addr + "/status")
+	p := startListener(t, bin, "EMBEDDED_PARTITIONS=2",
+		"DATABASE_URL=postgres://patch:"+secret+"@db.example:5432/patch", "KAFKA_SASL_PASSWORD="+secret)
+	p.WaitLine("claim started", 20*time.Second)
+	resp, err := http.Get("http://" + p.HTTPAddr + "/status")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,24 +68,15 @@ func TestSIGTERMDrainsAndExitsZero(t *testing.T) {
 	if !strings.Contains(string(page), "DATABASE_URL") || !strings.Contains(string(page), "db.example") || strings.Contains(string(page), secret) {
 		t.Fatalf("status page must show the settings without the secret:\n%s", page)
 	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
+	p.Signal(syscall.SIGTERM)
+	if code := p.WaitExit(20 * time.Second); code != 0 {
+		t.Fatalf("exit code %d after SIGTERM, want 0:\n%s", code, p.Logs())
 	}
-	waitLine("listener stopped")
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("exit: %v, want 0", err)
-		}
-		for range lines { // the reader has seen everything once the pipe is closed
-		}
-		if strings.Contains(logs.String(), secret) || !strings.Contains(logs.String(), "DATABASE_URL") {
-			t.Fatalf("logs must show the configuration without secrets:\n%s", logs.String())
-		}
-	case <-time.After(20 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatal("listener did not exit after SIGTERM")
+	logs := p.Logs()
+	if !strings.Contains(logs, "listener stopped") {
+		t.Fatalf("exited without draining:\n%s", logs)
+	}
+	if strings.Contains(logs, secret) || !strings.Contains(logs, "DATABASE_URL") {
+		t.Fatalf("logs must show the configuration without secrets:\n%s", logs)
 	}
 }

@@ -38,6 +38,9 @@ type Config struct {
 
 	HTTPAddr      string
 	ReadyPinLimit time.Duration
+	// ReadyDBGrace is how long the database check must fail without a
+	// break before the process reports not ready.
+	ReadyDBGrace time.Duration
 
 	EmbeddedPartitions int
 	SimulatedLatency   time.Duration
@@ -106,6 +109,7 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 	s.Duration(&cfg.SimulatedJitter, "LISTENER_SIMULATED_JITTER", "simulated-jitter", 0, 0, "uniform random extra latency of the simulated handler, up to this much")
 	s.String(&cfg.HTTPAddr, "LISTENER_HTTP_ADDR", "http-addr", "127.0.0.1:9000", "address of /metrics, /healthz and /readyz (empty: none)", nil)
 	s.Duration(&cfg.ReadyPinLimit, "LISTENER_READY_PIN_LIMIT", "ready-pin-limit", 5*time.Minute, time.Second, "not ready when a partition's oldest unfinished record has held its watermark longer than this, or a partition has had records waiting and none admitted for this long")
+	s.Duration(&cfg.ReadyDBGrace, "LISTENER_READY_DB_GRACE", "ready-db-grace", 10*time.Second, 0, "not ready once the database check (every second, on a connection of its own) has failed without a break for this long; ready again at the first check that passes")
 	s.Int(&cfg.EmbeddedPartitions, "EMBEDDED_PARTITIONS", "embedded-partitions", 8, 1, "partitions of the topic on the embedded broker")
 	s.Duration(&cfg.ProgressInterval, "LISTENER_PROGRESS_INTERVAL", "progress-interval", 10*time.Second, 0, "how often to log progress (0: never)")
 	s.String(&cfg.LogLevel, "LOG_LEVEL", "log-level", "info", "debug, info, warn or error", oneOf([]string{"debug", "info", "warn", "error"}))

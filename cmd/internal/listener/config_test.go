@@ -2,6 +2,9 @@ package listener_test
 
 import (
 	"errors"
+	"fmt"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -37,6 +40,34 @@ func TestParseDefaults(t *testing.T) {
 	}
 	if p.InFlightPerPartition != 64 || p.InFlightTotal != 1024 || p.Ordering != ordering.ByKey || p.DrainTimeout != 20*time.Second || p.ConsumerGroup != k.Group {
 		t.Fatalf("pipeline %+v", p)
+	}
+	if cfg.ReadyPinLimit != 5*time.Minute || cfg.ReadyDBGrace != 10*time.Second {
+		t.Fatalf("readiness: pin limit %v, database grace %v", cfg.ReadyPinLimit, cfg.ReadyDBGrace)
+	}
+}
+
+// docs/configuration.md's settings table has a row for every setting.
+func TestEverySettingIsDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var envCells []string // the environment column of each table row
+	for _, line := range strings.Split(string(doc), "\n") {
+		if cells := strings.Split(line, " | "); strings.HasPrefix(line, "| `") && len(cells) >= 4 {
+			envCells = append(envCells, cells[1])
+		}
+	}
+	_, set, err := listener.Parse(nil, lookup(map[string]string{"KAFKA_BROKERS": "embedded"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := set.Effective()
+	for i := 0; i < len(kv); i += 2 {
+		name := "`" + fmt.Sprint(kv[i]) + "`"
+		if !slices.ContainsFunc(envCells, func(c string) bool { return strings.Contains(c, name) }) {
+			t.Errorf("%s has no row in docs/configuration.md", name)
+		}
 	}
 }
 

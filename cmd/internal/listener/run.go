@@ -17,6 +17,13 @@ import (
 	"github.com/patchflow/patchflow/cmd/internal/telemetry"
 )
 
+// The database check behind /readyz: how often it runs, and how long one
+// may take before it counts as failed.
+const (
+	DatabaseCheckInterval = time.Second
+	DatabaseCheckTimeout  = 2 * time.Second
+)
+
 func init() {
 	// sarama's go-metrics meters cost CPU on every fetch and start a
 	// goroutine that never ends; the listener does not read them.
@@ -29,7 +36,9 @@ type Hooks struct {
 	Started func(*actors.Bridge)
 	// Metrics, when set, is served at cfg.HTTPAddr with /healthz and /readyz.
 	Metrics *telemetry.Metrics
-	// Ping checks the database for /readyz.
+	// Ping checks the database for /readyz, in the background every
+	// DatabaseCheckInterval; it must return by its context's deadline and
+	// its errors must carry no secret (persistence.Store.Ping does both).
 	Ping func(context.Context) error
 	// Settings is shown on the status page (secrets redacted).
 	Settings []telemetry.Setting
@@ -98,9 +107,14 @@ func RunWith(ctx context.Context, cfg *Config, handler actors.Handler, logger *s
 	if hooks.Metrics != nil {
 		hooks.Metrics.AttachBridge(bridge)
 	}
+	readiness := &telemetry.Readiness{Bridge: bridge, PinLimit: cfg.ReadyPinLimit, Stalls: &telemetry.StallWatch{}, Logger: logger}
+	if hooks.Ping != nil {
+		readiness.Database = telemetry.NewDependencyWatch("database", hooks.Ping, cfg.ReadyDBGrace, DatabaseCheckTimeout)
+	}
+	stopWatching := watchReadiness(readiness)
+	defer stopWatching()
 	if hooks.Metrics != nil && cfg.HTTPAddr != "" {
-		stopHTTP, err := serveHTTP(cfg.HTTPAddr, telemetry.Handler(hooks.Metrics,
-			telemetry.Readiness{Bridge: bridge, Ping: hooks.Ping, PinLimit: cfg.ReadyPinLimit, Stalls: &telemetry.StallWatch{}}, hooks.Settings), logger)
+		stopHTTP, err := serveHTTP(cfg.HTTPAddr, telemetry.Handler(hooks.Metrics, readiness, hooks.Settings), logger)
 		if err != nil {
 			return err
 		}
@@ -162,6 +176,24 @@ func logProgress(ctx context.Context, stats *actors.Stats, every time.Duration, 
 				"in_flight", s.InFlight, "succeeded", s.Succeeded, "dead_lettered", s.DeadLettered, "retried", s.Retried)
 			prev, prevAt = s, now
 		}
+	}
+}
+
+// watchReadiness checks the database and re-judges readiness in the
+// background until the returned stop is called; stop returns once both
+// have finished, so nothing pings a store closed after the run. They run
+// until the run returns, not until shutdown begins: /readyz stays truthful
+// while the partitions drain.
+func watchReadiness(r *telemetry.Readiness) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	if r.Database != nil {
+		wg.Go(func() { r.Database.Run(ctx, DatabaseCheckInterval) })
+	}
+	wg.Go(func() { r.Watch(ctx, time.Second) })
+	return func() {
+		cancel()
+		wg.Wait()
 	}
 }
 

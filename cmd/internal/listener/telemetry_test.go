@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -53,6 +54,24 @@ func get(t *testing.T, url string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// lockedBuffer collects log lines written from several goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func eventually(t *testing.T, what string, cond func() bool) {
@@ -102,7 +121,9 @@ func TestMetricsAndReadinessFollowThePipeline(t *testing.T) {
 	}()
 	defer func() { cancel(); <-done }()
 	bridge := <-bridges
-	srv := httptest.NewServer(telemetry.Handler(metrics, telemetry.Readiness{Bridge: bridge, PinLimit: 300 * time.Millisecond},
+	var logs lockedBuffer
+	readiness := &telemetry.Readiness{Bridge: bridge, PinLimit: 300 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	srv := httptest.NewServer(telemetry.Handler(metrics, readiness,
 		[]telemetry.Setting{{Name: "DATABASE_URL", Value: "postgres://patch:xxxxx@db/patch"}}))
 	defer srv.Close()
 
@@ -110,6 +131,9 @@ func TestMetricsAndReadinessFollowThePipeline(t *testing.T) {
 		t.Fatalf("/healthz %d", code)
 	}
 	eventually(t, "joining the group", func() bool { code, _ := get(t, srv.URL+"/readyz"); return code == 200 })
+	if got := logs.String(); strings.Count(got, "readiness") != 1 || !strings.Contains(got, `msg="readiness: ready"`) {
+		t.Fatalf("once joined, the log should say ready once:\n%s", got)
+	}
 	okSample := `patchflow_records_total{outcome="ok"}`
 	if v := scrape(t, srv.URL, okSample); v != 0 {
 		t.Fatalf("before any record: %s = %v", okSample, v)
@@ -168,6 +192,12 @@ func TestMetricsAndReadinessFollowThePipeline(t *testing.T) {
 	}
 	close(release)
 	eventually(t, "readiness to come back", func() bool { code, _ := get(t, srv.URL+"/readyz"); return code == 200 })
+	// Each change is logged once, with its reason, however many probes saw it.
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[1], `level=WARN msg="readiness: not ready" reason=`) || !strings.Contains(lines[1], "watermark pinned") ||
+		!strings.Contains(lines[2], `msg="readiness: ready"`) {
+		t.Fatalf("readiness log: want ready, not ready (pinned), ready:\n%s", logs.String())
+	}
 	eventually(t, "22 records committed", func() bool { return scrape(t, srv.URL, committed) == 22 })
 	if v := scrape(t, srv.URL, `patchflow_handler_duration_seconds_count{outcome="ok"}`); v != 22 {
 		t.Fatalf("handler duration count %v, want 22", v)

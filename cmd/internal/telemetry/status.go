@@ -45,15 +45,15 @@ type Setting struct {
 // statusSource builds Status snapshots and remembers the previous one to
 // compute recent throughput per partition.
 type statusSource struct {
-	ready    Readiness
+	ready    *Readiness
 	settings []Setting
 	prev     map[[2]any]int64
 	prevAt   time.Time
 }
 
-func (s *statusSource) snapshot(r *http.Request) Status {
+func (s *statusSource) snapshot() Status {
 	now := time.Now()
-	ok, why := s.ready.Check(r.Context())
+	ok, why := s.ready.Check(now)
 	st := Status{Now: now, Ready: ok, Why: why, Totals: s.ready.Bridge.Stats().Snapshot(), Settings: s.settings}
 	next := map[[2]any]int64{}
 	for _, p := range s.ready.Bridge.Partitions() {
@@ -94,15 +94,15 @@ td,th{border:1px solid #ccc;padding:.3em .7em;text-align:right}th{background:#f3
 `))
 
 // StatusHandlers returns /status (HTML, refreshing itself) and /status.json.
-func StatusHandlers(ready Readiness, settings []Setting) (html, js http.Handler) {
+func StatusHandlers(ready *Readiness, settings []Setting) (html, js http.Handler) {
 	src := &statusSource{ready: ready, settings: settings}
 	html = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		_ = statusPage.Execute(w, src.snapshot(r))
+		_ = statusPage.Execute(w, src.snapshot())
 	})
 	js = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(src.snapshot(r))
+		_ = json.NewEncoder(w).Encode(src.snapshot())
 	})
 	return html, js
 }

@@ -1,0 +1,88 @@
+package telemetry
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/patchflow/patchflow/actors"
+)
+
+// Readiness decides /readyz. It reads state the pipeline and the
+// dependency watch already keep, so a check never waits on the database
+// nor on the work. It remembers its last verdict to log each change between
+// ready and not ready, with the reason: one line per change, however often
+// it is asked. Use it by pointer; safe for concurrent use.
+type Readiness struct {
+	Bridge *actors.Bridge
+	// Database judges the database; nil when there is none (simulated handler).
+	Database *DependencyWatch
+	// PinLimit: a partition whose oldest unfinished record has held the
+	// watermark longer than this makes the process not ready; so does one
+	// that has had records waiting and none admitted for that long.
+	PinLimit time.Duration
+	// Stalls remembers partitions that admit nothing; nil: not judged.
+	Stalls *StallWatch
+	// Logger receives the changes of verdict; nil: not logged.
+	Logger *slog.Logger
+
+	mu    sync.Mutex // one check at a time: the verdict kept is the one logged last
+	ready bool       // the last verdict; false before the first: starting
+}
+
+// Check returns whether the process is ready at now, and why not.
+func (r *Readiness) Check(now time.Time) (bool, string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ok, why := r.judge(now)
+	changed := ok != r.ready
+	r.ready = ok
+	if changed && r.Logger != nil {
+		if ok {
+			r.Logger.Info("readiness: ready")
+		} else {
+			r.Logger.Warn("readiness: not ready", "reason", why)
+		}
+	}
+	return ok, why
+}
+
+func (r *Readiness) judge(now time.Time) (bool, string) {
+	if !r.Bridge.Joined() {
+		return false, "not joined to the consumer group"
+	}
+	states := r.Bridge.Partitions()
+	for _, p := range states {
+		if d := p.PinnedFor(now); r.PinLimit > 0 && d > r.PinLimit {
+			return false, fmt.Sprintf("%s/%d: watermark pinned for %v by offset %d (key %q)", p.Topic, p.Partition, d.Round(100*time.Millisecond), p.PinnedOffset, p.PinnedKey)
+		}
+	}
+	if r.Stalls != nil {
+		if stalled, why := r.Stalls.Stalled(states, now, r.PinLimit); stalled {
+			return false, why
+		}
+	}
+	if r.Database != nil {
+		if up, why := r.Database.Up(now); !up {
+			return false, why
+		}
+	}
+	return true, "ready"
+}
+
+// Watch checks every interval until ctx is done, so a change of verdict is
+// logged when it happens, not when a probe next asks.
+func (r *Readiness) Watch(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			r.Check(now)
+		}
+	}
+}

@@ -1,0 +1,106 @@
+package persistence
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lib/pq"
+)
+
+// health is the Store's connection for health checks: a pool of its own,
+// of one connection, opened from the store's URL. Readiness judges the
+// database through it, so a check never waits behind the records that hold
+// every connection of the main pool. It costs one more server connection.
+// A connection the server dropped is replaced within the next check (see
+// ping), so checks pass again as soon as the server is back.
+type health struct {
+	db *sql.DB
+	// secrets are the URL's password in the forms an error text could
+	// carry it; Ping's errors have them replaced.
+	secrets []string
+}
+
+func openHealth(ctx context.Context, dsn string, lifetime time.Duration) (*health, error) {
+	db, err := sql.Open("postgres", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("database url: %w", err)
+	}
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(lifetime)
+	h := &health{db: db, secrets: passwordForms(dsn)}
+	// Connect now, before the workload fills the server's connection slots.
+	if err := h.ping(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("connect to database (health check): %w", err)
+	}
+	return h, nil
+}
+
+// ping returns by ctx's deadline even when the driver does not: lib/pq
+// waits on the network without a deadline during its handshake and reads,
+// so a server behind a black hole would hold the check for as long as TCP
+// takes to give up. A ping left waiting keeps the one connection; the
+// next ping then fails by its own deadline, waiting for it.
+//
+// A connection the server dropped (a restart, a failover) fails its ping
+// with driver.ErrBadConn and is discarded; the ping is asked again at once,
+// on a new connection, so the answer is about the server, not the old
+// connection.
+func (h *health) ping(ctx context.Context) error {
+	done := make(chan error, 1)
+	go func() {
+		err := h.db.PingContext(ctx)
+		if errors.Is(err, driver.ErrBadConn) {
+			err = h.db.PingContext(ctx)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return h.redact(err)
+	case <-ctx.Done():
+		return fmt.Errorf("no answer: %w", ctx.Err())
+	}
+}
+
+// redact returns err with the URL's password replaced by xxxxx, so a
+// readiness reason or a log line never shows it.
+func (h *health) redact(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	hidden := msg
+	for _, s := range h.secrets {
+		hidden = strings.ReplaceAll(hidden, s, "xxxxx")
+	}
+	if hidden == msg {
+		return err
+	}
+	return errors.New(hidden)
+}
+
+// passwordForms returns the password of dsn (a URL or key=value DSN, or
+// PGPASSWORD) as written and URL-escaped; none when there is no password.
+func passwordForms(dsn string) []string {
+	cfg, err := pq.NewConfig(dsn)
+	if err != nil || cfg.Password == "" {
+		return nil
+	}
+	p := cfg.Password
+	forms := []string{p}
+	for _, f := range []string{url.QueryEscape(p), url.PathEscape(p), url.UserPassword("", p).String()[1:]} {
+		if !slices.Contains(forms, f) {
+			forms = append(forms, f)
+		}
+	}
+	return forms
+}
