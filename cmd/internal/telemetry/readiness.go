@@ -55,8 +55,19 @@ func (r *Readiness) judge(now time.Time) (bool, string) {
 	}
 	states := r.Bridge.Partitions()
 	for _, p := range states {
+		if b := p.DeadLetterBlocked; b != nil {
+			// A person must act: the record stays unfinished until a write succeeds.
+			return false, fmt.Sprintf("%s/%d: dead-letter write of offset %d failing for %v (%d writes): %s",
+				p.Topic, p.Partition, b.Offset, now.Sub(b.Since).Round(100*time.Millisecond), b.Writes, b.Error)
+		}
+	}
+	for _, p := range states {
 		if d := p.PinnedFor(now); r.PinLimit > 0 && d > r.PinLimit {
-			return false, fmt.Sprintf("%s/%d: watermark pinned for %v by offset %d (key %q)", p.Topic, p.Partition, d.Round(100*time.Millisecond), p.PinnedOffset, p.PinnedKey)
+			why := fmt.Sprintf("%s/%d: watermark pinned for %v by offset %d (key %q)", p.Topic, p.Partition, d.Round(100*time.Millisecond), p.PinnedOffset, p.PinnedKey)
+			if f := p.PinnedFailure; f != nil {
+				why += fmt.Sprintf(", attempt %d failed: %s", f.GetAttempt(), f.GetError())
+			}
+			return false, why
 		}
 	}
 	if r.Stalls != nil {
