@@ -77,7 +77,7 @@ func (h *Handler) Handle(ctx context.Context, r *messages.Record) error {
 	}
 	if ev.Type == messages.EventDelete {
 		start := time.Now()
-		err := h.store.DeleteSystem(ctx, ev.OrgID(), ev.HostID(), at)
+		_, err := h.store.DeleteSystem(ctx, ev.OrgID(), ev.HostID(), at)
 		h.Timings.Database("delete_system", time.Since(start), err)
 		if err != nil {
 			return fmt.Errorf("delete host %s: %w", ev.HostID(), err)
