@@ -90,8 +90,8 @@ type Host struct {
 // uses; decoding skips all others (cpu flags, processes, services, ...).
 //
 // InstalledPackages are NEVRA strings as sent. After DecodeInventoryEvent or
-// ValidateSystemProfile, there is at least one and each parses with
-// ParseNEVRA. RHSMVersion is rhsm.version; OperatingSystem is nil when the
+// ValidateSystemProfile, each parses with ParseNEVRA; the list may be empty
+// (a host with nothing to evaluate). RHSMVersion is rhsm.version; OperatingSystem is nil when the
 // profile has none.
 type SystemProfile struct {
 	Arch              string

@@ -2,15 +2,17 @@ package messages_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/patchflow/patchflow/messages"
 )
 
 // FuzzDecodeInventoryEvent checks the contract the listener relies on for
-// arbitrary Kafka input: no panic, and either a valid event or a permanent
-// *ValidationError, never both or neither. More seeds live in
-// testdata/fuzz/FuzzDecodeInventoryEvent.
+// arbitrary Kafka input: no panic, and exactly one of a valid event, a
+// permanent *ValidationError (broken: dead-lettered) or a filter's *Skipped
+// (committed and counted, never dead-lettered), never an event with an
+// error. More seeds live in testdata/fuzz/FuzzDecodeInventoryEvent.
 func FuzzDecodeInventoryEvent(f *testing.F) {
 	f.Add(encode(f, createdEvent()))
 	f.Add(encode(f, updatedEvent()))
@@ -23,6 +25,9 @@ func FuzzDecodeInventoryEvent(f *testing.F) {
 	f.Add([]byte(`{"type":["created"]}`))
 	f.Add([]byte(`{"type":"updated","host":{"system_profile":{"installed_packages":"kernel"}}}`))
 	f.Add([]byte(`{"type":"created","host":{"id":"8f3a1c2e-5b6d-4e7f-9a0b-1c2d3e4f5a6b","org_id":"o","per_reporter_staleness":{"puptoo":{"last_check_in":"2024-01-01T00:00:00Z"}},"tags":null}}`))
+	f.Add([]byte(`{"type":"updated","host":{"id":"8f3a1c2e-5b6d-4e7f-9a0b-1c2d3e4f5a6b","org_id":"o","reporter":"yupana","system_profile":{}}}`))
+	f.Add([]byte(`{"type":"created","host":{"id":"8f3a1c2e-5b6d-4e7f-9a0b-1c2d3e4f5a6b","org_id":"o","reporter":"puptoo","system_profile":{"host_type":"edge","installed_packages":["x"]}}}`))
+	f.Add([]byte(`{"type":"created","host":{"id":"8f3a1c2e-5b6d-4e7f-9a0b-1c2d3e4f5a6b","org_id":"o","reporter":"puptoo","system_profile":{"installed_packages":[]}}}`))
 	f.Add([]byte(`{`))
 	f.Add([]byte(`null`))
 	f.Add([]byte(``))
@@ -34,12 +39,22 @@ func FuzzDecodeInventoryEvent(f *testing.F) {
 			if ev != nil {
 				t.Fatalf("event %+v returned with error %v", ev, err)
 			}
+			if reason, skipped := messages.SkipReasonOf(err); skipped {
+				var ve *messages.ValidationError
+				if errors.As(err, &ve) || messages.ClassOf(err) == messages.ErrorClass_ERROR_CLASS_PERMANENT {
+					t.Fatalf("%v is both skipped and broken", err)
+				}
+				if reason != messages.ReasonReporterNotAllowed && reason != messages.ReasonExcludedHostType {
+					t.Fatalf("the decoder skipped for %q, which is not one of its filters", reason)
+				}
+				return
+			}
 			if c := messages.ClassOf(err); c != messages.ErrorClass_ERROR_CLASS_PERMANENT {
 				t.Fatalf("ClassOf(%v) = %v, want permanent", err, c)
 			}
 			var ve *messages.ValidationError
-			if !errors.As(err, &ve) || ve.Reason == "" {
-				t.Fatalf("%v is not a *ValidationError with a reason", err)
+			if !errors.As(err, &ve) || !slices.Contains(messages.ValidationReasons(), ve.Reason) {
+				t.Fatalf("%v is not a *ValidationError with one of ValidationReasons", err)
 			}
 			return
 		}
@@ -62,9 +77,16 @@ func FuzzDecodeInventoryEvent(f *testing.F) {
 			t.Fatalf("accepted without ids: host %q org %q", ev.HostID(), ev.OrgID())
 		}
 		if ev.Host != nil && ev.Host.SystemProfile != nil {
-			pkgs, err := messages.ParsedPackages(ev.Host.SystemProfile)
-			if err != nil || len(pkgs) == 0 {
-				t.Fatalf("accepted profile whose packages do not parse: %d, %v", len(pkgs), err)
+			p := ev.Host.SystemProfile
+			pkgs, err := messages.ParsedPackages(p)
+			if err != nil || len(pkgs) != len(p.InstalledPackages) { // none at all is valid: nothing to evaluate
+				t.Fatalf("accepted profile whose packages do not parse: %d of %d, %v", len(pkgs), len(p.InstalledPackages), err)
+			}
+			if slices.Contains(opts.ExcludedHostTypes, p.HostType) {
+				t.Fatalf("accepted an excluded host type %q", p.HostType)
+			}
+			if !slices.Contains(opts.AllowedReporters, ev.Host.Reporter) {
+				t.Fatalf("accepted a profile from reporter %q", ev.Host.Reporter)
 			}
 		}
 	})

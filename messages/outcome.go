@@ -46,9 +46,11 @@ func DependencyOf(err error) string {
 }
 
 // Skipped is what a handler returns for a record the service deliberately
-// ignores (a filter): the record is finished and committed, counted by
-// Reason, and never dead-lettered. It is not a failure: nothing is retried
-// and nothing is wrong with the record.
+// ignores, wholly (a filter, an event already superseded) or in part (a host
+// stored with nothing to evaluate): the record is finished and committed,
+// counted by Reason (one of SkipReasons), and never dead-lettered. It is not
+// a failure: nothing is retried and nothing is wrong with the record.
+// DecodeInventoryEvent returns one for the events its filters leave out.
 type Skipped struct {
 	Reason Reason
 	Detail string

@@ -6,23 +6,65 @@ import (
 	"strings"
 )
 
-// Reason says why an inventory event was rejected. The values are stable
-// strings meant for metrics labels and dead-letter records.
+// Reason says why an inventory event was not processed the ordinary way:
+// either it is broken (dead-lettered) or the service ignores it by design
+// (skipped). The values are stable strings meant for metric labels, the
+// status page and dead-letter records.
 type Reason string
 
-// One reason per check of DecodeInventoryEvent, so a rejected record can be
-// counted and found by what was wrong with it.
+// Reasons a message is broken: one per check of DecodeInventoryEvent, so a
+// rejected record can be counted and found by what was wrong with it. They
+// come as permanent *ValidationError values; the record goes to the
+// dead-letter topic, for a person to look at.
 const (
-	ReasonMalformedJSON      Reason = "malformed JSON"
-	ReasonMessageTooLarge    Reason = "message too large"
-	ReasonUnknownEventType   Reason = "unknown event type"
-	ReasonMissingHostID      Reason = "missing host id" // absent, or not a UUID
-	ReasonMissingOrgID       Reason = "missing org id"
-	ReasonReporterNotAllowed Reason = "reporter not allowed"
-	ReasonExcludedHostType   Reason = "excluded host type"
-	ReasonNoPackages         Reason = "no packages"
-	ReasonUnparsablePackage  Reason = "unparsable package"
+	ReasonMalformedJSON     Reason = "malformed JSON"
+	ReasonMessageTooLarge   Reason = "message too large"
+	ReasonUnknownEventType  Reason = "unknown event type"
+	ReasonMissingHostID     Reason = "missing host id" // absent, or not a UUID
+	ReasonMissingOrgID      Reason = "missing org id"
+	ReasonUnparsablePackage Reason = "unparsable package"
 )
+
+// Reasons an event is skipped: nothing is wrong with it, the service
+// ignores it (or part of it) on purpose. They come as *Skipped values (see
+// Skip): the record is committed and counted by reason, never retried and
+// never dead-lettered.
+const (
+	// Filters, applied by DecodeInventoryEvent and ValidateSystemProfile:
+	// the event is not stored.
+	ReasonReporterNotAllowed Reason = "reporter not allowed" // host.reporter absent or not in the allow list
+	ReasonExcludedHostType   Reason = "excluded host type"   // e.g. edge hosts, patched by image
+
+	// Outcomes of applying a valid event to what is stored, decided by the
+	// handler.
+
+	// ReasonNothingToEvaluate: the host is stored, but it has no installed
+	// packages, so there is nothing to ask VMaaS about.
+	ReasonNothingToEvaluate Reason = "nothing to evaluate"
+	// ReasonOlderThanApplied: a newer event of the host is applied already;
+	// this one would move the host back in time.
+	ReasonOlderThanApplied Reason = "older than applied"
+	// ReasonAlreadyApplied: the event (an event of the same time) is
+	// applied and evaluated already: a redelivery, in practice.
+	ReasonAlreadyApplied Reason = "already applied"
+	// ReasonHostDeleted: the host was deleted recently; a late upload must
+	// not bring it back, and another delete has nothing left to do.
+	ReasonHostDeleted Reason = "host recently deleted"
+)
+
+// ValidationReasons returns every reason of a broken message, in the order
+// DecodeInventoryEvent checks them.
+func ValidationReasons() []Reason {
+	return []Reason{ReasonMessageTooLarge, ReasonMalformedJSON, ReasonUnknownEventType, ReasonMissingHostID,
+		ReasonMissingOrgID, ReasonUnparsablePackage}
+}
+
+// SkipReasons returns every reason an event is skipped: the filters first,
+// then the outcomes the handler decides.
+func SkipReasons() []Reason {
+	return []Reason{ReasonReporterNotAllowed, ReasonExcludedHostType, ReasonNothingToEvaluate, ReasonOlderThanApplied,
+		ReasonAlreadyApplied, ReasonHostDeleted}
+}
 
 // ValidationError is why an event cannot be processed, ever: every one
 // returned by this package is wrapped with Permanent, so ClassOf reports
@@ -40,16 +82,17 @@ func invalid(r Reason, detail string) error {
 
 // ValidationOptions are the policy knobs of DecodeInventoryEvent. Start from
 // DefaultValidationOptions: an empty AllowedReporters allows no reporter, so
-// the zero value rejects every event that carries a system profile rather
+// the zero value skips every event that carries a system profile rather
 // than silently accepting them all.
 type ValidationOptions struct {
 	// MaxMessageBytes bounds the raw message; 0 or less means no bound.
 	MaxMessageBytes int
 	// AllowedReporters are the host.reporter values whose profiles are
-	// trusted.
+	// trusted; events from others are skipped (ReasonReporterNotAllowed).
 	AllowedReporters []string
-	// ExcludedHostTypes are system_profile.host_type values not evaluated
-	// here (edge devices are patched by image, not by package).
+	// ExcludedHostTypes are system_profile.host_type values not handled
+	// here (edge devices are patched by image, not by package); their
+	// events are skipped (ReasonExcludedHostType).
 	ExcludedHostTypes []string
 }
 
@@ -68,11 +111,19 @@ func DefaultValidationOptions() ValidationOptions {
 // DecodeInventoryEvent decodes one Kafka record value and checks it against
 // opts, so a handler receiving an event can rely on the guarantees documented
 // on InventoryEvent, Host and SystemProfile. Checks run in this order, and
-// the first failure is returned: size (before any parsing), JSON, event
-// type, host id, org id, then for created and updated the reporter, host
-// type and packages. Created and updated events without a system profile
-// pass with only an id and org id; their reporter is checked only if
-// present. Every error is a permanent *ValidationError.
+// the first that fails decides: size (before any parsing), JSON, event
+// type, host id, org id, then for created and updated the reporter, the
+// host type and the packages. Created and updated events without a system
+// profile pass with only an id and org id; their reporter is checked only
+// if present. An empty package list passes: the host is still stored, with
+// nothing to evaluate.
+//
+// The error, when there is one, comes with a nil event and is either
+//   - a permanent *ValidationError (one of ValidationReasons): the message is
+//     broken and belongs on the dead-letter topic; or
+//   - a *Skipped with ReasonReporterNotAllowed or ReasonExcludedHostType
+//     (see SkipReasonOf): the event is valid but filtered out by opts, and
+//     the record is to be committed and counted, not dead-lettered.
 func DecodeInventoryEvent(data []byte, opts ValidationOptions) (*InventoryEvent, error) {
 	if opts.MaxMessageBytes > 0 && len(data) > opts.MaxMessageBytes {
 		return nil, invalid(ReasonMessageTooLarge, fmt.Sprintf("%d bytes, limit %d", len(data), opts.MaxMessageBytes))
@@ -121,10 +172,10 @@ func validateEvent(ev *InventoryEvent, opts ValidationOptions) error {
 	h := ev.Host
 	if h.SystemProfile != nil || h.Reporter != "" {
 		if h.Reporter == "" {
-			return invalid(ReasonReporterNotAllowed, "host.reporter is missing, and a system profile must come from a known reporter")
+			return Skip(ReasonReporterNotAllowed, "host.reporter is missing, and a system profile must come from a known reporter")
 		}
 		if !slices.Contains(opts.AllowedReporters, h.Reporter) {
-			return invalid(ReasonReporterNotAllowed, fmt.Sprintf("host.reporter %s is not one of %q", quote(h.Reporter), opts.AllowedReporters))
+			return Skip(ReasonReporterNotAllowed, fmt.Sprintf("host.reporter %s is not one of %q", quote(h.Reporter), opts.AllowedReporters))
 		}
 	}
 	if h.SystemProfile == nil {
@@ -134,18 +185,17 @@ func validateEvent(ev *InventoryEvent, opts ValidationOptions) error {
 }
 
 // ValidateSystemProfile applies the profile checks of DecodeInventoryEvent
-// (host type not excluded, at least one package, every package a NEVRA) to a
-// profile from DecodeSystemProfile. Errors are permanent *ValidationError
-// values.
+// to a profile from DecodeSystemProfile: a host type in
+// opts.ExcludedHostTypes is a *Skipped with ReasonExcludedHostType, and an
+// unparsable package a permanent *ValidationError. No packages at all is
+// valid (so is a nil profile, which has none): such a host is stored and
+// has nothing to evaluate.
 func ValidateSystemProfile(p *SystemProfile, opts ValidationOptions) error {
 	if p == nil {
-		return invalid(ReasonNoPackages, "no system profile")
+		return nil
 	}
 	if slices.Contains(opts.ExcludedHostTypes, p.HostType) {
-		return invalid(ReasonExcludedHostType, fmt.Sprintf("host type %s is excluded", quote(p.HostType)))
-	}
-	if len(p.InstalledPackages) == 0 {
-		return invalid(ReasonNoPackages, "system_profile.installed_packages is empty")
+		return Skip(ReasonExcludedHostType, fmt.Sprintf("host type %s is excluded", quote(p.HostType)))
 	}
 	for i, pkg := range p.InstalledPackages {
 		if _, err := ParseNEVRA(pkg); err != nil {

@@ -4,22 +4,75 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/patchflow/patchflow/messages"
 )
 
-var allReasons = []messages.Reason{
-	messages.ReasonMalformedJSON,
-	messages.ReasonMessageTooLarge,
-	messages.ReasonUnknownEventType,
-	messages.ReasonMissingHostID,
-	messages.ReasonMissingOrgID,
-	messages.ReasonReporterNotAllowed,
-	messages.ReasonExcludedHostType,
-	messages.ReasonNoPackages,
-	messages.ReasonUnparsablePackage,
+// brokenReasons and skipReasons name every constant, so a reason left out
+// of ValidationReasons or SkipReasons, or listed in both, fails
+// TestReasonLists.
+var (
+	brokenReasons = []messages.Reason{
+		messages.ReasonMalformedJSON,
+		messages.ReasonMessageTooLarge,
+		messages.ReasonUnknownEventType,
+		messages.ReasonMissingHostID,
+		messages.ReasonMissingOrgID,
+		messages.ReasonUnparsablePackage,
+	}
+	skipReasons = []messages.Reason{
+		messages.ReasonReporterNotAllowed,
+		messages.ReasonExcludedHostType,
+		messages.ReasonNothingToEvaluate,
+		messages.ReasonOlderThanApplied,
+		messages.ReasonAlreadyApplied,
+		messages.ReasonHostDeleted,
+	}
+)
+
+func TestReasonLists(t *testing.T) {
+	sorted := func(rs []messages.Reason) []messages.Reason { return slices.Sorted(slices.Values(rs)) }
+	if got, want := sorted(messages.ValidationReasons()), sorted(brokenReasons); !slices.Equal(got, want) {
+		t.Errorf("ValidationReasons() = %q, want %q", got, want)
+	}
+	if got, want := sorted(messages.SkipReasons()), sorted(skipReasons); !slices.Equal(got, want) {
+		t.Errorf("SkipReasons() = %q, want %q", got, want)
+	}
+	seen := map[messages.Reason]bool{}
+	for _, r := range append(slices.Clone(brokenReasons), skipReasons...) {
+		if r == "" || seen[r] {
+			t.Errorf("reason %q is empty or named twice", r)
+		}
+		seen[r] = true
+	}
+}
+
+// requireSkipped asserts the contract of a filtered event: nil event, a
+// *Skipped with the exact reason and a detail, and not a broken message.
+func requireSkipped(t *testing.T, name string, ev *messages.InventoryEvent, err error, want messages.Reason) {
+	t.Helper()
+	if ev != nil {
+		t.Errorf("%s: returned an event with the skip", name)
+	}
+	r, ok := messages.SkipReasonOf(err)
+	if !ok {
+		t.Errorf("%s: %v is not a skip, want %q", name, err, want)
+		return
+	}
+	if r != want {
+		t.Errorf("%s: skip reason %q (%v), want %q", name, r, err, want)
+	}
+	var ve *messages.ValidationError
+	if errors.As(err, &ve) || messages.ClassOf(err) == messages.ErrorClass_ERROR_CLASS_PERMANENT {
+		t.Errorf("%s: a filtered event reads as broken: %v", name, err)
+	}
+	var s *messages.Skipped
+	if errors.As(err, &s) && s.Detail == "" {
+		t.Errorf("%s: skip without a detail", name)
+	}
 }
 
 // requireRejected asserts the whole error contract: nil event, permanent
@@ -102,15 +155,8 @@ func TestDecodeInventoryEventRejects(t *testing.T) {
 		{"delete org id missing", with(t, deleteEvent(), func(m map[string]any) { delete(m, "org_id") }), messages.ReasonMissingOrgID},
 		{"id-only org id missing", with(t, idOnlyEvent(), func(m map[string]any) { delete(hostOf(m), "org_id") }), messages.ReasonMissingOrgID},
 
-		{"reporter not allowed", host(func(h map[string]any) { h["reporter"] = "yupana" }), messages.ReasonReporterNotAllowed},
-		{"reporter missing with profile", host(func(h map[string]any) { delete(h, "reporter") }), messages.ReasonReporterNotAllowed},
-		{"id-only with bad reporter", with(t, idOnlyEvent(), func(m map[string]any) { hostOf(m)["reporter"] = "satellite" }), messages.ReasonReporterNotAllowed},
-
-		{"edge host", profile(func(p map[string]any) { p["host_type"] = "edge" }), messages.ReasonExcludedHostType},
-
-		{"packages missing", profile(func(p map[string]any) { delete(p, "installed_packages") }), messages.ReasonNoPackages},
-		{"packages empty", profile(func(p map[string]any) { p["installed_packages"] = []any{} }), messages.ReasonNoPackages},
-		{"empty profile", host(func(h map[string]any) { h["system_profile"] = map[string]any{} }), messages.ReasonNoPackages},
+		// broken beats filtered: a foreign reporter does not hide a missing org id
+		{"reporter not allowed, org id missing", host(func(h map[string]any) { h["reporter"] = "yupana"; delete(h, "org_id") }), messages.ReasonMissingOrgID},
 
 		{"package without arch", profile(func(p map[string]any) {
 			p["installed_packages"] = []any{"bash-0:4.4.20-1.el8_4.x86_64", "kernel-4.18.0-305"}
@@ -127,9 +173,66 @@ func TestDecodeInventoryEventRejects(t *testing.T) {
 	}
 	// Too large is tested below with a small limit.
 	covered[messages.ReasonMessageTooLarge] = true
-	for _, r := range allReasons {
+	for _, r := range messages.ValidationReasons() {
 		if !covered[r] {
 			t.Errorf("no case produces %q", r)
+		}
+	}
+}
+
+// Filtered events are valid: they come back as skips, never as broken
+// messages, so the listener commits and counts them instead of
+// dead-lettering them.
+func TestDecodeInventoryEventSkipsFilteredEvents(t *testing.T) {
+	host := func(change func(h map[string]any)) []byte {
+		return with(t, createdEvent(), func(m map[string]any) { change(hostOf(m)) })
+	}
+	cases := []struct {
+		name string
+		data []byte
+		want messages.Reason
+	}{
+		{"reporter not allowed", host(func(h map[string]any) { h["reporter"] = "yupana" }), messages.ReasonReporterNotAllowed},
+		{"reporter missing with profile", host(func(h map[string]any) { delete(h, "reporter") }), messages.ReasonReporterNotAllowed},
+		{"id-only with bad reporter", with(t, idOnlyEvent(), func(m map[string]any) { hostOf(m)["reporter"] = "satellite" }), messages.ReasonReporterNotAllowed},
+		{"updated from a foreign reporter", with(t, updatedEvent(), func(m map[string]any) { hostOf(m)["reporter"] = "cloud-connector" }), messages.ReasonReporterNotAllowed},
+		{"edge host", host(func(h map[string]any) { h["system_profile"].(map[string]any)["host_type"] = "edge" }), messages.ReasonExcludedHostType},
+		// filters run before the packages are parsed: an ignored host's
+		// packages are not this service's business
+		{"edge host with a bad package", host(func(h map[string]any) {
+			p := h["system_profile"].(map[string]any)
+			p["host_type"], p["installed_packages"] = "edge", []any{"nonsense"}
+		}), messages.ReasonExcludedHostType},
+		{"foreign reporter with a bad package", host(func(h map[string]any) {
+			h["reporter"] = "yupana"
+			h["system_profile"].(map[string]any)["installed_packages"] = []any{"nonsense"}
+		}), messages.ReasonReporterNotAllowed},
+	}
+	for _, c := range cases {
+		ev, err := messages.DecodeInventoryEvent(c.data, messages.DefaultValidationOptions())
+		requireSkipped(t, c.name, ev, err, c.want)
+	}
+}
+
+// A host without packages is valid: it is stored, and has nothing to
+// evaluate.
+func TestEmptyPackageListIsValid(t *testing.T) {
+	profile := func(change func(p map[string]any)) []byte {
+		return with(t, createdEvent(), func(m map[string]any) { change(profileOf(m)) })
+	}
+	for name, data := range map[string][]byte{
+		"packages missing": profile(func(p map[string]any) { delete(p, "installed_packages") }),
+		"packages empty":   profile(func(p map[string]any) { p["installed_packages"] = []any{} }),
+		"packages null":    profile(func(p map[string]any) { p["installed_packages"] = nil }),
+		"empty profile":    with(t, createdEvent(), func(m map[string]any) { hostOf(m)["system_profile"] = map[string]any{} }),
+	} {
+		ev, err := messages.DecodeInventoryEvent(data, messages.DefaultValidationOptions())
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if p := ev.Host.SystemProfile; p == nil || len(p.InstalledPackages) != 0 {
+			t.Errorf("%s: profile %+v, want one without packages", name, p)
 		}
 	}
 }
@@ -198,7 +301,7 @@ func TestReporterPolicy(t *testing.T) {
 			t.Errorf("%s: %v", c.name, err)
 		}
 		if !c.ok {
-			requireRejected(t, c.name, ev, err, messages.ReasonReporterNotAllowed)
+			requireSkipped(t, c.name, ev, err, messages.ReasonReporterNotAllowed)
 		}
 	}
 }
@@ -247,21 +350,17 @@ func TestParsedPackages(t *testing.T) {
 
 func TestValidateSystemProfile(t *testing.T) {
 	opts := messages.DefaultValidationOptions()
-	cases := []struct {
-		name string
-		p    *messages.SystemProfile
-		want messages.Reason
-	}{
-		{"nil", nil, messages.ReasonNoPackages},
-		{"empty", &messages.SystemProfile{}, messages.ReasonNoPackages},
-		{"edge", &messages.SystemProfile{HostType: "edge", InstalledPackages: []string{"a-1-1.noarch"}}, messages.ReasonExcludedHostType},
-		{"bad package", &messages.SystemProfile{InstalledPackages: []string{"a-1.noarch"}}, messages.ReasonUnparsablePackage},
-	}
-	for _, c := range cases {
-		err := messages.ValidateSystemProfile(c.p, opts)
-		requireRejected(t, c.name, nil, err, c.want)
-	}
-	if err := messages.ValidateSystemProfile(&messages.SystemProfile{InstalledPackages: []string{"a-1-1.noarch"}}, opts); err != nil {
-		t.Errorf("valid profile: %v", err)
+	requireSkipped(t, "edge", nil, messages.ValidateSystemProfile(&messages.SystemProfile{HostType: "edge", InstalledPackages: []string{"a-1-1.noarch"}}, opts),
+		messages.ReasonExcludedHostType)
+	requireRejected(t, "bad package", nil, messages.ValidateSystemProfile(&messages.SystemProfile{InstalledPackages: []string{"a-1.noarch"}}, opts),
+		messages.ReasonUnparsablePackage)
+	for name, p := range map[string]*messages.SystemProfile{
+		"valid": {InstalledPackages: []string{"a-1-1.noarch"}},
+		"empty": {}, // stored, nothing to evaluate
+		"nil":   nil,
+	} {
+		if err := messages.ValidateSystemProfile(p, opts); err != nil {
+			t.Errorf("%s profile: %v", name, err)
+		}
 	}
 }

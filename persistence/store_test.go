@@ -66,7 +66,7 @@ func TestSameUploadTwice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if second.Applied || second.Skipped != persistence.SkippedNotNewer || second.SystemID != first.SystemID {
+	if second.Applied || second.Skipped != persistence.SkippedSameEvent || second.SystemID != first.SystemID {
 		t.Fatalf("second upload: %+v", second)
 	}
 	if !second.NeedsEvaluation {
@@ -77,6 +77,51 @@ func TestSameUploadTwice(t *testing.T) {
 	}
 	if len(before.Packages) != 3 || before.Packages[0].Name != "bash" {
 		t.Fatalf("packages %+v", before.Packages)
+	}
+}
+
+// An event time finer than the database keeps (a producer sending
+// nanoseconds) still orders and matches: the evaluation of the upload is
+// stored, and the same upload again is the same event, whichever way the
+// time rounds.
+func TestSubMicrosecondEventTime(t *testing.T) {
+	s := openStore(t)
+	ctx := context.Background()
+	for i, at := range []time.Time{t0.Add(123456789 * time.Nanosecond), t0.Add(time.Second + 123456289*time.Nanosecond)} {
+		res, err := s.StoreSystem(ctx, upload(hostA, at, "bash"))
+		if err != nil || !res.Applied {
+			t.Fatalf("upload %d: %+v, %v", i, res, err)
+		}
+		stored, err := s.StoreEvaluation(ctx, res.SystemID, res.EventTime, persistence.Evaluation{PackagesUpdatable: i + 1})
+		if err != nil || !stored {
+			t.Fatalf("upload %d: evaluation of the stored event not stored (%v)", i, err)
+		}
+		again, err := s.StoreSystem(ctx, upload(hostA, at, "bash"))
+		if err != nil || again.Applied || again.Skipped != persistence.SkippedSameEvent || again.NeedsEvaluation {
+			t.Fatalf("upload %d again: %+v, %v; want the same event, evaluated", i, again, err)
+		}
+	}
+}
+
+// A profile without packages, repositories or modules is stored (the host
+// exists, with nothing to evaluate), and replaces the packages a host had.
+func TestUploadWithoutPackages(t *testing.T) {
+	s := openStore(t)
+	ctx := context.Background()
+	if _, err := s.StoreSystem(ctx, upload(hostA, t0, "bash", "kernel")); err != nil {
+		t.Fatal(err)
+	}
+	bare := persistence.SystemUpload{OrgID: "org-1", InventoryID: hostA, EventTime: t0.Add(time.Minute), LastUpload: t0.Add(time.Minute)}
+	res, err := s.StoreSystem(ctx, bare)
+	if err != nil || !res.Applied || !res.NeedsEvaluation {
+		t.Fatalf("upload without packages: %+v, %v", res, err)
+	}
+	if st := load(t, s, hostA); len(st.Packages) != 0 || len(st.Repos) != 0 || len(st.Modules) != 0 {
+		t.Fatalf("stored %+v, want no packages, repositories or modules", st)
+	}
+	var n int
+	if err := s.DB().QueryRow(`SELECT packages_installed FROM system WHERE inventory_id = $1`, hostA).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("packages_installed = %d (%v)", n, err)
 	}
 }
 
@@ -92,8 +137,8 @@ func TestOlderUploadAfterNewer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Applied {
-		t.Fatalf("older upload applied: %+v", res)
+	if res.Applied || res.Skipped != persistence.SkippedOlder || !res.EventTime.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("older upload: %+v, want skipped as older, at the newer event's time", res)
 	}
 	if got := load(t, s, hostA); !reflect.DeepEqual(got, newer) {
 		t.Fatalf("older upload changed the state: %+v", got.Packages)
@@ -115,9 +160,13 @@ func TestUploadAfterDelete(t *testing.T) {
 	if _, err := s.StoreSystem(ctx, upload(hostA, t0, "bash")); err != nil {
 		t.Fatal(err)
 	}
-	for range 2 { // deleting twice is fine
-		if err := s.DeleteSystem(ctx, "org-1", hostA, t0.Add(time.Minute)); err != nil {
+	for i := range 2 { // deleting twice is fine, and the second delete says it changed nothing
+		already, err := s.DeleteSystem(ctx, "org-1", hostA, t0.Add(time.Minute))
+		if err != nil {
 			t.Fatal(err)
+		}
+		if already != (i == 1) {
+			t.Fatalf("delete %d: alreadyDeleted = %v", i+1, already)
 		}
 	}
 	for _, at := range []time.Time{t0, t0.Add(2 * time.Minute)} {
@@ -134,6 +183,28 @@ func TestUploadAfterDelete(t *testing.T) {
 	}
 	if del, err := s.IsDeleted(ctx, hostA); err != nil || !del {
 		t.Fatalf("IsDeleted = %v, %v", del, err)
+	}
+}
+
+// A host deleted longer than the TTL ago is forgotten; deleting it again is
+// a new delete, remembered for the TTL again (not swept away by the same
+// transaction's clean-up).
+func TestDeleteAfterTTLIsRememberedAgain(t *testing.T) {
+	s := openStore(t)
+	ctx := context.Background()
+	if already, err := s.DeleteSystem(ctx, "org-1", hostA, t0); err != nil || already {
+		t.Fatalf("first delete: %v, %v", already, err)
+	}
+	ttl := persistence.DefaultPoolSettings().DeletedTTL
+	if _, err := s.DB().Exec(`UPDATE deleted_system SET deleted_at = now() - make_interval(secs => $1)`, (ttl + time.Hour).Seconds()); err != nil {
+		t.Fatal(err)
+	}
+	already, err := s.DeleteSystem(ctx, "org-1", hostA, t0.Add(time.Minute))
+	if err != nil || already {
+		t.Fatalf("delete after the TTL: alreadyDeleted %v, %v; want a new delete", already, err)
+	}
+	if del, err := s.IsDeleted(ctx, hostA); err != nil || !del {
+		t.Fatalf("host deleted again is not remembered: %v, %v", del, err)
 	}
 }
 

@@ -53,7 +53,10 @@ func (s *Store) StoreSystem(ctx context.Context, u SystemUpload) (UploadResult, 
 		case err != nil:
 			return fmt.Errorf("load system: %w", err)
 		case !u.EventTime.After(lastEvent):
-			res.SystemID, res.Skipped, res.EventTime = id, SkippedNotNewer, lastEvent
+			res.SystemID, res.Skipped, res.EventTime = id, SkippedOlder, lastEvent
+			if u.EventTime.Equal(lastEvent) {
+				res.Skipped = SkippedSameEvent
+			}
 			res.NeedsEvaluation = !lastEvaluatedEvent.Valid || lastEvaluatedEvent.Time.Before(lastEvent)
 			return nil
 		default:
@@ -207,24 +210,34 @@ func replacePackages(ctx context.Context, tx *sql.Tx, systemID int64, pkgs []Pac
 }
 
 // DeleteSystem removes a host and remembers it as deleted, so a late upload
-// for it is ignored. Deleting a host twice, or one never seen, is fine.
-// Hosts deleted longer than the store's deleted TTL ago are forgotten.
-func (s *Store) DeleteSystem(ctx context.Context, orgID, inventoryID string, eventTime time.Time) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `
+// for it is ignored. Deleting a host twice, or one never seen, is fine; it
+// reports alreadyDeleted when the host was remembered as deleted before this
+// call, in which case it changed nothing. Hosts deleted longer than the
+// store's deleted TTL ago are forgotten first, so a delete after that is a
+// new one and is remembered for the TTL again.
+func (s *Store) DeleteSystem(ctx context.Context, orgID, inventoryID string, eventTime time.Time) (alreadyDeleted bool, err error) {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx,
+			`DELETE FROM deleted_system WHERE deleted_at < now() - make_interval(secs => $1)`, s.deletedTTL.Seconds()); err != nil {
+			return fmt.Errorf("forget old deleted hosts: %w", err)
+		}
+		res, err := tx.ExecContext(ctx, `
 			INSERT INTO deleted_system (inventory_id, org_id, event_time) VALUES ($1, $2, $3)
-			ON CONFLICT (inventory_id) DO NOTHING`, inventoryID, orgID, eventTime); err != nil {
+			ON CONFLICT (inventory_id) DO NOTHING`, inventoryID, orgID, eventTime)
+		if err != nil {
 			return fmt.Errorf("remember deleted host: %w", err)
 		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("remember deleted host: %w", err)
+		}
+		alreadyDeleted = n == 0
 		if _, err := tx.ExecContext(ctx, `
 			DELETE FROM system s USING account a
 			WHERE s.account_id = a.id AND a.org_id = $1 AND s.inventory_id = $2`, orgID, inventoryID); err != nil {
 			return fmt.Errorf("delete system: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx,
-			`DELETE FROM deleted_system WHERE deleted_at < now() - make_interval(secs => $1)`, s.deletedTTL.Seconds()); err != nil {
-			return fmt.Errorf("forget old deleted hosts: %w", err)
-		}
 		return nil
 	})
+	return alreadyDeleted && err == nil, err
 }

@@ -26,7 +26,8 @@ type SystemUpload struct {
 	OrgID       string
 	InventoryID string
 	// EventTime orders the events of a host: an upload not newer than the
-	// last applied one is ignored (redelivery, replay).
+	// last applied one is ignored (redelivery, replay). It is stored, and
+	// compared, to the microsecond (the database's precision).
 	EventTime       time.Time
 	RequestID       string
 	DisplayName     string
@@ -47,8 +48,12 @@ type SystemUpload struct {
 }
 
 // canonicalize sorts and de-duplicates the lists so that equal profiles
-// store and hash equally whatever order the reporter used.
+// store and hash equally whatever order the reporter used, and rounds the
+// event time to the microsecond the database keeps: compared unrounded with
+// the stored time, a redelivery would read as a newer event (applied again)
+// or an older one, and its evaluation would never match the stored event.
 func (u *SystemUpload) canonicalize() {
+	u.EventTime = u.EventTime.Round(time.Microsecond)
 	u.Repos = sortedUnique(u.Repos)
 	slices.SortFunc(u.Modules, func(a, b Module) int {
 		return strings.Compare(a.Name+"\x00"+a.Stream, b.Name+"\x00"+b.Stream)
@@ -97,20 +102,24 @@ type UploadResult struct {
 	// Applied is false when the upload was ignored: not newer than the last
 	// applied event, or the host was deleted recently.
 	Applied bool
-	// Skipped says why an upload was not applied.
+	// Skipped says why an upload was not applied: SkippedOlder,
+	// SkippedSameEvent or SkippedDeleted.
 	Skipped string
 	// NeedsEvaluation is true when the stored profile has not been evaluated
 	// yet (also for an ignored redelivery whose first delivery stored the
 	// profile but did not get to evaluate it).
 	NeedsEvaluation bool
-	// EventTime is the event time of the stored profile, to pass to StoreEvaluation.
+	// EventTime is the event time of the stored profile (the upload's when
+	// it was applied, the last applied event's otherwise), to pass to
+	// StoreEvaluation.
 	EventTime time.Time
 }
 
 // Reasons an upload is skipped.
 const (
-	SkippedNotNewer = "not newer than the last applied event"
-	SkippedDeleted  = "host deleted recently"
+	SkippedOlder     = "older than the last applied event"
+	SkippedSameEvent = "the time of the last applied event" // that event again, in practice: a redelivery
+	SkippedDeleted   = "host deleted recently"
 )
 
 // AdvisoryStatus is how an advisory relates to a system.
@@ -136,8 +145,10 @@ type Evaluation struct {
 	PackagesUpdatable int
 }
 
+// sortedUnique never returns nil: a nil slice would be stored as NULL in a
+// NOT NULL array column (a profile without enabled repositories).
 func sortedUnique(in []string) []string {
-	out := slices.Clone(in)
+	out := append([]string{}, in...)
 	slices.Sort(out)
 	return slices.Compact(out)
 }

@@ -1,6 +1,7 @@
 // Command loadgen produces realistic inventory events (about 100 KB each,
-// keyed by host id) with a chosen share of bad messages, prints what it
-// sent, and can write the final state every host must end in.
+// keyed by host id) with a chosen share of bad messages and of messages the
+// listener skips, prints what it sent, and can write the final state every
+// host must end in.
 package main
 
 import (

@@ -14,6 +14,7 @@ import (
 
 	_ "github.com/lib/pq" // the PostgreSQL driver
 
+	"github.com/patchflow/patchflow/actors"
 	"github.com/patchflow/patchflow/cmd/internal/checker"
 	"github.com/patchflow/patchflow/cmd/internal/listener"
 	"github.com/patchflow/patchflow/cmd/internal/loadgen"
@@ -168,9 +169,9 @@ func (e *EndToEnd) Run(ctx context.Context, c EndToEndConfig) (EndToEndResult, e
 		return res, fmt.Errorf("%s: nothing admitted in a minute: %v", c.Name, exited)
 	}
 	began, cpu0, machine0 := time.Now(), cpuTime(), machineBusy()
-	if !watch(func() bool { s := stats.Snapshot(); return s.Succeeded+s.DeadLettered >= total }, 10*time.Minute) {
-		s := stats.Snapshot()
-		return res, fmt.Errorf("%s: %d of %d events finished: %v", c.Name, s.Succeeded+s.DeadLettered, total, exited)
+	finished := func(s actors.StatsSnapshot) int64 { return s.Succeeded + s.Skipped + s.DeadLettered }
+	if !watch(func() bool { return finished(stats.Snapshot()) >= total }, 10*time.Minute) {
+		return res, fmt.Errorf("%s: %d of %d events finished: %v", c.Name, finished(stats.Snapshot()), total, exited)
 	}
 	elapsed := time.Since(began)
 	cpu, machine := cpuTime()-cpu0, machineBusy()-machine0
@@ -182,7 +183,7 @@ func (e *EndToEnd) Run(ctx context.Context, c EndToEndConfig) (EndToEndResult, e
 		return res, err
 	}
 	s := stats.Snapshot()
-	res.HandledTwice = s.Succeeded + s.DeadLettered - total
+	res.HandledTwice = finished(s) - total
 	res.Seconds = elapsed.Seconds()
 	res.SystemsPerSec = float64(total) / res.Seconds
 	mean, n := timed.Mean()

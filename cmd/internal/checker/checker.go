@@ -23,7 +23,9 @@ import (
 type Report struct {
 	Hosts       int // hosts the stream mentioned
 	Present     int // hosts that must exist and do, with the right rows
+	Empty       int // of Present, hosts stored without packages (and so without advisories), as expected
 	Deleted     int // hosts that must be gone and are
+	Filtered    int // hosts whose every event was filtered out, absent as they must be
 	Missing     int // hosts that must exist and do not: their events were lost
 	Wrong       int // hosts whose rows differ from the expected state
 	Examples    []string
@@ -35,8 +37,8 @@ type Report struct {
 func (r Report) OK() bool { return r.Wrong == 0 && r.Missing == 0 }
 
 func (r Report) String() string {
-	return fmt.Sprintf("%d hosts: %d stored as expected (%d package rows, %d advisory rows), %d deleted as expected, %d missing, %d wrong",
-		r.Hosts, r.Present, r.PackageRows, r.Advisories, r.Deleted, r.Missing, r.Wrong)
+	return fmt.Sprintf("%d hosts: %d stored as expected (%d package rows, %d advisory rows; %d without packages), %d deleted and %d filtered out as expected, %d missing, %d wrong",
+		r.Hosts, r.Present, r.PackageRows, r.Advisories, r.Empty, r.Deleted, r.Filtered, r.Missing, r.Wrong)
 }
 
 // Check compares every expected host with the database, parallel at a time.
@@ -71,8 +73,13 @@ func Check(ctx context.Context, db *sql.DB, ds *platform.Dataset, shape platform
 					}
 				case expected[id].Deleted:
 					rep.Deleted++
+				case expected[id].Filtered:
+					rep.Filtered++
 				default:
 					rep.Present++
+					if expected[id].NoPackages {
+						rep.Empty++
+					}
 					rep.PackageRows += pkgs
 					rep.Advisories += advs
 				}
@@ -112,7 +119,7 @@ func checkHost(ctx context.Context, db *sql.DB, ds *platform.Dataset, shape plat
 		SELECT s.id, s.last_event_time FROM system s JOIN account a ON a.id = s.account_id
 		WHERE a.org_id = $1 AND s.inventory_id = $2`, want.OrgID, want.HostID).Scan(&id, &lastEvent)
 	if err == sql.ErrNoRows {
-		if want.Deleted {
+		if want.Deleted || want.Filtered {
 			return "", 0, 0, nil
 		}
 		return missing, 0, 0, nil
@@ -122,6 +129,9 @@ func checkHost(ctx context.Context, db *sql.DB, ds *platform.Dataset, shape plat
 	}
 	if want.Deleted {
 		return "deleted host still stored", 0, 0, nil
+	}
+	if want.Filtered {
+		return "filtered host stored", 0, 0, nil
 	}
 	if !lastEvent.Equal(want.EventTime) {
 		return fmt.Sprintf("last event %v, want %v", lastEvent.UTC(), want.EventTime), 0, 0, nil
@@ -134,6 +144,9 @@ func checkHost(ctx context.Context, db *sql.DB, ds *platform.Dataset, shape plat
 		return "", 0, 0, err
 	}
 	profile := ds.Profile(want.HostID, want.Revision, shape)
+	if want.NoPackages {
+		profile = platform.Profile{} // stored without packages: nothing installed, nothing applies
+	}
 	slices.Sort(pkgs)
 	if !slices.Equal(pkgs, profile.Packages) {
 		return fmt.Sprintf("%d packages stored, revision %d has %d (or they differ)", len(pkgs), want.Revision, len(profile.Packages)), 0, 0, nil

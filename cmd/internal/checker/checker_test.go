@@ -2,6 +2,7 @@ package checker_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -56,23 +57,48 @@ func TestCheckerFindsWrongRows(t *testing.T) {
 	}
 	gone := platform.HostID(5, 3)
 	expected[gone] = &loadgen.HostState{HostID: gone, OrgID: "org-1", Deleted: true}
+	filtered := platform.HostID(5, 4)
+	expected[filtered] = &loadgen.HostState{HostID: filtered, OrgID: "org-1", Filtered: true}
+	empty := platform.HostID(5, 5)
+	res, err := s.StoreSystem(ctx, persistence.SystemUpload{OrgID: "org-1", InventoryID: empty, EventTime: at, LastUpload: at})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.StoreEvaluation(ctx, res.SystemID, res.EventTime, persistence.Evaluation{}); err != nil {
+		t.Fatal(err)
+	}
+	expected[empty] = &loadgen.HostState{HostID: empty, OrgID: "org-1", EventTime: at, NoPackages: true}
 
 	rep, err := checker.Check(ctx, s.DB(), ds, shape, expected, 2)
-	if err != nil || !rep.OK() || rep.Present != 3 || rep.Deleted != 1 {
+	if err != nil || !rep.OK() || rep.Present != 4 || rep.Empty != 1 || rep.Deleted != 1 || rep.Filtered != 1 {
 		t.Fatalf("correct database: %v %v", rep, err)
 	}
 
-	// a lost package row, a lost advisory, a wrong revision, a resurrected host
-	if _, err := s.DB().Exec(`DELETE FROM system_package WHERE ctid = (SELECT ctid FROM system_package sp JOIN system s ON s.id = sp.system_id WHERE s.inventory_id = $1 LIMIT 1)`, hosts[0]); err != nil {
+	// a lost package row, a lost advisory, a wrong revision, a resurrected
+	// host, a filtered host stored, packages on a host that has none
+	if _, err := s.DB().Exec(`DELETE FROM system_package WHERE ctid = (SELECT sp.ctid FROM system_package sp JOIN system s ON s.id = sp.system_id WHERE s.inventory_id = $1 LIMIT 1)`, hosts[0]); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.DB().Exec(`DELETE FROM system_advisory WHERE ctid = (SELECT ctid FROM system_advisory sa JOIN system s ON s.id = sa.system_id WHERE s.inventory_id = $1 LIMIT 1)`, hosts[1]); err != nil {
+	if _, err := s.DB().Exec(`DELETE FROM system_advisory WHERE ctid = (SELECT sa.ctid FROM system_advisory sa JOIN system s ON s.id = sa.system_id WHERE s.inventory_id = $1 LIMIT 1)`, hosts[1]); err != nil {
 		t.Fatal(err)
 	}
 	expected[hosts[2]].Revision = 7
 	store(t, s, ds, gone, 0, at)
+	store(t, s, ds, filtered, 0, at)
+	if _, err := s.DB().Exec(`INSERT INTO system_package (system_id, package_id)
+		SELECT s.id, (SELECT min(id) FROM package) FROM system s WHERE s.inventory_id = $1`, empty); err != nil {
+		t.Fatal(err)
+	}
 	rep, err = checker.Check(ctx, s.DB(), ds, shape, expected, 2)
-	if err != nil || rep.Wrong != 4 || len(rep.Examples) != 4 {
-		t.Fatalf("four wrong hosts, checker says %v (%v): %v", rep, err, rep.Examples)
+	if err != nil || rep.Wrong != 6 || len(rep.Examples) != 6 {
+		t.Fatalf("six wrong hosts, checker says %v (%v): %v", rep, err, rep.Examples)
+	}
+	// each host is wrong for its own reason (an unqualified ctid in the
+	// deletes above once emptied every host, which hid the advisory check)
+	for host, why := range map[string]string{hosts[0]: "29 packages stored", hosts[1]: "advisories stored", hosts[2]: "revision 7",
+		gone: "deleted host still stored", filtered: "filtered host stored", empty: "1 packages stored"} {
+		if !slices.ContainsFunc(rep.Examples, func(e string) bool { return strings.HasPrefix(e, host+": ") && strings.Contains(e, why) }) {
+			t.Errorf("no example says %s: %s...: %v", host, why, rep.Examples)
+		}
 	}
 }

@@ -2,7 +2,9 @@
 // Kafka broker, the platform mock (VMaaS and inventory) with realistic
 // latency, a stream of realistic inventory events from loadgen, the listener
 // with its defaults against PostgreSQL, live progress, and a summary that
-// checks every host in the database against the last event sent for it.
+// checks every host in the database against the last event sent for it,
+// the bad messages against the dead-letter topic, and the messages the
+// listener must skip against its counts by reason.
 package demo
 
 import (
@@ -10,6 +12,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/patchflow/patchflow/actors"
@@ -28,17 +33,19 @@ type Options struct {
 	VMaaSLatency string // platform.ParseLatency form
 }
 
-// DefaultOptions: 20,000 realistic events, VMaaS at a long-tailed 100 ms.
+// DefaultOptions: 20,000 realistic events, VMaaS at a long-tailed 100 ms,
+// 0.5% bad messages and 0.5% messages the listener skips on top.
 func DefaultOptions() Options {
 	o := loadgen.DefaultOptions()
-	o.BadShare = 0.005
+	o.BadShare, o.SkipShare = 0.005, 0.005
 	return Options{Load: o, Dataset: platform.DefaultSize(), VMaaSLatency: "longtail:100ms"}
 }
 
 // Run executes the demo. env supplies the listener's settings (the process
 // environment, with demo defaults); DATABASE_URL must name a database.
 // It returns an error unless every host ended as expected, every bad message
-// was dead-lettered and every partition was committed to its end.
+// was dead-lettered, every message to skip was skipped for its reason (and
+// so not dead-lettered), and every partition was committed to its end.
 func Run(ctx context.Context, env func(string) (string, bool), opts Options, out io.Writer, logger *slog.Logger) error {
 	ds := platform.NewDataset(opts.Load.Seed, opts.Dataset)
 	mock, err := platform.NewServer(ds, platform.ServerOptions{
@@ -132,14 +139,14 @@ func Run(ctx context.Context, env func(string) (string, bool), opts Options, out
 		case <-poll.C:
 		}
 		s := stats.Snapshot()
-		finished := s.Succeeded + s.DeadLettered
+		finished := finishedRecords(s)
 		if finishedAfter == 0 && finished >= total {
 			finishedAfter = time.Since(began)
 		}
 		if now := time.Now(); now.Sub(lastLine) >= time.Second {
-			fmt.Fprintf(out, "  %5.0fs  %6d/%d finished  %5.0f records/s  in flight %4d  lag %6d  dead-lettered %d  retried %d\n",
+			fmt.Fprintf(out, "  %5.0fs  %6d/%d finished  %5.0f records/s  in flight %4d  lag %6d  skipped %d  dead-lettered %d  retried %d\n",
 				now.Sub(began).Seconds(), finished, total, float64(finished-prev)/now.Sub(lastLine).Seconds(), s.InFlight,
-				total-finished, s.DeadLettered, s.Retried)
+				total-finished, s.Skipped, s.DeadLettered, s.Retried)
 			prev, lastLine = finished, now
 		}
 		if finishedAfter == 0 {
@@ -176,9 +183,11 @@ func Run(ctx context.Context, env func(string) (string, bool), opts Options, out
 		fmt.Fprintf(out, "                      wrong: %s\n", e)
 	}
 	fmt.Fprintf(out, "  dead letters      %d written, %d bad messages sent\n", dead, plan.BadCount())
+	skipLine, skipsOK := skipSummary(plan, s)
+	fmt.Fprintf(out, "  skipped           %s\n", skipLine)
 	fmt.Fprintf(out, "  offsets           every partition committed to its end offset (%d records)\n", total)
-	fmt.Fprintf(out, "  pipeline          %d succeeded, %d dead-lettered, %d retried, %d handled more than once\n",
-		s.Succeeded, s.DeadLettered, s.Retried, s.Succeeded+s.DeadLettered-total)
+	fmt.Fprintf(out, "  pipeline          %d succeeded, %d skipped, %d dead-lettered, %d retried, %d handled more than once\n",
+		s.Succeeded, s.Skipped, s.DeadLettered, s.Retried, finishedRecords(s)-total)
 	fmt.Fprintf(out, "  time              %v to finish every record, %v until the last commit landed\n",
 		finishedAfter.Round(time.Millisecond), committedAfter.Round(time.Millisecond))
 	fmt.Fprintf(out, "  throughput        %.0f records/s; mean handler time under this load %v (VMaaS %s, PostgreSQL, decoding)\n", rate, meanLatency.Round(time.Millisecond), opts.VMaaSLatency)
@@ -190,8 +199,34 @@ func Run(ctx context.Context, env func(string) (string, bool), opts Options, out
 		return fmt.Errorf("%d hosts missing and %d wrong", rep.Missing, rep.Wrong)
 	case dead != int64(plan.BadCount()):
 		return fmt.Errorf("%d dead letters for %d bad messages", dead, plan.BadCount())
+	case !skipsOK:
+		return fmt.Errorf("skipped records by reason %v, for %v messages to skip", s.SkippedByReason, plan.Skipped)
 	}
 	return nil
+}
+
+// finishedRecords counts the records the pipeline finished: handled,
+// skipped or dead-lettered.
+func finishedRecords(s actors.StatsSnapshot) int64 { return s.Succeeded + s.Skipped + s.DeadLettered }
+
+// skipSummary compares the listener's skip counts with the messages the
+// plan sent to be skipped, kind by kind (each kind is named by its reason),
+// and describes them, with any other reason the listener gave.
+func skipSummary(plan *loadgen.Plan, s actors.StatsSnapshot) (string, bool) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d records, not dead-lettered;", s.Skipped)
+	ok := true
+	for _, k := range loadgen.SkipKinds {
+		got, want := s.SkippedByReason[string(k)], int64(plan.Skipped[k])
+		ok = ok && got == want
+		fmt.Fprintf(&b, " %s %d of %d sent;", k, got, want)
+	}
+	for _, r := range slices.Sorted(maps.Keys(s.SkippedByReason)) {
+		if !slices.Contains(loadgen.SkipKinds, loadgen.SkipKind(r)) {
+			fmt.Fprintf(&b, " %s %d;", r, s.SkippedByReason[r])
+		}
+	}
+	return strings.TrimSuffix(b.String(), ";"), ok
 }
 
 // sequentialSample is how many events the sequential baseline handles.

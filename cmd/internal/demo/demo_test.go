@@ -15,12 +15,14 @@ import (
 
 // The demo runs end to end, small: it returns nil only when every host in
 // the database matches the last event sent for it, every bad message was
-// dead-lettered, and every partition was committed to its end.
+// dead-lettered, every message to skip was skipped for its reason (not
+// dead-lettered: the dead letters are exactly the bad messages), and every
+// partition was committed to its end.
 func TestDemoEndToEnd(t *testing.T) {
 	url := pgtest.URL(t)
 	env := map[string]string{"KAFKA_BROKERS": "embedded", "EMBEDDED_PARTITIONS": "4", "LISTENER_PROGRESS_INTERVAL": "0", "DATABASE_URL": url}
 	opts := demo.DefaultOptions()
-	opts.Load.Hosts, opts.Load.Events, opts.Load.BadShare = 60, 400, 0.05
+	opts.Load.Hosts, opts.Load.Events, opts.Load.BadShare, opts.Load.SkipShare = 60, 400, 0.05, 0.05
 	opts.Load.Shape = platform.ProfileShape{Packages: 40, Repos: 10}
 	opts.Load.Bulk = false
 	opts.Dataset = platform.DatasetSize{Packages: 400, Repos: 20, Advisories: 300}
@@ -32,7 +34,9 @@ func TestDemoEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
-	for _, want := range []string{"0 missing, 0 wrong", "dead letters      20 written, 20 bad messages sent", "committed to its end"} {
+	for _, want := range []string{"0 missing, 0 wrong", "dead letters      20 written, 20 bad messages sent",
+		"skipped           20 records, not dead-lettered; reporter not allowed 7 of 7 sent; excluded host type 7 of 7 sent; nothing to evaluate 6 of 6 sent\n",
+		"; 6 without packages)", " and 14 filtered out as expected", "committed to its end"} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("summary lacks %q:\n%s", want, out.String())
 		}

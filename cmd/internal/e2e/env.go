@@ -3,7 +3,9 @@
 // broker restart, a database outage, VMaaS trouble and poison messages. Each
 // scenario starts from a clean topic and database and is judged by an
 // independent check: the checker's SQL against loadgen's expected state, the
-// dead-letter topic, and the group's committed offsets read from the broker.
+// dead-letter topic (exactly the broken messages, by reason), the skip
+// counts the listeners log as they stop, and the group's committed offsets
+// read from the broker.
 package e2e
 
 import (

@@ -98,9 +98,7 @@ func (e *Env) deadLetters(topic string) (map[string]map[string]bool, int, error)
 // reasonOf extracts the validation reason from a handler error text such
 // as "...: missing org id: host.org_id is absent".
 func reasonOf(text string) string {
-	for _, r := range []messages.Reason{messages.ReasonMalformedJSON, messages.ReasonMessageTooLarge, messages.ReasonUnknownEventType,
-		messages.ReasonMissingHostID, messages.ReasonMissingOrgID, messages.ReasonReporterNotAllowed, messages.ReasonExcludedHostType,
-		messages.ReasonNoPackages, messages.ReasonUnparsablePackage} {
+	for _, r := range messages.ValidationReasons() {
 		if strings.Contains(text, string(r)+":") {
 			return string(r)
 		}

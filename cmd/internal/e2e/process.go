@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"bufio"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +14,7 @@ import (
 // listenerProc is one listener process the suite started.
 type listenerProc struct {
 	name   string
+	log    string // path of its log (JSON lines)
 	cmd    *exec.Cmd
 	exited chan struct{} // closed once the process has exited
 	err    error         // its exit status, valid after exited closes
@@ -30,7 +33,7 @@ func (e *Env) startListener(name string, env []string) (*listenerProc, error) {
 		log.Close()
 		return nil, err
 	}
-	p := &listenerProc{name: name, cmd: cmd, exited: make(chan struct{})}
+	p := &listenerProc{name: name, log: log.Name(), cmd: cmd, exited: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		log.Close()
@@ -62,6 +65,29 @@ func (p *listenerProc) term(limit time.Duration) error {
 		<-p.exited
 		return fmt.Errorf("%s did not exit within %v of SIGTERM", p.name, limit)
 	}
+}
+
+// skippedByReason reads the totals the process logged as it stopped
+// ("listener stopped"): the records it skipped, by reason. ok is false when
+// it logged none (it was killed, or is still running).
+func (p *listenerProc) skippedByReason() (counts map[string]int64, ok bool, err error) {
+	f, err := os.Open(p.log)
+	if err != nil {
+		return nil, false, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var line struct {
+			Msg             string           `json:"msg"`
+			SkippedByReason map[string]int64 `json:"skipped_by_reason"`
+		}
+		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "listener stopped" {
+			counts, ok = line.SkippedByReason, true
+		}
+	}
+	return counts, ok, sc.Err()
 }
 
 // running reports whether the process is alive.

@@ -22,7 +22,8 @@ type Scenario struct {
 	Name      string
 	Events    int
 	Hosts     int
-	BadShare  float64
+	BadShare  float64 // broken messages: dead-lettered, each with its reason
+	SkipShare float64 // messages the listener skips: committed and counted, never dead-lettered
 	Listeners int
 	// Faults run once progress (committed records / all records) reaches At.
 	Faults []Fault
@@ -52,12 +53,17 @@ type Line struct {
 	DeadLettered   int
 	ExpectedDead   int
 	DeadByReasonOK bool
-	Duplicates     int64
-	Finish         time.Duration
-	LongestStall   time.Duration
-	OffsetsAtEnd   bool
-	Faults         []string
-	Problems       []string
+	// Skipped is what the listeners counted, from the totals each logs as
+	// it stops; -1 when one did not stop cleanly (killed), so the count is
+	// unknown. ExpectedSkip is what the plan sent to be skipped.
+	Skipped      int64
+	ExpectedSkip int
+	Duplicates   int64
+	Finish       time.Duration
+	LongestStall time.Duration
+	OffsetsAtEnd bool
+	Faults       []string
+	Problems     []string
 }
 
 // OK reports whether the scenario met its acceptance criteria.
@@ -68,8 +74,12 @@ func (l Line) String() string {
 	if !l.OK() {
 		status = "FAIL: " + strings.Join(l.Problems, "; ")
 	}
-	return fmt.Sprintf("%-14s events %6d  faults %2d  lost %d  wrong rows %d  dead-lettered %d/%d expected  repeated evaluations %d  finish %6.1fs  longest stall %5.1fs  offsets at end %v  %s",
-		l.Scenario, l.Events, len(l.Faults), l.Lost, l.Wrong, l.DeadLettered, l.ExpectedDead, l.Duplicates, l.Finish.Seconds(), l.LongestStall.Seconds(), l.OffsetsAtEnd, status)
+	skipped := "?"
+	if l.Skipped >= 0 {
+		skipped = fmt.Sprint(l.Skipped)
+	}
+	return fmt.Sprintf("%-14s events %6d  faults %2d  lost %d  wrong rows %d  dead-lettered %d/%d expected  skipped %s/%d expected  repeated evaluations %d  finish %6.1fs  longest stall %5.1fs  offsets at end %v  %s",
+		l.Scenario, l.Events, len(l.Faults), l.Lost, l.Wrong, l.DeadLettered, l.ExpectedDead, skipped, l.ExpectedSkip, l.Duplicates, l.Finish.Seconds(), l.LongestStall.Seconds(), l.OffsetsAtEnd, status)
 }
 
 // run is the state of one scenario in progress.
@@ -151,7 +161,7 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 
 	opts := loadgen.DefaultOptions()
 	opts.Seed = uint64(len(sc.Name)*7919 + sc.Events)
-	opts.Hosts, opts.Events, opts.BadShare = sc.Hosts, sc.Events, sc.BadShare
+	opts.Hosts, opts.Events, opts.BadShare, opts.SkipShare = sc.Hosts, sc.Events, sc.BadShare, sc.SkipShare
 	opts.Shape, opts.Bulk = shape, false
 	ds := platform.NewDataset(opts.Seed, platform.DefaultSize())
 	if r.mock, err = platform.NewServer(ds, platform.ServerOptions{Faults: platform.Faults{Latency: "longtail:50ms"},
@@ -172,9 +182,10 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 	}
 	line.Events = len(plan.Items)
 	line.ExpectedDead = plan.BadCount()
-	evaluating := 0
+	line.ExpectedSkip = plan.SkipCount()
+	evaluating := 0 // events that ask VMaaS once: not bad, not skipped (a host without packages asks nothing), not deletes
 	for _, it := range plan.Items {
-		if it.Bad == "" && it.Event.Type != "delete" {
+		if it.Bad == "" && it.Skip == "" && it.Event.Type != "delete" {
 			evaluating++
 		}
 	}
@@ -268,6 +279,34 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 	line.Wrong = rep.Wrong
 	if line.Lost > 0 || line.Wrong > 0 {
 		line.Problems = append(line.Problems, fmt.Sprintf("%d lost, %d wrong hosts, e.g. %v", line.Lost, line.Wrong, rep.Examples))
+	}
+
+	// The messages to skip were committed (offsets at end), stored or not
+	// as their kind says (the checker), and not dead-lettered (below: the
+	// dead letters are exactly the bad kinds). The listeners' own counts
+	// say each was skipped for its reason, at least once (a record
+	// redelivered after a rebalance is skipped again).
+	skipped, complete := map[string]int64{}, true
+	for _, p := range r.listeners {
+		counts, ok, err := p.skippedByReason()
+		if err != nil {
+			return line, err
+		}
+		complete = complete && ok
+		for reason, n := range counts {
+			skipped[reason] += n
+			line.Skipped += n
+		}
+	}
+	if !complete {
+		line.Skipped = -1
+	} else {
+		for kind, n := range plan.Skipped {
+			if skipped[string(kind)] < int64(n) {
+				line.Problems = append(line.Problems, fmt.Sprintf("skipped by reason %v, expected at least %v", skipped, plan.Skipped))
+				break
+			}
+		}
 	}
 
 	byReason, _, err := env.deadLetters(r.topic + ".dlq")

@@ -72,7 +72,7 @@ func Scenarios() []Scenario {
 			return r.setFaults(platform.Faults{Latency: "longtail:50ms"})
 		}},
 	}}
-	poison := Scenario{Name: "poison", Events: 10000, Hosts: 2500, Listeners: 2, BadShare: 0.01, StatusPort: true, Faults: []Fault{
+	poison := Scenario{Name: "poison", Events: 10000, Hosts: 2500, Listeners: 2, BadShare: 0.01, SkipShare: 0.01, StatusPort: true, Faults: []Fault{
 		{0.3, "status page in a headless browser", func(r *run) error { return r.env.checkStatusPage(r.statusURL, r.env.Screenshot) }},
 	}}
 	sasl := Scenario{Name: "sasl-scram", Events: 3000, Hosts: 800, Listeners: 2, SASL: "SCRAM-SHA-512"}

@@ -44,7 +44,9 @@ type noTimings struct{}
 func (noTimings) VMaaS(time.Duration, error)            {}
 func (noTimings) Database(string, time.Duration, error) {}
 
-// Stats counts what the handler did with the events it accepted.
+// Stats counts what the handler did with the events it accepted. Skipped
+// counts uploads not applied (older than the applied event, already
+// applied, or for a deleted host); the pipeline counts every skip by reason.
 type Stats struct {
 	Uploads, Skipped, Evaluations, Deletes, ProfilesFetched atomic.Int64
 }
@@ -87,9 +89,26 @@ func (t servedTimings) Database(operation string, d time.Duration, err error) {
 // Stats returns the handler's counters.
 func (h *Handler) Stats() *Stats { return &h.stats }
 
-// Handle implements actors.Handler. Invalid events fail permanently (they
-// are dead-lettered with the reason); an unreachable database, VMaaS or
-// inventory fails transiently (retried).
+// Handle implements actors.Handler.
+//
+// Broken events fail permanently: they are dead-lettered with the reason (a
+// messages.ValidationReasons value). An unreachable database, VMaaS or
+// inventory fails transiently: retried.
+//
+// Events the service ignores by design return messages.Skip: the record is
+// committed and counted by reason, never dead-lettered. They are
+//   - filtered, and not stored: reporter not allowed, excluded host type;
+//   - not applied, because what is stored already covers them: older than
+//     applied (a newer event of the host is stored), already applied (the
+//     same event again, stored and evaluated: a redelivery), host recently
+//     deleted (an upload after the host's delete, or a second delete);
+//   - stored but not evaluated: nothing to evaluate (a host without
+//     packages; its evaluation is empty, so no earlier advisory remains).
+//
+// A redelivered event whose first delivery stored the profile but did not
+// evaluate it is evaluated now and finishes as the first delivery would
+// have; an older event evaluates the stored profile too, when that is due,
+// before it is skipped.
 func (h *Handler) Handle(ctx context.Context, r *messages.Record) error {
 	ev, err := messages.DecodeInventoryEvent(r.GetValue(), h.validation)
 	if err != nil {
@@ -104,10 +123,13 @@ func (h *Handler) Handle(ctx context.Context, r *messages.Record) error {
 	}
 	if ev.Type == messages.EventDelete {
 		start := time.Now()
-		err := h.store.DeleteSystem(ctx, ev.OrgID(), ev.HostID(), at)
+		already, err := h.store.DeleteSystem(ctx, ev.OrgID(), ev.HostID(), at)
 		h.Timings.Database("delete_system", time.Since(start), err)
 		if err != nil {
 			return fmt.Errorf("delete host %s: %w", ev.HostID(), err)
+		}
+		if already {
+			return messages.Skip(messages.ReasonHostDeleted, "the host was deleted already")
 		}
 		h.stats.Deletes.Add(1)
 		return nil
@@ -137,27 +159,42 @@ func (h *Handler) upload(ctx context.Context, ev *messages.InventoryEvent, at ti
 	}
 	if res.Applied {
 		h.stats.Uploads.Add(1)
-	} else {
-		h.stats.Skipped.Add(1)
-		h.logger.Debug("upload skipped", "host_id", host.ID, "org_id", host.OrgID, "reason", res.Skipped, "request_id", ev.RequestID)
+		return h.evaluate(ctx, res, evaluationTarget{packages: u.Packages, repos: u.Repos, modules: u.Modules, arch: u.Arch, releasever: u.Releasever})
 	}
-	if !res.NeedsEvaluation {
-		return nil
+	h.stats.Skipped.Add(1)
+	h.logger.Debug("upload not applied", "host_id", host.ID, "org_id", host.OrgID, "reason", res.Skipped, "request_id", ev.RequestID)
+	if res.Skipped == persistence.SkippedDeleted {
+		return messages.Skip(messages.ReasonHostDeleted, "an upload after the host's delete does not bring it back")
 	}
-	target := evaluationTarget{packages: u.Packages, repos: u.Repos, modules: u.Modules, arch: u.Arch, releasever: u.Releasever}
-	if !res.Applied {
-		// A redelivery of a stored but unevaluated upload, or an older event:
-		// evaluate what is stored, which may be newer than this event.
+	// Not newer than the applied event (res.EventTime): older, or the same.
+	older := res.Skipped == persistence.SkippedOlder
+	var evaluated error
+	if res.NeedsEvaluation {
+		// The stored profile was not evaluated yet: this is a redelivery
+		// of the upload that stored it (its first delivery failed or was
+		// cut short after storing), or an older event arriving meanwhile.
+		// Evaluate what is stored, which may be newer than this event.
 		st, err := h.store.LoadSystem(ctx, host.OrgID, host.ID)
 		if errors.Is(err, persistence.ErrNoSystem) {
-			return nil
+			return messages.Skip(messages.ReasonHostDeleted, "the host was deleted while the event was handled")
 		}
 		if err != nil {
 			return fmt.Errorf("load host %s: %w", host.ID, err)
 		}
-		target = evaluationTarget{packages: st.Packages, repos: st.Repos, modules: st.Modules, arch: st.Arch, releasever: st.Releasever}
+		evaluated = h.evaluate(ctx, res, evaluationTarget{packages: st.Packages, repos: st.Repos, modules: st.Modules, arch: st.Arch, releasever: st.Releasever})
+		if _, skipped := messages.SkipReasonOf(evaluated); evaluated != nil && !skipped {
+			return evaluated
+		}
 	}
-	return h.evaluate(ctx, res, target)
+	switch {
+	case older:
+		return messages.Skip(messages.ReasonOlderThanApplied, fmt.Sprintf("event of %s, the host is at %s",
+			at.UTC().Format(time.RFC3339Nano), res.EventTime.UTC().Format(time.RFC3339Nano)))
+	case res.NeedsEvaluation:
+		return evaluated // this event's own evaluation, finished now: nil, or nothing to evaluate
+	default:
+		return messages.Skip(messages.ReasonAlreadyApplied, "the event of "+at.UTC().Format(time.RFC3339Nano)+" is stored and evaluated")
+	}
 }
 
 func (h *Handler) fetchProfile(ctx context.Context, hostID string) (*messages.SystemProfile, error) {
@@ -187,31 +224,43 @@ type evaluationTarget struct {
 	releasever string
 }
 
+// evaluate asks VMaaS about t, the profile stored at res.EventTime, and
+// stores the answer. A profile without packages is not sent: nothing can
+// apply to it, so its evaluation is empty (advisories of an earlier profile
+// go) and evaluate returns a skip for ReasonNothingToEvaluate once that is
+// stored.
 func (h *Handler) evaluate(ctx context.Context, res persistence.UploadResult, t evaluationTarget) error {
-	req := &clients.UpdatesRequest{Releasever: t.releasever, Basearch: t.arch}
-	for _, p := range t.packages {
-		req.PackageList = append(req.PackageList, p.Name+"-"+p.EVRA)
+	var e persistence.Evaluation
+	if len(t.packages) > 0 {
+		req := &clients.UpdatesRequest{Releasever: t.releasever, Basearch: t.arch}
+		for _, p := range t.packages {
+			req.PackageList = append(req.PackageList, p.Name+"-"+p.EVRA)
+		}
+		for _, m := range t.modules {
+			req.ModulesList = append(req.ModulesList, clients.Module{Name: m.Name, Stream: m.Stream})
+		}
+		// No repository_list: VMaaS then answers with fixes from every
+		// repository, and the system's enabled ones tell installable from
+		// applicable.
+		start := time.Now()
+		resp, err := h.vmaas.Updates(ctx, req)
+		h.Timings.VMaaS(time.Since(start), err)
+		if err != nil {
+			return fmt.Errorf("evaluate system %d: %w", res.SystemID, err)
+		}
+		e = Classify(resp, t.repos)
 	}
-	for _, m := range t.modules {
-		req.ModulesList = append(req.ModulesList, clients.Module{Name: m.Name, Stream: m.Stream})
-	}
-	// No repository_list: VMaaS then answers with fixes from every
-	// repository, and the system's enabled ones tell installable from
-	// applicable.
 	start := time.Now()
-	resp, err := h.vmaas.Updates(ctx, req)
-	h.Timings.VMaaS(time.Since(start), err)
-	if err != nil {
-		return fmt.Errorf("evaluate system %d: %w", res.SystemID, err)
-	}
-	start = time.Now()
-	stored, err := h.store.StoreEvaluation(ctx, res.SystemID, res.EventTime, Classify(resp, t.repos))
+	stored, err := h.store.StoreEvaluation(ctx, res.SystemID, res.EventTime, e)
 	h.Timings.Database("store_evaluation", time.Since(start), err)
 	if err != nil {
 		return fmt.Errorf("store evaluation of system %d: %w", res.SystemID, err)
 	}
 	if stored {
 		h.stats.Evaluations.Add(1)
+	}
+	if len(t.packages) == 0 {
+		return messages.Skip(messages.ReasonNothingToEvaluate, "the host has no installed packages")
 	}
 	return nil
 }

@@ -156,8 +156,8 @@ func RunWith(ctx context.Context, cfg *Config, handler actors.Handler, logger *s
 	}
 	wg.Wait()
 	s := bridge.Stats().Snapshot()
-	logger.Info("listener stopped", "succeeded", s.Succeeded, "dead_lettered", s.DeadLettered, "retried", s.Retried,
-		"abandoned", s.Abandoned, "fenced", s.Fenced, "panics", s.Panics)
+	logger.Info("listener stopped", "succeeded", s.Succeeded, "skipped", s.Skipped, "skipped_by_reason", s.SkippedByReason,
+		"dead_lettered", s.DeadLettered, "retried", s.Retried, "abandoned", s.Abandoned, "fenced", s.Fenced, "panics", s.Panics)
 	return nil
 }
 
@@ -171,9 +171,9 @@ func logProgress(ctx context.Context, stats *actors.Stats, every time.Duration, 
 			return
 		case now := <-t.C:
 			s := stats.Snapshot()
-			done := (s.Succeeded + s.DeadLettered) - (prev.Succeeded + prev.DeadLettered)
+			done := (s.Succeeded + s.Skipped + s.DeadLettered) - (prev.Succeeded + prev.Skipped + prev.DeadLettered)
 			logger.Info("progress", "records_per_second", int64(float64(done)/now.Sub(prevAt).Seconds()),
-				"in_flight", s.InFlight, "succeeded", s.Succeeded, "dead_lettered", s.DeadLettered, "retried", s.Retried)
+				"in_flight", s.InFlight, "succeeded", s.Succeeded, "skipped", s.Skipped, "dead_lettered", s.DeadLettered, "retried", s.Retried)
 			prev, prevAt = s, now
 		}
 	}

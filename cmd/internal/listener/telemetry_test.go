@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/patchflow/patchflow/actors"
 	"github.com/patchflow/patchflow/cmd/internal/listener"
+	"github.com/patchflow/patchflow/cmd/internal/offsets"
 	"github.com/patchflow/patchflow/cmd/internal/telemetry"
 	"github.com/patchflow/patchflow/messages"
 )
@@ -201,5 +204,104 @@ func TestMetricsAndReadinessFollowThePipeline(t *testing.T) {
 	eventually(t, "22 records committed", func() bool { return scrape(t, srv.URL, committed) == 22 })
 	if v := scrape(t, srv.URL, `patchflow_handler_duration_seconds_count{outcome="ok"}`); v != 22 {
 		t.Fatalf("handler duration count %v, want 22", v)
+	}
+}
+
+// Invariant 8 through the whole pipeline: records the handler skips are
+// committed, counted by reason on /metrics and the status page, and never
+// dead-lettered; a broken one still is.
+func TestSkippedRecordsAreCommittedCountedNotDeadLettered(t *testing.T) {
+	env := map[string]string{"KAFKA_BROKERS": "embedded", "EMBEDDED_PARTITIONS": "1", "LISTENER_HTTP_ADDR": "", "LISTENER_PROGRESS_INTERVAL": "0"}
+	cfg, _, err := listener.Parse(nil, lookup(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster, err := listener.StartEmbedded(cfg.Kafka.Topic, cfg.Kafka.DLQTopic, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	cfg.Brokers, cfg.Kafka.Brokers = cluster.ListenAddrs(), cluster.ListenAddrs()
+
+	handler := actors.HandlerFunc(func(ctx context.Context, r *messages.Record) error {
+		v := string(r.GetValue())
+		if reason, ok := strings.CutPrefix(v, "skip:"); ok {
+			return fmt.Errorf("host %s: %w", r.GetKey(), messages.Skip(messages.Reason(reason), "in a test"))
+		}
+		if v == "broken" {
+			return messages.Permanent(errors.New("broken in a test"))
+		}
+		return nil
+	})
+	metrics := telemetry.New()
+	bridges := make(chan *actors.Bridge, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- listener.RunWith(ctx, cfg, handler, slog.New(slog.DiscardHandler),
+			listener.Hooks{Metrics: metrics, Started: func(b *actors.Bridge) { bridges <- b }})
+	}()
+	defer func() { cancel(); <-done }()
+	bridge := <-bridges
+	srv := httptest.NewServer(telemetry.Handler(metrics, telemetry.Readiness{Bridge: bridge}, nil))
+	defer srv.Close()
+
+	pcfg := sarama.NewConfig()
+	pcfg.Producer.Return.Successes = true
+	p, err := sarama.NewSyncProducer(cfg.Brokers, pcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	values := []string{"skip:reporter not allowed", "fine", "skip:older than applied", "skip:reporter not allowed", "broken",
+		"fine", "skip:reporter not allowed", "skip:older than applied", "fine", "fine"}
+	for i, v := range values {
+		if _, _, err := p.SendMessage(&sarama.ProducerMessage{Topic: cfg.Kafka.Topic, Key: sarama.StringEncoder(fmt.Sprint("host-", i)), Value: sarama.StringEncoder(v)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.Close()
+	committed := fmt.Sprintf(`patchflow_partition_committed_offset{partition="0",topic=%q}`, cfg.Kafka.Topic)
+	eventually(t, "every record committed", func() bool { return scrape(t, srv.URL, committed) == float64(len(values)) })
+
+	for sample, want := range map[string]float64{
+		`patchflow_records_total{outcome="ok"}`:                           4,
+		`patchflow_records_total{outcome="skipped"}`:                      5,
+		`patchflow_records_total{outcome="dead_lettered"}`:                1,
+		`patchflow_records_total{outcome="abandoned"}`:                    0,
+		`patchflow_records_skipped_total{reason="reporter not allowed"}`:  3,
+		`patchflow_records_skipped_total{reason="older than applied"}`:    2,
+		`patchflow_records_skipped_total{reason="host recently deleted"}`: 0,
+		`patchflow_handler_duration_seconds_count{outcome="ok"}`:          4,
+		`patchflow_handler_duration_seconds_count{outcome="skipped"}`:     5,
+		`patchflow_handler_duration_seconds_count{outcome="permanent"}`:   1,
+	} {
+		if got := scrape(t, srv.URL, sample); got != want {
+			t.Errorf("%s = %v, want %v", sample, got, want)
+		}
+	}
+	dlq, err := offsets.Read(cfg.Brokers, cfg.Kafka.DLQTopic, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := dlq.Total(); n != 1 {
+		t.Fatalf("%d dead letters, want only the broken record's", n)
+	}
+
+	var st telemetry.Status
+	resp, err := http.Get(srv.URL + "/status.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	wantByReason := map[string]int64{"reporter not allowed": 3, "older than applied": 2}
+	if err != nil || st.Totals.Skipped != 5 || !maps.Equal(st.Totals.SkippedByReason, wantByReason) {
+		t.Fatalf("status.json totals %+v (%v), want 5 skipped: %v", st.Totals, err, wantByReason)
+	}
+	code, body := get(t, srv.URL+"/status")
+	if code != 200 || !strings.Contains(body, "skipped 5") ||
+		!strings.Contains(body, `<tr class="skip"><td class="l">reporter not allowed</td><td>3</td></tr>`) ||
+		!strings.Contains(body, `<tr class="skip"><td class="l">older than applied</td><td>2</td></tr>`) {
+		t.Fatalf("status page %d lacks the skipped totals:\n%s", code, body)
 	}
 }

@@ -37,7 +37,9 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 	s.Int(&o.Shape.Repos, "LOADGEN_REPOS", "repos", o.Shape.Repos, 2, "yum repositories per host")
 	s.Float(&o.DeleteShare, "LOADGEN_DELETE_SHARE", "delete-share", o.DeleteShare, 0, 1, "share of later events that delete their host")
 	s.Float(&o.IDOnlyShare, "LOADGEN_ID_ONLY_SHARE", "id-only-share", o.IDOnlyShare, 0, 1, "share of created/updated events carrying only the host id")
-	s.Float(&o.BadShare, "LOADGEN_BAD_SHARE", "bad-share", o.BadShare, 0, 1, "bad messages, as a share of good events, spread over every bad kind")
+	s.Float(&o.BadShare, "LOADGEN_BAD_SHARE", "bad-share", o.BadShare, 0, 1, "broken messages (the listener dead-letters them), as a share of good events, spread over every bad kind")
+	s.Float(&o.SkipShare, "LOADGEN_SKIP_SHARE", "skip-share", o.SkipShare, 0, 1,
+		"messages the listener skips (reporter not allowed, edge host, no packages), as a share of good events, spread over every skip kind")
 	s.Bool(&o.Bulk, "LOADGEN_BULK", "bulk", o.Bulk, "send the whole (about 100 KB) system profile, not only what the listener reads")
 	s.Float(&c.Produce.Rate, "LOADGEN_RATE", "rate", 0, 0, 1e9, "messages per second (0: as fast as possible)")
 	s.String(&c.Produce.Compression, "LOADGEN_COMPRESSION", "compression", "lz4", "none, gzip, snappy, lz4 or zstd", nil)

@@ -2,6 +2,8 @@ package loadgen
 
 import (
 	"errors"
+	"maps"
+	"slices"
 	"testing"
 
 	"github.com/patchflow/patchflow/cmd/internal/platform"
@@ -10,7 +12,7 @@ import (
 
 func smallOptions() Options {
 	o := DefaultOptions()
-	o.Hosts, o.Events, o.BadShare, o.IDOnlyShare, o.DeleteShare = 40, 300, 0.1, 0.1, 0.1
+	o.Hosts, o.Events, o.BadShare, o.SkipShare, o.IDOnlyShare, o.DeleteShare = 40, 300, 0.1, 0.05, 0.1, 0.1
 	o.Shape = platform.ProfileShape{Packages: 30, Repos: 8}
 	o.TooLargeBytes = 30000
 	o.Bulk = false
@@ -18,7 +20,8 @@ func smallOptions() Options {
 }
 
 // Every message of a plan decodes as intended: good ones validate, each bad
-// one fails with exactly the reason of its kind.
+// one fails with exactly the reason of its kind, each filtered one is a skip
+// with the reason of its kind, and a host without packages is valid.
 func TestRenderedMessagesMatchTheirKind(t *testing.T) {
 	o := smallOptions()
 	ds := platform.NewDataset(o.Seed, platform.DatasetSize{Packages: 300, Repos: 20, Advisories: 100})
@@ -28,7 +31,11 @@ func TestRenderedMessagesMatchTheirKind(t *testing.T) {
 	if got, want := plan.BadCount(), int(float64(o.Events)*o.BadShare+0.5); got != want {
 		t.Fatalf("%d bad messages, want %d", got, want)
 	}
+	if got, want := plan.SkipCount(), int(float64(o.Events)*o.SkipShare+0.5); got != want {
+		t.Fatalf("%d messages to skip, want %d", got, want)
+	}
 	seen := map[BadKind]bool{}
+	skips := map[SkipKind]int{}
 	for i, it := range plan.Items {
 		body, err := Render(ds, o, it)
 		if err != nil {
@@ -42,6 +49,19 @@ func TestRenderedMessagesMatchTheirKind(t *testing.T) {
 			t.Fatalf("item %d: a good message of %d bytes would be refused", i, len(body))
 		}
 		ev, err := messages.DecodeInventoryEvent(body, vopts)
+		if it.Skip != "" {
+			skips[it.Skip]++
+			if it.Skip == SkipNoPackages {
+				if err != nil || ev.HostID() != it.Key || len(ev.Host.SystemProfile.InstalledPackages) != 0 {
+					t.Fatalf("item %d: a host without packages must be valid and empty: %v", i, err)
+				}
+				continue
+			}
+			if reason, ok := messages.SkipReasonOf(err); !ok || string(reason) != string(it.Skip) {
+				t.Fatalf("item %d: skip kind %q gave %v", i, it.Skip, err)
+			}
+			continue
+		}
 		if it.Bad == "" {
 			if err != nil {
 				t.Fatalf("item %d (%s): %v", i, it.Event.Type, err)
@@ -60,6 +80,57 @@ func TestRenderedMessagesMatchTheirKind(t *testing.T) {
 	if len(seen) != len(BadKinds) {
 		t.Fatalf("only %d of %d bad kinds produced", len(seen), len(BadKinds))
 	}
+	if len(skips) != len(SkipKinds) || !maps.Equal(skips, plan.Skipped) {
+		t.Fatalf("skip kinds produced %v, the plan counts %v", skips, plan.Skipped)
+	}
+}
+
+// The kinds are the listener's reasons: each bad kind a validation reason,
+// each skip kind a skip reason, every validation reason produced.
+func TestKindsAreListenerReasons(t *testing.T) {
+	var bad []string
+	for _, k := range BadKinds {
+		bad = append(bad, string(k))
+	}
+	var reasons []string
+	for _, r := range messages.ValidationReasons() {
+		reasons = append(reasons, string(r))
+	}
+	slices.Sort(bad)
+	slices.Sort(reasons)
+	if !slices.Equal(bad, reasons) {
+		t.Errorf("bad kinds %q, validation reasons %q", bad, reasons)
+	}
+	for _, k := range SkipKinds {
+		if !slices.Contains(messages.SkipReasons(), messages.Reason(k)) {
+			t.Errorf("skip kind %q is not a skip reason", k)
+		}
+	}
+}
+
+// A host whose only event is skipped is expected absent when filtered, and
+// stored without packages when it had none.
+func TestExpectedStateOfSkippedHosts(t *testing.T) {
+	plan := NewPlan(smallOptions())
+	n := 0
+	for _, it := range plan.Items {
+		if it.Skip == "" {
+			continue
+		}
+		n++
+		st := plan.Expected[it.Key]
+		switch {
+		case st == nil:
+			t.Fatalf("host %s of a %q message has no expected state", it.Key, it.Skip)
+		case it.Skip == SkipNoPackages && (!st.NoPackages || st.Filtered || st.Deleted || !st.EventTime.Equal(it.Event.Timestamp)):
+			t.Fatalf("host without packages: expected %+v", st)
+		case it.Skip != SkipNoPackages && (!st.Filtered || st.NoPackages || st.Deleted):
+			t.Fatalf("filtered host (%s): expected %+v", it.Skip, st)
+		}
+	}
+	if n == 0 || n != plan.SkipCount() {
+		t.Fatalf("%d skipped items, the plan counts %d", n, plan.SkipCount())
+	}
 }
 
 // The expected state is the last good event of each host, and each host's
@@ -68,7 +139,7 @@ func TestExpectedStateIsLastEventPerHost(t *testing.T) {
 	plan := NewPlan(smallOptions())
 	last := map[string]platform.EventSpec{}
 	for _, it := range plan.Items {
-		if it.Bad != "" {
+		if it.Bad != "" || it.Skip != "" {
 			continue
 		}
 		if prev, ok := last[it.Key]; ok && !it.Event.Timestamp.After(prev.Timestamp) {
@@ -93,7 +164,7 @@ func TestExpectedStateIsLastEventPerHost(t *testing.T) {
 			t.Fatalf("host %s: revision %d, want %d", id, st.Revision, want)
 		}
 	}
-	if deleted == 0 || len(last) != len(plan.Expected) {
-		t.Fatalf("%d deleted, %d hosts with events, %d expected", deleted, len(last), len(plan.Expected))
+	if deleted == 0 || len(last)+plan.SkipCount() != len(plan.Expected) {
+		t.Fatalf("%d deleted, %d hosts with events, %d skipped, %d expected", deleted, len(last), plan.SkipCount(), len(plan.Expected))
 	}
 }

@@ -1,7 +1,9 @@
 // Package loadgen plans and produces realistic inventory event streams:
 // hosts registering, updating and being deleted, keyed by host id, with a
-// chosen share of bad messages of every kind, and writes the final state
-// every host must end in, for checkers.
+// chosen share of bad messages of every kind (broken: the listener must
+// dead-letter them) and of messages the listener skips by design (filtered,
+// or nothing to evaluate: committed and counted, never dead-lettered), and
+// writes the final state every host must end in, for checkers.
 package loadgen
 
 import (
@@ -21,6 +23,7 @@ type Options struct {
 	DeleteShare   float64 // share of events after the first per host that delete the host
 	IDOnlyShare   float64 // share of created/updated events that carry only the host id
 	BadShare      float64 // share of bad messages, spread evenly over the bad kinds
+	SkipShare     float64 // share of messages the listener skips, spread evenly over the skip kinds
 	Shape         platform.ProfileShape
 	Bulk          bool // the whole (about 100 KB) profile, not only what the listener reads
 	Start         time.Time
@@ -33,31 +36,45 @@ func DefaultOptions() Options {
 		Shape: platform.DefaultShape(), Bulk: true, Start: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), TooLargeBytes: 1_040_000}
 }
 
-// BadKind is a kind of bad message; the listener must dead-letter each one
-// with its reason.
+// BadKind is a kind of broken message; the listener must dead-letter each
+// one with its reason.
 type BadKind string
 
-// The bad kinds, matching the listener's validation reasons.
+// The bad kinds, matching the listener's validation reasons
+// (messages.ValidationReasons).
 const (
 	BadMalformedJSON BadKind = "malformed JSON"
 	BadTooLarge      BadKind = "message too large"
 	BadUnknownType   BadKind = "unknown event type"
 	BadMissingHostID BadKind = "missing host id"
 	BadMissingOrgID  BadKind = "missing org id"
-	BadReporter      BadKind = "reporter not allowed"
-	BadHostType      BadKind = "excluded host type"
-	BadNoPackages    BadKind = "no packages"
 	BadUnparsablePkg BadKind = "unparsable package"
 )
 
 // BadKinds lists every kind, in a fixed order.
-var BadKinds = []BadKind{BadMalformedJSON, BadTooLarge, BadUnknownType, BadMissingHostID, BadMissingOrgID, BadReporter, BadHostType, BadNoPackages, BadUnparsablePkg}
+var BadKinds = []BadKind{BadMalformedJSON, BadTooLarge, BadUnknownType, BadMissingHostID, BadMissingOrgID, BadUnparsablePkg}
+
+// SkipKind is a kind of valid message the listener ignores by design, in
+// whole or in part: it must commit it and count it under the skip reason of
+// the same name (messages.SkipReasons), never dead-letter it.
+type SkipKind string
+
+// The skip kinds. Each is for a host no other event mentions.
+const (
+	SkipReporter   SkipKind = "reporter not allowed" // filtered: the host is never stored
+	SkipHostType   SkipKind = "excluded host type"   // filtered (an edge host): never stored
+	SkipNoPackages SkipKind = "nothing to evaluate"  // an empty package list: stored, with no packages and no advisories
+)
+
+// SkipKinds lists every skip kind, in a fixed order.
+var SkipKinds = []SkipKind{SkipReporter, SkipHostType, SkipNoPackages}
 
 // Item is one message of the plan.
 type Item struct {
 	Key   string
-	Event platform.EventSpec // for good events
+	Event platform.EventSpec // for good events, and the base of the others
 	Bad   BadKind            // non-empty for bad messages
+	Skip  SkipKind           // non-empty for messages the listener skips
 }
 
 // HostState is where a host must end.
@@ -68,6 +85,12 @@ type HostState struct {
 	Revision  int       `json:"revision"`   // profile revision stored (0 after an id-only event)
 	EventTime time.Time `json:"event_time"` // time of the last event applied
 	Events    int       `json:"events"`
+	// Filtered: every event of the host was filtered out (reporter not
+	// allowed, excluded host type), so it must not be stored.
+	Filtered bool `json:"filtered,omitempty"`
+	// NoPackages: the last event applied carried an empty package list, so
+	// the host is stored with no packages and no advisories.
+	NoPackages bool `json:"no_packages,omitempty"`
 }
 
 // Plan is the stream in order, and the expected outcome.
@@ -75,13 +98,14 @@ type Plan struct {
 	Items    []Item
 	Expected map[string]*HostState
 	Bad      map[BadKind]int
+	Skipped  map[SkipKind]int
 }
 
 // NewPlan lays out the stream: every host is created, then random live
 // hosts are updated or deleted; bad messages are mixed in at random places.
 func NewPlan(o Options) *Plan {
 	rng := rand.New(rand.NewPCG(o.Seed, 0xfeed))
-	p := &Plan{Expected: map[string]*HostState{}, Bad: map[BadKind]int{}}
+	p := &Plan{Expected: map[string]*HostState{}, Bad: map[BadKind]int{}, Skipped: map[SkipKind]int{}}
 	hosts := min(o.Hosts, o.Events)
 	alive := make([]string, 0, hosts)
 	revision := map[string]int{}
@@ -123,17 +147,35 @@ func NewPlan(o Options) *Plan {
 		good(platform.EventSpec{Type: "updated", HostID: id, OrgID: org, Revision: revision[id], Timestamp: next(), Bulk: o.Bulk,
 			RequestID: fmt.Sprintf("req-%d", len(p.Items)), IDOnly: rng.Float64() < o.IDOnlyShare})
 	}
-	// Bad messages at random places, for hosts no good event mentions.
-	nBad := int(float64(len(p.Items))*o.BadShare + 0.5)
-	for b := 0; b < nBad; b++ {
-		kind := BadKinds[b%len(BadKinds)]
-		p.Bad[kind]++
-		item := Item{Key: platform.HostID(o.Seed^0xbad, b), Bad: kind,
-			Event: platform.EventSpec{Type: "created", HostID: platform.HostID(o.Seed^0xbad, b), OrgID: "org-bad", Timestamp: next()}}
+	nGood := len(p.Items)
+	insert := func(item Item) {
 		pos := rng.IntN(len(p.Items) + 1)
 		p.Items = append(p.Items, Item{})
 		copy(p.Items[pos+1:], p.Items[pos:])
 		p.Items[pos] = item
+	}
+	// Bad messages at random places, for hosts no good event mentions.
+	nBad := int(float64(nGood)*o.BadShare + 0.5)
+	for b := 0; b < nBad; b++ {
+		kind := BadKinds[b%len(BadKinds)]
+		p.Bad[kind]++
+		insert(Item{Key: platform.HostID(o.Seed^0xbad, b), Bad: kind,
+			Event: platform.EventSpec{Type: "created", HostID: platform.HostID(o.Seed^0xbad, b), OrgID: "org-bad", Timestamp: next()}})
+	}
+	// Messages the listener skips, likewise for hosts of their own: one
+	// created event each, so the host's final state is what its kind says.
+	nSkip := int(float64(nGood)*o.SkipShare + 0.5)
+	for k := 0; k < nSkip; k++ {
+		kind := SkipKinds[k%len(SkipKinds)]
+		p.Skipped[kind]++
+		id := platform.HostID(o.Seed^0x5c1b, k)
+		spec := platform.EventSpec{Type: "created", HostID: id, OrgID: "org-skip", Timestamp: next(), RequestID: fmt.Sprintf("req-skip-%d", k)}
+		st := &HostState{HostID: id, OrgID: spec.OrgID, Events: 1, Filtered: kind != SkipNoPackages}
+		if kind == SkipNoPackages {
+			st.NoPackages, st.EventTime = true, spec.Timestamp
+		}
+		p.Expected[id] = st
+		insert(Item{Key: id, Skip: kind, Event: spec})
 	}
 	return p
 }
@@ -142,6 +184,15 @@ func NewPlan(o Options) *Plan {
 func (p *Plan) BadCount() int {
 	n := 0
 	for _, c := range p.Bad {
+		n += c
+	}
+	return n
+}
+
+// SkipCount returns the number of messages in the plan the listener skips.
+func (p *Plan) SkipCount() int {
+	n := 0
+	for _, c := range p.Skipped {
 		n += c
 	}
 	return n

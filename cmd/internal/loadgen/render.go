@@ -3,6 +3,7 @@ package loadgen
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 
 	"github.com/patchflow/patchflow/cmd/internal/platform"
@@ -10,17 +11,14 @@ import (
 
 // Render returns the message value of item.
 func Render(ds *platform.Dataset, o Options, item Item) ([]byte, error) {
+	if item.Skip != "" {
+		return renderSkip(ds, o, item)
+	}
 	if item.Bad == "" {
 		return ds.Event(item.Event, o.Shape)
 	}
 	spec := item.Event
 	spec.Bulk = false
-	switch item.Bad {
-	case BadReporter:
-		spec.Reporter = "unknown-reporter"
-	case BadHostType:
-		spec.HostType = "edge"
-	}
 	body, err := ds.Event(spec, platform.ProfileShape{Packages: 20, Repos: 5})
 	if err != nil {
 		return nil, err
@@ -37,15 +35,35 @@ func Render(ds *platform.Dataset, o Options, item Item) ([]byte, error) {
 		return mutate(body, func(m map[string]any) { host(m)["id"] = "not-a-uuid" })
 	case BadMissingOrgID:
 		return mutate(body, func(m map[string]any) { delete(host(m), "org_id") })
-	case BadNoPackages:
-		return mutate(body, func(m map[string]any) { profile(m)["installed_packages"] = []string{} })
 	case BadUnparsablePkg:
 		return mutate(body, func(m map[string]any) {
 			pk := profile(m)["installed_packages"].([]any)
 			pk[len(pk)/2] = strings.Repeat("garbage", 3)
 		})
 	}
-	return body, nil // reporter and host type were set on the spec
+	return nil, fmt.Errorf("unknown bad kind %q", item.Bad)
+}
+
+// renderSkip renders a valid event the listener skips, shaped like the
+// stream's good events.
+func renderSkip(ds *platform.Dataset, o Options, item Item) ([]byte, error) {
+	spec := item.Event
+	spec.Bulk = o.Bulk
+	switch item.Skip {
+	case SkipReporter:
+		spec.Reporter = "unknown-reporter"
+	case SkipHostType:
+		spec.HostType = "edge"
+	case SkipNoPackages:
+		body, err := ds.Event(spec, o.Shape)
+		if err != nil {
+			return nil, err
+		}
+		return mutate(body, func(m map[string]any) { profile(m)["installed_packages"] = []string{} })
+	default:
+		return nil, fmt.Errorf("unknown skip kind %q", item.Skip)
+	}
+	return ds.Event(spec, o.Shape)
 }
 
 func host(m map[string]any) map[string]any    { return m["host"].(map[string]any) }

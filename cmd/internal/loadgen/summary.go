@@ -11,7 +11,7 @@ func Summary(plan *Plan, res Result) string {
 	counts := map[string]int{}
 	idOnly := 0
 	for _, it := range plan.Items {
-		if it.Bad != "" {
+		if it.Bad != "" || it.Skip != "" {
 			continue
 		}
 		counts[it.Event.Type]++
@@ -19,18 +19,31 @@ func Summary(plan *Plan, res Result) string {
 			idOnly++
 		}
 	}
-	deleted := 0
+	deleted, empty, filtered := 0, 0, 0
 	for _, st := range plan.Expected {
-		if st.Deleted {
+		switch {
+		case st.Deleted:
 			deleted++
+		case st.NoPackages:
+			empty++
+		case st.Filtered:
+			filtered++
 		}
 	}
 	fmt.Fprintf(&b, "sent %d messages, %.1f MB, in %v (%.0f messages/s)\n", res.Messages, float64(res.Bytes)/1e6, res.Elapsed.Round(1e6), float64(res.Messages)/res.Elapsed.Seconds())
 	fmt.Fprintf(&b, "  created %d, updated %d, delete %d (%d carrying only the host id)\n", counts["created"], counts["updated"], counts["delete"], idOnly)
-	fmt.Fprintf(&b, "  hosts %d, of which %d end deleted\n", len(plan.Expected), deleted)
-	fmt.Fprintf(&b, "  bad messages %d:", plan.BadCount())
+	fmt.Fprintf(&b, "  hosts %d, of which %d end deleted, %d stored without packages, %d never stored (filtered out)\n",
+		len(plan.Expected), deleted, empty, filtered)
+	fmt.Fprintf(&b, "  bad messages %d (to be dead-lettered):", plan.BadCount())
 	for _, k := range BadKinds {
 		if n := plan.Bad[k]; n > 0 {
+			fmt.Fprintf(&b, " %s %d;", k, n)
+		}
+	}
+	b.WriteString("\n")
+	fmt.Fprintf(&b, "  messages to skip %d (committed and counted, not dead-lettered):", plan.SkipCount())
+	for _, k := range SkipKinds {
+		if n := plan.Skipped[k]; n > 0 {
 			fmt.Fprintf(&b, " %s %d;", k, n)
 		}
 	}

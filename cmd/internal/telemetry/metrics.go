@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/patchflow/patchflow/actors"
+	"github.com/patchflow/patchflow/messages"
 )
 
 // Metrics holds the listener's metrics and implements actors.Observer.
@@ -30,7 +31,7 @@ func New() *Metrics {
 	m := &Metrics{
 		Registry: prometheus.NewRegistry(),
 		handler: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "patchflow_handler_duration_seconds", Help: "Handler attempts by outcome (ok, transient, permanent, unknown, cancelled, panic).",
+			Name: "patchflow_handler_duration_seconds", Help: "Handler attempts by outcome (ok, skipped, transient, permanent, unknown, cancelled, panic).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}, []string{"outcome"}),
 		drains: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "patchflow_drain_duration_seconds", Help: "Time to drain a partition at the end of its claim.",
@@ -51,7 +52,7 @@ func New() *Metrics {
 
 // AttachBridge exports the bridge's per-partition state and counters.
 func (m *Metrics) AttachBridge(b *actors.Bridge) {
-	m.Registry.MustRegister(&bridgeCollector{bridge: b})
+	m.Registry.MustRegister(&bridgeCollector{partitions: b.Partitions, stats: func() actors.StatsSnapshot { return b.Stats().Snapshot() }})
 }
 
 // HandlerDone implements actors.Observer.
@@ -77,6 +78,20 @@ func (m *Metrics) Database(operation string, d time.Duration, err error) {
 	m.database.WithLabelValues(operation, result(err)).Observe(d.Seconds())
 }
 
+// skippedByReason is the snapshot's count per skip reason, with every reason
+// the evaluating handler can give present from the start (at 0), so a rate
+// or an alert on one works before its first skip.
+func skippedByReason(s actors.StatsSnapshot) map[string]int64 {
+	out := make(map[string]int64, len(s.SkippedByReason)+len(messages.SkipReasons()))
+	for _, r := range messages.SkipReasons() {
+		out[string(r)] = 0
+	}
+	for r, n := range s.SkippedByReason {
+		out[r] = n
+	}
+	return out
+}
+
 func result(err error) string {
 	if err != nil {
 		return "error"
@@ -92,24 +107,28 @@ var (
 	descPinnedAge   = prometheus.NewDesc("patchflow_partition_oldest_in_flight_age_seconds", "How long the oldest unfinished record has held the watermark.", partitionLabels, nil)
 	descPinned      = prometheus.NewDesc("patchflow_partition_pinned_offset", "Offset of the oldest unfinished record (the one holding the watermark).", partitionLabels, nil)
 	descLag         = prometheus.NewDesc("patchflow_partition_lag_records", "High watermark minus committed offset.", partitionLabels, nil)
-	descRecords     = prometheus.NewDesc("patchflow_records_total", "Records by outcome: ok, dead_lettered, abandoned (left at a drain, redelivered), fenced (late completion dropped).", []string{"outcome"}, nil)
+	descRecords     = prometheus.NewDesc("patchflow_records_total", "Records by outcome: ok, skipped (ignored by design, committed), dead_lettered, abandoned (left at a drain, redelivered), fenced (late completion dropped).", []string{"outcome"}, nil)
+	descSkipped     = prometheus.NewDesc("patchflow_records_skipped_total", "Records the handler skipped by design (filtered, superseded, nothing to evaluate), by reason: committed, never dead-lettered.", []string{"reason"}, nil)
 	descRetries     = prometheus.NewDesc("patchflow_retries_total", "Failed attempts that were retried.", nil, nil)
 	descPanics      = prometheus.NewDesc("patchflow_handler_panics_total", "Handler panics caught by supervision.", nil, nil)
 	descProcessIn   = prometheus.NewDesc("patchflow_in_flight_records", "Records admitted and not finished in the whole process.", nil, nil)
 )
 
 // bridgeCollector reads the bridge at scrape time.
-type bridgeCollector struct{ bridge *actors.Bridge }
+type bridgeCollector struct {
+	partitions func() []actors.PartitionState
+	stats      func() actors.StatsSnapshot
+}
 
 func (c *bridgeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descCommitted, descAdmitted, descInFlight, descPinnedAge, descPinned, descLag, descRecords, descRetries, descPanics, descProcessIn} {
+	for _, d := range []*prometheus.Desc{descCommitted, descAdmitted, descInFlight, descPinnedAge, descPinned, descLag, descRecords, descSkipped, descRetries, descPanics, descProcessIn} {
 		ch <- d
 	}
 }
 
 func (c *bridgeCollector) Collect(ch chan<- prometheus.Metric) {
 	now := time.Now()
-	for _, p := range c.bridge.Partitions() {
+	for _, p := range c.partitions() {
 		labels := []string{p.Topic, strconv.Itoa(int(p.Partition))}
 		ch <- prometheus.MustNewConstMetric(descCommitted, prometheus.GaugeValue, float64(p.Committed), labels...)
 		ch <- prometheus.MustNewConstMetric(descAdmitted, prometheus.GaugeValue, float64(p.Admitted), labels...)
@@ -120,9 +139,12 @@ func (c *bridgeCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descPinned, prometheus.GaugeValue, float64(p.PinnedOffset), labels...)
 		}
 	}
-	s := c.bridge.Stats().Snapshot()
-	for outcome, v := range map[string]int64{"ok": s.Succeeded, "dead_lettered": s.DeadLettered, "abandoned": s.Abandoned, "fenced": s.Fenced} {
+	s := c.stats()
+	for outcome, v := range map[string]int64{"ok": s.Succeeded, "skipped": s.Skipped, "dead_lettered": s.DeadLettered, "abandoned": s.Abandoned, "fenced": s.Fenced} {
 		ch <- prometheus.MustNewConstMetric(descRecords, prometheus.CounterValue, float64(v), outcome)
+	}
+	for reason, v := range skippedByReason(s) {
+		ch <- prometheus.MustNewConstMetric(descSkipped, prometheus.CounterValue, float64(v), reason)
 	}
 	ch <- prometheus.MustNewConstMetric(descRetries, prometheus.CounterValue, float64(s.Retried))
 	ch <- prometheus.MustNewConstMetric(descPanics, prometheus.CounterValue, float64(s.Panics))

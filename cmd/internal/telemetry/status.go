@@ -15,7 +15,9 @@ type Status struct {
 	Ready      bool              `json:"ready"`
 	Why        string            `json:"why"`
 	Partitions []PartitionStatus `json:"partitions"`
-	Totals     actors.StatsSnapshot
+	// Totals are the pipeline's counters; Totals.SkippedByReason splits
+	// the skipped records by reason (absent before the first skip).
+	Totals actors.StatsSnapshot
 	// Settings is the effective configuration, secrets redacted.
 	Settings []Setting `json:"settings"`
 }
@@ -84,10 +86,15 @@ td,th{border:1px solid #ccc;padding:.3em .7em;text-align:right}th{background:#f3
 </style></head><body>
 <h1>patchflow listener</h1>
 <p>Readiness: {{if .Ready}}<b class="ok">ready</b>{{else}}<b class="bad">not ready</b>{{end}} ({{.Why}}) &middot; {{.Now.Format "15:04:05"}} &middot; refreshes every 2 s &middot; <a href="status.json">JSON</a></p>
-<p>In flight {{.Totals.InFlight}} &middot; succeeded {{.Totals.Succeeded}} &middot; dead-lettered {{.Totals.DeadLettered}} &middot; retried {{.Totals.Retried}} &middot; abandoned {{.Totals.Abandoned}} &middot; fenced {{.Totals.Fenced}}</p>
+<p>In flight {{.Totals.InFlight}} &middot; succeeded {{.Totals.Succeeded}} &middot; skipped {{.Totals.Skipped}} &middot; dead-lettered {{.Totals.DeadLettered}} &middot; retried {{.Totals.Retried}} &middot; abandoned {{.Totals.Abandoned}} &middot; fenced {{.Totals.Fenced}}</p>
 <table id="partitions"><tr><th>topic</th><th>partition</th><th>generation</th><th>committed</th><th>admitted</th><th>high watermark</th><th>lag</th><th>in flight</th><th>oldest in flight</th><th>key</th><th>age (s)</th><th>records/s</th></tr>
 {{range .Partitions}}<tr class="partition"><td class="l">{{.Topic}}</td><td>{{.Partition}}</td><td>{{.Generation}}</td><td>{{.Committed}}</td><td>{{.Admitted}}</td><td>{{.HighWatermark}}</td><td>{{.Lag}}</td><td>{{.InFlight}}</td><td>{{with .PinnedOffset}}{{.}}{{end}}</td><td class="l">{{.PinnedKey}}</td><td>{{printf "%.1f" .PinnedSeconds}}</td><td>{{printf "%.0f" .RecordsPerSec}}</td></tr>
 {{else}}<tr><td colspan="12" class="l">no partition claimed</td></tr>{{end}}
+</table>
+<h2>Skipped by reason</h2><p>Ignored by design: committed, counted, never dead-lettered.</p>
+<table id="skipped"><tr><th>reason</th><th>records</th></tr>
+{{range $reason, $n := .Totals.SkippedByReason}}<tr class="skip"><td class="l">{{$reason}}</td><td>{{$n}}</td></tr>
+{{else}}<tr><td colspan="2" class="l">none yet</td></tr>{{end}}
 </table>
 <h2>Settings</h2><table>{{range .Settings}}<tr><td class="l">{{.Name}}</td><td class="l">{{.Value}}</td></tr>{{end}}</table>
 </body></html>

@@ -1,0 +1,68 @@
+package telemetry
+
+import (
+	"fmt"
+	"maps"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/patchflow/patchflow/actors"
+	"github.com/patchflow/patchflow/messages"
+)
+
+// samples gathers c and returns every sample of the named families as
+// `name{label="value",...}` -> value.
+func samples(t *testing.T, c prometheus.Collector, names ...string) map[string]float64 {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, f := range families {
+		if !strings.Contains(" "+strings.Join(names, " ")+" ", " "+f.GetName()+" ") {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+			}
+			sort.Strings(labels)
+			out[f.GetName()+"{"+strings.Join(labels, ",")+"}"] = m.GetCounter().GetValue()
+		}
+	}
+	return out
+}
+
+// Skipped records are an outcome of their own, and counted by reason: every
+// reason the evaluating handler gives is exported from the start (at 0),
+// and a reason it does not know (another handler's) as it comes.
+func TestSkippedRecordsByReason(t *testing.T) {
+	snap := actors.StatsSnapshot{Succeeded: 5, Skipped: 4, DeadLettered: 2, Abandoned: 1,
+		SkippedByReason: map[string]int64{string(messages.ReasonReporterNotAllowed): 3, "a reason of another handler": 1}}
+	c := &bridgeCollector{partitions: func() []actors.PartitionState { return nil }, stats: func() actors.StatsSnapshot { return snap }}
+	want := map[string]float64{
+		`patchflow_records_total{outcome="ok"}`:                                 5,
+		`patchflow_records_total{outcome="skipped"}`:                            4,
+		`patchflow_records_total{outcome="dead_lettered"}`:                      2,
+		`patchflow_records_total{outcome="abandoned"}`:                          1,
+		`patchflow_records_total{outcome="fenced"}`:                             0,
+		`patchflow_records_skipped_total{reason="a reason of another handler"}`: 1,
+	}
+	for _, r := range messages.SkipReasons() {
+		want[fmt.Sprintf("patchflow_records_skipped_total{reason=%q}", r)] = float64(snap.SkippedByReason[string(r)])
+	}
+	got := samples(t, c, "patchflow_records_total", "patchflow_records_skipped_total")
+	if !maps.Equal(got, want) {
+		t.Fatalf("samples\n%v\nwant\n%v", got, want)
+	}
+	if got[`patchflow_records_skipped_total{reason="reporter not allowed"}`] != 3 {
+		t.Fatal("the reporter filter's count is not exported")
+	}
+}
