@@ -243,7 +243,7 @@ func TestSkippedRecordsAreCommittedCountedNotDeadLettered(t *testing.T) {
 	}()
 	defer func() { cancel(); <-done }()
 	bridge := <-bridges
-	srv := httptest.NewServer(telemetry.Handler(metrics, telemetry.Readiness{Bridge: bridge}, nil))
+	srv := httptest.NewServer(telemetry.Handler(metrics, &telemetry.Readiness{Bridge: bridge}, nil))
 	defer srv.Close()
 
 	pcfg := sarama.NewConfig()
