@@ -305,3 +305,97 @@ func TestSkippedRecordsAreCommittedCountedNotDeadLettered(t *testing.T) {
 		t.Fatalf("status page %d lacks the skipped totals:\n%s", code, body)
 	}
 }
+
+// A dead-letter write that cannot succeed (the topic was deleted under the
+// listener) keeps its record unfinished and the partition's commits behind
+// it; /readyz, /status and a metric say so with the reason; once the topic
+// exists again the record is dead-lettered and committed, and readiness
+// comes back.
+func TestDeadLetterTopicGoneBlocksThePartitionVisibly(t *testing.T) {
+	env := map[string]string{"KAFKA_BROKERS": "embedded", "EMBEDDED_PARTITIONS": "1", "LISTENER_HTTP_ADDR": "", "LISTENER_PROGRESS_INTERVAL": "0",
+		"LISTENER_BACKOFF_MIN": "10ms", "LISTENER_BACKOFF_MAX": "100ms"}
+	cfg, _, err := listener.Parse(nil, lookup(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster, err := listener.StartEmbedded(cfg.Kafka.Topic, cfg.Kafka.DLQTopic, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	cfg.Brokers, cfg.Kafka.Brokers = cluster.ListenAddrs(), cluster.ListenAddrs()
+	handler := actors.HandlerFunc(func(_ context.Context, r *messages.Record) error {
+		if string(r.GetValue()) == "broken" {
+			return messages.Permanent(errors.New("broken in a test"))
+		}
+		return nil
+	})
+	metrics := telemetry.New()
+	bridges := make(chan *actors.Bridge, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- listener.RunWith(ctx, cfg, handler, slog.New(slog.DiscardHandler),
+			listener.Hooks{Metrics: metrics, Started: func(b *actors.Bridge) { bridges <- b }})
+	}()
+	defer func() { cancel(); <-done }()
+	bridge := <-bridges
+	srv := httptest.NewServer(telemetry.Handler(metrics, &telemetry.Readiness{Bridge: bridge}, nil))
+	defer srv.Close()
+	eventually(t, "joining the group", func() bool { code, _ := get(t, srv.URL+"/readyz"); return code == 200 })
+
+	acfg := sarama.NewConfig()
+	acfg.Version = sarama.V3_6_0_0
+	admin, err := sarama.NewClusterAdmin(cfg.Brokers, acfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if err := admin.DeleteTopic(cfg.Kafka.DLQTopic); err != nil {
+		t.Fatal(err)
+	}
+	pcfg := sarama.NewConfig()
+	pcfg.Producer.Return.Successes = true
+	p, err := sarama.NewSyncProducer(cfg.Brokers, pcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for i, v := range []string{"fine", "broken", "fine"} {
+		if _, _, err := p.SendMessage(&sarama.ProducerMessage{Topic: cfg.Kafka.Topic, Key: sarama.StringEncoder(fmt.Sprint("host-", i)), Value: sarama.StringEncoder(v)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	blocked := fmt.Sprintf(`patchflow_partition_dead_letter_blocked{partition="0",topic=%q}`, cfg.Kafka.Topic)
+	committed := fmt.Sprintf(`patchflow_partition_committed_offset{partition="0",topic=%q}`, cfg.Kafka.Topic)
+	eventually(t, "the partition to report its dead letters blocked", func() bool { return scrape(t, srv.URL, blocked) == 1 })
+	code, body := get(t, srv.URL+"/readyz")
+	if code != 503 || !strings.Contains(body, "dead-letter write of offset 1 failing") || !strings.Contains(body, "does not exist: create it") {
+		t.Fatalf("/readyz %d %q; want 503 naming the offset and what to fix", code, body)
+	}
+	if v := scrape(t, srv.URL, committed); v != 1 {
+		t.Fatalf("committed %v while offset 1 is unfinished, want 1", v)
+	}
+	var st telemetry.Status
+	resp, err := http.Get(srv.URL + "/status.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	if err != nil || len(st.Partitions) != 1 || st.Partitions[0].DeadLetterBlocked == nil || st.Partitions[0].DeadLetterBlocked.Offset != 1 {
+		t.Fatalf("status.json %+v (%v)", st, err)
+	}
+	if v := scrape(t, srv.URL, "patchflow_dead_letter_write_failures_total"); v < 3 {
+		t.Fatalf("dead-letter write failures %v, want at least 3", v)
+	}
+
+	if err := admin.CreateTopic(cfg.Kafka.DLQTopic, &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1}, false); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the record to be dead-lettered and committed", func() bool { return scrape(t, srv.URL, committed) == 3 })
+	eventually(t, "readiness to come back", func() bool { code, _ := get(t, srv.URL+"/readyz"); return code == 200 })
+	if v := scrape(t, srv.URL, blocked); v != 0 {
+		t.Fatalf("still blocked (%v) after the write succeeded", v)
+	}
+}

@@ -109,7 +109,10 @@ var (
 	descLag         = prometheus.NewDesc("patchflow_partition_lag_records", "High watermark minus committed offset.", partitionLabels, nil)
 	descRecords     = prometheus.NewDesc("patchflow_records_total", "Records by outcome: ok, skipped (ignored by design, committed), dead_lettered, abandoned (left at a drain, redelivered), fenced (late completion dropped).", []string{"outcome"}, nil)
 	descSkipped     = prometheus.NewDesc("patchflow_records_skipped_total", "Records the handler skipped by design (filtered, superseded, nothing to evaluate), by reason: committed, never dead-lettered.", []string{"reason"}, nil)
-	descRetries     = prometheus.NewDesc("patchflow_retries_total", "Failed attempts that were retried.", nil, nil)
+	descRetries     = prometheus.NewDesc("patchflow_retries_total", "Failed attempts that were retried, by whether the failure counted towards the record's own-failure limit (own) or came from an outage shared with other records (shared).", []string{"counted"}, nil)
+	descDLQFailures = prometheus.NewDesc("patchflow_dead_letter_write_failures_total", "Dead-letter writes that failed and are being retried (the record stays unfinished).", nil, nil)
+	descDLQBlocked  = prometheus.NewDesc("patchflow_partition_dead_letter_blocked", "1 while a dead-letter write of the partition keeps failing (its record stays unfinished until a write succeeds).", partitionLabels, nil)
+	descFaults      = prometheus.NewDesc("patchflow_accounting_faults_total", "Accounting faults that are bugs, always 0: a credit given back twice (credit), a finish the ledger refused (finish).", []string{"kind"}, nil)
 	descPanics      = prometheus.NewDesc("patchflow_handler_panics_total", "Handler panics caught by supervision.", nil, nil)
 	descProcessIn   = prometheus.NewDesc("patchflow_in_flight_records", "Records admitted and not finished in the whole process.", nil, nil)
 )
@@ -121,7 +124,8 @@ type bridgeCollector struct {
 }
 
 func (c *bridgeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descCommitted, descAdmitted, descInFlight, descPinnedAge, descPinned, descLag, descRecords, descSkipped, descRetries, descPanics, descProcessIn} {
+	for _, d := range []*prometheus.Desc{descCommitted, descAdmitted, descInFlight, descPinnedAge, descPinned, descLag, descRecords, descSkipped, descRetries, descPanics, descProcessIn,
+		descDLQFailures, descDLQBlocked, descFaults} {
 		ch <- d
 	}
 }
@@ -138,6 +142,11 @@ func (c *bridgeCollector) Collect(ch chan<- prometheus.Metric) {
 		if p.InFlight > 0 {
 			ch <- prometheus.MustNewConstMetric(descPinned, prometheus.GaugeValue, float64(p.PinnedOffset), labels...)
 		}
+		blocked := 0.0
+		if p.DeadLetterBlocked != nil {
+			blocked = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descDLQBlocked, prometheus.GaugeValue, blocked, labels...)
 	}
 	s := c.stats()
 	for outcome, v := range map[string]int64{"ok": s.Succeeded, "skipped": s.Skipped, "dead_lettered": s.DeadLettered, "abandoned": s.Abandoned, "fenced": s.Fenced} {
@@ -146,7 +155,11 @@ func (c *bridgeCollector) Collect(ch chan<- prometheus.Metric) {
 	for reason, v := range skippedByReason(s) {
 		ch <- prometheus.MustNewConstMetric(descSkipped, prometheus.CounterValue, float64(v), reason)
 	}
-	ch <- prometheus.MustNewConstMetric(descRetries, prometheus.CounterValue, float64(s.Retried))
+	ch <- prometheus.MustNewConstMetric(descRetries, prometheus.CounterValue, float64(s.RetriedOwn), "own")
+	ch <- prometheus.MustNewConstMetric(descRetries, prometheus.CounterValue, float64(s.RetriedShared), "shared")
+	ch <- prometheus.MustNewConstMetric(descDLQFailures, prometheus.CounterValue, float64(s.DeadLetterWriteFailures))
+	ch <- prometheus.MustNewConstMetric(descFaults, prometheus.CounterValue, float64(s.CreditErrors), "credit")
+	ch <- prometheus.MustNewConstMetric(descFaults, prometheus.CounterValue, float64(s.RefusedFinishes), "finish")
 	ch <- prometheus.MustNewConstMetric(descPanics, prometheus.CounterValue, float64(s.Panics))
 	ch <- prometheus.MustNewConstMetric(descProcessIn, prometheus.GaugeValue, float64(s.InFlight))
 }

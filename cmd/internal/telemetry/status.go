@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"encoding/json"
+	"fmt"
 	"html/template"
 	"net/http"
 	"time"
@@ -35,7 +36,19 @@ type PartitionStatus struct {
 	PinnedOffset  *int64  `json:"pinned_offset,omitempty"`
 	PinnedKey     string  `json:"pinned_key,omitempty"`
 	PinnedSeconds float64 `json:"pinned_seconds"`
+	// PinnedFailure is the pinned record's last failed attempt, if any.
+	PinnedFailure string  `json:"pinned_failure,omitempty"`
 	RecordsPerSec float64 `json:"records_per_second"`
+	// DeadLetterBlocked is set while a dead-letter write keeps failing.
+	DeadLetterBlocked *DeadLetterBlockStatus `json:"dead_letter_blocked,omitempty"`
+}
+
+// DeadLetterBlockStatus is a partition's failing dead-letter write.
+type DeadLetterBlockStatus struct {
+	Offset  int64   `json:"offset"`
+	Seconds float64 `json:"seconds"`
+	Writes  int     `json:"writes"`
+	Error   string  `json:"error"`
 }
 
 // Setting is one configuration value.
@@ -66,6 +79,12 @@ func (s *statusSource) snapshot() Status {
 			off := p.PinnedOffset
 			ps.PinnedOffset = &off
 		}
+		if f := p.PinnedFailure; f != nil {
+			ps.PinnedFailure = fmt.Sprintf("attempt %d: %s", f.GetAttempt(), f.GetError())
+		}
+		if b := p.DeadLetterBlocked; b != nil {
+			ps.DeadLetterBlocked = &DeadLetterBlockStatus{Offset: b.Offset, Seconds: now.Sub(b.Since).Seconds(), Writes: b.Writes, Error: b.Error}
+		}
 		k := [2]any{p.Topic, p.Partition}
 		next[k] = p.Committed
 		if before, seen := s.prev[k]; seen && now.After(s.prevAt) && p.Committed >= before {
@@ -86,10 +105,10 @@ td,th{border:1px solid #ccc;padding:.3em .7em;text-align:right}th{background:#f3
 </style></head><body>
 <h1>patchflow listener</h1>
 <p>Readiness: {{if .Ready}}<b class="ok">ready</b>{{else}}<b class="bad">not ready</b>{{end}} ({{.Why}}) &middot; {{.Now.Format "15:04:05"}} &middot; refreshes every 2 s &middot; <a href="status.json">JSON</a></p>
-<p>In flight {{.Totals.InFlight}} &middot; succeeded {{.Totals.Succeeded}} &middot; skipped {{.Totals.Skipped}} &middot; dead-lettered {{.Totals.DeadLettered}} &middot; retried {{.Totals.Retried}} &middot; abandoned {{.Totals.Abandoned}} &middot; fenced {{.Totals.Fenced}}</p>
-<table id="partitions"><tr><th>topic</th><th>partition</th><th>generation</th><th>committed</th><th>admitted</th><th>high watermark</th><th>lag</th><th>in flight</th><th>oldest in flight</th><th>key</th><th>age (s)</th><th>records/s</th></tr>
-{{range .Partitions}}<tr class="partition"><td class="l">{{.Topic}}</td><td>{{.Partition}}</td><td>{{.Generation}}</td><td>{{.Committed}}</td><td>{{.Admitted}}</td><td>{{.HighWatermark}}</td><td>{{.Lag}}</td><td>{{.InFlight}}</td><td>{{with .PinnedOffset}}{{.}}{{end}}</td><td class="l">{{.PinnedKey}}</td><td>{{printf "%.1f" .PinnedSeconds}}</td><td>{{printf "%.0f" .RecordsPerSec}}</td></tr>
-{{else}}<tr><td colspan="12" class="l">no partition claimed</td></tr>{{end}}
+<p>In flight {{.Totals.InFlight}} &middot; succeeded {{.Totals.Succeeded}} &middot; skipped {{.Totals.Skipped}} &middot; dead-lettered {{.Totals.DeadLettered}} &middot; retried {{.Totals.Retried}} ({{.Totals.RetriedOwn}} own failures, {{.Totals.RetriedShared}} shared outages) &middot; dead-letter write failures {{.Totals.DeadLetterWriteFailures}} &middot; abandoned {{.Totals.Abandoned}} &middot; fenced {{.Totals.Fenced}}</p>
+<table id="partitions"><tr><th>topic</th><th>partition</th><th>generation</th><th>committed</th><th>admitted</th><th>high watermark</th><th>lag</th><th>in flight</th><th>oldest in flight</th><th>key</th><th>age (s)</th><th>records/s</th><th>trouble</th></tr>
+{{range .Partitions}}<tr class="partition"><td class="l">{{.Topic}}</td><td>{{.Partition}}</td><td>{{.Generation}}</td><td>{{.Committed}}</td><td>{{.Admitted}}</td><td>{{.HighWatermark}}</td><td>{{.Lag}}</td><td>{{.InFlight}}</td><td>{{with .PinnedOffset}}{{.}}{{end}}</td><td class="l">{{.PinnedKey}}</td><td>{{printf "%.1f" .PinnedSeconds}}</td><td>{{printf "%.0f" .RecordsPerSec}}</td><td class="l">{{with .DeadLetterBlocked}}<b class="bad">dead-letter write of offset {{.Offset}} failing for {{printf "%.0f" .Seconds}} s ({{.Writes}} writes): {{.Error}}</b>{{else}}{{.PinnedFailure}}{{end}}</td></tr>
+{{else}}<tr><td colspan="13" class="l">no partition claimed</td></tr>{{end}}
 </table>
 <h2>Skipped by reason</h2><p>Ignored by design: committed, counted, never dead-lettered.</p>
 <table id="skipped"><tr><th>reason</th><th>records</th></tr>
