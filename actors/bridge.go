@@ -50,9 +50,9 @@ type BridgeConfig struct {
 	WrapMarker func(OffsetMarker) OffsetMarker
 	// Observer, when set, receives timings for metrics.
 	Observer Observer
-	// Dependencies is where the handler's successful calls are recorded per
-	// dependency (a Handler that is a DependencyReporter is wired to it);
-	// the retry rule reads it. Nil: the bridge keeps its own.
+	// Dependencies is where the handler's calls are recorded per dependency
+	// (a Handler that is a DependencyReporter is wired to it); the retry
+	// rule reads it. Nil: the bridge keeps its own.
 	Dependencies *Dependencies
 	// IdleSettle overrides the package's IdleSettle (tests shorten it).
 	IdleSettle time.Duration
@@ -130,7 +130,7 @@ func NewBridge(cfg BridgeConfig) (*Bridge, error) {
 		cfg.IdleSettle = IdleSettle
 	}
 	if r, ok := cfg.Handler.(DependencyReporter); ok {
-		r.ReportServedTo(cfg.Dependencies.Served)
+		r.ReportDependenciesTo(cfg.Dependencies.Observe)
 	}
 	return &Bridge{cfg: cfg, total: newCredits(cfg.Settings.InFlightTotal), logger: cfg.Logger, idleSettle: cfg.IdleSettle}, nil
 }

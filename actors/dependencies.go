@@ -1,36 +1,91 @@
 package actors
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// Dependencies remembers when each dependency of the handler (database,
-// VMaaS, ...) last served a call successfully. The partition actors read it
-// to tell a shared outage from a record's own failure: a transient failure
-// in a dependency counts towards the record's limit only when that
-// dependency served other calls after the failing attempt began.
+// Dependencies keeps, for each dependency of the handler (database, VMaaS,
+// inventory, ...), when it last served a call and how healthy it has been
+// lately: a moving average of its call outcomes. The partition actors read
+// it to tell a shared outage from a record's own failure (see the retry rule
+// in partition_failures.go).
 //
-// The domain reports successes (Served), typically from the same hook that
-// times its calls; a dependency never reported is never judged healthy, so
-// failures naming it are retried without limit, as before. Safe for
-// concurrent use; a report costs one clock read and one atomic store.
+// The domain reports each call (Observe), typically from its clients: a
+// call that got an answer counts as served, even an answer refusing the
+// request; a call that failed for want of one (refused connection, timeout,
+// 5xx) as failed. The pipeline itself reports records, under
+// RecordsDependency, for failures that name no dependency or one never
+// reported. A record retried quickly weighs in each call it makes to a
+// named dependency: with the backoff's floor and the calls' own timeouts,
+// a few records failing alone stay a small share of a busy dependency's
+// calls. Safe for concurrent use; a report costs a clock read and two
+// atomic operations.
 type Dependencies struct {
-	last sync.Map // name -> *atomic.Int64: unix nanoseconds of the last success
+	deps sync.Map // name -> *dependencyHealth
 }
 
-// Served records that a call to dependency succeeded now.
-func (d *Dependencies) Served(dependency string) {
-	v, ok := d.last.Load(dependency)
-	if !ok {
-		v, _ = d.last.LoadOrStore(dependency, new(atomic.Int64))
+// RecordsDependency is the entry for the records themselves: a success per
+// record handled, a failure per record at its first transient failure.
+// Failures that name no dependency, or one never observed, are judged by it.
+const RecordsDependency = "(records)"
+
+const (
+	// healthWeight is the weight of each new outcome in the moving average:
+	// about the last 16 calls count.
+	healthWeight = 1.0 / 16
+	// healthyShare is the share of recent calls that must have been served
+	// for a failure to be read as the record's own: below it, the dependency
+	// is failing for many records, an outage shared by all (load shedding
+	// included).
+	healthyShare = 0.8
+)
+
+type dependencyHealth struct {
+	lastServed atomic.Int64  // unix nanoseconds of the last served call; 0: none
+	health     atomic.Uint64 // float64 bits: moving average of outcomes (1 served, 0 failed); NaN before the first
+}
+
+// Observe records one call to dependency: served or failed.
+func (d *Dependencies) Observe(dependency string, served bool) {
+	h := d.entry(dependency)
+	x := 0.0
+	if served {
+		x = 1
+		h.lastServed.Store(time.Now().UnixNano())
 	}
-	v.(*atomic.Int64).Store(time.Now().UnixNano())
+	for {
+		old := h.health.Load()
+		next := x // the first outcome stands alone
+		if f := math.Float64frombits(old); !math.IsNaN(f) {
+			next = f*(1-healthWeight) + x*healthWeight
+		}
+		if h.health.CompareAndSwap(old, math.Float64bits(next)) {
+			return
+		}
+	}
 }
 
-// ServedSince reports whether dependency served a call after t.
-func (d *Dependencies) ServedSince(dependency string, t time.Time) bool {
-	v, ok := d.last.Load(dependency)
-	return ok && v.(*atomic.Int64).Load() > t.UnixNano()
+func (d *Dependencies) entry(dependency string) *dependencyHealth {
+	if v, ok := d.deps.Load(dependency); ok {
+		return v.(*dependencyHealth)
+	}
+	h := &dependencyHealth{}
+	h.health.Store(math.Float64bits(math.NaN())) // no outcome yet
+	v, _ := d.deps.LoadOrStore(dependency, h)
+	return v.(*dependencyHealth)
+}
+
+// ServingSince reports whether dependency has been observed at all (known),
+// and whether it is serving: it served a call after t and most of its recent
+// calls were served.
+func (d *Dependencies) ServingSince(dependency string, t time.Time) (known, serving bool) {
+	v, ok := d.deps.Load(dependency)
+	if !ok {
+		return false, false
+	}
+	h := v.(*dependencyHealth)
+	return true, h.lastServed.Load() > t.UnixNano() && math.Float64frombits(h.health.Load()) >= healthyShare
 }

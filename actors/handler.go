@@ -16,7 +16,7 @@ import (
 // with backoff; unclassified ones and panics count towards MaxAttempts, and
 // transient ones count only when they are the record's own (see
 // PartitionActor's retry rule): name the dependency a failure came from with
-// messages.FailedIn, and report the dependency's successes (see
+// messages.FailedIn, and report the dependency's calls (see
 // DependencyReporter), so a shared outage is told from a record's own
 // trouble. ctx carries the attempt timeout and is cancelled when the
 // partition drains past its cancel point; a handler must return promptly
@@ -37,11 +37,12 @@ func (f HandlerFunc) Handle(ctx context.Context, record *messages.Record) error 
 	return f(ctx, record)
 }
 
-// DependencyReporter is implemented by a Handler that can report each
-// successful call to a dependency it names in its failures (messages.FailedIn).
-// The bridge gives it Dependencies.Served when it is created; the handler
-// calls it after every successful call. Without it, only record successes
-// tell whether an outage is shared.
+// DependencyReporter is implemented by a Handler that can report each call
+// to a dependency it names in its failures (messages.FailedIn): served (it
+// got an answer, even one refusing the request) or failed (no answer: a
+// refused connection, a timeout, a 5xx). The bridge gives it
+// Dependencies.Observe when it is created. Without it, failures are judged by
+// the records of the process alone (RecordsDependency).
 type DependencyReporter interface {
-	ReportServedTo(served func(dependency string))
+	ReportDependenciesTo(observe func(dependency string, served bool))
 }

@@ -83,6 +83,7 @@ type PartitionActor struct {
 	cancelled   bool  // running handlers were cancelled: the drain has timed out
 	drainFinish int64 // records finished since the drain started
 	drained     bool  // the drain completed; the actor is stopping
+	stopping    bool  // the actor is stopping without a drain (it failed, or was stopped)
 
 	deadLetterTrouble deadLetterTrouble
 
@@ -195,13 +196,21 @@ func (a *PartitionActor) Receive(c actor.Context) {
 		}
 	case *actor.Started:
 		a.self, a.system = c.Self(), c.ActorSystem()
+	case *actor.Stopping:
+		if !a.drained {
+			// Stopped without a drain (the actor failed, or was stopped from
+			// outside): protoactor sends Stopped only once every child has
+			// terminated, and a child in its handler waits for this cancel.
+			// From here answers are dropped and nothing is admitted or
+			// retried; Stopped gives the credits back.
+			a.stopping = true
+			a.cancelRun()
+		}
 	case *actor.Stopped:
 		if !a.drained {
-			// Stopped without a drain (the actor failed, or the system is
-			// shutting down): nothing more will be marked; give back the
-			// credits of what it held. Records still in its mailbox are the
-			// bridge's to give back when the claim ends.
-			a.cancelRun()
+			// Nothing more will be marked; give back the credits of what it
+			// held. Records still in its mailbox are the bridge's to give
+			// back when the claim ends.
 			a.releaseUnfinished()
 		}
 		a.dispatcher.close()
@@ -210,7 +219,7 @@ func (a *PartitionActor) Receive(c actor.Context) {
 }
 
 func (a *PartitionActor) admit(c actor.Context, rec *messages.Record) {
-	if a.isDraining() {
+	if a.isDraining() || a.stopping {
 		// Not admitted: never marked, Kafka redelivers it.
 		a.cfg.Release(1)
 		return
@@ -258,7 +267,7 @@ func (a *PartitionActor) spawn(c actor.Context, st *recordState, msg any) {
 // marks its child gone; nil for an answer that must be dropped: after the
 // drain completed, or for a record, attempt or kind of work not running now.
 func (a *PartitionActor) answered(offset int64, attempt int32, deadLetter bool) *recordState {
-	if a.drained {
+	if a.drained || a.stopping {
 		a.stats.fenced.Add(1)
 		a.logger.Debug("completion after the drain dropped", "offset", offset)
 		return nil
@@ -291,7 +300,7 @@ func (a *PartitionActor) finish(c actor.Context, st *recordState, done *messages
 		a.stats.skip(done.GetSkipReason())
 	default:
 		a.stats.succeeded.Add(1)
-		a.stats.lastSuccess.Store(time.Now().UnixNano())
+		a.deps.Observe(RecordsDependency, true)
 	}
 	advanced, err := a.ledger.Finish(off)
 	if err != nil {

@@ -14,14 +14,20 @@ import (
 //   - permanent: the record is dead-lettered at once;
 //   - cancelled during a drain: the record is abandoned (redelivered later);
 //   - unclassified or a panic: an own failure;
-//   - transient: an own failure only when the dependency it names (or, when
-//     it names none, any record of the process) succeeded after the attempt
-//     began. Otherwise the outage is shared and the failure does not count.
+//   - transient: an own failure only when the dependency it names is serving
+//     (Dependencies.ServingSince): it served a call after the attempt began,
+//     and most of its recent calls were served. A failure that names no
+//     dependency, or one never observed, is judged by the records of the
+//     process the same way (RecordsDependency). Otherwise the trouble is
+//     shared (an outage, or a dependency shedding load) and the failure does
+//     not count.
 //
 // A record is retried, with backoff, until MaxAttempts of its failures are
 // its own; then it is dead-lettered. So a shared outage of any length
 // dead-letters nothing, and a record that keeps failing while its neighbours
-// succeed is dead-lettered within Settings.OwnFailureBound.
+// are served is dead-lettered within Settings.OwnFailureBound. What is not
+// told apart: a call the record itself made earlier in the same attempt
+// counts as served like any other.
 func (a *PartitionActor) failed(c actor.Context, st *recordState, m *messages.RecordFailed) {
 	class := m.GetErrorClass()
 	if class == messages.ErrorClass_ERROR_CLASS_CANCELLED {
@@ -36,6 +42,11 @@ func (a *PartitionActor) failed(c actor.Context, st *recordState, m *messages.Re
 	}
 	now := time.Now()
 	own := a.isOwnFailure(class, m)
+	if class == messages.ErrorClass_ERROR_CLASS_TRANSIENT && st.failures.last == nil {
+		// Records count once each, failing or succeeding: a record retried
+		// often must not weigh more than one that failed once.
+		a.deps.Observe(RecordsDependency, false)
+	}
 	st.failures.add(&messages.FailedAttempt{Attempt: m.GetAttempt(), ErrorClass: class, Error: m.GetError(),
 		Dependency: m.GetDependency(), Time: timestamppb.New(now), Own: own})
 	if wm, _ := a.ledger.Watermark(); wm == st.record.GetOffset() {
@@ -66,14 +77,17 @@ func (a *PartitionActor) isOwnFailure(class messages.ErrorClass, m *messages.Rec
 	case messages.ErrorClass_ERROR_CLASS_UNKNOWN, messages.ErrorClass_ERROR_CLASS_PANIC:
 		return true
 	case messages.ErrorClass_ERROR_CLASS_TRANSIENT:
-		started := m.GetStarted().AsTime()
 		if m.GetStarted() == nil {
 			return false // no start time: cannot tell, so assume shared
 		}
+		started := m.GetStarted().AsTime()
 		if dep := m.GetDependency(); dep != "" {
-			return a.deps.ServedSince(dep, started)
+			if known, serving := a.deps.ServingSince(dep, started); known {
+				return serving
+			}
 		}
-		return a.stats.lastSuccess.Load() > started.UnixNano()
+		_, serving := a.deps.ServingSince(RecordsDependency, started)
+		return serving
 	}
 	return false
 }

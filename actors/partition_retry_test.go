@@ -31,7 +31,7 @@ func (f *partitionFixture) succeedServing(t *testing.T, offset int64, dependency
 	}
 	f.handler.answer(offset, func() error {
 		if dependency != "" {
-			f.deps.Served(dependency)
+			f.deps.Observe(dependency, true)
 		}
 		return nil
 	})
@@ -81,6 +81,7 @@ func TestPartitionSharedOutageDeadLettersNothing(t *testing.T) {
 	dlq := newScriptedDeadLetters(0, false)
 	f := newPartitionFixture(t, testSettings(ordering.ByKey), dlq) // MaxAttempts 3
 	outage := func() error {
+		f.deps.Observe(messages.DependencyDatabase, false) // as the handler reports its calls
 		return messages.FailedIn(messages.DependencyDatabase, messages.Transient(errors.New("connection refused")))
 	}
 	f.admit(0, "a")
@@ -93,7 +94,7 @@ func TestPartitionSharedOutageDeadLettersNothing(t *testing.T) {
 		seen[c.offset]++
 		switch {
 		case c.offset == 2:
-			f.handler.answer(2, func() error { f.deps.Served(messages.DependencyVMaaS); return nil })
+			f.handler.answer(2, func() error { f.deps.Observe(messages.DependencyVMaaS, true); return nil })
 		case seen[c.offset] <= failures:
 			f.handler.answer(c.offset, outage)
 		}

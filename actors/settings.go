@@ -25,11 +25,12 @@ type Settings struct {
 	DrainTimeout time.Duration
 	// MaxAttempts is how many of a record's failures may be its own before it
 	// is dead-lettered. Own failures are unclassified ones, panics, and
-	// transient ones while the same dependency served other records after
-	// the attempt began. Transient failures during a shared outage (nothing
-	// else succeeds either) do not count: they are retried without limit,
-	// with backoff up to BackoffMax. Permanent failures are dead-lettered at
-	// once.
+	// transient ones while the dependency they name is serving: it served a
+	// call after the attempt began and most of its recent calls (see
+	// Dependencies). Transient failures during shared trouble (an outage, a
+	// dependency failing most calls) do not count: they are retried without
+	// limit, with backoff up to BackoffMax. Permanent failures are
+	// dead-lettered at once.
 	MaxAttempts int
 	// AttemptTimeout bounds one handler attempt (its context's deadline); 0
 	// means no bound. A record failing on its own, while its neighbours

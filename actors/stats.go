@@ -22,9 +22,6 @@ type Stats struct {
 	skipReasons             sync.Map // reason string -> *atomic.Int64
 	refusedFinishes         atomic.Int64
 	creditErrors            atomic.Int64
-	// lastSuccess is when a record last succeeded (unix nanoseconds): the
-	// evidence of health for failures that name no dependency.
-	lastSuccess atomic.Int64
 }
 
 // skip counts one record skipped for reason.

@@ -81,6 +81,16 @@ type retrier struct {
 	client   *http.Client
 	requests atomic.Uint64 // attempts sent
 	retries  atomic.Uint64 // attempts after the first
+	// report, when set, hears each attempt's outcome for the service:
+	// served (an answer, even a refusal of the request) or not.
+	report atomic.Pointer[func(served bool)]
+}
+
+// observe reports one attempt's outcome, when someone listens.
+func (r *retrier) observe(served bool) {
+	if f := r.report.Load(); f != nil {
+		(*f)(served)
+	}
 }
 
 // outcome says what the loop does after an attempt.
@@ -127,6 +137,9 @@ func (r *retrier) do(ctx context.Context, op string, newRequest requestFunc) ([]
 		if res.outcome != succeeded && ctx.Err() != nil {
 			return nil, contextError(ctx, op)
 		}
+		// The caller's own cancellation says nothing of the service, so it is
+		// not reported (above); a refusal of the request says it is up.
+		r.observe(res.outcome == succeeded || res.outcome == permanent)
 		switch res.outcome {
 		case succeeded:
 			return res.body, nil

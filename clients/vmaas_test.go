@@ -655,3 +655,47 @@ func TestVMaaSConcurrentCallsWithCache(t *testing.T) {
 		t.Errorf("stats = %+v, server calls %d; want 68 calls, 64 hits, 4 requests", s, calls())
 	}
 }
+
+// Every HTTP attempt reports whether VMaaS served it; answers from the cache
+// are not calls and report nothing, so cache hits cannot make an outage look
+// like a healthy VMaaS.
+func TestVMaaSReportsEachAttemptNotCacheHits(t *testing.T) {
+	var down atomic.Bool
+	srv, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		if down.Load() {
+			http.Error(w, "overloaded", http.StatusServiceUnavailable)
+			return
+		}
+		writeSample(w)
+	})
+	c := newVMaaS(t, srv.URL, clients.VMaaSOptions{CacheSize: 10, MaxAttempts: 2})
+	var served, failed atomic.Int64
+	c.ReportTo(func(ok bool) {
+		if ok {
+			served.Add(1)
+		} else {
+			failed.Add(1)
+		}
+	})
+	if _, err := c.Updates(context.Background(), sampleRequest()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Updates(context.Background(), sampleRequest()); err != nil { // from the cache
+		t.Fatal(err)
+	}
+	if served.Load() != 1 || failed.Load() != 0 {
+		t.Fatalf("after one call and one cache hit: %d served, %d failed reported; want 1, 0", served.Load(), failed.Load())
+	}
+	down.Store(true)
+	other := sampleRequest()
+	other.PackageList = append(other.PackageList, "zsh-5.8-9.el9.x86_64")
+	if _, err := c.Updates(context.Background(), other); err == nil {
+		t.Fatal("a 503 answered as success")
+	}
+	if _, err := c.Updates(context.Background(), sampleRequest()); err != nil { // still cached
+		t.Fatal(err)
+	}
+	if served.Load() != 1 || failed.Load() != 2 {
+		t.Fatalf("during the outage: %d served, %d failed reported; want 1 and 2 (both attempts of the miss)", served.Load(), failed.Load())
+	}
+}

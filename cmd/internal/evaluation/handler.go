@@ -59,29 +59,36 @@ func New(store *persistence.Store, vmaas *clients.VMaaS, inventory *clients.Inve
 	return &Handler{store: store, vmaas: vmaas, inventory: inventory, validation: validation, logger: logger, Timings: noTimings{}}
 }
 
-// ReportServedTo implements actors.DependencyReporter: after it, every
-// successful database transaction and VMaaS call is reported to served. It
-// wraps the Timings set so far, so set Timings first.
-func (h *Handler) ReportServedTo(served func(dependency string)) {
-	h.Timings = servedTimings{Timings: h.Timings, served: served}
-}
-
-// servedTimings reports successes to the pipeline as it passes timings on.
-type servedTimings struct {
-	Timings
-	served func(dependency string)
-}
-
-func (t servedTimings) VMaaS(d time.Duration, err error) {
-	if err == nil {
-		t.served(messages.DependencyVMaaS)
+// ReportDependenciesTo implements actors.DependencyReporter: after it,
+// every VMaaS and inventory HTTP attempt (not cache hits) and every database
+// transaction is reported to observe, as served or failed. It wraps the
+// Timings set so far, so set Timings first.
+func (h *Handler) ReportDependenciesTo(observe func(dependency string, served bool)) {
+	if h.vmaas != nil {
+		h.vmaas.ReportTo(func(served bool) { observe(messages.DependencyVMaaS, served) })
 	}
-	t.Timings.VMaaS(d, err)
+	if h.inventory != nil {
+		h.inventory.ReportTo(func(served bool) { observe(messages.DependencyInventory, served) })
+	}
+	h.Timings = databaseReport{Timings: h.Timings, observe: observe}
 }
 
-func (t servedTimings) Database(operation string, d time.Duration, err error) {
-	if err == nil {
-		t.served(messages.DependencyDatabase)
+// databaseReport reports database transactions as it passes timings on.
+type databaseReport struct {
+	Timings
+	observe func(dependency string, served bool)
+}
+
+// Database reports a transaction: served unless it failed for want of the
+// database (a transient error); a cancellation says nothing and is not
+// reported.
+func (t databaseReport) Database(operation string, d time.Duration, err error) {
+	switch messages.ClassOf(err) {
+	case messages.ErrorClass_ERROR_CLASS_CANCELLED:
+	case messages.ErrorClass_ERROR_CLASS_TRANSIENT:
+		t.observe(messages.DependencyDatabase, false)
+	default:
+		t.observe(messages.DependencyDatabase, true)
 	}
 	t.Timings.Database(operation, d, err)
 }
