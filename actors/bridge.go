@@ -56,6 +56,11 @@ type BridgeConfig struct {
 	Dependencies *Dependencies
 	// IdleSettle overrides the package's IdleSettle (tests shorten it).
 	IdleSettle time.Duration
+	// SettleProbe, when set, lets an idle claim with offsets left below the
+	// high watermark be confirmed as having consumed everything (transaction
+	// markers, aborted records), so it reads as caught up. Nil: such a claim
+	// always shows the gap as lag.
+	SettleProbe SettleProbe
 	// NewWorker, when set, replaces the PartitionActor as the worker of each
 	// claim. The benchmark uses it to run a plain goroutine pool behind the
 	// same bridge, credits, ledger and gate; production leaves it nil.
@@ -96,6 +101,19 @@ type claimEntry struct {
 	// nanoseconds, 0: never). Together they tell a partition that has
 	// consumed everything there is from one whose fetch has trouble.
 	lastDelivered, lastFetchError atomic.Int64
+	settle                        settleState
+}
+
+// settleState is what the bridge learnt from its SettleProbe about a claim:
+// the position and high watermark at which the broker confirmed there was
+// nothing more to deliver, and whether a probe is under way.
+type settleState struct {
+	mu        sync.Mutex
+	probing   bool
+	probedAt  time.Time
+	confirmed bool
+	position  int64
+	hwm       int64
 }
 
 // IdleSettle is how long a claim must have delivered nothing, with nothing
@@ -158,7 +176,7 @@ func (b *Bridge) Partitions() []PartitionState {
 		if e.gauges != nil {
 			e.gauges.snapshot(&s)
 		}
-		s.Settled = s.settled(now, b.idleSettle)
+		s.Settled = s.idle(now, b.idleSettle) && b.confirmSettled(e, s.Position(), s.HighWatermark, now)
 		out = append(out, s)
 		return true
 	})
@@ -260,6 +278,42 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 	return nil
 }
 
+// confirmSettled reports whether the broker confirmed that a claim idle at
+// position, with the high watermark at hwm, has nothing more to deliver. It
+// never waits: without a fresh confirmation it starts a probe (at most one
+// at a time per claim, and at most one per IdleSettle) and answers no until
+// the probe says yes for this very position and high watermark.
+func (b *Bridge) confirmSettled(e *claimEntry, position, hwm int64, now time.Time) bool {
+	if hwm <= position {
+		return true // nothing below the high watermark: nothing to confirm
+	}
+	probe := b.cfg.SettleProbe
+	if probe == nil {
+		return false
+	}
+	st := &e.settle
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.confirmed && st.position == position && st.hwm == hwm {
+		return true
+	}
+	if st.probing || now.Sub(st.probedAt) < b.idleSettle {
+		return false
+	}
+	st.probing, st.probedAt = true, now
+	go func() {
+		ok, err := probe(e.topic, e.partition, position)
+		if err != nil {
+			b.logger.Debug("settle probe failed", "topic", e.topic, "partition", e.partition, "position", position, "error", err)
+		}
+		st.mu.Lock()
+		st.probing = false
+		st.confirmed, st.position, st.hwm = ok, position, hwm
+		st.mu.Unlock()
+	}()
+	return false
+}
+
 // creditFault reports a credit given back more often than taken: a bug in
 // the pipeline's accounting, loud rather than a bridge blocked forever.
 func (b *Bridge) creditFault(log *slog.Logger, err error) {
@@ -315,9 +369,11 @@ func (b *Bridge) feed(ctx context.Context, claim sarama.ConsumerGroupClaim, work
 // sarama's claim embeds its PartitionConsumer, whose Errors() channel closes
 // together with Messages(); unlike Messages(), it closes without the bridge
 // reading the records still buffered in front of the close, which it cannot
-// admit while it waits for a credit. Errors read on the way are logged (sarama
-// would otherwise report them through the group's Errors()). A claim without
-// Errors() (a test double) yields nil: its end is seen on Messages() alone.
+// admit while it waits for a credit. sarama reads the same channel to pass
+// the errors on to the group's Errors(), so this sees only some of them; it
+// logs and records those, and RunMember hands the bridge the rest
+// (FetchError). A claim without Errors() (a test double) yields nil: its end
+// is seen on Messages() alone.
 func watchClaimEnd(claim sarama.ConsumerGroupClaim, entry *claimEntry, log *slog.Logger) <-chan struct{} {
 	src, ok := claim.(interface {
 		Errors() <-chan *sarama.ConsumerError
@@ -335,6 +391,19 @@ func watchClaimEnd(claim sarama.ConsumerGroupClaim, entry *claimEntry, log *slog
 		}
 	}()
 	return ended
+}
+
+// FetchError records a consumer error of a claimed partition (RunMember
+// passes on those of the group's Errors()): a claim whose fetch has trouble
+// is not idle in the sense of Settled.
+func (b *Bridge) FetchError(topic string, partition int32) {
+	now := time.Now().UnixNano()
+	b.claims.Range(func(_, v any) bool {
+		if e := v.(*claimEntry); e.topic == topic && e.partition == partition {
+			e.lastFetchError.Store(now)
+		}
+		return true
+	})
 }
 
 // CreditState is the process's credit book at one moment.

@@ -170,3 +170,27 @@ func TestBridgeFencesMarksAfterClaimEnded(t *testing.T) {
 	}
 	checkCredits(t, b)
 }
+
+// A consumer error reported through the group (RunMember passes them on)
+// marks the claim's fetch as troubled, so it cannot read as idle.
+func TestBridgeRecordsFetchErrorsOfItsClaims(t *testing.T) {
+	b := newTestBridge(t, testSettings(ordering.Unordered), actors.HandlerFunc(func(context.Context, *messages.Record) error { return nil }))
+	claim := newFakeClaim(t, 2, 0)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = b.ConsumeClaim(&fakeSession{ctx: context.Background(), marker: &recordingMarker{}}, claim)
+	}()
+	waitFor(t, "the claim", func() bool { return len(b.Partitions()) == 1 })
+	before := time.Now()
+	b.FetchError("events", 3) // another partition: not this claim's
+	if got := b.Partitions()[0].LastFetchError; !got.IsZero() {
+		t.Fatalf("another partition's error recorded on this claim at %v", got)
+	}
+	b.FetchError("events", 2)
+	if got := b.Partitions()[0].LastFetchError; got.Before(before) {
+		t.Fatalf("fetch error not recorded: %v", got)
+	}
+	claim.close()
+	<-done
+}

@@ -34,10 +34,12 @@ type PartitionState struct {
 	// LastFetchError when its consumer last reported an error (zero: never).
 	LastDelivered, LastFetchError time.Time
 	// Settled reports a claim that has consumed all there is: idle for
-	// IdleSettle with nothing buffered, in flight or waiting, and no fetch
-	// error meanwhile. The offsets left below the high watermark are then not
-	// records (transaction markers, aborted records under read_committed),
-	// so Lag counts them as none.
+	// IdleSettle with nothing buffered, in flight or waiting and no fetch
+	// error meanwhile, and the broker confirmed (BridgeConfig.SettleProbe)
+	// that a fetch at its position delivers nothing and no open transaction
+	// holds records back. The offsets left below the high watermark are then
+	// not records (transaction markers, aborted records under
+	// read_committed), so Lag counts them as none.
 	Settled bool
 	// PinnedOffset and PinnedKey name the oldest unfinished record, the one
 	// holding the watermark back; PinnedSince is when it was admitted. Zero
@@ -81,8 +83,9 @@ func (s PartitionState) Lag() int64 {
 	return max(s.HighWatermark-s.Position(), 0)
 }
 
-// settled computes Settled at now.
-func (s PartitionState) settled(now time.Time, after time.Duration) bool {
+// idle reports a claim that has delivered nothing for after, with nothing
+// buffered, in flight or waiting for a credit, and no recent fetch error.
+func (s PartitionState) idle(now time.Time, after time.Duration) bool {
 	quiet := func(t time.Time) bool { return t.IsZero() || now.Sub(t) >= after }
 	return s.InFlight == 0 && s.Buffered == 0 && s.WaitingForCredit.IsZero() && quiet(s.LastDelivered) && quiet(s.LastFetchError)
 }

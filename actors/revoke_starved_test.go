@@ -209,7 +209,8 @@ func TestSettledPartitionEndingInTransactionMarkerHasNoLag(t *testing.T) {
 	h := actors.HandlerFunc(func(context.Context, *messages.Record) error { handled.Add(1); return nil })
 	const settle = 300 * time.Millisecond
 	bridge, err := actors.NewBridge(actors.BridgeConfig{System: newTestSystem(t), Settings: s, Handler: h, IdleSettle: settle,
-		DeadLetters: actors.DeadLetterFunc(func(context.Context, *messages.DeadLetter) error { return nil })})
+		DeadLetters: actors.DeadLetterFunc(func(context.Context, *messages.DeadLetter) error { return nil }),
+		SettleProbe: fetchProbe(t, k)})
 	if err != nil {
 		t.Fatal(err)
 	}

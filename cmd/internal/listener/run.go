@@ -92,10 +92,23 @@ func RunWith(ctx context.Context, cfg *Config, handler actors.Handler, logger *s
 
 	system := actors.NewActorSystem(logger)
 	defer system.Shutdown()
+	// The settle probe asks the broker, with the consumers' isolation level,
+	// whether an idle partition has anything left to deliver.
+	probeCfg, err := actors.NewConsumerConfig(k, cfg.Pipeline)
+	if err != nil {
+		return err
+	}
+	probeCfg.ClientID = "patchflow-probe"
+	probeClient, err := sarama.NewClient(k.Brokers, probeCfg)
+	if err != nil {
+		return fmt.Errorf("connect to Kafka at %v: %w", k.Brokers, err)
+	}
+	defer probeClient.Close()
 	bcfg := actors.BridgeConfig{
 		System: system, Settings: cfg.Pipeline, Handler: handler,
 		DeadLetters: &actors.KafkaDeadLetters{Producer: producer, Topic: k.DLQTopic},
 		Logger:      logger,
+		SettleProbe: actors.NewFetchProbe(probeClient, probeCfg.Consumer.IsolationLevel),
 	}
 	if hooks.Metrics != nil {
 		bcfg.Observer = hooks.Metrics

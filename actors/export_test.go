@@ -1,0 +1,4 @@
+package actors
+
+// Deliverable is deliverable, for the settle probe's tests.
+var Deliverable = deliverable
