@@ -17,7 +17,9 @@ func RunMember(ctx context.Context, group sarama.ConsumerGroup, topics []string,
 	errsDone := make(chan struct{})
 	go func() {
 		defer close(errsDone)
-		fetchErrors, _ := handler.(interface{ FetchError(topic string, partition int32) })
+		fetchErrors, _ := handler.(interface {
+			FetchError(topic string, partition int32)
+		})
 		for err := range group.Errors() {
 			logger.Warn("consumer group error", "error", err)
 			var ce *sarama.ConsumerError
