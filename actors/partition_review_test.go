@@ -92,7 +92,7 @@ func TestPartitionStoppedActorWithRunningHandlerStops(t *testing.T) {
 // calls in three for every record alike: a shared condition, no record's own
 // fault. Though VMaaS serves some call during every attempt, most of its
 // recent calls fail, so nothing may be dead-lettered.
-func TestPartitionLoadSheddingDependencyDeadLettersHealthyRecords(t *testing.T) {
+func TestPartitionLoadSheddingDependencyDeadLettersNothing(t *testing.T) {
 	deps := &Dependencies{}
 	var calls, dead atomic.Int64
 	h := HandlerFunc(func(ctx context.Context, _ *messages.Record) error {
@@ -132,7 +132,7 @@ func TestPartitionLoadSheddingDependencyDeadLettersHealthyRecords(t *testing.T) 
 // A record whose failures are its own (every neighbour succeeds) must not be
 // retried forever when its failure names a dependency nobody reports: it is
 // then judged by the records of the process, which succeed.
-func TestPartitionOwnFailureInUnreportedDependencyRetriesForever(t *testing.T) {
+func TestPartitionOwnFailureInUnreportedDependencyIsBounded(t *testing.T) {
 	deps := &Dependencies{}
 	h := HandlerFunc(func(ctx context.Context, r *messages.Record) error {
 		if r.GetOffset() == 0 { // this host's profile fetch fails, for it alone
