@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/IBM/sarama"
+	"github.com/eapache/go-resiliency/breaker"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/patchflow/patchflow/messages"
@@ -114,6 +115,10 @@ func (k *KafkaDeadLetters) explain(err error) error {
 		what = fmt.Sprintf("the broker refused the idempotent write to dead-letter topic %s: grant the listener's principal WRITE on topic %s (brokers before Kafka 2.8 also want IDEMPOTENT_WRITE on the cluster)", t, t)
 	case isSASLError(err):
 		what = fmt.Sprintf("the broker did not accept the listener's SASL login while writing to dead-letter topic %s: check KAFKA_SASL_MECHANISM, KAFKA_SASL_USER and KAFKA_SASL_PASSWORD, and that the principal may WRITE on topic %s", t, t)
+	case errors.Is(err, breaker.ErrBreakerOpen):
+		// sarama's producer stops asking for a topic's partitions for 10 s
+		// after three failures in a row; its own error hides the cause.
+		what = fmt.Sprintf("the producer could not find the partitions of dead-letter topic %s three times in a row and waits 10 s before asking again: the topic is missing or has no leader; create it, or check the brokers", t)
 	case isTooLarge(err):
 		what = fmt.Sprintf("dead-letter envelope too large for topic %s even without the original value: raise max.message.bytes of topic %s (the listener reads it at start)", t, t)
 	default:

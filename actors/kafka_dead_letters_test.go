@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/eapache/go-resiliency/breaker"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -161,6 +162,7 @@ func TestDeadLetterErrorsSayWhatToFix(t *testing.T) {
 		{sarama.ErrTopicAuthorizationFailed, "grant the listener's principal WRITE on topic events.dlq"},
 		{sarama.ErrClusterAuthorizationFailed, "grant the listener's principal WRITE on topic events.dlq"},
 		{fmt.Errorf("connect: %w", sarama.ErrSASLAuthenticationFailed), "check KAFKA_SASL_MECHANISM, KAFKA_SASL_USER and KAFKA_SASL_PASSWORD"},
+		{breaker.ErrBreakerOpen, "the topic is missing or has no leader; create it"},
 		{sarama.ErrNotEnoughReplicas, "write dead letter to events.dlq"},
 	}
 	for _, c := range cases {
