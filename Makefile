@@ -37,7 +37,9 @@ test-kafka:
 	$(GO) test -race -count=1 -v -run RealBroker ./actors ./cmd/internal/listener
 
 ## e2e: the fault-injection suite against a real Kafka broker (KRaft, from Maven Central) and a
-## throwaway PostgreSQL: crash loop, group churn, broker restart, database outage, VMaaS trouble, poison
+## throwaway PostgreSQL: crash loop, group churn, broker restart, database outage, VMaaS trouble, poison,
+## SASL, hostage (hosts whose VMaaS calls hang: dead-lettered within the own-failure bound) and
+## revoke-starved (a member joins while the database is down: revoked claims drain within the drain timeout)
 e2e: build
 	@set -e; \
 	work=$$(mktemp -d /tmp/patchflow-e2e.XXXXXX); \

@@ -24,6 +24,7 @@ type Report struct {
 	Hosts       int // hosts the stream mentioned
 	Present     int // hosts that must exist and do, with the right rows
 	Empty       int // of Present, hosts stored without packages (and so without advisories), as expected
+	Unevaluated int // of Present, hosts whose evaluation cannot succeed, stored with their packages and no evaluation, as expected
 	Deleted     int // hosts that must be gone and are
 	Filtered    int // hosts whose every event was filtered out, absent as they must be
 	Missing     int // hosts that must exist and do not: their events were lost
@@ -37,8 +38,8 @@ type Report struct {
 func (r Report) OK() bool { return r.Wrong == 0 && r.Missing == 0 }
 
 func (r Report) String() string {
-	return fmt.Sprintf("%d hosts: %d stored as expected (%d package rows, %d advisory rows; %d without packages), %d deleted and %d filtered out as expected, %d missing, %d wrong",
-		r.Hosts, r.Present, r.PackageRows, r.Advisories, r.Empty, r.Deleted, r.Filtered, r.Missing, r.Wrong)
+	return fmt.Sprintf("%d hosts: %d stored as expected (%d package rows, %d advisory rows; %d without packages, %d unevaluated), %d deleted and %d filtered out as expected, %d missing, %d wrong",
+		r.Hosts, r.Present, r.PackageRows, r.Advisories, r.Empty, r.Unevaluated, r.Deleted, r.Filtered, r.Missing, r.Wrong)
 }
 
 // Check compares every expected host with the database, parallel at a time.
@@ -80,6 +81,9 @@ func Check(ctx context.Context, db *sql.DB, ds *platform.Dataset, shape platform
 					if expected[id].NoPackages {
 						rep.Empty++
 					}
+					if expected[id].Unevaluated {
+						rep.Unevaluated++
+					}
 					rep.PackageRows += pkgs
 					rep.Advisories += advs
 				}
@@ -114,10 +118,11 @@ func checkHost(ctx context.Context, db *sql.DB, ds *platform.Dataset, shape plat
 	var (
 		id        int64
 		lastEvent time.Time
+		evaluated sql.NullTime
 	)
 	err := db.QueryRowContext(ctx, `
-		SELECT s.id, s.last_event_time FROM system s JOIN account a ON a.id = s.account_id
-		WHERE a.org_id = $1 AND s.inventory_id = $2`, want.OrgID, want.HostID).Scan(&id, &lastEvent)
+		SELECT s.id, s.last_event_time, s.last_evaluated_event_time FROM system s JOIN account a ON a.id = s.account_id
+		WHERE a.org_id = $1 AND s.inventory_id = $2`, want.OrgID, want.HostID).Scan(&id, &lastEvent, &evaluated)
 	if err == sql.ErrNoRows {
 		if want.Deleted || want.Filtered {
 			return "", 0, 0, nil
@@ -171,6 +176,13 @@ func checkHost(ctx context.Context, db *sql.DB, ds *platform.Dataset, shape plat
 		return "", 0, 0, err
 	}
 	wantAdv := ds.Evaluate(profile.Packages, profile.EnabledRepos()).Advisories
+	if want.Unevaluated {
+		// Never evaluated: no evaluation time, and so no advisory rows.
+		if evaluated.Valid {
+			return fmt.Sprintf("evaluated (event of %v), but no evaluation can succeed", evaluated.Time.UTC()), 0, 0, nil
+		}
+		wantAdv = map[string]string{}
+	}
 	if !maps.Equal(got, wantAdv) {
 		return fmt.Sprintf("%d advisories stored, the dataset says %d (or they differ)", len(got), len(wantAdv)), 0, 0, nil
 	}

@@ -20,6 +20,21 @@ var shape = platform.ProfileShape{Packages: 30, Repos: 8}
 func store(t *testing.T, s *persistence.Store, ds *platform.Dataset, host string, revision int, at time.Time) {
 	t.Helper()
 	p := ds.Profile(host, revision, shape)
+	res := storeUnevaluated(t, s, ds, host, revision, at)
+	var e persistence.Evaluation
+	for name, status := range ds.Evaluate(p.Packages, p.EnabledRepos()).Advisories {
+		e.Advisories = append(e.Advisories, persistence.AdvisoryResult{Name: name, Type: "security", Status: persistence.AdvisoryStatus(status)})
+	}
+	if _, err := s.StoreEvaluation(context.Background(), res.SystemID, res.EventTime, e); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// storeUnevaluated writes host's profile at revision, as an upload whose
+// evaluation never came back leaves it.
+func storeUnevaluated(t *testing.T, s *persistence.Store, ds *platform.Dataset, host string, revision int, at time.Time) persistence.UploadResult {
+	t.Helper()
+	p := ds.Profile(host, revision, shape)
 	u := persistence.SystemUpload{OrgID: "org-1", InventoryID: host, EventTime: at, LastUpload: at, Repos: p.EnabledRepos()}
 	for _, nevra := range p.Packages {
 		i := strings.Index(nevra, ":")
@@ -30,13 +45,7 @@ func store(t *testing.T, s *persistence.Store, ds *platform.Dataset, host string
 	if err != nil {
 		t.Fatal(err)
 	}
-	var e persistence.Evaluation
-	for name, status := range ds.Evaluate(p.Packages, p.EnabledRepos()).Advisories {
-		e.Advisories = append(e.Advisories, persistence.AdvisoryResult{Name: name, Type: "security", Status: persistence.AdvisoryStatus(status)})
-	}
-	if _, err := s.StoreEvaluation(context.Background(), res.SystemID, res.EventTime, e); err != nil {
-		t.Fatal(err)
-	}
+	return res
 }
 
 // The checker passes a correct database and catches each kind of wrong row.
@@ -68,14 +77,18 @@ func TestCheckerFindsWrongRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	expected[empty] = &loadgen.HostState{HostID: empty, OrgID: "org-1", EventTime: at, NoPackages: true}
+	hostage := platform.HostID(5, 6)
+	held := storeUnevaluated(t, s, ds, hostage, 2, at)
+	expected[hostage] = &loadgen.HostState{HostID: hostage, OrgID: "org-1", Revision: 2, EventTime: at, Unevaluated: true}
 
 	rep, err := checker.Check(ctx, s.DB(), ds, shape, expected, 2)
-	if err != nil || !rep.OK() || rep.Present != 4 || rep.Empty != 1 || rep.Deleted != 1 || rep.Filtered != 1 {
+	if err != nil || !rep.OK() || rep.Present != 5 || rep.Empty != 1 || rep.Unevaluated != 1 || rep.Deleted != 1 || rep.Filtered != 1 {
 		t.Fatalf("correct database: %v %v", rep, err)
 	}
 
 	// a lost package row, a lost advisory, a wrong revision, a resurrected
-	// host, a filtered host stored, packages on a host that has none
+	// host, a filtered host stored, packages on a host that has none, an
+	// evaluation stored for a host none can succeed for
 	if _, err := s.DB().Exec(`DELETE FROM system_package WHERE ctid = (SELECT sp.ctid FROM system_package sp JOIN system s ON s.id = sp.system_id WHERE s.inventory_id = $1 LIMIT 1)`, hosts[0]); err != nil {
 		t.Fatal(err)
 	}
@@ -89,14 +102,17 @@ func TestCheckerFindsWrongRows(t *testing.T) {
 		SELECT s.id, (SELECT min(id) FROM package) FROM system s WHERE s.inventory_id = $1`, empty); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := s.StoreEvaluation(ctx, held.SystemID, held.EventTime, persistence.Evaluation{}); err != nil {
+		t.Fatal(err)
+	}
 	rep, err = checker.Check(ctx, s.DB(), ds, shape, expected, 2)
-	if err != nil || rep.Wrong != 6 || len(rep.Examples) != 6 {
-		t.Fatalf("six wrong hosts, checker says %v (%v): %v", rep, err, rep.Examples)
+	if err != nil || rep.Wrong != 7 || len(rep.Examples) != 7 {
+		t.Fatalf("seven wrong hosts, checker says %v (%v): %v", rep, err, rep.Examples)
 	}
 	// each host is wrong for its own reason (an unqualified ctid in the
 	// deletes above once emptied every host, which hid the advisory check)
 	for host, why := range map[string]string{hosts[0]: "29 packages stored", hosts[1]: "advisories stored", hosts[2]: "revision 7",
-		gone: "deleted host still stored", filtered: "filtered host stored", empty: "1 packages stored"} {
+		gone: "deleted host still stored", filtered: "filtered host stored", empty: "1 packages stored", hostage: "no evaluation can succeed"} {
 		if !slices.ContainsFunc(rep.Examples, func(e string) bool { return strings.HasPrefix(e, host+": ") && strings.Contains(e, why) }) {
 			t.Errorf("no example says %s: %s...: %v", host, why, rep.Examples)
 		}

@@ -1,11 +1,14 @@
 // Package e2e is the fault-injection suite run against a real Kafka broker,
 // a real PostgreSQL and listener processes: crash loops, group churn, a
-// broker restart, a database outage, VMaaS trouble and poison messages. Each
-// scenario starts from a clean topic and database and is judged by an
-// independent check: the checker's SQL against loadgen's expected state, the
-// dead-letter topic (exactly the broken messages, by reason), the skip
-// counts the listeners log as they stop, and the group's committed offsets
-// read from the broker.
+// broker restart, a database outage, VMaaS trouble, poison messages, SASL,
+// hosts held hostage by a VMaaS that never answers for them, and a revoke
+// while the members are starved by a database outage. Each scenario starts
+// from a clean topic and database and is judged by an independent check: the
+// checker's SQL against loadgen's expected state, the dead-letter topic
+// (exactly the broken messages, by reason, and the hostages' records with
+// their history), the skip counts the listeners log as they stop, the
+// group's committed offsets read from the broker, and, where a scenario
+// needs them, the listeners' own logs.
 package e2e
 
 import (

@@ -34,11 +34,18 @@ func (e *Env) createTopics(topic string, partitions int32) error {
 	return nil
 }
 
-// deadLetters reads the whole dead-letter topic and returns, by reason (the
-// validation reason, or the error class), the distinct original records: a
-// record dead-lettered, then redelivered after a crash before its offset was
-// committed, is written twice but counts once. total counts envelopes.
-func (e *Env) deadLetters(topic string) (map[string]map[string]bool, int, error) {
+// deadLetter is one dead-lettered original record, as its envelope says.
+type deadLetter struct {
+	reason string // the validation reason, or the error class
+	letter *messages.DeadLetter
+}
+
+// deadLetters reads the whole dead-letter topic and returns the distinct
+// original records, by "partition/offset": a record dead-lettered, then
+// redelivered after a crash before its offset was committed, is written
+// twice but counts once (its first envelope is kept). total counts
+// envelopes.
+func (e *Env) deadLetters(topic string) (map[string]deadLetter, int, error) {
 	client, err := sarama.NewClient(e.Brokers, e.saramaConfig())
 	if err != nil {
 		return nil, 0, err
@@ -53,7 +60,7 @@ func (e *Env) deadLetters(topic string) (map[string]map[string]bool, int, error)
 	if err != nil {
 		return nil, 0, err
 	}
-	byReason := map[string]map[string]bool{}
+	letters := map[string]deadLetter{}
 	total := 0
 	for _, p := range parts {
 		end, err := client.GetOffset(topic, p, sarama.OffsetNewest)
@@ -70,8 +77,8 @@ func (e *Env) deadLetters(topic string) (map[string]map[string]bool, int, error)
 		for done := false; !done; {
 			select {
 			case m := <-pc.Messages():
-				var l messages.DeadLetter
-				if err := proto.Unmarshal(m.Value, &l); err != nil {
+				l := &messages.DeadLetter{}
+				if err := proto.Unmarshal(m.Value, l); err != nil {
 					pc.Close()
 					return nil, 0, fmt.Errorf("dead letter %d/%d does not decode: %w", p, m.Offset, err)
 				}
@@ -79,10 +86,10 @@ func (e *Env) deadLetters(topic string) (map[string]map[string]bool, int, error)
 				if l.GetErrorClass() == messages.ErrorClass_ERROR_CLASS_PERMANENT {
 					reason = reasonOf(l.GetError())
 				}
-				if byReason[reason] == nil {
-					byReason[reason] = map[string]bool{}
+				id := fmt.Sprintf("%d/%d", l.GetOriginalPartition(), l.GetOriginalOffset())
+				if _, seen := letters[id]; !seen {
+					letters[id] = deadLetter{reason: reason, letter: l}
 				}
-				byReason[reason][fmt.Sprintf("%d/%d", l.GetOriginalPartition(), l.GetOriginalOffset())] = true
 				total++
 				done = m.Offset >= end-1
 			case <-time.After(15 * time.Second):
@@ -92,7 +99,7 @@ func (e *Env) deadLetters(topic string) (map[string]map[string]bool, int, error)
 		}
 		pc.Close()
 	}
-	return byReason, total, nil
+	return letters, total, nil
 }
 
 // reasonOf extracts the validation reason from a handler error text such

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,11 +14,13 @@ import (
 
 // listenerProc is one listener process the suite started.
 type listenerProc struct {
-	name   string
-	log    string // path of its log (JSON lines)
-	cmd    *exec.Cmd
-	exited chan struct{} // closed once the process has exited
-	err    error         // its exit status, valid after exited closes
+	name    string
+	log     string // path of its log (JSON lines)
+	cmd     *exec.Cmd
+	started time.Time     // when the suite started it
+	status  string        // its /status.json, when its HTTP address is known
+	exited  chan struct{} // closed once the process has exited
+	err     error         // its exit status, valid after exited closes
 }
 
 // startListener runs bin/listener with env, logging to <work>/<name>.log.
@@ -33,7 +36,7 @@ func (e *Env) startListener(name string, env []string) (*listenerProc, error) {
 		log.Close()
 		return nil, err
 	}
-	p := &listenerProc{name: name, log: log.Name(), cmd: cmd, exited: make(chan struct{})}
+	p := &listenerProc{name: name, log: log.Name(), cmd: cmd, started: time.Now(), exited: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		log.Close()
@@ -88,6 +91,41 @@ func (p *listenerProc) skippedByReason() (counts map[string]int64, ok bool, err 
 		}
 	}
 	return counts, ok, sc.Err()
+}
+
+// logEntry is what the suite reads of one line of a listener's JSON log.
+type logEntry struct {
+	Time   time.Time `json:"time"`
+	Level  string    `json:"level"`
+	Msg    string    `json:"msg"`
+	Reason string    `json:"reason"` // "claim ended": why
+	// Drain is how long a claim's drain took ("claim ended"); slog's JSON
+	// handler writes a time.Duration as integer nanoseconds.
+	Drain     time.Duration `json:"drain"`
+	Partition *int32        `json:"partition"`
+	Error     string        `json:"error"`
+}
+
+// logEntries reads the process's log so far. Lines that are not JSON (a
+// panic's trace, say) are skipped; a line whose field of one of these names
+// has another type is kept with that field left zero.
+func (p *listenerProc) logEntries() ([]logEntry, error) {
+	f, err := os.Open(p.log)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []logEntry
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var e logEntry
+		var typeErr *json.UnmarshalTypeError
+		if err := json.Unmarshal(sc.Bytes(), &e); (err == nil || errors.As(err, &typeErr)) && e.Msg != "" {
+			out = append(out, e)
+		}
+	}
+	return out, sc.Err()
 }
 
 // running reports whether the process is alive.

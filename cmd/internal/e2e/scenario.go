@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"strings"
@@ -35,6 +36,23 @@ type Scenario struct {
 	// StatusPort gives the first listener a known HTTP port, for the
 	// browser check of its status page.
 	StatusPort bool
+	// StatusPorts gives every listener a known HTTP port: the scenario
+	// reads their /status.json.
+	StatusPorts bool
+	// ListenerEnv is added to every listener's environment after the
+	// suite's own settings (a later value wins).
+	ListenerEnv []string
+	// Hostages is how many hosts the mock holds hostage for the whole run:
+	// every VMaaS call for their profiles hangs until the client gives up
+	// (platform.Faults.HangHosts; chooseHostages says which hosts). Their
+	// created and updated events must be dead-lettered as failures of their
+	// own, every other host must be right, the hostages stored and never
+	// evaluated, and no partition's committed offset may stay pinned
+	// longer than the listeners' own-failure bound plus pinSlack.
+	Hostages int
+	// Judge, when set, adds the scenario's own checks once the listeners
+	// have stopped, appending to line.Problems and line.Figures.
+	Judge func(r *run, line *Line) error
 }
 
 // Fault is an action at a point of progress.
@@ -61,9 +79,14 @@ type Line struct {
 	Duplicates   int64
 	Finish       time.Duration
 	LongestStall time.Duration
+	// LongestPin is the longest any one partition's committed offset stayed
+	// the same while below its end offset, as the run loop saw it.
+	LongestPin   time.Duration
 	OffsetsAtEnd bool
-	Faults       []string
-	Problems     []string
+	// Figures are the scenario's own measurements.
+	Figures  []string
+	Faults   []string
+	Problems []string
 }
 
 // OK reports whether the scenario met its acceptance criteria.
@@ -78,8 +101,12 @@ func (l Line) String() string {
 	if l.Skipped >= 0 {
 		skipped = fmt.Sprint(l.Skipped)
 	}
-	return fmt.Sprintf("%-14s events %6d  faults %2d  lost %d  wrong rows %d  dead-lettered %d/%d expected  skipped %s/%d expected  repeated evaluations %d  finish %6.1fs  longest stall %5.1fs  offsets at end %v  %s",
-		l.Scenario, l.Events, len(l.Faults), l.Lost, l.Wrong, l.DeadLettered, l.ExpectedDead, skipped, l.ExpectedSkip, l.Duplicates, l.Finish.Seconds(), l.LongestStall.Seconds(), l.OffsetsAtEnd, status)
+	figures := ""
+	for _, f := range l.Figures {
+		figures += "  " + f
+	}
+	return fmt.Sprintf("%-14s events %6d  faults %2d  lost %d  wrong rows %d  dead-lettered %d/%d expected  skipped %s/%d expected  repeated evaluations %d  finish %6.1fs  longest stall %5.1fs  longest pin %5.1fs  offsets at end %v%s  %s",
+		l.Scenario, l.Events, len(l.Faults), l.Lost, l.Wrong, l.DeadLettered, l.ExpectedDead, skipped, l.ExpectedSkip, l.Duplicates, l.Finish.Seconds(), l.LongestStall.Seconds(), l.LongestPin.Seconds(), l.OffsetsAtEnd, figures, status)
 }
 
 // run is the state of one scenario in progress.
@@ -95,6 +122,12 @@ type run struct {
 	started   int
 	faults    []string
 	statusURL string // the first listener's /status, when StatusPort
+	problems  []string
+	// stopping is when the suite began stopping the listeners at the end.
+	stopping time.Time
+	// What the revoke-starved fault did, for its judge.
+	paused, starved, resumed time.Time
+	joiner                   *listenerProc
 }
 
 var shape = platform.ProfileShape{Packages: 40, Repos: 10}
@@ -106,33 +139,45 @@ func (r *run) listenerEnv() []string {
 		brokers = []string{kv("KAFKA_BROKERS", join(r.env.SASLBrokers)), kv("KAFKA_SASL_MECHANISM", r.sc.SASL),
 			kv("KAFKA_SASL_USER", r.env.SASLUser), kv("KAFKA_SASL_PASSWORD", r.env.SASLPassword)}
 	}
-	return append(brokers,
+	return append(append(brokers,
 		kv("KAFKA_TOPIC", r.topic), kv("KAFKA_GROUP", r.group),
 		kv("DATABASE_URL", r.dbURL), kv("VMAAS_URL", r.mockURL), kv("INVENTORY_URL", r.mockURL),
 		kv("LISTENER_DRAIN_TIMEOUT", "5s"), kv("KAFKA_SESSION_TIMEOUT", "3s"), kv("KAFKA_HEARTBEAT_INTERVAL", "500ms"),
 		kv("LISTENER_BACKOFF_MAX", "2s"), kv("DB_MAX_OPEN_CONNS", "16"), kv("LOG_FORMAT", "json"),
 		kv("LISTENER_PROGRESS_INTERVAL", "5s"),
 		kv("LISTENER_HTTP_ADDR", "127.0.0.1:0"), kv("VMAAS_CACHE_SIZE", "0"), // every evaluation reaches the mock, which counts repeated ones
-	)
+	), r.sc.ListenerEnv...)
 }
 
 func (r *run) startListener() error {
+	_, err := r.startListenerWith()
+	return err
+}
+
+// startListenerWith starts the next listener with extra settings on top of
+// the scenario's.
+func (r *run) startListenerWith(extra ...string) (*listenerProc, error) {
 	r.started++
-	env := r.listenerEnv()
-	if r.sc.StatusPort && r.started == 1 {
+	env := append(r.listenerEnv(), extra...)
+	var status string
+	if r.sc.StatusPorts || r.sc.StatusPort && r.started == 1 {
 		addr, err := freeAddr()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		env = append(env, kv("LISTENER_HTTP_ADDR", addr)) // the later value wins
-		r.statusURL = "http://" + addr + "/status"
+		status = "http://" + addr + "/status.json"
+		if r.started == 1 {
+			r.statusURL = "http://" + addr + "/status"
+		}
 	}
 	p, err := r.env.startListener(fmt.Sprintf("%s-listener-%d", r.sc.Name, r.started), env)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	p.status = status
 	r.listeners = append(r.listeners, p)
-	return nil
+	return p, nil
 }
 
 // live returns the listeners still running.
@@ -164,7 +209,12 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 	opts.Hosts, opts.Events, opts.BadShare, opts.SkipShare = sc.Hosts, sc.Events, sc.BadShare, sc.SkipShare
 	opts.Shape, opts.Bulk = shape, false
 	ds := platform.NewDataset(opts.Seed, platform.DefaultSize())
-	if r.mock, err = platform.NewServer(ds, platform.ServerOptions{Faults: platform.Faults{Latency: "longtail:50ms"},
+	plan := loadgen.NewPlan(opts)
+	hostages, err := chooseHostages(plan, ds, shape, sc.Hostages)
+	if err != nil {
+		return line, err
+	}
+	if r.mock, err = platform.NewServer(ds, platform.ServerOptions{Faults: platform.Faults{Latency: "longtail:50ms", HangHosts: hostages},
 		InventoryLatency: platform.Latency{Kind: "fixed", Base: 10 * time.Millisecond}, Shape: shape}); err != nil {
 		return line, err
 	}
@@ -174,20 +224,29 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 	}
 	defer stopMock()
 	r.mockURL = mockURL
+	cfg, err := settingsOf(r.listenerEnv())
+	if err != nil {
+		return line, fmt.Errorf("the scenario's listener settings: %w", err)
+	}
 
-	plan := loadgen.NewPlan(opts)
 	if _, err := loadgen.Produce(ctx, ds, opts, plan, loadgen.ProduceOptions{Brokers: env.Brokers, Topic: r.topic,
 		Version: sarama.V3_6_0_0, Compression: "lz4"}); err != nil {
 		return line, err
 	}
 	line.Events = len(plan.Items)
-	line.ExpectedDead = plan.BadCount()
+	hostageEvents := hostageUploads(plan, hostages)
+	line.ExpectedDead = plan.BadCount() + hostageEvents
 	line.ExpectedSkip = plan.SkipCount()
-	evaluating := 0 // events that ask VMaaS once: not bad, not skipped (a host without packages asks nothing), not deletes
+	// Events that ask VMaaS once and get an answer: not bad, not skipped (a
+	// host without packages asks nothing), not deletes, not a hostage's.
+	evaluating := -hostageEvents
 	for _, it := range plan.Items {
 		if it.Bad == "" && it.Skip == "" && it.Event.Type != "delete" {
 			evaluating++
 		}
+	}
+	for _, id := range hostages {
+		plan.Expected[id].Unevaluated = true // stored by each event, never evaluated
 	}
 
 	if sc.SASL != "" {
@@ -208,6 +267,8 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 
 	began := time.Now()
 	lastProgress, lastCommitted := began, int64(-1)
+	// Per partition: its committed offset when last seen, and since when.
+	pinnedAt, pinnedSince := map[int32]int64{}, map[int32]time.Time{}
 	faults := sc.Faults
 	deadline := began.Add(6 * time.Minute)
 	var total int64
@@ -233,6 +294,18 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 				line.LongestStall = max(line.LongestStall, now.Sub(lastProgress))
 			}
 			lastProgress, lastCommitted = now, done
+		}
+		for part, end := range progress.Ends {
+			committed := min(progress.Committed[part], end)
+			if at, seen := pinnedAt[part]; !seen || committed != at {
+				pinnedAt[part], pinnedSince[part] = committed, now
+				if !seen {
+					pinnedSince[part] = began // nothing was committed before the listeners started
+				}
+			}
+			if committed < end {
+				line.LongestPin = max(line.LongestPin, now.Sub(pinnedSince[part]))
+			}
 		}
 		for len(faults) > 0 && float64(done) >= faults[0].At*float64(total) {
 			f := faults[0]
@@ -260,11 +333,13 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 		line.Problems = append(line.Problems, "committed offsets did not reach the end offsets")
 		line.Lost = int(total - lastCommitted)
 	}
+	r.stopping = time.Now()
 	for _, p := range r.live() {
 		if err := p.term(15 * time.Second); err != nil {
 			line.Problems = append(line.Problems, err.Error())
 		}
 	}
+	line.Problems = append(line.Problems, r.problems...)
 
 	db, err := sql.Open("postgres", r.dbURL)
 	if err != nil {
@@ -309,33 +384,71 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 		}
 	}
 
-	byReason, _, err := env.deadLetters(r.topic + ".dlq")
+	// The broken messages (by key: each has a host of its own) must be
+	// dead-lettered exactly, each with its reason. Any other dead letter is
+	// wrong, unless the scenario holds hosts hostage: then they are judged
+	// below.
+	letters, _, err := env.deadLetters(r.topic + ".dlq")
 	if err != nil {
 		return line, err
 	}
-	for _, records := range byReason {
-		line.DeadLettered += len(records)
+	badKeys := map[string]bool{}
+	for _, it := range plan.Items {
+		if it.Bad != "" {
+			badKeys[it.Key] = true
+		}
 	}
-	line.DeadByReasonOK = len(byReason) == len(plan.Bad)
+	byReason, wantByReason := map[string]int{}, map[string]int{}
 	for kind, n := range plan.Bad {
-		if len(byReason[string(kind)]) != n {
-			line.DeadByReasonOK = false
+		wantByReason[string(kind)] = n
+	}
+	var others []deadLetter
+	for _, d := range letters {
+		if badKeys[string(d.letter.GetKey())] {
+			byReason[d.reason]++
+		} else {
+			others = append(others, d)
 		}
 	}
-	if !line.DeadByReasonOK || sc.NoDeadLetters && line.DeadLettered > 0 {
-		got := map[string]int{}
-		for reason, records := range byReason {
-			got[reason] = len(records)
+	line.DeadLettered = len(letters)
+	line.DeadByReasonOK = maps.Equal(byReason, wantByReason)
+	if !line.DeadByReasonOK {
+		line.Problems = append(line.Problems, fmt.Sprintf("broken messages dead-lettered by reason %v, expected %v", byReason, plan.Bad))
+	}
+	if sc.NoDeadLetters && line.DeadLettered > 0 {
+		line.Problems = append(line.Problems, fmt.Sprintf("%d records dead-lettered, none expected", line.DeadLettered))
+	}
+	if len(hostages) > 0 {
+		line.Problems = append(line.Problems, judgeHostageLetters(others, hostages, hostageEvents, cfg.Pipeline.MaxAttempts)...)
+		bound := cfg.Pipeline.OwnFailureBound()
+		if line.LongestPin > bound+pinSlack {
+			line.Problems = append(line.Problems, fmt.Sprintf("a partition's committed offset stayed pinned %.1fs, the own-failure bound is %v (+%v allowed)",
+				line.LongestPin.Seconds(), bound, pinSlack))
 		}
-		line.Problems = append(line.Problems, fmt.Sprintf("dead letters by reason %v, expected %v", got, plan.Bad))
+		if hung := r.mock.Stats().VMaaSHung; hung == 0 {
+			line.Problems = append(line.Problems, "the mock left no VMaaS call unanswered: the hostage fault did not fire")
+		}
+		line.Figures = append(line.Figures, fmt.Sprintf("hostage records dead-lettered %d/%d (own-failure bound %v, pin allowed %v; %d VMaaS calls left unanswered)",
+			len(others), hostageEvents, bound, bound+pinSlack, r.mock.Stats().VMaaSHung))
+	} else if len(others) > 0 {
+		got := map[string]int{}
+		for _, d := range others {
+			got[d.reason]++
+		}
+		line.Problems = append(line.Problems, fmt.Sprintf("%d records dead-lettered that are not broken messages, by reason %v", len(others), got))
 	}
 	if sc.SASL != "" {
 		if err := r.checkLogsHideSecrets(); err != nil {
 			line.Problems = append(line.Problems, err.Error())
 		}
 	}
+	if sc.Judge != nil {
+		if err := sc.Judge(r, &line); err != nil {
+			return line, err
+		}
+	}
 	s := r.mock.Stats()
-	line.Duplicates = s.VMaaSCalls - s.VMaaS503 - int64(evaluating)
+	line.Duplicates = s.VMaaSCalls - s.VMaaS503 - s.VMaaSHung - int64(evaluating)
 	return line, nil
 }
 

@@ -76,7 +76,27 @@ func Scenarios() []Scenario {
 		{0.3, "status page in a headless browser", func(r *run) error { return r.env.checkStatusPage(r.statusURL, r.env.Screenshot) }},
 	}}
 	sasl := Scenario{Name: "sasl-scram", Events: 3000, Hosts: 800, Listeners: 2, SASL: "SCRAM-SHA-512"}
-	return []Scenario{crash, churn, broker, db, vmaas, poison, sasl}
+	// Three hosts whose every VMaaS call hangs while the rest are served:
+	// their records fail on their own and must be dead-lettered within the
+	// own-failure bound, 3 × 3 s + 2 × 2 s = 13 s here (a VMaaS attempt gives
+	// up after 1 s, an evaluation after 2 attempts, inside the 3 s attempt
+	// deadline), instead of pinning their partitions. 32 records in flight
+	// per process keep the wait for one of the 16 database connections well
+	// inside that deadline, as LISTENER_ATTEMPT_TIMEOUT's documentation asks:
+	// with the defaults (64 per partition, 256 per process here), healthy
+	// records timed out waiting for the database, and such a timeout counts
+	// as the record's own failure (the database serves the others), so
+	// thousands were dead-lettered.
+	hostage := Scenario{Name: "hostage", Events: 10000, Hosts: 2500, Listeners: 2, Hostages: 3, ListenerEnv: []string{
+		kv("LISTENER_ATTEMPT_TIMEOUT", "3s"), kv("LISTENER_MAX_ATTEMPTS", "3"), kv("VMAAS_TIMEOUT", "1s"), kv("VMAAS_MAX_ATTEMPTS", "2"),
+		kv("LISTENER_INFLIGHT_TOTAL", "32"),
+	}}
+	// A revoke while starved: see revoke.go.
+	revoke := Scenario{Name: "revoke-starved", Events: 10000, Hosts: 2500, Listeners: 2, NoDeadLetters: true, StatusPorts: true,
+		Judge: judgeRevokeStarved, Faults: []Fault{
+			{0.2, "stop PostgreSQL 30 s; once both members are starved, a third joins", revokeWhileStarved(30 * time.Second)},
+		}}
+	return []Scenario{crash, churn, broker, db, vmaas, poison, sasl, hostage, revoke}
 }
 
 // setFaults changes the mock's faults through its admin endpoint, as an

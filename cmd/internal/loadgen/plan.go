@@ -91,6 +91,11 @@ type HostState struct {
 	// NoPackages: the last event applied carried an empty package list, so
 	// the host is stored with no packages and no advisories.
 	NoPackages bool `json:"no_packages,omitempty"`
+	// Unevaluated: no evaluation of the host can succeed (a test makes
+	// every VMaaS call for its profiles hang), so it is stored with the
+	// packages of its last event and no evaluation at all. Plans never set
+	// it; a test that injects such a fault does.
+	Unevaluated bool `json:"unevaluated,omitempty"`
 }
 
 // Plan is the stream in order, and the expected outcome.

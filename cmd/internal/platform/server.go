@@ -23,14 +23,14 @@ type Faults struct {
 	Latency   string  `json:"latency"`    // VMaaS latency distribution, see ParseLatency
 	// HangHosts are host ids whose evaluations never get an answer: a VMaaS
 	// call whose package list is one of these hosts' profiles (any revision
-	// up to hangRevisions) waits until the client gives up. The rest are
+	// up to HangRevisions) waits until the client gives up. The rest are
 	// served normally: a dependency that fails for some records only.
 	HangHosts []string `json:"hang_hosts,omitempty"`
 }
 
-// hangRevisions bounds the profile revisions HangHosts covers: far more
+// HangRevisions bounds the profile revisions HangHosts covers: far more
 // updates than any host gets in a test stream.
-const hangRevisions = 200
+const HangRevisions = 200
 
 // ServerOptions configure the mock.
 type ServerOptions struct {
@@ -82,7 +82,7 @@ func (s *Server) setFaults(f Faults) error {
 	if len(f.HangHosts) > 0 {
 		hang = map[string]bool{}
 		for _, id := range f.HangHosts {
-			for rev := 0; rev <= hangRevisions; rev++ {
+			for rev := 0; rev <= HangRevisions; rev++ {
 				hang[fingerprint(s.ds.Profile(id, rev, s.opts.Shape).Packages)] = true
 			}
 		}

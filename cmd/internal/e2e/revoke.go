@@ -1,0 +1,258 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// The revoke-starved scenario: PostgreSQL stops, so no record of the two
+// members can finish and every partition's credits are held by records
+// retrying a shared outage; a third member joins, and the cooperative
+// rebalance revokes partitions from the starved members. A revoked claim
+// must drain within the drain timeout (sarama would otherwise wait out
+// Rebalance.Timeout and then tear down the member's whole session), the
+// newcomer must get its partitions while the database is still down, and
+// after the database returns nothing may be lost or dead-lettered.
+const (
+	// drainGrace is what the bridge allows past the drain timeout for the
+	// partition actor's answer (actors.drainGrace).
+	drainGrace = 2 * time.Second
+	// rebalanceAllowance is what a cooperative rebalance may take besides
+	// the revoked claims' drains: two rounds of joining and syncing, with
+	// heartbeats every 500 ms.
+	rebalanceAllowance = 10 * time.Second
+	// starveWait bounds the wait for the members to be starved once the
+	// database is down: the records in flight fail at once against a
+	// stopped server, so a few seconds are plenty.
+	starveWait = 20 * time.Second
+)
+
+// joinerEnv makes the third member a listener that needs no database: a
+// listener with the evaluate handler connects to PostgreSQL and migrates
+// its schema before it joins the group, and exits when it cannot, so none
+// can start while the database is down. This one runs the same bridge,
+// partition actors and consumer-group code with the simulated handler,
+// whose records wait an hour (no attempt deadline): none finishes, so it
+// marks nothing, and whatever it claimed is redelivered to the others once
+// it stops. It is as starved as a real listener would be during the outage.
+var joinerEnv = []string{kv("LISTENER_HANDLER", "simulated"), kv("LISTENER_SIMULATED_LATENCY", "1h"), kv("LISTENER_ATTEMPT_TIMEOUT", "0")}
+
+// revokeWhileStarved stops PostgreSQL for pause; once the members are
+// starved, a third member joins; when the database is back it stops again.
+func revokeWhileStarved(pause time.Duration) func(r *run) error {
+	return func(r *run) error {
+		cfg, err := settingsOf(r.listenerEnv())
+		if err != nil {
+			return err
+		}
+		members := r.live()
+		if err := r.env.script("postgres", "pause", r.env.PGDir); err != nil {
+			return err
+		}
+		r.paused = time.Now()
+		err = waitStarved(members, cfg.Pipeline.InFlightPerPartition, starveWait)
+		if err != nil {
+			r.problems = append(r.problems, err.Error()) // judged; the run goes on, and the database comes back
+		}
+		r.starved = time.Now()
+		r.joiner, err = r.startListenerWith(joinerEnv...)
+		if err == nil {
+			time.Sleep(time.Until(r.paused.Add(pause))) // the outage's scripted length
+		}
+		if rerr := r.env.script("postgres", "resume", r.env.PGDir); rerr != nil {
+			return rerr
+		}
+		r.resumed = time.Now()
+		if err != nil {
+			return err
+		}
+		return r.joiner.term(20 * time.Second)
+	}
+}
+
+// listenerStatus is what waitStarved reads of a listener's /status.json.
+type listenerStatus struct {
+	Partitions []struct {
+		Partition int32 `json:"partition"`
+		Lag       int64 `json:"lag"`
+		InFlight  int   `json:"in_flight"`
+	} `json:"partitions"`
+	Totals struct {
+		Succeeded, Skipped, DeadLettered, RetriedShared int64
+	}
+}
+
+// starveQuiet is how long a member must have finished nothing to count as
+// starved.
+const starveQuiet = 2 * time.Second
+
+// waitStarved waits until each member is starved: it has finished no record
+// for starveQuiet, its records have failed and been retried as a shared
+// outage since the wait began, and every partition it claims has all the
+// records it may hold in flight (its perPartition credits, or all it has
+// left) admitted and unfinished.
+func waitStarved(members []*listenerProc, perPartition int, limit time.Duration) error {
+	type seen struct {
+		finished, retried int64
+		since             time.Time // when finished last changed
+		state             string
+	}
+	began := time.Now()
+	deadline := began.Add(limit)
+	watch := map[*listenerProc]*seen{}
+	for {
+		starved := 0
+		for _, p := range members {
+			st, err := readStatus(p.status)
+			w := watch[p]
+			if err != nil {
+				if w != nil {
+					w.state = err.Error()
+				}
+				continue
+			}
+			finished := st.Totals.Succeeded + st.Totals.Skipped + st.Totals.DeadLettered
+			if w == nil {
+				w = &seen{finished: finished, retried: st.Totals.RetriedShared, since: time.Now()}
+				watch[p] = w
+			}
+			if finished != w.finished {
+				w.finished, w.since = finished, time.Now()
+			}
+			full := len(st.Partitions) > 0
+			for _, ps := range st.Partitions {
+				full = full && ps.Lag > 0 && int64(ps.InFlight) >= min(int64(perPartition), ps.Lag)
+			}
+			quiet := time.Since(w.since)
+			w.state = fmt.Sprintf("nothing finished for %.1fs, %d shared-outage retries, partitions %+v",
+				quiet.Seconds(), st.Totals.RetriedShared-w.retried, st.Partitions)
+			if quiet >= starveQuiet && st.Totals.RetriedShared > w.retried && full {
+				starved++
+			}
+		}
+		if starved == len(members) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			states := []string{}
+			for _, p := range members {
+				if w := watch[p]; w != nil {
+					states = append(states, p.name+": "+w.state)
+				}
+			}
+			return fmt.Errorf("the members were not starved %v into the outage: %s", limit, strings.Join(states, "; "))
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func readStatus(url string) (listenerStatus, error) {
+	var st listenerStatus
+	if url == "" {
+		return st, errorf("no known status address")
+	}
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	err = json.NewDecoder(resp.Body).Decode(&st)
+	return st, err
+}
+
+// judgeRevokeStarved reads the listeners' logs: every revoked claim of the
+// two starved members drained within the drain timeout plus the bridge's
+// grace, at least one of them while the database was down; the newcomer
+// claimed partitions within that plus a rebalance's allowance of starting,
+// before the database came back; and no member's session was torn down
+// before the suite stopped them (no Cleanup, no Rebalance.Timeout error, no
+// failed session).
+func judgeRevokeStarved(r *run, line *Line) error {
+	if r.joiner == nil || len(r.listeners) < 3 {
+		line.Problems = append(line.Problems, "the third member never started")
+		return nil
+	}
+	cfg, err := settingsOf(r.listenerEnv())
+	if err != nil {
+		return err
+	}
+	drainLimit := cfg.Pipeline.DrainTimeout + drainGrace
+	joinLimit := drainLimit + rebalanceAllowance
+	problem := func(format string, args ...any) { line.Problems = append(line.Problems, fmt.Sprintf(format, args...)) }
+
+	var longest time.Duration
+	revoked, revokedInOutage := 0, 0
+	for _, p := range r.listeners {
+		entries, err := p.logEntries()
+		if err != nil {
+			return err
+		}
+		member := p != r.joiner
+		for _, e := range entries {
+			switch {
+			case e.Msg == "consumer group error" && strings.Contains(e.Error, "Rebalance.Timeout"):
+				problem("%s at %s: %s", p.name, e.Time.Format("15:04:05.000"), e.Error)
+			case e.Msg == "consumer group session failed; rejoining":
+				problem("%s at %s: session failed: %s", p.name, e.Time.Format("15:04:05.000"), e.Error)
+			case !member:
+			case e.Msg == "left consumer group session" && e.Time.Before(r.stopping):
+				problem("%s left its consumer group session at %s, before the run's end: its whole session was torn down", p.name, e.Time.Format("15:04:05.000"))
+			case e.Msg == "claim ended" && e.Reason == "revoked":
+				revoked++
+				longest = max(longest, e.Drain)
+				if e.Drain > drainLimit {
+					problem("%s: a revoked claim of partition %v took %v to drain, more than %v", p.name, deref(e.Partition), e.Drain, drainLimit)
+				}
+				if !e.Time.Before(r.joiner.started) && e.Time.Before(r.resumed) {
+					revokedInOutage++
+				}
+			}
+		}
+	}
+	if revokedInOutage == 0 {
+		problem("no claim of the starved members was revoked while the database was down")
+	}
+
+	entries, err := r.joiner.logEntries()
+	if err != nil {
+		return err
+	}
+	var first time.Time
+	claims := 0
+	for _, e := range entries {
+		if e.Msg == "claim started" {
+			if first.IsZero() {
+				first = e.Time
+			}
+			claims++
+		}
+	}
+	joined := first.Sub(r.joiner.started)
+	switch {
+	case first.IsZero():
+		problem("the third member claimed no partition")
+	case joined > joinLimit:
+		problem("the third member's first claim came %.1fs after it started, more than %v", joined.Seconds(), joinLimit)
+	case !first.Before(r.resumed):
+		problem("the third member's first claim came after the database was back")
+	}
+	firstClaim := "none"
+	if !first.IsZero() {
+		firstClaim = fmt.Sprintf("%.1fs after its start, %.1fs into the outage", joined.Seconds(), first.Sub(r.paused).Seconds())
+	}
+	line.Figures = append(line.Figures, fmt.Sprintf("starved %.1fs into a %.0fs outage; revoked claims %d (%d during the outage), longest revoked drain %.1fs (allowed %v); third member's first claim %s (allowed %v), %d claims",
+		r.starved.Sub(r.paused).Seconds(), r.resumed.Sub(r.paused).Seconds(), revoked, revokedInOutage, longest.Seconds(), drainLimit,
+		firstClaim, joinLimit, claims))
+	return nil
+}
+
+func deref(p *int32) any {
+	if p == nil {
+		return "?"
+	}
+	return *p
+}
