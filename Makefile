@@ -39,7 +39,8 @@ test-kafka:
 ## e2e: the fault-injection suite against a real Kafka broker (KRaft, from Maven Central) and a
 ## throwaway PostgreSQL: crash loop, group churn, broker restart, database outage, VMaaS trouble, poison,
 ## SASL, hostage (hosts whose VMaaS calls hang: dead-lettered within the own-failure bound) and
-## revoke-starved (a member joins while the database is down: revoked claims drain within the drain timeout)
+## revoke-starved (a member joins while the database is down: revoked claims drain within the drain timeout);
+## then, on the same broker, the checks of make test-kafka
 e2e: build
 	@set -e; \
 	work=$$(mktemp -d /tmp/patchflow-e2e.XXXXXX); \
@@ -48,7 +49,9 @@ e2e: build
 	E2E_BROKERS=$$(cat $$kafka/brokers) E2E_DATABASE_URL=$$(cat $$pg/url) E2E_BIN=$(CURDIR)/$(BIN) E2E_CI=$(CURDIR)/.ci \
 	E2E_KAFKA_DIR=$$kafka E2E_PG_DIR=$$pg E2E_WORK=$$work \
 	E2E_SASL_BROKERS=$$(cat $$kafka/brokers-sasl) E2E_SASL_PASSWORD=patchflow-test-secret \
-	E2E_BROWSER=$$(command -v chromium || true) E2E_SCREENSHOT=$(CURDIR)/docs/status.png $(GO) run ./cmd/e2e
+	E2E_BROWSER=$$(command -v chromium || true) E2E_SCREENSHOT=$(CURDIR)/docs/status.png $(GO) run ./cmd/e2e; \
+	PATCHFLOW_KAFKA_BROKERS=$$(cat $$kafka/brokers) PATCHFLOW_KAFKA_VERSION=$$(cat $$kafka/version) \
+	$(GO) test -race -count=1 -run RealBroker ./actors ./cmd/internal/listener
 
 ## kafka-up: start a real Kafka broker on 127.0.0.1:$${KAFKA_PORT:-19092} (fetched with Maven once); kafka-down stops it
 kafka-up:

@@ -78,6 +78,7 @@ func (a *evaluationActor) evaluate(m *messages.EvaluateRecord) any {
 	}
 	f := failed(offset, m, class, err.Error())
 	f.Dependency = messages.DependencyOf(err)
+	f.Congested = messages.IsCongestion(err)
 	f.Started = timestamppb.New(started)
 	return f
 }

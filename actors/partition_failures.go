@@ -14,7 +14,9 @@ import (
 //   - permanent: the record is dead-lettered at once;
 //   - cancelled during a drain: the record is abandoned (redelivered later);
 //   - unclassified or a panic: an own failure;
-//   - transient: an own failure only when the dependency it names is serving
+//   - transient, spent waiting for what every record shares (a connection of
+//     the pool: messages.Congested): never an own failure;
+//   - other transient: an own failure only when the dependency it names is serving
 //     (Dependencies.ServingSince): it served a call after the attempt began,
 //     and most of its recent calls were served. A failure that names no
 //     dependency, or one never observed, is judged by the records of the
@@ -77,6 +79,9 @@ func (a *PartitionActor) isOwnFailure(class messages.ErrorClass, m *messages.Rec
 	case messages.ErrorClass_ERROR_CLASS_UNKNOWN, messages.ErrorClass_ERROR_CLASS_PANIC:
 		return true
 	case messages.ErrorClass_ERROR_CLASS_TRANSIENT:
+		if m.GetCongested() {
+			return false // waiting for what every record shares: congestion
+		}
 		if m.GetStarted() == nil {
 			return false // no start time: cannot tell, so assume shared
 		}

@@ -1,6 +1,7 @@
 package actors_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -182,5 +183,30 @@ func TestPartitionCommitsSkippedRecords(t *testing.T) {
 	case l := <-dlq.seen:
 		t.Fatalf("skipped record %d was dead-lettered", l.GetOriginalOffset())
 	default:
+	}
+}
+
+// A failure spent waiting for a connection every record shares
+// (messages.Congested) is congestion, never the record's own, however well
+// the database serves the records that got a connection.
+func TestPartitionCongestionIsNeverOwn(t *testing.T) {
+	dlq := newScriptedDeadLetters(0, false)
+	f := newPartitionFixture(t, testSettings(ordering.ByKey), dlq) // MaxAttempts 3
+	f.admit(0, "queued")
+	for attempt := 1; attempt <= 6; attempt++ {
+		expectCall(t, f.handler)
+		neighbour := int64(attempt)
+		f.admit(neighbour, fmt.Sprintf("n%d", attempt))
+		f.succeedServing(t, neighbour, messages.DependencyDatabase)
+		waitFor(t, "the neighbour to finish", func() bool { return f.handler.isFinished(neighbour) })
+		f.handler.answer(0, func() error {
+			return messages.FailedIn(messages.DependencyDatabase, messages.Transient(messages.Congested(fmt.Errorf("begin: %w", context.DeadlineExceeded))))
+		})
+	}
+	expectCall(t, f.handler)
+	f.handler.answer(0, ok)
+	f.marker.expectMark(t, 7)
+	if s := f.stats.Snapshot(); s.DeadLettered != 0 || s.RetriedOwn != 0 || s.RetriedShared != 6 {
+		t.Fatalf("stats %+v; want 6 shared retries and no dead letter", s)
 	}
 }

@@ -45,6 +45,30 @@ func DependencyOf(err error) string {
 	return name
 }
 
+// congestedError marks a failure spent waiting for a resource every record
+// shares.
+type congestedError struct{ err error }
+
+func (e *congestedError) Error() string { return e.err.Error() }
+func (e *congestedError) Unwrap() error { return e.err }
+
+// Congested marks err as a failure spent waiting for a resource every record
+// shares, such as a free connection of a pool: it says the process is
+// congested, nothing about the record or the dependency, so it never counts
+// as the record's own. The class of err is unchanged.
+func Congested(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &congestedError{err: err}
+}
+
+// IsCongestion reports whether err was marked with Congested.
+func IsCongestion(err error) bool {
+	var c *congestedError
+	return errors.As(err, &c)
+}
+
 // Skipped is what a handler returns for a record the service deliberately
 // ignores, wholly (a filter, an event already superseded) or in part (a host
 // stored with nothing to evaluate): the record is finished and committed,

@@ -227,9 +227,12 @@ type RecordFailed struct {
 	// handler named one; empty otherwise.
 	Dependency string `protobuf:"bytes,6,opt,name=dependency,proto3" json:"dependency,omitempty"`
 	// When the attempt's handler call began (after its backoff). A transient
-	// failure counts towards the record's own-failure limit only when the same
-	// dependency served other records after this time.
-	Started       *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=started,proto3" json:"started,omitempty"`
+	// failure counts towards the record's own-failure limit only when the
+	// dependency it names served a call after this time (and most recent ones).
+	Started *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=started,proto3" json:"started,omitempty"`
+	// True when the attempt failed waiting for a resource every record shares
+	// (a connection of the pool): congestion, never the record's own failure.
+	Congested     bool `protobuf:"varint,8,opt,name=congested,proto3" json:"congested,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -311,6 +314,13 @@ func (x *RecordFailed) GetStarted() *timestamppb.Timestamp {
 		return x.Started
 	}
 	return nil
+}
+
+func (x *RecordFailed) GetCongested() bool {
+	if x != nil {
+		return x.Congested
+	}
+	return false
 }
 
 // Drain: claim bridge -> partition actor. Stop admitting, wait for in-flight
@@ -671,7 +681,7 @@ const file_patchflow_v1_pipeline_proto_rawDesc = "" +
 	"\aattempt\x18\x03 \x01(\x05R\aattempt\x12/\n" +
 	"\aoutcome\x18\x04 \x01(\x0e2\x15.patchflow.v1.OutcomeR\aoutcome\x12\x1f\n" +
 	"\vskip_reason\x18\x05 \x01(\tR\n" +
-	"skipReason\"\xfd\x01\n" +
+	"skipReason\"\x9b\x02\n" +
 	"\fRecordFailed\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12\x18\n" +
@@ -682,7 +692,8 @@ const file_patchflow_v1_pipeline_proto_rawDesc = "" +
 	"\n" +
 	"dependency\x18\x06 \x01(\tR\n" +
 	"dependency\x124\n" +
-	"\astarted\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\astarted\"<\n" +
+	"\astarted\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\astarted\x12\x1c\n" +
+	"\tcongested\x18\b \x01(\bR\tcongested\"<\n" +
 	"\x05Drain\x123\n" +
 	"\atimeout\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\x82\x01\n" +
 	"\vDrainResult\x12\x1c\n" +

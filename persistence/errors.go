@@ -60,3 +60,13 @@ func isTransient(err error) bool {
 // Classify is classify for callers outside the package (the handler wraps
 // its own database calls with it).
 func Classify(err error) error { return classify(err) }
+
+// poolWait marks err, from taking a connection of the pool, as congestion
+// when the caller's context ended while it waited: every record competes
+// for the same connections, so the wait says nothing about this record.
+func poolWait(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return messages.Congested(err)
+	}
+	return err
+}

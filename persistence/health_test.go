@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patchflow/patchflow/messages"
 	"github.com/patchflow/patchflow/persistence"
 	"github.com/patchflow/patchflow/persistence/pgtest"
 )
@@ -44,5 +45,36 @@ func TestPingAnswersWhileThePoolIsSaturated(t *testing.T) {
 	err = s.Ping(pctx)
 	if took := time.Since(start); err != nil || took > time.Second {
 		t.Fatalf("Ping with the pool saturated: %v after %v, want nil at once", err, took)
+	}
+}
+
+// A deadline that passes while waiting for a connection of a saturated pool
+// is marked as congestion: the pipeline must not count it as the record's
+// own failure.
+func TestPoolWaitIsCongestion(t *testing.T) {
+	ctx := context.Background()
+	pool := persistence.DefaultPoolSettings()
+	pool.MaxOpen, pool.MaxIdle = 1, 1
+	s, err := persistence.Open(ctx, pgtest.URL(t), pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	tx, err := s.DB().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	_, err = s.LoadSystem(wctx, "org", "host")
+	if !messages.IsCongestion(err) || messages.ClassOf(err) != messages.ErrorClass_ERROR_CLASS_TRANSIENT || messages.DependencyOf(err) != messages.DependencyDatabase {
+		t.Fatalf("load with the pool taken: %v (congestion %v, class %v)", err, messages.IsCongestion(err), messages.ClassOf(err))
+	}
+	wctx2, cancel2 := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel2()
+	_, err = s.DeleteSystem(wctx2, "org", "8a3f1c2e-0000-4000-8000-000000000001", time.Now())
+	if !messages.IsCongestion(err) {
+		t.Fatalf("a transaction with the pool taken: %v, want congestion", err)
 	}
 }

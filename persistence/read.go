@@ -42,7 +42,14 @@ func (s *Store) LoadSystem(ctx context.Context, orgID, inventoryID string) (*Sys
 	st := &SystemState{OrgID: orgID, InventoryID: inventoryID, Advisories: map[string]AdvisoryStatus{}}
 	var repos, modules pq.StringArray
 	var evaluated sql.NullTime
-	err := s.db.QueryRowContext(ctx, `
+	// One connection for the three queries, taken first: a deadline that
+	// passes while waiting for it is congestion, not this host's failure.
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return nil, classify(poolWait(fmt.Errorf("load system: %w", err)))
+	}
+	defer conn.Close()
+	err = conn.QueryRowContext(ctx, `
 		SELECT s.id, s.display_name, s.arch, s.releasever, s.repos, s.modules, s.profile_checksum, s.last_event_time,
 			s.last_evaluated_event_time, s.installable_advisories, s.applicable_advisories, s.packages_updatable
 		FROM system s JOIN account a ON a.id = s.account_id
@@ -64,7 +71,7 @@ func (s *Store) LoadSystem(ctx context.Context, orgID, inventoryID string) (*Sys
 		t := evaluated.Time
 		st.LastEvaluatedEventTime = &t
 	}
-	rows, err := s.db.QueryContext(ctx, `
+	rows, err := conn.QueryContext(ctx, `
 		SELECT pn.name, p.evra FROM system_package sp
 		JOIN package p ON p.id = sp.package_id JOIN package_name pn ON pn.id = p.name_id
 		WHERE sp.system_id = $1 ORDER BY pn.name, p.evra`, st.SystemID)
@@ -83,7 +90,7 @@ func (s *Store) LoadSystem(ctx context.Context, orgID, inventoryID string) (*Sys
 	if err := rows.Err(); err != nil {
 		return nil, classify(err)
 	}
-	rows, err = s.db.QueryContext(ctx, `
+	rows, err = conn.QueryContext(ctx, `
 		SELECT a.name, sa.status FROM system_advisory sa JOIN advisory a ON a.id = sa.advisory_id
 		WHERE sa.system_id = $1`, st.SystemID)
 	if err != nil {

@@ -84,7 +84,7 @@ func (s *Store) Ping(ctx context.Context) error { return s.health.ping(ctx) }
 func (s *Store) inTx(ctx context.Context, f func(*sql.Tx) error) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return classify(fmt.Errorf("begin: %w", err))
+		return classify(poolWait(fmt.Errorf("begin: %w", err)))
 	}
 	if err := f(tx); err != nil {
 		_ = tx.Rollback()

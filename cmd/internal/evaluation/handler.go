@@ -181,7 +181,11 @@ func (h *Handler) upload(ctx context.Context, ev *messages.InventoryEvent, at ti
 		// of the upload that stored it (its first delivery failed or was
 		// cut short after storing), or an older event arriving meanwhile.
 		// Evaluate what is stored, which may be newer than this event.
+		start := time.Now()
 		st, err := h.store.LoadSystem(ctx, host.OrgID, host.ID)
+		if !errors.Is(err, persistence.ErrNoSystem) {
+			h.Timings.Database("load_system", time.Since(start), err)
+		}
 		if errors.Is(err, persistence.ErrNoSystem) {
 			return messages.Skip(messages.ReasonHostDeleted, "the host was deleted while the event was handled")
 		}
