@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"testing"
+	"time"
 
 	"pgregory.net/rapid"
 )
@@ -84,5 +85,33 @@ func TestCreditsOverReleaseDoesNotBlock(t *testing.T) {
 	}
 	if c.inUse() != 0 {
 		t.Fatalf("in use %d after releasing what was held", c.inUse())
+	}
+}
+
+// Every attempt's deadline is at least the timeout after it starts and at
+// most a tick more, though attempts of one tick share a context; the shared
+// context also ends with its parent.
+func TestAttemptDeadlinesBoundEachAttempt(t *testing.T) {
+	parent, cancel := context.WithCancel(context.Background())
+	d := newAttemptDeadlines(parent, time.Second)
+	base := time.Now()
+	var first context.Context
+	for i := range 50 {
+		now := base.Add(time.Duration(i) * 7 * time.Millisecond)
+		ctx := d.context(now)
+		deadline, ok := ctx.Deadline()
+		if !ok || deadline.Before(now.Add(time.Second)) || deadline.After(now.Add(time.Second+d.tick)) {
+			t.Fatalf("attempt at +%v: deadline +%v (ok %v), want within [+1s, +1s+%v] of its start", now.Sub(base), deadline.Sub(base), ok, d.tick)
+		}
+		if i == 0 {
+			first = ctx
+		}
+	}
+	cancel()
+	if first.Err() == nil {
+		t.Fatal("an attempt's context outlived its parent")
+	}
+	if got := newAttemptDeadlines(parent, 0).context(time.Now()); got != parent {
+		t.Fatal("no timeout: the attempt should get the parent itself")
 	}
 }

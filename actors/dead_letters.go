@@ -67,6 +67,22 @@ func (h *failureHistory) add(f *messages.FailedAttempt) {
 	}
 }
 
+// lastAttempt returns the last failed attempt; nil when there was none (h nil).
+func (h *failureHistory) lastAttempt() *messages.FailedAttempt {
+	if h == nil {
+		return nil
+	}
+	return h.last
+}
+
+// ownCount returns the failures that counted as own (0 for a nil h).
+func (h *failureHistory) ownCount() int32 {
+	if h == nil {
+		return 0
+	}
+	return h.own
+}
+
 // attempts returns the recorded failures, oldest first.
 func (h *failureHistory) attempts() []*messages.FailedAttempt {
 	out := make([]*messages.FailedAttempt, 0, len(h.head)+len(h.tail))
@@ -75,7 +91,8 @@ func (h *failureHistory) attempts() []*messages.FailedAttempt {
 	return append(out, h.tail[:h.next]...)
 }
 
-// newDeadLetter builds the envelope for record after its failures.
+// newDeadLetter builds the envelope for record after its failures (h is
+// never nil: a record is dead-lettered only after a failure).
 func newDeadLetter(record *messages.Record, h *failureHistory, group string) *messages.DeadLetter {
 	last := h.last
 	return &messages.DeadLetter{

@@ -33,7 +33,9 @@ type evaluationEnv struct {
 	run context.Context
 	// draining closes when the drain starts: a record waiting for its retry
 	// gives up at once rather than starting another attempt.
-	draining    <-chan struct{}
+	draining <-chan struct{}
+	// deadlines gives each attempt its context: run, with the attempt timeout.
+	deadlines   *attemptDeadlines
 	handler     Handler
 	deadLetters DeadLetterWriter
 	settings    Settings
@@ -62,7 +64,7 @@ func (a *evaluationActor) evaluate(m *messages.EvaluateRecord) any {
 		return failed(offset, m, messages.ErrorClass_ERROR_CLASS_CANCELLED, "cancelled while waiting to retry: partition draining")
 	}
 	started := time.Now()
-	err := a.handle(m.GetRecord()) // a panic escapes to the parent's supervision
+	err := a.handle(m.GetRecord(), started) // a panic escapes to the parent's supervision
 	if err == nil {
 		return &messages.RecordDone{Offset: offset, Epoch: m.GetEpoch(), Attempt: m.GetAttempt(), Outcome: messages.Outcome_OUTCOME_OK}
 	}
@@ -84,21 +86,16 @@ func (a *evaluationActor) evaluate(m *messages.EvaluateRecord) any {
 }
 
 // handle runs the handler once and reports its duration by outcome.
-func (a *evaluationActor) handle(r *messages.Record) (err error) {
-	start := time.Now()
+func (a *evaluationActor) handle(r *messages.Record, start time.Time) (err error) {
 	outcome := "panic" // if the handler panics, the deferred report still runs
 	defer func() { a.env.observer.HandlerDone(outcome, time.Since(start)) }()
-	ctx := a.env.run
-	if t := a.env.settings.AttemptTimeout; t > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, t)
-		defer cancel()
-	}
-	err = a.env.handler.Handle(ctx, r)
-	outcome = "ok"
-	if _, skipped := messages.SkipReasonOf(err); skipped {
+	err = a.env.handler.Handle(a.env.deadlines.context(start), r)
+	switch _, skipped := messages.SkipReasonOf(err); {
+	case err == nil:
+		outcome = "ok"
+	case skipped:
 		outcome = "skipped"
-	} else if err != nil {
+	default:
 		outcome = strings.ToLower(strings.TrimPrefix(messages.ClassOf(err).String(), "ERROR_CLASS_"))
 	}
 	return err

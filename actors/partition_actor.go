@@ -100,7 +100,8 @@ type recordState struct {
 	// holds the record back, and between a child's answer and the next.
 	child    *actor.PID
 	attempt  int32 // handler attempts started
-	failures failureHistory
+	// failures is allocated at the first failure: most records have none.
+	failures *failureHistory
 	// letter is set once the record is being dead-lettered.
 	letter *deadLetterState
 }
@@ -142,6 +143,7 @@ func NewPartitionActor(cfg PartitionConfig) *PartitionActor {
 	env := &evaluationEnv{
 		observer:    cfg.Observer,
 		run:         run,
+		deadlines:   newAttemptDeadlines(run, cfg.Settings.AttemptTimeout),
 		draining:    a.draining,
 		handler:     cfg.Handler,
 		deadLetters: cfg.DeadLetters,
@@ -346,7 +348,7 @@ func (a *PartitionActor) publishPin() {
 	a.gauges.pinnedOffset.Store(wm)
 	a.gauges.pinnedKey.Store(&st.record.Key) // no copy: this runs on almost every finish
 	a.gauges.pinnedSince.Store(st.admitted.UnixNano())
-	a.gauges.pinnedFailure.Store(st.failures.last)
+	a.gauges.pinnedFailure.Store(st.failures.lastAttempt())
 }
 
 func (a *PartitionActor) isDraining() bool { return isClosed(a.draining) }

@@ -42,7 +42,7 @@ type deadLetterTrouble struct {
 // startDeadLetter gives up on st's record: its envelope is written to the
 // dead-letter topic; the record finishes once the write is acknowledged.
 func (a *PartitionActor) startDeadLetter(c actor.Context, st *recordState) {
-	st.letter = &deadLetterState{letter: newDeadLetter(st.record, &st.failures, a.cfg.Settings.ConsumerGroup)}
+	st.letter = &deadLetterState{letter: newDeadLetter(st.record, st.failures, a.cfg.Settings.ConsumerGroup)}
 	a.writeDeadLetter(c, st)
 }
 
@@ -120,8 +120,8 @@ func (a *PartitionActor) deadLettered(st *recordState) {
 			}
 		}
 	}
-	last := st.failures.last
+	last := st.failures.lastAttempt()
 	a.logger.Warn("record dead-lettered", "offset", st.record.GetOffset(), "key", string(st.record.GetKey()),
-		"attempts", st.attempt, "own_failures", st.failures.own, "error_class", last.GetErrorClass().String(),
+		"attempts", st.attempt, "own_failures", st.failures.ownCount(), "error_class", last.GetErrorClass().String(),
 		"dependency", last.GetDependency(), "error", last.GetError())
 }

@@ -44,10 +44,13 @@ func (a *PartitionActor) failed(c actor.Context, st *recordState, m *messages.Re
 	}
 	now := time.Now()
 	own := a.isOwnFailure(class, m)
-	if class == messages.ErrorClass_ERROR_CLASS_TRANSIENT && st.failures.last == nil {
+	if class == messages.ErrorClass_ERROR_CLASS_TRANSIENT && st.failures == nil {
 		// Records count once each, failing or succeeding: a record retried
 		// often must not weigh more than one that failed once.
 		a.deps.Observe(RecordsDependency, false)
+	}
+	if st.failures == nil {
+		st.failures = &failureHistory{}
 	}
 	st.failures.add(&messages.FailedAttempt{Attempt: m.GetAttempt(), ErrorClass: class, Error: m.GetError(),
 		Dependency: m.GetDependency(), Time: timestamppb.New(now), Own: own})

@@ -94,6 +94,9 @@ func Skip(reason Reason, detail string) error {
 
 // SkipReasonOf reports whether err says the record was skipped, and why.
 func SkipReasonOf(err error) (Reason, bool) {
+	if err == nil {
+		return "", false
+	}
 	var s *Skipped
 	if errors.As(err, &s) {
 		return s.Reason, true
