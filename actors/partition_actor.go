@@ -98,8 +98,8 @@ type recordState struct {
 	record   *messages.Record
 	// child is the live child working on the record; nil while the gate
 	// holds the record back, and between a child's answer and the next.
-	child    *actor.PID
-	attempt  int32 // handler attempts started
+	child   *actor.PID
+	attempt int32 // handler attempts started
 	// failures is allocated at the first failure: most records have none.
 	failures *failureHistory
 	// letter is set once the record is being dead-lettered.
