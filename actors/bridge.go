@@ -76,13 +76,12 @@ type BridgeConfig struct {
 // at any time; ConsumeClaim returns within DrainTimeout plus a small grace
 // after its claim ends.
 type Bridge struct {
-	cfg        BridgeConfig
-	total      credits
-	epochs     atomic.Int64
-	logger     *slog.Logger
-	claims     sync.Map // epoch -> *claimEntry, the claims running now
-	sessions   atomic.Int64
-	idleSettle time.Duration
+	cfg      BridgeConfig
+	total    credits
+	epochs   atomic.Int64
+	logger   *slog.Logger
+	claims   sync.Map // epoch -> *claimEntry, the claims running now
+	sessions atomic.Int64
 }
 
 // claimEntry is what Partitions reads of a running claim.
@@ -150,7 +149,7 @@ func NewBridge(cfg BridgeConfig) (*Bridge, error) {
 	if r, ok := cfg.Handler.(DependencyReporter); ok {
 		r.ReportDependenciesTo(cfg.Dependencies.Observe)
 	}
-	return &Bridge{cfg: cfg, total: newCredits(cfg.Settings.InFlightTotal), logger: cfg.Logger, idleSettle: cfg.IdleSettle}, nil
+	return &Bridge{cfg: cfg, total: newCredits(cfg.Settings.InFlightTotal), logger: cfg.Logger}, nil
 }
 
 // Stats returns the counters the bridge's partition actors update.
@@ -176,7 +175,7 @@ func (b *Bridge) Partitions() []PartitionState {
 		if e.gauges != nil {
 			e.gauges.snapshot(&s)
 		}
-		s.Settled = s.idle(now, b.idleSettle) && b.confirmSettled(e, s.Position(), s.HighWatermark, now)
+		s.Settled = s.idle(now, b.cfg.IdleSettle) && b.confirmSettled(e, s.Position(), s.HighWatermark, now)
 		out = append(out, s)
 		return true
 	})
@@ -297,7 +296,7 @@ func (b *Bridge) confirmSettled(e *claimEntry, position, hwm int64, now time.Tim
 	if st.confirmed && st.position == position && st.hwm == hwm {
 		return true
 	}
-	if st.probing || now.Sub(st.probedAt) < b.idleSettle {
+	if st.probing || now.Sub(st.probedAt) < b.cfg.IdleSettle {
 		return false
 	}
 	st.probing, st.probedAt = true, now

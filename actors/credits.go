@@ -3,7 +3,8 @@ package actors
 import (
 	"context"
 	"fmt"
-	"sync"
+	"math"
+	"sync/atomic"
 )
 
 // credits is a counting semaphore: one credit per record in flight. A
@@ -59,15 +60,18 @@ func (c credits) inUse() int { return len(c) }
 // Guarantee: every credit acquired comes back to the pool exactly once.
 // release after close is a no-op, since close already returned everything
 // still held, and acquiring after close fails; an over-release returns an
-// error and gives back nothing more.
+// error and gives back nothing more. The book is one atomic counter, so the
+// per-record path takes no lock.
 type claimCredits struct {
 	partition credits
 	total     credits
-
-	mu     sync.Mutex
-	held   int // acquired and not yet given back
-	closed bool
+	// held counts the credit pairs acquired and not given back; closedBook
+	// once the claim has ended.
+	held atomic.Int64
 }
+
+// closedBook marks a closed claimCredits.
+const closedBook = math.MinInt64
 
 func newClaimCredits(perPartition int, total credits) *claimCredits {
 	return &claimCredits{partition: newCredits(perPartition), total: total}
@@ -83,19 +87,6 @@ func (cc *claimCredits) acquire(ctx context.Context, stop, ended <-chan struct{}
 		return false
 	}
 	return cc.book()
-}
-
-// book enters a pair of credits just taken, unless the claim has closed:
-// then they go straight back and the acquire fails.
-func (cc *claimCredits) book() bool {
-	cc.mu.Lock()
-	defer cc.mu.Unlock()
-	if cc.closed {
-		_ = cc.giveBack(1) // just acquired: cannot over-release
-		return false
-	}
-	cc.held++
-	return true
 }
 
 // tryAcquire takes a partition credit and a process credit if both are free
@@ -115,35 +106,48 @@ func (cc *claimCredits) tryAcquire() bool {
 	return cc.book()
 }
 
+// book enters a pair of credits just taken, unless the claim has closed:
+// then they go straight back and the acquire fails.
+func (cc *claimCredits) book() bool {
+	for {
+		h := cc.held.Load()
+		if h == closedBook {
+			_ = cc.giveBack(1) // just acquired: cannot over-release
+			return false
+		}
+		if cc.held.CompareAndSwap(h, h+1) {
+			return true
+		}
+	}
+}
+
 // release gives back n records' credits.
 func (cc *claimCredits) release(n int) error {
 	if n <= 0 {
 		return nil
 	}
-	cc.mu.Lock()
-	defer cc.mu.Unlock()
-	if cc.closed {
-		return nil // close returned them already
+	for {
+		h := cc.held.Load()
+		if h == closedBook {
+			return nil // close returned them already
+		}
+		if int64(n) > h {
+			return fmt.Errorf("credit over-release: %d returned, the claim holds %d", n, h)
+		}
+		if cc.held.CompareAndSwap(h, h-int64(n)) {
+			return cc.giveBack(n)
+		}
 	}
-	if n > cc.held {
-		return fmt.Errorf("credit over-release: %d returned, the claim holds %d", n, cc.held)
-	}
-	cc.held -= n
-	return cc.giveBack(n)
 }
 
 // close gives back every credit still held and makes later releases no-ops.
 // It returns how many it gave back.
 func (cc *claimCredits) close() (int, error) {
-	cc.mu.Lock()
-	defer cc.mu.Unlock()
-	if cc.closed {
+	h := cc.held.Swap(closedBook)
+	if h == closedBook {
 		return 0, nil
 	}
-	cc.closed = true
-	n := cc.held
-	cc.held = 0
-	return n, cc.giveBack(n)
+	return int(h), cc.giveBack(int(h))
 }
 
 func (cc *claimCredits) giveBack(n int) error {
@@ -153,9 +157,10 @@ func (cc *claimCredits) giveBack(n int) error {
 	return cc.total.release(n)
 }
 
-// heldNow returns the credits the claim holds.
+// heldNow returns the credits the claim holds (none once closed).
 func (cc *claimCredits) heldNow() int {
-	cc.mu.Lock()
-	defer cc.mu.Unlock()
-	return cc.held
+	if h := cc.held.Load(); h != closedBook {
+		return int(h)
+	}
+	return 0
 }

@@ -25,6 +25,10 @@ import (
 // atomic operations.
 type Dependencies struct {
 	deps sync.Map // name -> *dependencyHealth
+	// records is RecordsDependency's entry, kept apart: every record
+	// reports to it, and a field costs less than a map lookup.
+	records     dependencyHealth
+	recordsOnce sync.Once
 }
 
 // RecordsDependency is the entry for the records themselves: a success per
@@ -69,23 +73,38 @@ func (d *Dependencies) Observe(dependency string, served bool) {
 }
 
 func (d *Dependencies) entry(dependency string) *dependencyHealth {
+	if dependency == RecordsDependency {
+		d.recordsOnce.Do(func() { d.records.health.Store(noOutcome) })
+		return &d.records
+	}
 	if v, ok := d.deps.Load(dependency); ok {
 		return v.(*dependencyHealth)
 	}
 	h := &dependencyHealth{}
-	h.health.Store(math.Float64bits(math.NaN())) // no outcome yet
+	h.health.Store(noOutcome)
 	v, _ := d.deps.LoadOrStore(dependency, h)
 	return v.(*dependencyHealth)
 }
+
+// noOutcome is the health of a dependency before its first outcome.
+var noOutcome = math.Float64bits(math.NaN())
 
 // ServingSince reports whether dependency has been observed at all (known),
 // and whether it is serving: it served a call after t and most of its recent
 // calls were served.
 func (d *Dependencies) ServingSince(dependency string, t time.Time) (known, serving bool) {
-	v, ok := d.deps.Load(dependency)
-	if !ok {
+	var h *dependencyHealth
+	if dependency == RecordsDependency {
+		h = d.entry(dependency)
+	} else if v, ok := d.deps.Load(dependency); ok {
+		h = v.(*dependencyHealth)
+	}
+	health := math.NaN()
+	if h != nil {
+		health = math.Float64frombits(h.health.Load())
+	}
+	if math.IsNaN(health) {
 		return false, false
 	}
-	h := v.(*dependencyHealth)
-	return true, h.lastServed.Load() > t.UnixNano() && math.Float64frombits(h.health.Load()) >= healthyShare
+	return true, h.lastServed.Load() > t.UnixNano() && health >= healthyShare
 }

@@ -38,7 +38,6 @@ type evaluationEnv struct {
 	deadlines   *attemptDeadlines
 	handler     Handler
 	deadLetters DeadLetterWriter
-	settings    Settings
 	observer    Observer
 }
 

@@ -147,7 +147,6 @@ func NewPartitionActor(cfg PartitionConfig) *PartitionActor {
 		draining:    a.draining,
 		handler:     cfg.Handler,
 		deadLetters: cfg.DeadLetters,
-		settings:    cfg.Settings,
 	}
 	// An evaluationActor holds nothing but the shared env, so every child
 	// can be the same value: no allocation per spawn.
@@ -271,7 +270,7 @@ func (a *PartitionActor) spawn(c actor.Context, st *recordState, msg any) {
 func (a *PartitionActor) answered(offset int64, attempt int32, deadLetter bool) *recordState {
 	if a.drained || a.stopping {
 		a.stats.fenced.Add(1)
-		a.logger.Debug("completion after the drain dropped", "offset", offset)
+		a.logger.Debug("completion after the claim ended dropped", "offset", offset)
 		return nil
 	}
 	st := a.records[offset]

@@ -45,8 +45,8 @@ func (a *PartitionActor) failed(c actor.Context, st *recordState, m *messages.Re
 	now := time.Now()
 	own := a.isOwnFailure(class, m)
 	if class == messages.ErrorClass_ERROR_CLASS_TRANSIENT && st.failures == nil {
-		// Records count once each, failing or succeeding: a record retried
-		// often must not weigh more than one that failed once.
+		// A record adds one failure at most, however often it is retried:
+		// one retried often must not weigh more than one that failed once.
 		a.deps.Observe(RecordsDependency, false)
 	}
 	if st.failures == nil {

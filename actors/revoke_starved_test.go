@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/patchflow/patchflow/actors"
 	"github.com/patchflow/patchflow/actors/ordering"
@@ -38,15 +37,7 @@ func TestCooperativeRevokeWhileStarvedOfCredits(t *testing.T) {
 		t.Skip("integration scenario")
 	}
 	const partitions, perPartition = 4, 600 // more than ChannelBufferSize (256) per partition
-	topic, group := "starved", "starved-group"
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
-	brokers := cluster.ListenAddrs()
-	k := actors.KafkaSettings{Brokers: brokers, Topic: topic, Group: group, Version: sarama.V3_6_0_0,
-		Assignor: "cooperative-sticky", SessionTimeout: 3 * time.Second, HeartbeatInterval: 200 * time.Millisecond}
+	_, k := newKfake(t, "starved", "starved-group", partitions)
 	produceEven(t, k, partitions, perPartition)
 
 	s := testSettings(ordering.Unordered)
@@ -59,42 +50,23 @@ func TestCooperativeRevokeWhileStarvedOfCredits(t *testing.T) {
 	})
 
 	type member struct {
-		bridge  *actors.Bridge
-		claims  *claimCounter
-		cancel  context.CancelFunc
-		stopped chan struct{}
+		bridge *actors.Bridge
+		claims *claimCounter
+		stop   func()
 	}
 	start := func(name string) *member {
-		m := &member{claims: &claimCounter{}, stopped: make(chan struct{})}
+		m := &member{claims: &claimCounter{}}
+		var err error
 		m.bridge, err = actors.NewBridge(actors.BridgeConfig{System: newTestSystem(t), Settings: s, Handler: held, Observer: m.claims,
 			DeadLetters: actors.DeadLetterFunc(func(context.Context, *messages.DeadLetter) error { return nil })})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ccfg, err := actors.NewConsumerConfig(k, s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ccfg.ClientID = name
-		cg, err := sarama.NewConsumerGroup(brokers, group, ccfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ctx context.Context
-		ctx, m.cancel = context.WithCancel(context.Background())
-		go func() {
-			defer close(m.stopped)
-			_ = actors.RunMember(ctx, cg, []string{topic}, m.bridge, discardLogger())
-		}()
+		m.stop = runMember(t, k, s, m.bridge, func(c *sarama.Config) { c.ClientID = name })
 		return m
 	}
 	stop := func(m *member) {
-		m.cancel()
-		select {
-		case <-m.stopped:
-		case <-time.After(30 * time.Second):
-			t.Fatal("member did not stop")
-		}
+		m.stop()
 		checkCredits(t, m.bridge)
 	}
 	starved := func(m *member, n int) func() bool {
@@ -162,32 +134,15 @@ func produceEven(t *testing.T, k actors.KafkaSettings, partitions int32, n int) 
 // lag), not as records waiting, though the high watermark stays past the
 // committed offset.
 func TestSettledPartitionEndingInTransactionMarkerHasNoLag(t *testing.T) {
-	topic, group := "txn-tail", "txn-tail-group"
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
-	brokers := cluster.ListenAddrs()
-	k := actors.KafkaSettings{Brokers: brokers, Topic: topic, Group: group, Version: sarama.V3_6_0_0,
-		SessionTimeout: 3 * time.Second, HeartbeatInterval: 200 * time.Millisecond}
-	pcfg := sarama.NewConfig()
-	pcfg.Version = k.Version
-	pcfg.Producer.Idempotent = true
-	pcfg.Producer.RequiredAcks = sarama.WaitForAll
-	pcfg.Producer.Return.Successes = true
-	pcfg.Producer.Transaction.ID = "txn-tail-producer"
-	pcfg.Net.MaxOpenRequests = 1
-	producer, err := sarama.NewSyncProducer(brokers, pcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, k := newKfake(t, "txn-tail", "txn-tail-group", 1)
+	producer := transactionalProducer(t, k, "txn-tail-producer")
 	txn := func(commit bool, n int) {
+		var err error
 		if err := producer.BeginTxn(); err != nil {
 			t.Fatal(err)
 		}
 		for i := 0; i < n; i++ {
-			if _, _, err := producer.SendMessage(&sarama.ProducerMessage{Topic: topic, Value: sarama.StringEncoder("v")}); err != nil {
+			if _, _, err := producer.SendMessage(&sarama.ProducerMessage{Topic: k.Topic, Value: sarama.StringEncoder("v")}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -202,33 +157,13 @@ func TestSettledPartitionEndingInTransactionMarkerHasNoLag(t *testing.T) {
 	}
 	txn(true, 5)
 	txn(false, 3) // the log ends with aborted records and their marker
-	_ = producer.Close()
 
 	s := testSettings(ordering.Unordered)
 	var handled atomic.Int64
 	h := actors.HandlerFunc(func(context.Context, *messages.Record) error { handled.Add(1); return nil })
 	const settle = 300 * time.Millisecond
-	bridge, err := actors.NewBridge(actors.BridgeConfig{System: newTestSystem(t), Settings: s, Handler: h, IdleSettle: settle,
-		DeadLetters: actors.DeadLetterFunc(func(context.Context, *messages.DeadLetter) error { return nil }),
-		SettleProbe: fetchProbe(t, k)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ccfg, err := actors.NewConsumerConfig(k, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cg, err := sarama.NewConsumerGroup(brokers, group, ccfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		_ = actors.RunMember(ctx, cg, []string{topic}, bridge, discardLogger())
-	}()
-	defer func() { cancel(); <-stopped }()
+	bridge := settlingBridge(t, k, s, h, settle)
+	runMember(t, k, s, bridge, nil)
 
 	var p actors.PartitionState
 	waitFor2(t, "the claim to consume the committed records and settle", 20*time.Second, func() bool {

@@ -8,28 +8,12 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/patchflow/patchflow/actors"
 	"github.com/patchflow/patchflow/actors/ordering"
 	"github.com/patchflow/patchflow/messages"
 )
-
-// fetchProbe is the listener's settle probe, on a client of its own.
-func fetchProbe(t *testing.T, k actors.KafkaSettings) actors.SettleProbe {
-	t.Helper()
-	cfg, err := actors.NewConsumerConfig(k, testSettings(ordering.Unordered))
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := sarama.NewClient(k.Brokers, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Close() })
-	return actors.NewFetchProbe(client, cfg.Consumer.IsolationLevel)
-}
 
 // neverSettles watches the bridge's only partition for d, asking as the
 // readiness check does (every 50 ms), and fails if it ever reads as caught
@@ -54,34 +38,15 @@ func neverSettles(t *testing.T, bridge *actors.Bridge, d time.Duration, what str
 // buffered and no fetch error; it must not read as settled, since records
 // wait, and the stall rule must be able to see it.
 func TestNotSettledWhileAnOpenTransactionHoldsRecords(t *testing.T) {
-	topic, group := "txn-open", "txn-open-group"
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
-	brokers := cluster.ListenAddrs()
-	k := actors.KafkaSettings{Brokers: brokers, Topic: topic, Group: group, Version: sarama.V3_6_0_0,
-		SessionTimeout: 3 * time.Second, HeartbeatInterval: 200 * time.Millisecond}
+	_, k := newKfake(t, "txn-open", "txn-open-group", 1)
 	produceEven(t, k, 1, 3) // offsets 0-2: ordinary records, consumed
 
 	// A transactional producer opens a transaction and hangs in it.
-	pcfg := sarama.NewConfig()
-	pcfg.Version = k.Version
-	pcfg.Producer.Idempotent = true
-	pcfg.Producer.RequiredAcks = sarama.WaitForAll
-	pcfg.Producer.Return.Successes = true
-	pcfg.Producer.Transaction.ID = "txn-open-producer"
-	pcfg.Net.MaxOpenRequests = 1
-	tp, err := sarama.NewSyncProducer(brokers, pcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tp.Close()
+	tp := transactionalProducer(t, k, "txn-open-producer")
 	if err := tp.BeginTxn(); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := tp.SendMessage(&sarama.ProducerMessage{Topic: topic, Value: sarama.StringEncoder("open")}); err != nil {
+	if _, _, err := tp.SendMessage(&sarama.ProducerMessage{Topic: k.Topic, Value: sarama.StringEncoder("open")}); err != nil {
 		t.Fatal(err)
 	}
 	produceEven(t, k, 1, 5) // five ordinary, committed records behind it
@@ -90,27 +55,8 @@ func TestNotSettledWhileAnOpenTransactionHoldsRecords(t *testing.T) {
 	var handled atomic.Int64
 	h := actors.HandlerFunc(func(context.Context, *messages.Record) error { handled.Add(1); return nil })
 	const settle = 300 * time.Millisecond
-	bridge, err := actors.NewBridge(actors.BridgeConfig{System: newTestSystem(t), Settings: s, Handler: h, IdleSettle: settle,
-		DeadLetters: actors.DeadLetterFunc(func(context.Context, *messages.DeadLetter) error { return nil }),
-		SettleProbe: fetchProbe(t, k)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ccfg, err := actors.NewConsumerConfig(k, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cg, err := sarama.NewConsumerGroup(brokers, group, ccfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		_ = actors.RunMember(ctx, cg, []string{topic}, bridge, discardLogger())
-	}()
-	defer func() { cancel(); <-stopped }()
+	bridge := settlingBridge(t, k, s, h, settle)
+	runMember(t, k, s, bridge, nil)
 	waitFor2(t, "the records before the transaction consumed", 20*time.Second, func() bool {
 		ps := bridge.Partitions()
 		return len(ps) == 1 && ps[0].Committed == 3
@@ -125,15 +71,7 @@ func TestNotSettledWhileAnOpenTransactionHoldsRecords(t *testing.T) {
 // silently, without a ConsumerError. A partition whose fetches keep failing
 // so, with records waiting, must not read as settled.
 func TestNotSettledWhileFetchesFailSilently(t *testing.T) {
-	topic, group := "silent", "silent-group"
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
-	brokers := cluster.ListenAddrs()
-	k := actors.KafkaSettings{Brokers: brokers, Topic: topic, Group: group, Version: sarama.V3_6_0_0,
-		SessionTimeout: 3 * time.Second, HeartbeatInterval: 200 * time.Millisecond}
+	cluster, k := newKfake(t, "silent", "silent-group", 1)
 	for range 10 { // ten batches of one record
 		produceEven(t, k, 1, 1)
 	}
@@ -167,29 +105,11 @@ func TestNotSettledWhileFetchesFailSilently(t *testing.T) {
 		return nil
 	})
 	const settle = 500 * time.Millisecond
-	bridge, err := actors.NewBridge(actors.BridgeConfig{System: newTestSystem(t), Settings: s, Handler: h, IdleSettle: settle,
-		DeadLetters: actors.DeadLetterFunc(func(context.Context, *messages.DeadLetter) error { return nil }),
-		SettleProbe: fetchProbe(t, k)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ccfg, err := actors.NewConsumerConfig(k, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ccfg.Consumer.Fetch.Default = 1 // one batch per fetch
-	ccfg.Consumer.Retry.Backoff = 100 * time.Millisecond
-	cg, err := sarama.NewConsumerGroup(brokers, group, ccfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		_ = actors.RunMember(ctx, cg, []string{topic}, bridge, discardLogger())
-	}()
-	defer func() { cancel(); <-stopped }()
+	bridge := settlingBridge(t, k, s, h, settle)
+	runMember(t, k, s, bridge, func(c *sarama.Config) {
+		c.Consumer.Fetch.Default = 1 // one batch per fetch
+		c.Consumer.Retry.Backoff = 100 * time.Millisecond
+	})
 	waitFor2(t, "a first record handled", 20*time.Second, func() bool { return handled.Load() > 0 })
 	neverSettles(t, bridge, settle+2*time.Second, "records wait while every fetch fails (NOT_LEADER_FOR_PARTITION)")
 }

@@ -49,7 +49,7 @@ type StatsSnapshot struct {
 	DeadLettered              int64 // records written to the dead-letter topic (acknowledged)
 	DeadLetterWriteFailures   int64 // dead-letter writes that failed and were retried
 	Abandoned                 int64 // records left unfinished at a drain; Kafka redelivers them
-	Fenced                    int64 // completions dropped because their claim had drained
+	Fenced                    int64 // completions dropped because their claim had drained, or its actor was stopping
 	Panics                    int64 // panics of evaluation actors caught by supervision
 	InFlight                  int64 // records admitted and not yet finished or abandoned
 	// RefusedFinishes and CreditErrors count accounting faults (a finish the

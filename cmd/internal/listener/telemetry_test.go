@@ -77,6 +77,52 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
+// startEmbeddedListener runs the listener with handler on an in-process
+// broker of one partition, configured by env on top of the defaults, until
+// the test ends; it returns the configuration, the bridge and the metrics.
+func startEmbeddedListener(t *testing.T, env map[string]string, handler actors.Handler) (*listener.Config, *actors.Bridge, *telemetry.Metrics) {
+	t.Helper()
+	all := map[string]string{"KAFKA_BROKERS": "embedded", "EMBEDDED_PARTITIONS": "1", "LISTENER_HTTP_ADDR": "", "LISTENER_PROGRESS_INTERVAL": "0"}
+	maps.Copy(all, env)
+	cfg, _, err := listener.Parse(nil, lookup(all))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster, err := listener.StartEmbedded(cfg.Kafka.Topic, cfg.Kafka.DLQTopic, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cluster.Close)
+	cfg.Brokers, cfg.Kafka.Brokers = cluster.ListenAddrs(), cluster.ListenAddrs()
+	metrics := telemetry.New()
+	bridges := make(chan *actors.Bridge, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- listener.RunWith(ctx, cfg, handler, slog.New(slog.DiscardHandler),
+			listener.Hooks{Metrics: metrics, Started: func(b *actors.Bridge) { bridges <- b }})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return cfg, <-bridges, metrics
+}
+
+// produceValues writes values to the listener's topic, the i-th keyed host-i.
+func produceValues(t *testing.T, cfg *listener.Config, values ...string) {
+	t.Helper()
+	pcfg := sarama.NewConfig()
+	pcfg.Producer.Return.Successes = true
+	p, err := sarama.NewSyncProducer(cfg.Brokers, pcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for i, v := range values {
+		if _, _, err := p.SendMessage(&sarama.ProducerMessage{Topic: cfg.Kafka.Topic, Key: sarama.StringEncoder(fmt.Sprint("host-", i)), Value: sarama.StringEncoder(v)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
@@ -91,17 +137,6 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // Metrics move as records flow; readiness goes false while a stuck record
 // pins a watermark past the limit, and true again once it finishes.
 func TestMetricsAndReadinessFollowThePipeline(t *testing.T) {
-	env := map[string]string{"KAFKA_BROKERS": "embedded", "EMBEDDED_PARTITIONS": "1", "LISTENER_HTTP_ADDR": "", "LISTENER_PROGRESS_INTERVAL": "0"}
-	cfg, _, err := listener.Parse(nil, lookup(env))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cluster, err := listener.StartEmbedded(cfg.Kafka.Topic, cfg.Kafka.DLQTopic, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
-	cfg.Brokers, cfg.Kafka.Brokers = cluster.ListenAddrs(), cluster.ListenAddrs()
 
 	release := make(chan struct{})
 	handler := actors.HandlerFunc(func(ctx context.Context, r *messages.Record) error {
@@ -114,16 +149,7 @@ func TestMetricsAndReadinessFollowThePipeline(t *testing.T) {
 		}
 		return nil
 	})
-	metrics := telemetry.New()
-	bridges := make(chan *actors.Bridge, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- listener.RunWith(ctx, cfg, handler, slog.New(slog.DiscardHandler),
-			listener.Hooks{Metrics: metrics, Started: func(b *actors.Bridge) { bridges <- b }})
-	}()
-	defer func() { cancel(); <-done }()
-	bridge := <-bridges
+	cfg, bridge, metrics := startEmbeddedListener(t, nil, handler)
 	var logs lockedBuffer
 	readiness := &telemetry.Readiness{Bridge: bridge, PinLimit: 300 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
 	srv := httptest.NewServer(telemetry.Handler(metrics, readiness,
@@ -142,20 +168,7 @@ func TestMetricsAndReadinessFollowThePipeline(t *testing.T) {
 		t.Fatalf("before any record: %s = %v", okSample, v)
 	}
 
-	produce := func(values ...string) {
-		pcfg := sarama.NewConfig()
-		pcfg.Producer.Return.Successes = true
-		p, err := sarama.NewSyncProducer(cfg.Brokers, pcfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer p.Close()
-		for i, v := range values {
-			if _, _, err := p.SendMessage(&sarama.ProducerMessage{Topic: cfg.Kafka.Topic, Key: sarama.StringEncoder(fmt.Sprint("host-", i)), Value: sarama.StringEncoder(v)}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	produce := func(values ...string) { produceValues(t, cfg, values...) }
 	values := make([]string, 20)
 	for i := range values {
 		values[i] = "fine"
@@ -211,17 +224,6 @@ func TestMetricsAndReadinessFollowThePipeline(t *testing.T) {
 // committed, counted by reason on /metrics and the status page, and never
 // dead-lettered; a broken one still is.
 func TestSkippedRecordsAreCommittedCountedNotDeadLettered(t *testing.T) {
-	env := map[string]string{"KAFKA_BROKERS": "embedded", "EMBEDDED_PARTITIONS": "1", "LISTENER_HTTP_ADDR": "", "LISTENER_PROGRESS_INTERVAL": "0"}
-	cfg, _, err := listener.Parse(nil, lookup(env))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cluster, err := listener.StartEmbedded(cfg.Kafka.Topic, cfg.Kafka.DLQTopic, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
-	cfg.Brokers, cfg.Kafka.Brokers = cluster.ListenAddrs(), cluster.ListenAddrs()
 
 	handler := actors.HandlerFunc(func(ctx context.Context, r *messages.Record) error {
 		v := string(r.GetValue())
@@ -233,33 +235,13 @@ func TestSkippedRecordsAreCommittedCountedNotDeadLettered(t *testing.T) {
 		}
 		return nil
 	})
-	metrics := telemetry.New()
-	bridges := make(chan *actors.Bridge, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- listener.RunWith(ctx, cfg, handler, slog.New(slog.DiscardHandler),
-			listener.Hooks{Metrics: metrics, Started: func(b *actors.Bridge) { bridges <- b }})
-	}()
-	defer func() { cancel(); <-done }()
-	bridge := <-bridges
+	cfg, bridge, metrics := startEmbeddedListener(t, nil, handler)
 	srv := httptest.NewServer(telemetry.Handler(metrics, &telemetry.Readiness{Bridge: bridge}, nil))
 	defer srv.Close()
 
-	pcfg := sarama.NewConfig()
-	pcfg.Producer.Return.Successes = true
-	p, err := sarama.NewSyncProducer(cfg.Brokers, pcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	values := []string{"skip:reporter not allowed", "fine", "skip:older than applied", "skip:reporter not allowed", "broken",
 		"fine", "skip:reporter not allowed", "skip:older than applied", "fine", "fine"}
-	for i, v := range values {
-		if _, _, err := p.SendMessage(&sarama.ProducerMessage{Topic: cfg.Kafka.Topic, Key: sarama.StringEncoder(fmt.Sprint("host-", i)), Value: sarama.StringEncoder(v)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	p.Close()
+	produceValues(t, cfg, values...)
 	committed := fmt.Sprintf(`patchflow_partition_committed_offset{partition="0",topic=%q}`, cfg.Kafka.Topic)
 	eventually(t, "every record committed", func() bool { return scrape(t, srv.URL, committed) == float64(len(values)) })
 
@@ -312,34 +294,14 @@ func TestSkippedRecordsAreCommittedCountedNotDeadLettered(t *testing.T) {
 // exists again the record is dead-lettered and committed, and readiness
 // comes back.
 func TestDeadLetterTopicGoneBlocksThePartitionVisibly(t *testing.T) {
-	env := map[string]string{"KAFKA_BROKERS": "embedded", "EMBEDDED_PARTITIONS": "1", "LISTENER_HTTP_ADDR": "", "LISTENER_PROGRESS_INTERVAL": "0",
-		"LISTENER_BACKOFF_MIN": "10ms", "LISTENER_BACKOFF_MAX": "100ms"}
-	cfg, _, err := listener.Parse(nil, lookup(env))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cluster, err := listener.StartEmbedded(cfg.Kafka.Topic, cfg.Kafka.DLQTopic, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
-	cfg.Brokers, cfg.Kafka.Brokers = cluster.ListenAddrs(), cluster.ListenAddrs()
+	env := map[string]string{"LISTENER_BACKOFF_MIN": "10ms", "LISTENER_BACKOFF_MAX": "100ms"}
 	handler := actors.HandlerFunc(func(_ context.Context, r *messages.Record) error {
 		if string(r.GetValue()) == "broken" {
 			return messages.Permanent(errors.New("broken in a test"))
 		}
 		return nil
 	})
-	metrics := telemetry.New()
-	bridges := make(chan *actors.Bridge, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- listener.RunWith(ctx, cfg, handler, slog.New(slog.DiscardHandler),
-			listener.Hooks{Metrics: metrics, Started: func(b *actors.Bridge) { bridges <- b }})
-	}()
-	defer func() { cancel(); <-done }()
-	bridge := <-bridges
+	cfg, bridge, metrics := startEmbeddedListener(t, env, handler)
 	srv := httptest.NewServer(telemetry.Handler(metrics, &telemetry.Readiness{Bridge: bridge}, nil))
 	defer srv.Close()
 	eventually(t, "joining the group", func() bool { code, _ := get(t, srv.URL+"/readyz"); return code == 200 })
@@ -354,18 +316,7 @@ func TestDeadLetterTopicGoneBlocksThePartitionVisibly(t *testing.T) {
 	if err := admin.DeleteTopic(cfg.Kafka.DLQTopic); err != nil {
 		t.Fatal(err)
 	}
-	pcfg := sarama.NewConfig()
-	pcfg.Producer.Return.Successes = true
-	p, err := sarama.NewSyncProducer(cfg.Brokers, pcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	for i, v := range []string{"fine", "broken", "fine"} {
-		if _, _, err := p.SendMessage(&sarama.ProducerMessage{Topic: cfg.Kafka.Topic, Key: sarama.StringEncoder(fmt.Sprint("host-", i)), Value: sarama.StringEncoder(v)}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	produceValues(t, cfg, "fine", "broken", "fine")
 	blocked := fmt.Sprintf(`patchflow_partition_dead_letter_blocked{partition="0",topic=%q}`, cfg.Kafka.Topic)
 	committed := fmt.Sprintf(`patchflow_partition_committed_offset{partition="0",topic=%q}`, cfg.Kafka.Topic)
 	eventually(t, "the partition to report its dead letters blocked", func() bool { return scrape(t, srv.URL, blocked) == 1 })
