@@ -61,6 +61,11 @@ type BridgeConfig struct {
 	// markers, aborted records), so it reads as caught up. Nil: such a claim
 	// always shows the gap as lag.
 	SettleProbe SettleProbe
+	// Committed, when set, reads the group's committed offset and metadata
+	// of a partition as a claim starts, so the records an earlier owner
+	// finished above the committed offset are not run again (see
+	// resumeOf). Nil: every claim replays from its committed offset.
+	Committed CommittedReader
 	// NewWorker, when set, replaces the PartitionActor as the worker of each
 	// claim. The benchmark uses it to run a plain goroutine pool behind the
 	// same bridge, credits, ledger and gate; production leaves it nil.
@@ -92,9 +97,14 @@ type claimEntry struct {
 	gauges     *partitionGauges
 	claim      sarama.ConsumerGroupClaim
 	credits    *claimCredits
+	span       *Span
 	// waitingSince is when the bridge began to wait for a credit with a
 	// record in hand (unix nanoseconds); 0 when it is not waiting.
 	waitingSince atomic.Int64
+	// spanBlockedSince is when the bridge began to wait, with a record in
+	// hand, for the watermark to move within the span (unix nanoseconds);
+	// 0 when it is not waiting.
+	spanBlockedSince atomic.Int64
 	// lastDelivered is when the claim last delivered a record, or when it
 	// began; lastFetchError when its consumer last reported an error (unix
 	// nanoseconds, 0: never). Together they tell a partition that has
@@ -168,6 +178,10 @@ func (b *Bridge) Partitions() []PartitionState {
 		if ns := e.waitingSince.Load(); ns > 0 {
 			s.WaitingForCredit = time.Unix(0, ns)
 		}
+		if ns := e.spanBlockedSince.Load(); ns > 0 {
+			s.SpanBlocked = time.Unix(0, ns)
+		}
+		s.SpanLimit = e.span.Limit()
 		s.LastDelivered = time.Unix(0, e.lastDelivered.Load())
 		if ns := e.lastFetchError.Load(); ns > 0 {
 			s.LastFetchError = time.Unix(0, ns)
@@ -218,8 +232,11 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 	fence := &fencedMarker{inner: marker}
 	cc := newClaimCredits(b.cfg.Settings.InFlightPerPartition, b.total)
 	log := b.logger.With("topic", claim.Topic(), "partition", claim.Partition(), "generation", generation)
+	resume := b.readResume(session.Context(), claim, log)
+	span := NewSpan(b.cfg.Settings.Span())
 	wc := PartitionConfig{
 		Topic: claim.Topic(), Partition: claim.Partition(), Generation: generation, Epoch: epoch,
+		Resume: resume, Span: span,
 		Settings: b.cfg.Settings, Handler: b.cfg.Handler, DeadLetters: b.cfg.DeadLetters,
 		Marker: fence, Logger: b.logger.With("generation", generation), Stats: b.cfg.Stats,
 		Observer: b.cfg.Observer, Dependencies: b.cfg.Dependencies,
@@ -244,9 +261,13 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 		}
 		worker, gauges = w, w.pa.gauges
 	}
-	log.Info("claim started", "initial_offset", claim.InitialOffset(), "high_watermark", claim.HighWaterMarkOffset())
+	started := []any{"initial_offset", claim.InitialOffset(), "high_watermark", claim.HighWaterMarkOffset()}
+	if resume != nil {
+		started = append(started, "resume_finished", resume.FinishedCount(), "resume_unfinished", resume.Unfinished(), "resume_end", resume.End)
+	}
+	log.Info("claim started", started...)
 	b.cfg.Observer.ClaimStarted(claim.Topic(), claim.Partition())
-	entry := &claimEntry{topic: claim.Topic(), partition: claim.Partition(), generation: generation, gauges: gauges, claim: claim, credits: cc}
+	entry := &claimEntry{topic: claim.Topic(), partition: claim.Partition(), generation: generation, gauges: gauges, claim: claim, credits: cc, span: span}
 	entry.lastDelivered.Store(time.Now().UnixNano())
 	b.claims.Store(epoch, entry)
 	defer b.claims.Delete(epoch)
@@ -328,8 +349,8 @@ func (b *Bridge) creditFault(log *slog.Logger, err error) {
 func (b *Bridge) feed(ctx context.Context, claim sarama.ConsumerGroupClaim, worker ClaimWorker, entry *claimEntry, ended <-chan struct{}) string {
 	stopped := worker.Stopped()
 	records := claim.Messages()
-	cc := entry.credits
-	for {
+	cc, span := entry.credits, entry.span
+	for first := true; ; first = false {
 		var msg *sarama.ConsumerMessage
 		select {
 		case m, ok := <-records:
@@ -345,23 +366,41 @@ func (b *Bridge) feed(ctx context.Context, claim sarama.ConsumerGroupClaim, work
 		case <-ended:
 			return "revoked"
 		}
+		if first {
+			// No watermark of the claim can be below its first record.
+			span.Advance(msg.Offset)
+		}
+		if !span.admits(msg.Offset) {
+			entry.spanBlockedSince.Store(time.Now().UnixNano())
+			ok := span.wait(ctx, msg.Offset, stopped, ended)
+			entry.spanBlockedSince.Store(0)
+			if !ok {
+				return endReason(ctx, stopped)
+			}
+		}
 		if !cc.tryAcquire() {
 			entry.waitingSince.Store(time.Now().UnixNano())
 			ok := cc.acquire(ctx, stopped, ended)
 			entry.waitingSince.Store(0)
 			if !ok {
 				// msg is not admitted and so never marked: Kafka redelivers it.
-				switch {
-				case ctx.Err() != nil:
-					return "session ended"
-				case isClosed(stopped):
-					return "partition worker stopped"
-				}
-				return "revoked"
+				return endReason(ctx, stopped)
 			}
 		}
 		worker.Admit(recordOf(msg))
 	}
+}
+
+// endReason names why a wait of the feed loop gave up: the session ended,
+// the worker stopped, or else sarama closed the claim.
+func endReason(ctx context.Context, stopped <-chan struct{}) string {
+	switch {
+	case ctx.Err() != nil:
+		return "session ended"
+	case isClosed(stopped):
+		return "partition worker stopped"
+	}
+	return "revoked"
 }
 
 // watchClaimEnd returns a channel that closes when sarama closes the claim.

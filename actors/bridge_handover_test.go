@@ -73,7 +73,8 @@ func TestBridgeRevokeWhileStarvedOfCredits(t *testing.T) {
 // panicOnMark makes the partition actor fail at its first mark.
 type panicOnMark struct{ inner actors.OffsetMarker }
 
-func (p panicOnMark) MarkOffset(string, int32, int64, string) { panic("marker broke") }
+func (p panicOnMark) MarkOffset(string, int32, int64, string)  { panic("marker broke") }
+func (p panicOnMark) ResetOffset(string, int32, int64, string) { panic("marker broke") }
 
 // A partition actor that dies takes the records in its mailbox with it;
 // their credits must still come back, or the rest of the process starves.

@@ -114,6 +114,7 @@ func (h *gatedHandler) Handle(ctx context.Context, r *messages.Record) error {
 }
 
 type recordingMarker struct {
+	ignoresMetadata
 	mu   sync.Mutex
 	last map[int32]int64
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/patchflow/patchflow/actors"
+	"github.com/patchflow/patchflow/actors/ledger"
 	"github.com/patchflow/patchflow/actors/ordering"
 	"github.com/patchflow/patchflow/messages"
 )
@@ -176,14 +178,15 @@ type checkingMarker struct {
 	admitted func() []int64
 	mu       sync.Mutex
 	last     int64
-	marks    chan mark
+	latest   string    // the metadata of the last mark or reset
+	marks    chan mark // marks that move the offset past the claim's first record
 }
 
 func newCheckingMarker(t *testing.T, finished func(int64) bool, admitted func() []int64) *checkingMarker {
 	return &checkingMarker{t: t, finished: finished, admitted: admitted, last: -1, marks: make(chan mark, 1024)}
 }
 
-func (m *checkingMarker) MarkOffset(_ string, partition int32, offset int64, _ string) {
+func (m *checkingMarker) MarkOffset(_ string, partition int32, offset int64, metadata string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if offset <= m.last {
@@ -194,9 +197,85 @@ func (m *checkingMarker) MarkOffset(_ string, partition int32, offset int64, _ s
 			m.t.Errorf("mark %d passes unfinished offset %d", offset, o)
 		}
 	}
+	m.checkMetadata(offset, metadata)
+	first := m.last < 0
 	m.last = offset
+	m.latest = metadata
+	if first && offset == slices.Min(m.admitted()) {
+		return // the claim's first commit, at its first record: metadata, not an advance
+	}
 	m.marks <- mark{partition: partition, offset: offset}
 }
+
+// ResetOffset replaces the metadata of the last mark; it must never move
+// the offset.
+func (m *checkingMarker) ResetOffset(_ string, _ int32, offset int64, metadata string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if offset != m.last {
+		m.t.Errorf("metadata reset at %d, the last mark is %d", offset, m.last)
+	}
+	m.checkMetadata(offset, metadata)
+	m.latest = metadata
+}
+
+// committed returns the offset last marked; -1 before the first mark.
+func (m *checkingMarker) committed() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.last
+}
+
+// expectFinishedAbove waits until the latest commit metadata calls each of
+// offsets finished.
+func (m *checkingMarker) expectFinishedAbove(t *testing.T, offsets ...int64) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		m.mu.Lock()
+		meta := m.latest
+		m.mu.Unlock()
+		r, err := ledger.DecodeMetadata(meta)
+		missing := err != nil
+		for _, o := range offsets {
+			missing = missing || !r.Finished(o)
+		}
+		if !missing {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("commit metadata %q does not call %v finished", meta, offsets)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// checkMetadata fails the test when the metadata committed with offset
+// calls finished an admitted offset that is not.
+func (m *checkingMarker) checkMetadata(offset int64, metadata string) {
+	if metadata == "" {
+		return
+	}
+	r, err := ledger.DecodeMetadata(metadata)
+	if err != nil {
+		m.t.Errorf("commit metadata %q: %v", metadata, err)
+		return
+	}
+	if r.Base != offset {
+		m.t.Errorf("commit metadata %q committed with offset %d", metadata, offset)
+	}
+	for _, o := range m.admitted() {
+		if r.Finished(o) && !m.finished(o) {
+			m.t.Errorf("commit metadata %q calls unfinished offset %d finished", metadata, o)
+		}
+	}
+}
+
+// ignoresMetadata gives a test marker that watches offsets alone the
+// ResetOffset of actors.OffsetMarker.
+type ignoresMetadata struct{}
+
+func (ignoresMetadata) ResetOffset(string, int32, int64, string) {}
 
 func (m *checkingMarker) expectMark(t *testing.T, want int64) {
 	t.Helper()

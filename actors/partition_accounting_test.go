@@ -51,6 +51,8 @@ func (f *accountingFixture) MarkOffset(_ string, _ int32, offset int64, _ string
 	f.mu.Unlock()
 }
 
+func (f *accountingFixture) ResetOffset(string, int32, int64, string) {}
+
 func (f *accountingFixture) lastMark() int64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -9,13 +9,19 @@ package actors
 //	in  *messages.Drain             from the bridge (a request): answered with *messages.DrainResult
 //	in  drainCancel, drainDeadline  from its own timers
 //	out EvaluationActors            spawned as children, one per attempt or dead-letter write
-//	out OffsetMarker.MarkOffset     the ledger's watermark, only when it moved forward
+//	in  flushCommit                 from itself, queued behind the messages that changed the ledger
+//	out OffsetMarker.MarkOffset     the ledger's watermark when it moved forward, with the commit metadata
+//	out OffsetMarker.ResetOffset    the same watermark with new commit metadata (more finished above it)
+//	out Span.Advance                the watermark, for the bridge's span limit, as soon as it moves
 //	out PartitionConfig.Release     one credit per record, when it finishes or is abandoned
 //	out *messages.DrainResult       to the Drain requester, after the final mark; then it stops
 //
 // It alone owns its ledger, its ordering gate, the state of its records
 // (attempts, failure history, dead-letter writes) and the credits of admitted
-// records; it is the only caller of MarkOffset for its partition. It
+// records; it is the only caller of MarkOffset and ResetOffset for its
+// partition. A record the earlier owner of the partition finished (the
+// commit metadata it found, PartitionConfig.Resume) is finished as it is
+// admitted, without running. It
 // supervises its children itself (actor.SupervisorStrategy): a panicking
 // child is stopped, never restarted, and its record is retried or
 // dead-lettered like any failure.
@@ -42,7 +48,13 @@ type PartitionConfig struct {
 	// Epoch identifies the claim, uniquely in this process (it names the
 	// actor, so the next claim of the same partition never collides with
 	// one still stopping).
-	Epoch       int64
+	Epoch int64
+	// Resume is what the committed metadata says was finished above Start,
+	// decoded and checked by the bridge; nil when there is none to trust.
+	Resume *ledger.Resume
+	// Span receives the watermark as it moves, for the bridge's span limit;
+	// nil when nothing limits the span (actor tests without a bridge).
+	Span        *Span
 	Settings    Settings
 	Handler     Handler
 	DeadLetters DeadLetterWriter
@@ -73,8 +85,14 @@ type PartitionActor struct {
 	ledger  *ledger.Ledger
 	gate    *ordering.Gate
 	records map[int64]*recordState
-	running int   // records with a live child: an attempt (its backoff included) or a dead-letter write
-	marked  int64 // last offset passed to MarkOffset, -1 before the first
+	running int // records with a live child: an attempt (its backoff included) or a dead-letter write
+	// marked and markedMeta are what was last marked; marked is -1 before
+	// the first mark. sarama ignores a mark that does not move forward, so
+	// new metadata for the same offset goes through ResetOffset.
+	marked     int64
+	markedMeta string
+	// flushQueued is set while a flushCommit is in the mailbox.
+	flushQueued bool
 
 	cancelRun   context.CancelFunc // interrupts running handlers at the drain's cancel point
 	draining    chan struct{}      // closed when the drain starts
@@ -123,6 +141,9 @@ func NewPartitionActor(cfg PartitionConfig) *PartitionActor {
 	if cfg.Observer == nil {
 		cfg.Observer = noObserver{}
 	}
+	if cfg.Span == nil {
+		cfg.Span = NewSpan(cfg.Settings.Span())
+	}
 	run, cancel := context.WithCancel(context.Background())
 	a := &PartitionActor{
 		cfg:       cfg,
@@ -139,6 +160,9 @@ func NewPartitionActor(cfg PartitionConfig) *PartitionActor {
 		gauges:    newPartitionGauges(),
 		// 300 is protoactor's default throughput.
 		dispatcher: newWarmDispatcher(300),
+	}
+	if cfg.Resume != nil {
+		_ = a.ledger.Restore(*cfg.Resume) // a new ledger: it cannot refuse
 	}
 	env := &evaluationEnv{
 		observer:    cfg.Observer,
@@ -183,6 +207,11 @@ func (a *PartitionActor) Receive(c actor.Context) {
 	case *messages.DeadLetterFailed:
 		if st := a.answered(m.GetOffset(), m.GetAttempt(), true); st != nil {
 			a.deadLetterFailed(c, st, m)
+		}
+	case flushCommit:
+		a.flushQueued = false
+		if !a.drained && !a.stopping {
+			a.commit()
 		}
 	case *messages.Drain:
 		a.startDrain(c, m)
@@ -234,6 +263,10 @@ func (a *PartitionActor) admit(c actor.Context, rec *messages.Record) {
 		return
 	}
 	a.stats.admitted.Add(1)
+	if a.ledger.Restored(off) {
+		a.resumed(c, off)
+		return
+	}
 	a.stats.inFlight.Add(1)
 	st := &recordState{record: rec, admitted: time.Now()}
 	a.records[off] = st
@@ -314,24 +347,56 @@ func (a *PartitionActor) finish(c actor.Context, st *recordState, done *messages
 		}
 	}
 	a.gauges.inFlight.Store(int64(a.ledger.InFlight()))
-	if advanced {
-		a.markWatermark()
-		a.publishPin()
-	}
+	a.progressed(c, advanced)
 	if a.isDraining() {
 		a.drainFinish++
 		a.maybeCompleteDrain(c)
 	}
 }
 
-func (a *PartitionActor) markWatermark() {
-	wm, ok := a.ledger.Watermark()
-	if !ok || wm <= a.marked {
+// resumed finishes, without running it, a record the earlier owner of the
+// partition finished (its commit metadata says so): it takes no key in the
+// gate, and its credit goes back at once.
+func (a *PartitionActor) resumed(c actor.Context, off int64) {
+	a.cfg.Release(1)
+	a.stats.resumed.Add(1)
+	_ = a.ledger.Admit(off) // admitted above it, in order: cannot be refused
+	advanced, _ := a.ledger.Finish(off)
+	a.gauges.admitted.Store(off)
+	a.progressed(c, advanced)
+}
+
+// progressed follows a change of the ledger: the bridge learns a new
+// watermark at once, and a commit is queued behind the messages already in
+// the mailbox, so a burst of finishes costs one encoding of the metadata.
+func (a *PartitionActor) progressed(c actor.Context, advanced bool) {
+	if advanced {
+		if wm, ok := a.ledger.Watermark(); ok {
+			a.cfg.Span.Advance(wm)
+		}
+		a.publishPin()
+	}
+	if !a.flushQueued {
+		a.flushQueued = true
+		c.Send(c.Self(), flushCommit{})
+	}
+}
+
+// flushCommit asks the actor to commit what its ledger says now.
+type flushCommit struct{}
+
+// commit marks the watermark with the metadata of the offsets finished above
+// it. A new watermark is marked; the same one with new metadata replaces the
+// metadata (ResetOffset at the offset last marked, never below it).
+func (a *PartitionActor) commit() {
+	wm, meta, ok := a.ledger.Commit(a.cfg.Settings.CommitMetadataMaxBytes)
+	if !ok || wm < a.marked || (wm == a.marked && meta == a.markedMeta) {
 		return
 	}
-	a.cfg.Marker.MarkOffset(a.cfg.Topic, a.cfg.Partition, wm, "")
-	a.marked = wm
+	MarkCommit(a.cfg.Marker, a.cfg.Topic, a.cfg.Partition, a.marked, wm, meta)
+	a.marked, a.markedMeta = wm, meta
 	a.gauges.committed.Store(wm)
+	a.gauges.metadataBytes.Store(int64(len(meta)))
 }
 
 // publishPin records which record now holds the watermark, and since when.

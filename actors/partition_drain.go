@@ -63,7 +63,7 @@ func (a *PartitionActor) completeDrain(c actor.Context, timedOut bool) {
 		t.Stop()
 	}
 	a.cancelRun()
-	a.markWatermark()
+	a.commit()
 	abandoned := a.releaseUnfinished()
 	result := &messages.DrainResult{Watermark: a.marked, Finished: a.drainFinish, Abandoned: int64(abandoned), TimedOut: timedOut}
 	a.logger.Debug("partition drained", "watermark", a.marked, "finished", a.drainFinish, "abandoned", abandoned, "timed_out", timedOut)

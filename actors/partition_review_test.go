@@ -178,6 +178,7 @@ func TestPartitionOwnFailureInUnreportedDependencyIsBounded(t *testing.T) {
 type markerFunc func(offset int64)
 
 func (f markerFunc) MarkOffset(_ string, _ int32, offset int64, _ string) { f(offset) }
+func (markerFunc) ResetOffset(string, int32, int64, string)               {}
 
 type errorString string
 

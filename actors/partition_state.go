@@ -30,6 +30,14 @@ type PartitionState struct {
 	// WaitingForCredit is when the bridge began to wait for a credit with
 	// the next record in hand; zero when it is not waiting.
 	WaitingForCredit time.Time
+	// SpanBlocked is when the bridge began to wait, with the next record in
+	// hand, for the watermark to come within SpanLimit offsets of it: the
+	// record at PinnedOffset holds the partition. Zero when not blocked.
+	SpanBlocked time.Time
+	// SpanLimit is the most offsets admitted past the watermark.
+	SpanLimit int64
+	// MetadataBytes is the size of the commit metadata last marked.
+	MetadataBytes int
 	// LastDelivered is when the claim last delivered a record (or began);
 	// LastFetchError when its consumer last reported an error (zero: never).
 	LastDelivered, LastFetchError time.Time
@@ -87,7 +95,7 @@ func (s PartitionState) Lag() int64 {
 // buffered, in flight or waiting for a credit, and no recent fetch error.
 func (s PartitionState) idle(now time.Time, after time.Duration) bool {
 	quiet := func(t time.Time) bool { return t.IsZero() || now.Sub(t) >= after }
-	return s.InFlight == 0 && s.Buffered == 0 && s.WaitingForCredit.IsZero() && quiet(s.LastDelivered) && quiet(s.LastFetchError)
+	return s.InFlight == 0 && s.Buffered == 0 && s.WaitingForCredit.IsZero() && s.SpanBlocked.IsZero() && quiet(s.LastDelivered) && quiet(s.LastFetchError)
 }
 
 // PinnedFor is how long the oldest unfinished record has held the watermark.
@@ -101,6 +109,7 @@ func (s PartitionState) PinnedFor(now time.Time) time.Duration {
 // partitionGauges is what the actor publishes; the bridge reads it.
 type partitionGauges struct {
 	committed, admitted, inFlight atomic.Int64
+	metadataBytes                 atomic.Int64 // the last commit metadata's size
 	pinnedOffset, pinnedSince     atomic.Int64
 	pinnedKey                     atomic.Pointer[[]byte] // the pinning record's Key field; records are immutable
 	pinnedFailure                 atomic.Pointer[messages.FailedAttempt]
@@ -118,6 +127,7 @@ func (g *partitionGauges) snapshot(s *PartitionState) {
 	s.Committed = g.committed.Load()
 	s.Admitted = g.admitted.Load()
 	s.InFlight = int(g.inFlight.Load())
+	s.MetadataBytes = int(g.metadataBytes.Load())
 	if s.InFlight > 0 {
 		s.PinnedOffset = g.pinnedOffset.Load()
 		if k := g.pinnedKey.Load(); k != nil {

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/patchflow/patchflow/actors"
+	"github.com/patchflow/patchflow/actors/ledger"
 	"github.com/patchflow/patchflow/actors/ordering"
 	"github.com/patchflow/patchflow/messages"
 )
@@ -105,8 +106,38 @@ func (m watchingMarker) MarkOffset(topic string, p int32, offset int64, md strin
 		}
 		w.checked[p] = o + 1
 	}
+	m.checkMetadata(p, offset, md)
 	w.mu.Unlock()
 	m.inner.MarkOffset(topic, p, offset, md)
+}
+
+// ResetOffset checks the new metadata of the last mark, as MarkOffset does.
+func (m watchingMarker) ResetOffset(topic string, p int32, offset int64, md string) {
+	m.world.mu.Lock()
+	m.checkMetadata(p, offset, md)
+	m.world.mu.Unlock()
+	m.inner.ResetOffset(topic, p, offset, md)
+}
+
+// checkMetadata records a violation when the commit metadata calls finished
+// an offset that is not (every offset of the scenario's topic holds a
+// record). The world is locked.
+func (m watchingMarker) checkMetadata(p int32, offset int64, md string) {
+	if md == "" {
+		return
+	}
+	w := m.world
+	r, err := ledger.DecodeMetadata(md)
+	if err != nil || r.Base != offset {
+		w.violations = append(w.violations, fmt.Sprintf("commit metadata %q with offset %d/%d: %v", md, p, offset, err))
+		return
+	}
+	for o := r.Base; o < r.End; o++ {
+		if r.Finished(o) && !w.finished(tp{p, o}) {
+			w.violations = append(w.violations, fmt.Sprintf("commit metadata %q calls unfinished offset %d/%d finished", md, p, o))
+			return
+		}
+	}
 }
 
 // countingDeadLetters records acknowledged writes.
@@ -169,7 +200,7 @@ func runRebalanceScenario(t *testing.T, assignor string) {
 	start := func(name string) member {
 		system := newTestSystem(t)
 		bridge, err := actors.NewBridge(actors.BridgeConfig{
-			System: system, Settings: settings, Handler: world, DeadLetters: dlq,
+			System: system, Settings: settings, Handler: world, DeadLetters: dlq, Committed: committedReader(t, k),
 			WrapMarker: func(m actors.OffsetMarker) actors.OffsetMarker { return watchingMarker{inner: m, world: world} },
 		})
 		if err != nil {

@@ -43,8 +43,39 @@ type Settings struct {
 	// BackoffMin and BackoffMax bound the exponential backoff between attempts
 	// and between dead-letter write retries.
 	BackoffMin, BackoffMax time.Duration
+	// SpanPerPartition bounds the offsets a partition may hold between its
+	// watermark and its highest admitted offset: the bridge admits nothing at
+	// or past watermark + span, so a record that pins the watermark stops
+	// admission there (the partition is span-blocked) instead of letting
+	// every record after it finish uncommitted. 0 means DefaultSpanFactor ×
+	// InFlightPerPartition; see Span. Otherwise at least
+	// InFlightPerPartition.
+	SpanPerPartition int
+	// CommitMetadataMaxBytes bounds the commit metadata that carries the
+	// offsets finished above the watermark (ledger.Commit); keep it at or
+	// below the brokers' offset.metadata.max.bytes (4,096 by default), which
+	// refuses the whole commit otherwise. Metadata that would pass it speaks
+	// of fewer offsets, never more. 0 sends none: only the watermark
+	// survives a crash or a handover.
+	CommitMetadataMaxBytes int
 	// ConsumerGroup is written into dead-letter envelopes.
 	ConsumerGroup string
+}
+
+// DefaultSpanFactor is the span per partition, in multiples of
+// InFlightPerPartition, when SpanPerPartition is 0.
+const DefaultSpanFactor = 64
+
+// DefaultCommitMetadataMaxBytes is the brokers' default
+// offset.metadata.max.bytes.
+const DefaultCommitMetadataMaxBytes = 4096
+
+// Span returns the effective span per partition (see SpanPerPartition).
+func (s Settings) Span() int {
+	if s.SpanPerPartition > 0 {
+		return s.SpanPerPartition
+	}
+	return DefaultSpanFactor * s.InFlightPerPartition
 }
 
 // DefaultSettings returns the defaults documented in docs/configuration.md.
@@ -58,6 +89,8 @@ func DefaultSettings() Settings {
 		AttemptTimeout:       2 * time.Minute,
 		BackoffMin:           100 * time.Millisecond,
 		BackoffMax:           10 * time.Second,
+		// SpanPerPartition 0: DefaultSpanFactor × InFlightPerPartition.
+		CommitMetadataMaxBytes: DefaultCommitMetadataMaxBytes,
 	}
 }
 
@@ -84,6 +117,13 @@ func (s Settings) Validate() error {
 	}
 	if s.BackoffMin <= 0 || s.BackoffMax < s.BackoffMin {
 		errs = append(errs, fmt.Errorf("backoff must satisfy 0 < min <= max, got min %v max %v", s.BackoffMin, s.BackoffMax))
+	}
+	if s.SpanPerPartition < 0 || (s.SpanPerPartition > 0 && s.SpanPerPartition < s.InFlightPerPartition) {
+		errs = append(errs, fmt.Errorf("span per partition must be 0 (the default, %d × in-flight per partition) or at least the in-flight per partition (%d), got %d",
+			DefaultSpanFactor, s.InFlightPerPartition, s.SpanPerPartition))
+	}
+	if s.CommitMetadataMaxBytes < 0 {
+		errs = append(errs, fmt.Errorf("commit metadata limit must not be negative, got %d", s.CommitMetadataMaxBytes))
 	}
 	return errors.Join(errs...)
 }

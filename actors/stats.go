@@ -19,6 +19,7 @@ type Stats struct {
 	panics                  atomic.Int64
 	inFlight                atomic.Int64
 	skipped                 atomic.Int64
+	resumed                 atomic.Int64
 	skipReasons             sync.Map // reason string -> *atomic.Int64
 	refusedFinishes         atomic.Int64
 	creditErrors            atomic.Int64
@@ -39,6 +40,9 @@ type StatsSnapshot struct {
 	Admitted  int64 // records handed to a partition actor
 	Succeeded int64 // records whose handler succeeded
 	Skipped   int64 // records the handler deliberately ignored (finished and committed, never dead-lettered)
+	// Resumed counts records finished without running: an earlier owner of
+	// the partition had finished them, as its commit metadata said.
+	Resumed int64
 	// SkippedByReason splits Skipped by the handler's reason; nil when none.
 	SkippedByReason map[string]int64
 	Retried         int64 // failed attempts that were retried: RetriedOwn + RetriedShared
@@ -65,6 +69,7 @@ func (s *Stats) Snapshot() StatsSnapshot {
 		Admitted:                s.admitted.Load(),
 		Succeeded:               s.succeeded.Load(),
 		Skipped:                 s.skipped.Load(),
+		Resumed:                 s.resumed.Load(),
 		SkippedByReason:         s.skipCounts(),
 		Retried:                 own + shared,
 		RetriedOwn:              own,

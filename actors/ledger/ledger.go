@@ -1,6 +1,8 @@
 // Package ledger keeps the offset book of one partition: which offsets were
 // admitted, which are finished, and the watermark, the next offset that is safe
-// to commit. It is a plain data structure: no actors, no Kafka, no I/O, no
+// to commit. It also writes and reads the commit metadata that carries the
+// offsets finished above the watermark across a crash or a handover
+// (metadata.go). It is a plain data structure: no actors, no Kafka, no I/O, no
 // locks. Its single owner (the partition actor) serialises access.
 package ledger
 
@@ -15,13 +17,14 @@ import (
 var ErrOutOfOrder = errors.New("ledger: offset admitted out of order")
 
 // ErrUnknownOffset is returned by Finish for an offset that is not in flight:
-// never admitted, or already finished and passed by the watermark.
+// never admitted, or already finished and no longer tracked.
 var ErrUnknownOffset = errors.New("ledger: offset not in flight")
 
-// ErrAlreadyFinished is returned by Finish for an offset finished before.
+// ErrAlreadyFinished is returned by Finish for an offset finished before and
+// still tracked (one that the ledger has forgotten gets ErrUnknownOffset).
 var ErrAlreadyFinished = errors.New("ledger: offset already finished")
 
-// Ledger tracks admitted offsets of one partition in admission order.
+// Ledger tracks the admitted offsets of one partition.
 //
 // Guarantee: Watermark never passes an admitted offset that is not finished,
 // never moves backwards, and equals the lowest unfinished admitted offset, or
@@ -29,23 +32,35 @@ var ErrAlreadyFinished = errors.New("ledger: offset already finished")
 // Offsets may have gaps (compacted topics, transaction markers); a gap is
 // never waited for because it was never admitted.
 //
-// Cost: Admit is amortised O(1). Finish is O(1) when the offsets in flight are
-// contiguous and O(log n) otherwise (n = offsets in flight). Advancing the
-// watermark is amortised O(1) per offset. The ring holds every admitted
-// offset from the oldest unfinished one to the last admitted, finished ones
-// included: it grows by doubling to the widest such span seen and is then
-// reused (no allocation per record in steady state). The span, not the
-// number in flight, sets its size: one record pinned while many after it
-// finish keeps them all in the ring.
+// Cost: memory is bounded by the records in flight, not by the span of
+// offsets behind an unfinished one: the ring holds the unfinished offsets
+// and, between compactions, finished ones after the oldest unfinished one;
+// it compacts instead of growing while at most half its entries are
+// unfinished, so its slots never exceed max(the initial capacity, 4 × the
+// most offsets ever in flight at once) (Slots). One record pinned while a
+// million finish after it keeps a ring of a few slots. Admit is amortised
+// O(1); Finish is O(1) while the ring holds contiguous offsets and O(log n)
+// otherwise (n = entries in the ring); advancing the watermark is amortised
+// O(1) per offset. No allocation per record in steady state.
 type Ledger struct {
 	offsets []int64 // ring buffer of admitted offsets, ascending from head
 	done    []bool  // done[i] reports whether offsets[i] is finished
 	head    int     // ring index of the oldest entry; that entry is never finished
-	n       int     // entries in the ring
-	pending int     // entries not finished; n also counts finished ones behind the head
+	n       int     // entries in the ring, finished ones behind the head included
+	pending int     // entries not finished
 
 	admitted bool  // whether any offset was ever admitted
 	last     int64 // the last admitted offset
+	// highestFinished is the highest offset finished by this ledger; -1
+	// before the first.
+	highestFinished int64
+
+	// restored is what an earlier owner committed (Restore); nil when none,
+	// and once Commit finds the admitted offsets past its span.
+	restored *Resume
+	// scratch is reused by Commit to build the metadata.
+	scratch []int64
+	buf     []byte
 }
 
 // New returns an empty ledger with room for capacity offsets before it grows.
@@ -53,7 +68,7 @@ func New(capacity int) *Ledger {
 	if capacity < 1 {
 		capacity = 1
 	}
-	return &Ledger{offsets: make([]int64, capacity), done: make([]bool, capacity)}
+	return &Ledger{offsets: make([]int64, capacity), done: make([]bool, capacity), highestFinished: -1}
 }
 
 // Admit records that offset is in flight. Offsets must increase strictly.
@@ -62,7 +77,11 @@ func (l *Ledger) Admit(offset int64) error {
 		return fmt.Errorf("%w: %d after %d", ErrOutOfOrder, offset, l.last)
 	}
 	if l.n == len(l.offsets) {
-		l.grow()
+		if 2*l.pending <= l.n {
+			l.compact()
+		} else {
+			l.grow()
+		}
 	}
 	i := l.index(l.n)
 	l.offsets[i] = offset
@@ -87,6 +106,7 @@ func (l *Ledger) Finish(offset int64) (advanced bool, err error) {
 	}
 	l.done[i] = true
 	l.pending--
+	l.highestFinished = max(l.highestFinished, offset)
 	if pos != 0 {
 		return false, nil
 	}
@@ -117,6 +137,10 @@ func (l *Ledger) InFlight() int { return l.pending }
 // Last returns the last admitted offset; ok is false before the first.
 func (l *Ledger) Last() (offset int64, ok bool) { return l.last, l.admitted }
 
+// Slots returns the ledger's ring capacity, the measure of its memory (one
+// offset and one flag a slot).
+func (l *Ledger) Slots() int { return len(l.offsets) }
+
 // index maps a logical position (0 = head) to a ring index.
 func (l *Ledger) index(pos int) int {
 	i := l.head + pos
@@ -135,7 +159,7 @@ func (l *Ledger) find(offset int64) (int, bool) {
 	if offset < first || offset > l.last {
 		return 0, false
 	}
-	// Fast path: no gaps between the head and offset.
+	// Fast path: no gaps (and no compaction) between the head and offset.
 	if d := offset - first; d < int64(l.n) && l.offsets[l.index(int(d))] == offset {
 		return int(d), true
 	}
@@ -154,6 +178,23 @@ func (l *Ledger) find(offset int64) (int, bool) {
 	return 0, false
 }
 
+// compact drops the finished entries behind the head, in place and in
+// logical order: an entry is written only to a position already read. The
+// head entry is unfinished, so it stays where it is.
+func (l *Ledger) compact() {
+	w := 0
+	for pos := 0; pos < l.n; pos++ {
+		i := l.index(pos)
+		if l.done[i] {
+			continue
+		}
+		j := l.index(w)
+		l.offsets[j], l.done[j] = l.offsets[i], false
+		w++
+	}
+	l.n = w
+}
+
 // grow doubles the ring, unwrapping it so the head is at index 0.
 func (l *Ledger) grow() {
 	size := 2 * len(l.offsets)
@@ -164,4 +205,13 @@ func (l *Ledger) grow() {
 		done[pos] = l.done[l.index(pos)]
 	}
 	l.offsets, l.done, l.head = offsets, done, 0
+}
+
+// unfinished calls yield with each unfinished admitted offset, ascending.
+func (l *Ledger) unfinished(yield func(int64)) {
+	for pos := 0; pos < l.n; pos++ {
+		if i := l.index(pos); !l.done[i] {
+			yield(l.offsets[i])
+		}
+	}
 }

@@ -42,10 +42,12 @@ func (m *model) unfinished() []int64 {
 // and finishes in random order and checks every step against the model.
 func TestLedgerMatchesModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		l := ledger.New(rapid.IntRange(1, 4).Draw(t, "capacity"))
+		capacity := rapid.IntRange(1, 4).Draw(t, "capacity")
+		l := ledger.New(capacity)
 		m := &model{finished: map[int64]bool{}}
 		next := rapid.Int64Range(0, 1<<40).Draw(t, "start")
 		var prevWM int64 = -1
+		peak := 0 // most offsets in flight at once
 
 		steps := rapid.IntRange(1, 300).Draw(t, "steps")
 		for s := 0; s < steps; s++ {
@@ -84,6 +86,10 @@ func TestLedgerMatchesModel(t *testing.T) {
 			}
 			if got, want := l.InFlight(), len(m.unfinished()); got != want {
 				t.Fatalf("InFlight = %d, want %d", got, want)
+			}
+			peak = max(peak, l.InFlight())
+			if bound := max(capacity, 4*peak); l.Slots() > bound {
+				t.Fatalf("ledger holds %d slots with at most %d in flight: bound %d", l.Slots(), peak, bound)
 			}
 			if ok {
 				prevWM = wm
@@ -124,6 +130,42 @@ func TestLedgerRejectsMisuse(t *testing.T) {
 			t.Fatalf("Finish below the watermark = %v, want ErrUnknownOffset", err)
 		}
 	})
+}
+
+// TestLedgerMemoryIsBoundedByInFlight pins one record while a million
+// after it finish, as when one slow record holds its partition: the ledger
+// must not keep the finished ones (the first ledger held a 1,048,576-slot
+// ring here).
+func TestLedgerMemoryIsBoundedByInFlight(t *testing.T) {
+	const inFlight = 64
+	l := ledger.New(inFlight)
+	if err := l.Admit(0); err != nil { // pinned: never finished
+		t.Fatal(err)
+	}
+	next := int64(1)
+	for ; next < inFlight; next++ {
+		if err := l.Admit(next); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for done := int64(1); done <= 1_000_000; done++ {
+		if _, err := l.Finish(done); err != nil {
+			t.Fatalf("finish %d: %v", done, err)
+		}
+		if err := l.Admit(next); err != nil {
+			t.Fatal(err)
+		}
+		next++
+	}
+	if wm, _ := l.Watermark(); wm != 0 {
+		t.Fatalf("watermark %d passed the pinned record 0", wm)
+	}
+	if got := l.InFlight(); got != inFlight {
+		t.Fatalf("InFlight = %d, want %d", got, inFlight)
+	}
+	if l.Slots() > 4*inFlight {
+		t.Fatalf("ledger holds %d slots for %d records in flight behind a pinned one", l.Slots(), inFlight)
+	}
 }
 
 func TestWatermarkBeforeAdmit(t *testing.T) {

@@ -82,6 +82,9 @@ func (p *pool) newWorker(cfg actors.PartitionConfig) (actors.ClaimWorker, error)
 		records:  make(map[int64]*messages.Record, cfg.Settings.InFlightPerPartition),
 		marked:   -1,
 	}
+	if cfg.Resume != nil {
+		_ = c.ledger.Restore(*cfg.Resume)
+	}
 	p.owners.Add(1)
 	go func() {
 		defer p.owners.Done()
@@ -108,11 +111,13 @@ type poolClaim struct {
 	drain    chan drainRequest
 	stopped  chan struct{}
 
-	ledger  *ledger.Ledger
-	gate    *ordering.Gate
-	records map[int64]*messages.Record
-	running int
-	marked  int64
+	ledger     *ledger.Ledger
+	gate       *ordering.Gate
+	records    map[int64]*messages.Record
+	running    int
+	marked     int64
+	markedMeta string
+	dirty      bool // the ledger changed since the last commit
 }
 
 // Admit implements actors.ClaimWorker.
@@ -177,13 +182,23 @@ func (c *poolClaim) own() {
 			c.complete(reply, false)
 			return
 		}
+		if c.dirty && len(c.done) == 0 && len(c.admitted) == 0 {
+			c.commit() // once a burst is handled, as the actor's mailbox does
+		}
 	}
 }
 
 func (c *poolClaim) admit(r *messages.Record) {
 	off := r.GetOffset()
+	restored := c.ledger.Restored(off)
 	if err := c.ledger.Admit(off); err != nil {
 		c.cfg.Release(1)
+		return
+	}
+	if restored { // finished by the partition's earlier owner
+		c.cfg.Release(1)
+		advanced, _ := c.ledger.Finish(off)
+		c.progressed(advanced)
 		return
 	}
 	c.records[off] = r
@@ -214,10 +229,27 @@ func (c *poolClaim) finish(off int64) {
 	if next, ok := c.gate.Release(r.GetKey()); ok {
 		c.start(c.records[next])
 	}
-	if wm, ok := c.ledger.Watermark(); advanced && ok && wm > c.marked {
-		c.cfg.Marker.MarkOffset(c.cfg.Topic, c.cfg.Partition, wm, "")
-		c.marked = wm
+	c.progressed(advanced)
+}
+
+// progressed tells the bridge a new watermark at once; the commit waits for
+// the end of the burst.
+func (c *poolClaim) progressed(advanced bool) {
+	if wm, ok := c.ledger.Watermark(); advanced && ok && c.cfg.Span != nil {
+		c.cfg.Span.Advance(wm)
 	}
+	c.dirty = true
+}
+
+// commit marks the watermark with its metadata, as the partition actor does.
+func (c *poolClaim) commit() {
+	c.dirty = false
+	wm, meta, ok := c.ledger.Commit(c.cfg.Settings.CommitMetadataMaxBytes)
+	if !ok || wm < c.marked || (wm == c.marked && meta == c.markedMeta) {
+		return
+	}
+	actors.MarkCommit(c.cfg.Marker, c.cfg.Topic, c.cfg.Partition, c.marked, wm, meta)
+	c.marked, c.markedMeta = wm, meta
 }
 
 // complete answers the drain and gives back the credits of what never
@@ -225,6 +257,7 @@ func (c *poolClaim) finish(off int64) {
 // Admit before it calls Drain, so nothing arrives after this.
 func (c *poolClaim) complete(reply chan *messages.DrainResult, timedOut bool) {
 	c.cancel()
+	c.commit()
 	abandoned := c.ledger.InFlight()
 	c.cfg.Release(abandoned)
 	for len(c.admitted) > 0 {

@@ -38,6 +38,10 @@ func (w *watchedMarker) MarkOffset(topic string, partition int32, offset int64, 
 	w.inner.MarkOffset(topic, partition, offset, meta)
 }
 
+func (w *watchedMarker) ResetOffset(topic string, partition int32, offset int64, meta string) {
+	w.inner.ResetOffset(topic, partition, offset, meta)
+}
+
 // The goroutine pool the benchmark compares against keeps the pipeline's
 // guarantees: every record handled, one record per key at a time in offset
 // order, no mark past an unfinished record, every partition committed to

@@ -109,6 +109,7 @@ func RunWith(ctx context.Context, cfg *Config, handler actors.Handler, logger *s
 		DeadLetters: &actors.KafkaDeadLetters{Producer: producer, Topic: k.DLQTopic},
 		Logger:      logger,
 		SettleProbe: actors.NewFetchProbe(probeClient, probeCfg.Consumer.IsolationLevel),
+		Committed:   actors.NewCommittedReader(probeClient, k.Group),
 	}
 	if hooks.Metrics != nil {
 		bcfg.Observer = hooks.Metrics

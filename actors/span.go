@@ -1,0 +1,82 @@
+package actors
+
+import (
+	"context"
+	"sync/atomic"
+)
+
+// Span bounds how far past its watermark a claim admits records: the bridge
+// admits offset o only while o < watermark + limit. The claim's worker
+// publishes its watermark with Advance; the bridge waits on it. One record
+// that pins the watermark therefore stops admission limit offsets later
+// (the partition is span-blocked) instead of letting everything after it
+// finish uncommitted: that bounds what a lost commit metadata would replay,
+// and how long the partition runs ahead of what it has committed.
+//
+// The bridge's view is never ahead of the worker's: Advance publishes a
+// watermark the worker has reached, and watermarks only move forward, so a
+// stale view only makes the bridge wait longer. Safe for concurrent use.
+type Span struct {
+	limit     int64
+	watermark atomic.Int64 // -1 until the first Advance
+	moved     chan struct{}
+}
+
+// NewSpan returns a span of limit offsets (at least 1).
+func NewSpan(limit int) *Span {
+	s := &Span{limit: int64(max(limit, 1)), moved: make(chan struct{}, 1)}
+	s.watermark.Store(-1)
+	return s
+}
+
+// Advance publishes the worker's watermark: the lowest unfinished admitted
+// offset, or one past the last admitted one. Lower values than the last
+// published are ignored. It never blocks.
+func (s *Span) Advance(watermark int64) {
+	for {
+		cur := s.watermark.Load()
+		if watermark <= cur {
+			return
+		}
+		if s.watermark.CompareAndSwap(cur, watermark) {
+			break
+		}
+	}
+	select {
+	case s.moved <- struct{}{}:
+	default: // a wake-up is already pending
+	}
+}
+
+// Watermark returns the last published watermark; -1 before the first.
+func (s *Span) Watermark() int64 { return s.watermark.Load() }
+
+// Limit returns the span in offsets.
+func (s *Span) Limit() int64 { return s.limit }
+
+// admits reports whether offset may be admitted now. Before the first
+// Advance every offset may: the bridge publishes the first admitted offset
+// itself, which no watermark of the claim can be below.
+func (s *Span) admits(offset int64) bool {
+	wm := s.watermark.Load()
+	return wm < 0 || offset < wm+s.limit
+}
+
+// wait returns true once offset may be admitted, or false when ctx is done
+// or stop or ended closes first (a nil channel never does). What ends it: the
+// worker's watermark moving far enough (the record pinning it finishes), the
+// worker stopping, or the claim or its session ending.
+func (s *Span) wait(ctx context.Context, offset int64, stop, ended <-chan struct{}) bool {
+	for !s.admits(offset) {
+		select {
+		case <-s.moved:
+		case <-ctx.Done():
+			return false
+		case <-stop:
+			return false
+		case <-ended:
+			return false
+		}
+	}
+	return true
+}
