@@ -18,6 +18,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -39,7 +40,20 @@ type evaluationEnv struct {
 	handler     Handler
 	deadLetters DeadLetterWriter
 	observer    Observer
+	// oldest is the offset of the record holding the partition's committed
+	// offset back, published by the partition actor; its attempts are urgent
+	// (messages.Urgency) for the handler's shared resources.
+	oldest atomic.Int64
 }
+
+// recordUrgency is urgent while its record is the oldest unfinished one of
+// its partition.
+type recordUrgency struct {
+	env    *evaluationEnv
+	offset int64
+}
+
+func (u recordUrgency) Urgent() bool { return u.env.oldest.Load() == u.offset }
 
 type evaluationActor struct {
 	env *evaluationEnv
@@ -88,7 +102,8 @@ func (a *evaluationActor) evaluate(m *messages.EvaluateRecord) any {
 func (a *evaluationActor) handle(r *messages.Record, start time.Time) (err error) {
 	outcome := "panic" // if the handler panics, the deferred report still runs
 	defer func() { a.env.observer.HandlerDone(outcome, time.Since(start)) }()
-	err = a.env.handler.Handle(a.env.deadlines.context(start), r)
+	ctx := messages.WithUrgency(a.env.deadlines.context(start), recordUrgency{env: a.env, offset: r.GetOffset()})
+	err = a.env.handler.Handle(ctx, r)
 	switch _, skipped := messages.SkipReasonOf(err); {
 	case err == nil:
 		outcome = "ok"

@@ -13,6 +13,7 @@ package actors
 //	out OffsetMarker.MarkOffset     the ledger's watermark when it moved forward, with the commit metadata
 //	out OffsetMarker.ResetOffset    the same watermark with new commit metadata (more finished above it)
 //	out Span.Advance                the watermark, for the bridge's span limit, as soon as it moves
+//	out messages.Urgency            the record at the watermark is urgent in its handler's context
 //	out PartitionConfig.Release     one credit per record, when it finishes or is abandoned
 //	out *messages.DrainResult       to the Drain requester, after the final mark; then it stops
 //
@@ -105,7 +106,8 @@ type PartitionActor struct {
 
 	deadLetterTrouble deadLetterTrouble
 
-	stopped    chan struct{} // closed when the actor has stopped, for the bridge
+	env        *evaluationEnv // shared with the children
+	stopped    chan struct{}  // closed when the actor has stopped, for the bridge
 	gauges     *partitionGauges
 	dispatcher *warmDispatcher // runs this actor's and its children's mailboxes
 }
@@ -172,6 +174,8 @@ func NewPartitionActor(cfg PartitionConfig) *PartitionActor {
 		handler:     cfg.Handler,
 		deadLetters: cfg.DeadLetters,
 	}
+	env.oldest.Store(-1)
+	a.env = env
 	// An evaluationActor holds nothing but the shared env, so every child
 	// can be the same value: no allocation per spawn.
 	child := &evaluationActor{env: env}
@@ -409,6 +413,7 @@ func (a *PartitionActor) publishPin() {
 	if st == nil {
 		return
 	}
+	a.env.oldest.Store(wm) // its attempts are urgent from now on
 	a.gauges.pinnedOffset.Store(wm)
 	a.gauges.pinnedKey.Store(&st.record.Key) // no copy: this runs on almost every finish
 	a.gauges.pinnedSince.Store(st.admitted.UnixNano())

@@ -1,13 +1,16 @@
 package actors_test
 
 import (
+	"context"
 	"errors"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/patchflow/patchflow/actors"
 	"github.com/patchflow/patchflow/actors/actortest"
 	"github.com/patchflow/patchflow/actors/ordering"
 	"github.com/patchflow/patchflow/messages"
@@ -333,4 +336,56 @@ func TestPartitionDeadLettersRepeatedPanic(t *testing.T) {
 	if l == nil || l.GetErrorClass() != messages.ErrorClass_ERROR_CLASS_PANIC || l.GetAttempts() != 3 {
 		t.Fatalf("envelope %v", l)
 	}
+}
+
+// The record holding the watermark is urgent in its handler's context, and
+// the next one becomes urgent once the records before it finish, while it
+// runs: the handler's shared resources serve it first.
+func TestPartitionMarksTheOldestRecordUrgent(t *testing.T) {
+	urgencies := make(chan struct {
+		offset int64
+		u      messages.Urgency
+	}, 8)
+	release := map[int64]chan struct{}{0: make(chan struct{}), 1: make(chan struct{}), 2: make(chan struct{})}
+	var finished sync.Map
+	h := actors.HandlerFunc(func(ctx context.Context, r *messages.Record) error {
+		urgencies <- struct {
+			offset int64
+			u      messages.Urgency
+		}{r.GetOffset(), messages.UrgencyOf(ctx)}
+		<-release[r.GetOffset()]
+		finished.Store(r.GetOffset(), true)
+		return nil
+	})
+	dlq := newScriptedDeadLetters(0, false)
+	f := buildPartitionFixture(t, testSettings(ordering.Unordered), h, func(o int64) bool { _, ok := finished.Load(o); return ok }, dlq, dlq.isWritten)
+	for o := int64(0); o < 3; o++ {
+		f.admit(o, "")
+	}
+	got := map[int64]messages.Urgency{}
+	for range 3 {
+		select {
+		case c := <-urgencies:
+			if c.u == nil {
+				t.Fatalf("offset %d ran without an urgency in its context", c.offset)
+			}
+			got[c.offset] = c.u
+		case <-time.After(3 * time.Second):
+			t.Fatal("handlers did not start")
+		}
+	}
+	if !got[0].Urgent() || got[1].Urgent() || got[2].Urgent() {
+		t.Fatalf("urgent: 0 %v, 1 %v, 2 %v; want only the oldest, 0", got[0].Urgent(), got[1].Urgent(), got[2].Urgent())
+	}
+	close(release[2]) // finishing out of order changes nothing
+	waitFor(t, "offset 2 to finish", func() bool { return f.stats.Snapshot().Succeeded == 1 })
+	if !got[0].Urgent() || got[1].Urgent() {
+		t.Fatal("urgency moved when a record after the oldest finished")
+	}
+	close(release[0])
+	waitFor(t, "offset 1, running, to become urgent", func() bool { return got[1].Urgent() })
+	if got[0].Urgent() {
+		t.Fatal("the finished record is still urgent")
+	}
+	close(release[1])
 }

@@ -44,6 +44,10 @@ func (s *Store) LoadSystem(ctx context.Context, orgID, inventoryID string) (*Sys
 	var evaluated sql.NullTime
 	// One connection for the three queries, taken first: a deadline that
 	// passes while waiting for it is congestion, not this host's failure.
+	if err := s.admit.acquire(ctx); err != nil {
+		return nil, classify(poolWait(fmt.Errorf("load system: waiting for a database connection: %w", err)))
+	}
+	defer s.admit.release()
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return nil, classify(poolWait(fmt.Errorf("load system: %w", err)))
@@ -109,6 +113,10 @@ func (s *Store) LoadSystem(ctx context.Context, orgID, inventoryID string) (*Sys
 
 // IsDeleted reports whether the host is remembered as deleted.
 func (s *Store) IsDeleted(ctx context.Context, inventoryID string) (bool, error) {
+	if err := s.admit.acquire(ctx); err != nil {
+		return false, classify(poolWait(fmt.Errorf("is deleted: waiting for a database connection: %w", err)))
+	}
+	defer s.admit.release()
 	var deleted bool
 	err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM deleted_system WHERE inventory_id = $1)`, inventoryID).Scan(&deleted)
 	return deleted, classify(err)

@@ -29,7 +29,9 @@ func DefaultPoolSettings() PoolSettings {
 // It holds the pool of PoolSettings.MaxOpen connections for the work, and
 // one more connection, apart, for Ping.
 type Store struct {
-	db         *sql.DB
+	db *sql.DB
+	// admit gives the pool's connections out, the urgent work first.
+	admit      *admission
 	health     *health
 	deletedTTL time.Duration
 }
@@ -62,7 +64,7 @@ func Open(ctx context.Context, url string, pool PoolSettings) (*Store, error) {
 	if ttl <= 0 {
 		ttl = DefaultPoolSettings().DeletedTTL
 	}
-	return &Store{db: db, health: h, deletedTTL: ttl}, nil
+	return &Store{db: db, admit: newAdmission(pool.MaxOpen), health: h, deletedTTL: ttl}, nil
 }
 
 // DB returns the pool the work runs on (for the checker and tests).
@@ -82,6 +84,10 @@ func (s *Store) Ping(ctx context.Context) error { return s.health.ping(ctx) }
 // inTx runs f in a transaction, committing on nil and rolling back otherwise.
 // Errors come back classified (see classify).
 func (s *Store) inTx(ctx context.Context, f func(*sql.Tx) error) error {
+	if err := s.admit.acquire(ctx); err != nil {
+		return classify(poolWait(fmt.Errorf("begin: waiting for a database connection: %w", err)))
+	}
+	defer s.admit.release()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return classify(poolWait(fmt.Errorf("begin: %w", err)))

@@ -351,3 +351,62 @@ func TestDeadLetterTopicGoneBlocksThePartitionVisibly(t *testing.T) {
 		t.Fatalf("still blocked (%v) after the write succeeded", v)
 	}
 }
+
+// A record that pins its partition while a span of records finish behind it
+// stops admission there: /metrics, /status.json, the status page and /readyz
+// say the partition is span-blocked and by which record, and the commit
+// metadata, whose size is a metric, carries what finished behind it.
+func TestSpanBlockedPartitionIsVisible(t *testing.T) {
+	release := make(chan struct{})
+	handler := actors.HandlerFunc(func(ctx context.Context, r *messages.Record) error {
+		if string(r.GetValue()) == "stuck" {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	})
+	cfg, bridge, metrics := startEmbeddedListener(t, map[string]string{"LISTENER_INFLIGHT_PER_PARTITION": "2", "LISTENER_SPAN_PER_PARTITION": "4"}, handler)
+	readiness := &telemetry.Readiness{Bridge: bridge, PinLimit: 300 * time.Millisecond}
+	srv := httptest.NewServer(telemetry.Handler(metrics, readiness, nil))
+	defer srv.Close()
+	eventually(t, "joining the group", func() bool { code, _ := get(t, srv.URL+"/readyz"); return code == 200 })
+
+	produceValues(t, cfg, "stuck", "fine", "fine", "fine", "fine", "fine", "fine")
+	labels := fmt.Sprintf(`{partition="0",topic=%q}`, cfg.Kafka.Topic)
+	eventually(t, "the partition to be span-blocked", func() bool { return scrape(t, srv.URL, "patchflow_partition_span_blocked"+labels) == 1 })
+	if v := scrape(t, srv.URL, "patchflow_partition_pinned_offset"+labels); v != 0 {
+		t.Fatalf("pinned offset %v while span-blocked, want 0", v)
+	}
+	if v := scrape(t, srv.URL, `patchflow_records_total{outcome="ok"}`); v != 3 {
+		t.Fatalf("%v records finished behind the pinned one, want the 3 its span of 4 holds", v)
+	}
+	eventually(t, "the metadata to carry the finished records", func() bool {
+		return scrape(t, srv.URL, "patchflow_partition_commit_metadata_bytes"+labels) > 0
+	})
+	eventually(t, "readiness to name the span block", func() bool {
+		code, body := get(t, srv.URL+"/readyz")
+		return code == 503 && strings.Contains(body, "pinned") && strings.Contains(body, "by offset 0") && strings.Contains(body, "span-blocked")
+	})
+	var st telemetry.Status
+	resp, err := http.Get(srv.URL + "/status.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	if err != nil || len(st.Partitions) != 1 || st.Partitions[0].SpanBlockedSeconds == nil || st.Partitions[0].SpanLimit != 4 ||
+		st.Partitions[0].MetadataBytes == 0 {
+		t.Fatalf("status.json %+v (%v)", st, err)
+	}
+	if code, body := get(t, srv.URL+"/status"); code != 200 || !strings.Contains(body, "span-blocked for") {
+		t.Fatalf("status page %d does not show the span block:\n%s", code, body)
+	}
+	close(release)
+	eventually(t, "every record committed", func() bool { return scrape(t, srv.URL, fmt.Sprintf("patchflow_partition_committed_offset%s", labels)) == 7 })
+	if v := scrape(t, srv.URL, "patchflow_partition_span_blocked"+labels); v != 0 {
+		t.Fatalf("still span-blocked (%v) once the pinned record finished", v)
+	}
+}

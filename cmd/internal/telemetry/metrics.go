@@ -107,7 +107,9 @@ var (
 	descPinnedAge   = prometheus.NewDesc("patchflow_partition_oldest_in_flight_age_seconds", "How long the oldest unfinished record has held the watermark.", partitionLabels, nil)
 	descPinned      = prometheus.NewDesc("patchflow_partition_pinned_offset", "Offset of the oldest unfinished record (the one holding the watermark).", partitionLabels, nil)
 	descLag         = prometheus.NewDesc("patchflow_partition_lag_records", "High watermark minus committed offset.", partitionLabels, nil)
-	descRecords     = prometheus.NewDesc("patchflow_records_total", "Records by outcome: ok, skipped (ignored by design, committed), dead_lettered, abandoned (left at a drain, redelivered), fenced (late completion dropped).", []string{"outcome"}, nil)
+	descRecords     = prometheus.NewDesc("patchflow_records_total", "Records by outcome: ok, skipped (ignored by design, committed), dead_lettered, resumed (finished by the partition's earlier owner, as its commit metadata said: not run again), abandoned (left at a drain, redelivered), fenced (late completion dropped).", []string{"outcome"}, nil)
+	descSpanBlocked = prometheus.NewDesc("patchflow_partition_span_blocked", "1 while the partition admits nothing because its next record is a span (LISTENER_SPAN_PER_PARTITION) past the oldest unfinished one, which patchflow_partition_pinned_offset names.", partitionLabels, nil)
+	descMetaBytes   = prometheus.NewDesc("patchflow_partition_commit_metadata_bytes", "Size of the commit metadata last marked: the offsets finished above the committed one, which a new owner does not run again.", partitionLabels, nil)
 	descSkipped     = prometheus.NewDesc("patchflow_records_skipped_total", "Records the handler skipped by design (filtered, superseded, nothing to evaluate), by reason: committed, never dead-lettered.", []string{"reason"}, nil)
 	descRetries     = prometheus.NewDesc("patchflow_retries_total", "Failed attempts that were retried, by whether the failure counted towards the record's own-failure limit (own) or came from an outage shared with other records (shared).", []string{"counted"}, nil)
 	descDLQFailures = prometheus.NewDesc("patchflow_dead_letter_write_failures_total", "Dead-letter writes that failed and are being retried (the record stays unfinished).", nil, nil)
@@ -125,7 +127,7 @@ type bridgeCollector struct {
 
 func (c *bridgeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCommitted, descAdmitted, descInFlight, descPinnedAge, descPinned, descLag, descRecords, descSkipped, descRetries, descPanics, descProcessIn,
-		descDLQFailures, descDLQBlocked, descFaults} {
+		descDLQFailures, descDLQBlocked, descFaults, descSpanBlocked, descMetaBytes} {
 		ch <- d
 	}
 }
@@ -147,9 +149,15 @@ func (c *bridgeCollector) Collect(ch chan<- prometheus.Metric) {
 			blocked = 1
 		}
 		ch <- prometheus.MustNewConstMetric(descDLQBlocked, prometheus.GaugeValue, blocked, labels...)
+		spanBlocked := 0.0
+		if !p.SpanBlocked.IsZero() {
+			spanBlocked = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descSpanBlocked, prometheus.GaugeValue, spanBlocked, labels...)
+		ch <- prometheus.MustNewConstMetric(descMetaBytes, prometheus.GaugeValue, float64(p.MetadataBytes), labels...)
 	}
 	s := c.stats()
-	for outcome, v := range map[string]int64{"ok": s.Succeeded, "skipped": s.Skipped, "dead_lettered": s.DeadLettered, "abandoned": s.Abandoned, "fenced": s.Fenced} {
+	for outcome, v := range map[string]int64{"ok": s.Succeeded, "skipped": s.Skipped, "dead_lettered": s.DeadLettered, "resumed": s.Resumed, "abandoned": s.Abandoned, "fenced": s.Fenced} {
 		ch <- prometheus.MustNewConstMetric(descRecords, prometheus.CounterValue, float64(v), outcome)
 	}
 	for reason, v := range skippedByReason(s) {

@@ -44,7 +44,7 @@ func samples(t *testing.T, c prometheus.Collector, names ...string) map[string]f
 // reason the evaluating handler gives is exported from the start (at 0),
 // and a reason it does not know (another handler's) as it comes.
 func TestSkippedRecordsByReason(t *testing.T) {
-	snap := actors.StatsSnapshot{Succeeded: 5, Skipped: 4, DeadLettered: 2, Abandoned: 1,
+	snap := actors.StatsSnapshot{Succeeded: 5, Skipped: 4, DeadLettered: 2, Abandoned: 1, Resumed: 6,
 		SkippedByReason: map[string]int64{string(messages.ReasonReporterNotAllowed): 3, "a reason of another handler": 1}}
 	c := &bridgeCollector{partitions: func() []actors.PartitionState { return nil }, stats: func() actors.StatsSnapshot { return snap }}
 	want := map[string]float64{
@@ -52,6 +52,7 @@ func TestSkippedRecordsByReason(t *testing.T) {
 		`patchflow_records_total{outcome="skipped"}`:                            4,
 		`patchflow_records_total{outcome="dead_lettered"}`:                      2,
 		`patchflow_records_total{outcome="abandoned"}`:                          1,
+		`patchflow_records_total{outcome="resumed"}`:                            6,
 		`patchflow_records_total{outcome="fenced"}`:                             0,
 		`patchflow_records_skipped_total{reason="a reason of another handler"}`: 1,
 	}

@@ -67,6 +67,9 @@ func (r *Readiness) judge(now time.Time) (bool, string) {
 			if f := p.PinnedFailure; f != nil {
 				why += fmt.Sprintf(", attempt %d failed: %s", f.GetAttempt(), f.GetError())
 			}
+			if !p.SpanBlocked.IsZero() {
+				why += fmt.Sprintf("; span-blocked for %v: nothing is admitted %d offsets past it", now.Sub(p.SpanBlocked).Round(100*time.Millisecond), p.SpanLimit)
+			}
 			return false, why
 		}
 	}

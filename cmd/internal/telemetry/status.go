@@ -41,6 +41,12 @@ type PartitionStatus struct {
 	RecordsPerSec float64 `json:"records_per_second"`
 	// DeadLetterBlocked is set while a dead-letter write keeps failing.
 	DeadLetterBlocked *DeadLetterBlockStatus `json:"dead_letter_blocked,omitempty"`
+	// SpanBlockedSeconds is set while the partition admits nothing because
+	// its next record is SpanLimit offsets past the pinned one.
+	SpanBlockedSeconds *float64 `json:"span_blocked_seconds,omitempty"`
+	SpanLimit          int64    `json:"span_limit"`
+	// MetadataBytes is the size of the commit metadata last marked.
+	MetadataBytes int `json:"commit_metadata_bytes"`
 }
 
 // DeadLetterBlockStatus is a partition's failing dead-letter write.
@@ -85,6 +91,11 @@ func (s *statusSource) snapshot() Status {
 		if b := p.DeadLetterBlocked; b != nil {
 			ps.DeadLetterBlocked = &DeadLetterBlockStatus{Offset: b.Offset, Seconds: now.Sub(b.Since).Seconds(), Writes: b.Writes, Error: b.Error}
 		}
+		if !p.SpanBlocked.IsZero() {
+			d := now.Sub(p.SpanBlocked).Seconds()
+			ps.SpanBlockedSeconds = &d
+		}
+		ps.SpanLimit, ps.MetadataBytes = p.SpanLimit, p.MetadataBytes
 		k := [2]any{p.Topic, p.Partition}
 		next[k] = p.Committed
 		if before, seen := s.prev[k]; seen && now.After(s.prevAt) && p.Committed >= before {
@@ -105,9 +116,9 @@ td,th{border:1px solid #ccc;padding:.3em .7em;text-align:right}th{background:#f3
 </style></head><body>
 <h1>patchflow listener</h1>
 <p>Readiness: {{if .Ready}}<b class="ok">ready</b>{{else}}<b class="bad">not ready</b>{{end}} ({{.Why}}) &middot; {{.Now.Format "15:04:05"}} &middot; refreshes every 2 s &middot; <a href="status.json">JSON</a></p>
-<p>In flight {{.Totals.InFlight}} &middot; succeeded {{.Totals.Succeeded}} &middot; skipped {{.Totals.Skipped}} &middot; dead-lettered {{.Totals.DeadLettered}} &middot; retried {{.Totals.Retried}} ({{.Totals.RetriedOwn}} own failures, {{.Totals.RetriedShared}} shared outages) &middot; dead-letter write failures {{.Totals.DeadLetterWriteFailures}} &middot; abandoned {{.Totals.Abandoned}} &middot; fenced {{.Totals.Fenced}}</p>
+<p>In flight {{.Totals.InFlight}} &middot; succeeded {{.Totals.Succeeded}} &middot; skipped {{.Totals.Skipped}} &middot; dead-lettered {{.Totals.DeadLettered}} &middot; retried {{.Totals.Retried}} ({{.Totals.RetriedOwn}} own failures, {{.Totals.RetriedShared}} shared outages) &middot; dead-letter write failures {{.Totals.DeadLetterWriteFailures}} &middot; resumed {{.Totals.Resumed}} (finished by an earlier owner, not run again) &middot; abandoned {{.Totals.Abandoned}} &middot; fenced {{.Totals.Fenced}}</p>
 <table id="partitions"><tr><th>topic</th><th>partition</th><th>generation</th><th>committed</th><th>admitted</th><th>high watermark</th><th>lag</th><th>in flight</th><th>oldest in flight</th><th>key</th><th>age (s)</th><th>records/s</th><th>trouble</th></tr>
-{{range .Partitions}}<tr class="partition"><td class="l">{{.Topic}}</td><td>{{.Partition}}</td><td>{{.Generation}}</td><td>{{.Committed}}</td><td>{{.Admitted}}</td><td>{{.HighWatermark}}</td><td>{{.Lag}}</td><td>{{.InFlight}}</td><td>{{with .PinnedOffset}}{{.}}{{end}}</td><td class="l">{{.PinnedKey}}</td><td>{{printf "%.1f" .PinnedSeconds}}</td><td>{{printf "%.0f" .RecordsPerSec}}</td><td class="l">{{with .DeadLetterBlocked}}<b class="bad">dead-letter write of offset {{.Offset}} failing for {{printf "%.0f" .Seconds}} s ({{.Writes}} writes): {{.Error}}</b>{{else}}{{.PinnedFailure}}{{end}}</td></tr>
+{{range .Partitions}}<tr class="partition"><td class="l">{{.Topic}}</td><td>{{.Partition}}</td><td>{{.Generation}}</td><td>{{.Committed}}</td><td>{{.Admitted}}</td><td>{{.HighWatermark}}</td><td>{{.Lag}}</td><td>{{.InFlight}}</td><td>{{with .PinnedOffset}}{{.}}{{end}}</td><td class="l">{{.PinnedKey}}</td><td>{{printf "%.1f" .PinnedSeconds}}</td><td>{{printf "%.0f" .RecordsPerSec}}</td><td class="l">{{with .DeadLetterBlocked}}<b class="bad">dead-letter write of offset {{.Offset}} failing for {{printf "%.0f" .Seconds}} s ({{.Writes}} writes): {{.Error}}</b>{{else}}{{$limit := .SpanLimit}}{{with .SpanBlockedSeconds}}<b class="bad">span-blocked for {{printf "%.0f" .}} s</b>: nothing is admitted {{$limit}} offsets past the oldest in flight. {{end}}{{.PinnedFailure}}{{end}}</td></tr>
 {{else}}<tr><td colspan="13" class="l">no partition claimed</td></tr>{{end}}
 </table>
 <h2>Skipped by reason</h2><p>Ignored by design: committed, counted, never dead-lettered.</p>
