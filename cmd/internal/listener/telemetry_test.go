@@ -405,7 +405,9 @@ func TestSpanBlockedPartitionIsVisible(t *testing.T) {
 		t.Fatalf("status page %d does not show the span block:\n%s", code, body)
 	}
 	close(release)
-	eventually(t, "every record committed", func() bool { return scrape(t, srv.URL, fmt.Sprintf("patchflow_partition_committed_offset%s", labels)) == 7 })
+	eventually(t, "every record committed", func() bool {
+		return scrape(t, srv.URL, fmt.Sprintf("patchflow_partition_committed_offset%s", labels)) == 7
+	})
 	if v := scrape(t, srv.URL, "patchflow_partition_span_blocked"+labels); v != 0 {
 		t.Fatalf("still span-blocked (%v) once the pinned record finished", v)
 	}
