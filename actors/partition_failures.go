@@ -17,8 +17,9 @@ import (
 //   - transient, spent waiting for what every record shares (a connection of
 //     the pool: messages.Congested): never an own failure;
 //   - other transient: an own failure only when the dependency it names is serving
-//     (Dependencies.ServingSince): it served a call after the attempt began,
-//     and most of its recent calls were served. A failure that names no
+//     (Dependencies.ServingSince): it served a call since the record last
+//     failed (since it was admitted, for its first failure), and most of its
+//     recent calls were served. A failure that names no
 //     dependency, or one never observed, is judged by the records of the
 //     process the same way (RecordsDependency). Otherwise the trouble is
 //     shared (an outage, or a dependency shedding load) and the failure does
@@ -43,7 +44,11 @@ func (a *PartitionActor) failed(c actor.Context, st *recordState, m *messages.Re
 		class = messages.ErrorClass_ERROR_CLASS_UNKNOWN
 	}
 	now := time.Now()
-	own := a.isOwnFailure(class, m)
+	since := st.admitted
+	if st.failures != nil {
+		since = st.failures.last.GetTime().AsTime()
+	}
+	own := a.isOwnFailure(class, m, since)
 	if class == messages.ErrorClass_ERROR_CLASS_TRANSIENT && st.failures == nil {
 		// A record adds one failure at most, however often it is retried:
 		// one retried often must not weigh more than one that failed once.
@@ -76,8 +81,14 @@ func (a *PartitionActor) failed(c actor.Context, st *recordState, m *messages.Re
 	a.startDeadLetter(c, st)
 }
 
-// isOwnFailure applies the rule above to one failed attempt.
-func (a *PartitionActor) isOwnFailure(class messages.ErrorClass, m *messages.RecordFailed) bool {
+// isOwnFailure applies the rule above to one failed attempt; since is when
+// the record last failed, or was admitted. The evidence that a dependency
+// serves others is looked for since then, not only during the attempt: an
+// attempt that fails at once (a refused call) leaves no time for a
+// neighbour to be served within it, and such a record would otherwise be
+// retried as a shared outage for ever while everything around it succeeds.
+// Whether the trouble is shared is still told by the recent calls.
+func (a *PartitionActor) isOwnFailure(class messages.ErrorClass, m *messages.RecordFailed, since time.Time) bool {
 	switch class {
 	case messages.ErrorClass_ERROR_CLASS_UNKNOWN, messages.ErrorClass_ERROR_CLASS_PANIC:
 		return true
@@ -88,13 +99,12 @@ func (a *PartitionActor) isOwnFailure(class messages.ErrorClass, m *messages.Rec
 		if m.GetStarted() == nil {
 			return false // no start time: cannot tell, so assume shared
 		}
-		started := m.GetStarted().AsTime()
 		if dep := m.GetDependency(); dep != "" {
-			if known, serving := a.deps.ServingSince(dep, started); known {
+			if known, serving := a.deps.ServingSince(dep, since); known {
 				return serving
 			}
 		}
-		_, serving := a.deps.ServingSince(RecordsDependency, started)
+		_, serving := a.deps.ServingSince(RecordsDependency, since)
 		return serving
 	}
 	return false

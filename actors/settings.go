@@ -26,7 +26,7 @@ type Settings struct {
 	// MaxAttempts is how many of a record's failures may be its own before it
 	// is dead-lettered. Own failures are unclassified ones, panics, and
 	// transient ones while the dependency they name is serving: it served a
-	// call after the attempt began and most of its recent calls (see
+	// call since the record last failed and most of its recent calls (see
 	// Dependencies). Transient failures during shared trouble (an outage, a
 	// dependency failing most calls) do not count: they are retried without
 	// limit, with backoff up to BackoffMax. Permanent failures are
