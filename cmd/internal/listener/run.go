@@ -170,7 +170,7 @@ func RunWith(ctx context.Context, cfg *Config, handler actors.Handler, logger *s
 	}
 	wg.Wait()
 	s := bridge.Stats().Snapshot()
-	logger.Info("listener stopped", "succeeded", s.Succeeded, "skipped", s.Skipped, "skipped_by_reason", s.SkippedByReason,
+	logger.Info("listener stopped", "succeeded", s.Succeeded, "skipped", s.Skipped, "skipped_by_reason", s.SkippedByReason, "resumed", s.Resumed,
 		"dead_lettered", s.DeadLettered, "retried", s.Retried, "abandoned", s.Abandoned, "fenced", s.Fenced, "panics", s.Panics)
 	return nil
 }
@@ -187,7 +187,7 @@ func logProgress(ctx context.Context, stats *actors.Stats, every time.Duration, 
 			s := stats.Snapshot()
 			done := (s.Succeeded + s.Skipped + s.DeadLettered) - (prev.Succeeded + prev.Skipped + prev.DeadLettered)
 			logger.Info("progress", "records_per_second", int64(float64(done)/now.Sub(prevAt).Seconds()),
-				"in_flight", s.InFlight, "succeeded", s.Succeeded, "skipped", s.Skipped, "dead_lettered", s.DeadLettered, "retried", s.Retried)
+				"in_flight", s.InFlight, "succeeded", s.Succeeded, "skipped", s.Skipped, "dead_lettered", s.DeadLettered, "retried", s.Retried, "resumed", s.Resumed)
 			prev, prevAt = s, now
 		}
 	}
