@@ -28,7 +28,8 @@ test: proto-check fmt-check vet lint
 	PATCHFLOW_REQUIRE_DB=1 .ci/postgres with $(GO) test -race -count=1 $(PKGS)
 
 ## test-kafka: the checks that need a real Kafka broker (a transactional producer against
-## read_committed, the dead-letter topic's size limits), against a throwaway broker on
+## read_committed, the dead-letter topic's size limits, commit metadata read back by the next
+## owner, the brokers' offset.metadata.max.bytes), against a throwaway broker on
 ## 127.0.0.1:$${KAFKA_PORT:-19092}; `make test` runs the same checks on the in-process broker
 test-kafka:
 	@set -e; \

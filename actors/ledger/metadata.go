@@ -165,7 +165,9 @@ func (l *Ledger) runs(wm, end int64) []int64 {
 		}
 	})
 	if r := l.restored; r != nil {
-		for _, iv := range r.unfinished {
+		// Intervals before the cursor lie below an offset already admitted:
+		// the ledger's own entries speak for them.
+		for _, iv := range r.unfinished[r.cursor:] {
 			from, to := max(iv.from, l.last+1, wm), min(iv.to, end)
 			if from < to {
 				add(from, to)

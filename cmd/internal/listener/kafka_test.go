@@ -538,3 +538,30 @@ func readOneDeadLetter(t *testing.T, brokers []string, version, topic string) *m
 	}
 	return nil
 }
+
+// --- the commit metadata's size limit -------------------------------------
+
+// On Apache Kafka (offset.metadata.max.bytes 4,096 by default, as .ci/kafka
+// keeps it) a configured limit above the brokers' is lowered to theirs, and
+// one below it stands: a commit whose metadata passes the brokers' limit is
+// refused whole, offset included.
+func TestRealBrokerCommitMetadataLimitFollowsTheBrokers(t *testing.T) {
+	brokers, version := realBroker(t)
+	admin := testAdmin(t, brokers, version)
+	logger := slog.New(slog.DiscardHandler)
+	if got := commitMetadataLimit(admin, 8000, logger); got != 4096 {
+		t.Fatalf("limit %d with 8,000 configured, want the brokers' 4,096", got)
+	}
+	if got := commitMetadataLimit(admin, 1000, logger); got != 1000 {
+		t.Fatalf("limit %d with 1,000 configured, want 1,000", got)
+	}
+}
+
+// A broker that does not report offset.metadata.max.bytes (kfake) leaves
+// the configured limit.
+func TestCommitMetadataLimitWithoutTheBrokersValue(t *testing.T) {
+	admin := testAdmin(t, kfakeBroker(t, nil), "3.6.0")
+	if got := commitMetadataLimit(admin, 4096, slog.New(slog.DiscardHandler)); got != 4096 {
+		t.Fatalf("limit %d, want the configured 4,096", got)
+	}
+}

@@ -75,6 +75,9 @@ func RunWith(ctx context.Context, cfg *Config, handler actors.Handler, logger *s
 		return fmt.Errorf("connect to Kafka at %v: %w", k.Brokers, err)
 	}
 	k.DeadLetterMaxBytes, err = ensureDeadLetterTopic(admin, k.Topic, k.DLQTopic, logger)
+	if err == nil && cfg.Pipeline.CommitMetadataMaxBytes > 0 {
+		cfg.Pipeline.CommitMetadataMaxBytes = commitMetadataLimit(admin, cfg.Pipeline.CommitMetadataMaxBytes, logger)
+	}
 	_ = admin.Close()
 	if err != nil {
 		return err

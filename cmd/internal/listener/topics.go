@@ -134,6 +134,28 @@ func maxMessageBytes(admin sarama.ClusterAdmin, topic string) (int, error) {
 // brokerMessageMaxBytes reads message.max.bytes from one broker of the
 // cluster.
 func brokerMessageMaxBytes(admin sarama.ClusterAdmin) (int, error) {
+	return brokerBytes(admin, "message.max.bytes")
+}
+
+// commitMetadataLimit returns the commit metadata limit to use: the one
+// configured, lowered to the brokers' offset.metadata.max.bytes when that is
+// smaller (a broker refuses the whole commit, offset included, when the
+// metadata passes it). When the brokers' value cannot be read, the
+// configured one stands.
+func commitMetadataLimit(admin sarama.ClusterAdmin, configured int, logger *slog.Logger) int {
+	limit, err := brokerBytes(admin, "offset.metadata.max.bytes")
+	switch {
+	case err != nil:
+		logger.Debug("cannot read the brokers' offset.metadata.max.bytes; keeping LISTENER_COMMIT_METADATA_MAX_BYTES", "limit", configured, "error", err)
+	case limit < configured:
+		logger.Info("commit metadata limited to the brokers' offset.metadata.max.bytes", "limit", limit, "configured", configured)
+		return limit
+	}
+	return configured
+}
+
+// brokerBytes reads a size setting from one broker of the cluster.
+func brokerBytes(admin sarama.ClusterAdmin, name string) (int, error) {
 	brokers, _, err := admin.DescribeCluster()
 	if err != nil {
 		return 0, fmt.Errorf("describe cluster: %w", err)
@@ -142,16 +164,16 @@ func brokerMessageMaxBytes(admin sarama.ClusterAdmin) (int, error) {
 		return 0, errors.New("describe cluster: no brokers")
 	}
 	id := strconv.Itoa(int(brokers[0].ID()))
-	entries, err := describeConfig(admin, sarama.ConfigResource{Type: sarama.BrokerResource, Name: id, ConfigNames: []string{"message.max.bytes"}})
+	entries, err := describeConfig(admin, sarama.ConfigResource{Type: sarama.BrokerResource, Name: id, ConfigNames: []string{name}})
 	if err != nil {
 		return 0, fmt.Errorf("describe configuration of broker %s: %w", id, err)
 	}
 	for _, e := range entries {
-		if e.Name == "message.max.bytes" {
-			return parseBytes("message.max.bytes of broker "+id, e.Value)
+		if e.Name == name {
+			return parseBytes(name+" of broker "+id, e.Value)
 		}
 	}
-	return 0, fmt.Errorf("broker %s did not report message.max.bytes", id)
+	return 0, fmt.Errorf("broker %s did not report %s", id, name)
 }
 
 // describeConfig returns the configuration entries of one resource.
