@@ -350,6 +350,7 @@ func (b *Bridge) feed(ctx context.Context, claim sarama.ConsumerGroupClaim, work
 	stopped := worker.Stopped()
 	records := claim.Messages()
 	cc, span := entry.credits, entry.span
+	last := int64(-1) // the last offset admitted
 	for first := true; ; first = false {
 		var msg *sarama.ConsumerMessage
 		select {
@@ -370,9 +371,9 @@ func (b *Bridge) feed(ctx context.Context, claim sarama.ConsumerGroupClaim, work
 			// No watermark of the claim can be below its first record.
 			span.Advance(msg.Offset)
 		}
-		if !span.admits(msg.Offset) {
+		if !span.admits(msg.Offset, last) {
 			entry.spanBlockedSince.Store(time.Now().UnixNano())
-			ok := span.wait(ctx, msg.Offset, stopped, ended)
+			ok := span.wait(ctx, msg.Offset, last, stopped, ended)
 			entry.spanBlockedSince.Store(0)
 			if !ok {
 				return endReason(ctx, stopped)
@@ -387,6 +388,8 @@ func (b *Bridge) feed(ctx context.Context, claim sarama.ConsumerGroupClaim, work
 				return endReason(ctx, stopped)
 			}
 		}
+		span.admitted(msg.Offset, last)
+		last = msg.Offset
 		worker.Admit(recordOf(msg))
 	}
 }

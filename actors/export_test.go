@@ -5,8 +5,11 @@ import "context"
 // Deliverable is deliverable, for the settle probe's tests.
 var Deliverable = deliverable
 
-// SpanWait is Span.wait without stop or end channels.
-func SpanWait(s *Span, ctx context.Context, offset int64) bool { return s.wait(ctx, offset, nil, nil) }
+// SpanWait is Span.wait without stop or end channels, with records
+// admitted up to last.
+func SpanWait(s *Span, ctx context.Context, offset, last int64) bool {
+	return s.wait(ctx, offset, last, nil, nil)
+}
 
 // ResumeOf exposes resumeOf.
 var ResumeOf = resumeOf

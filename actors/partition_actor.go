@@ -364,8 +364,7 @@ func (a *PartitionActor) finish(c actor.Context, st *recordState, done *messages
 func (a *PartitionActor) resumed(c actor.Context, off int64) {
 	a.cfg.Release(1)
 	a.stats.resumed.Add(1)
-	_ = a.ledger.Admit(off) // admitted above it, in order: cannot be refused
-	advanced, _ := a.ledger.Finish(off)
+	advanced, _ := a.ledger.Finish(off) // admitted by the caller: cannot be refused
 	a.gauges.admitted.Store(off)
 	a.progressed(c, advanced)
 }

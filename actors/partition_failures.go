@@ -18,8 +18,8 @@ import (
 //     the pool: messages.Congested): never an own failure;
 //   - other transient: an own failure only when the dependency it names is serving
 //     (Dependencies.ServingSince): it served a call since the record last
-//     failed (since it was admitted, for its first failure), and most of its
-//     recent calls were served. A failure that names no
+//     failed (since the attempt began, for its first failure), and most of
+//     its recent calls were served. A failure that names no
 //     dependency, or one never observed, is judged by the records of the
 //     process the same way (RecordsDependency). Otherwise the trouble is
 //     shared (an outage, or a dependency shedding load) and the failure does
@@ -44,7 +44,7 @@ func (a *PartitionActor) failed(c actor.Context, st *recordState, m *messages.Re
 		class = messages.ErrorClass_ERROR_CLASS_UNKNOWN
 	}
 	now := time.Now()
-	since := st.admitted
+	since := m.GetStarted().AsTime() // the first failure: since the attempt began
 	if st.failures != nil {
 		since = st.failures.last.GetTime().AsTime()
 	}
@@ -82,12 +82,17 @@ func (a *PartitionActor) failed(c actor.Context, st *recordState, m *messages.Re
 }
 
 // isOwnFailure applies the rule above to one failed attempt; since is when
-// the record last failed, or was admitted. The evidence that a dependency
-// serves others is looked for since then, not only during the attempt: an
-// attempt that fails at once (a refused call) leaves no time for a
-// neighbour to be served within it, and such a record would otherwise be
-// retried as a shared outage for ever while everything around it succeeds.
-// Whether the trouble is shared is still told by the recent calls.
+// the record last failed, or when its first attempt began. The evidence that
+// a dependency serves others is looked for since the last failure, not only
+// during the attempt: an attempt that fails at once (a refused call) leaves
+// no time for a neighbour to be served within it, and such a record would
+// otherwise be retried as a shared outage for ever while everything around
+// it succeeds (its first failure still needs service during the attempt, so
+// it takes one attempt more). Whether the trouble is shared is told by the
+// recent calls: a dependency failing for many records drops below the
+// healthy share within a few calls. What cannot be told apart: a dependency
+// down exactly when this record calls it and serving every other call in
+// between counts as this record's own trouble.
 func (a *PartitionActor) isOwnFailure(class messages.ErrorClass, m *messages.RecordFailed, since time.Time) bool {
 	switch class {
 	case messages.ErrorClass_ERROR_CLASS_UNKNOWN, messages.ErrorClass_ERROR_CLASS_PANIC:

@@ -12,10 +12,19 @@ import (
 	"github.com/patchflow/patchflow/actors/ledger"
 )
 
-// CommittedReader returns the group's committed offset of a partition and
-// the metadata committed with it; offset is negative when there is none. It
+// Committed is what a group committed for a partition, and where the
+// partition ended when it was read.
+type Committed struct {
+	Offset   int64 // negative when the group committed none
+	Metadata string
+	// End is the partition's end offset (its high watermark): no finished
+	// offset can lie at or past it.
+	End int64
+}
+
+// CommittedReader returns what the group committed for a partition. It
 // returns by ctx's deadline.
-type CommittedReader func(ctx context.Context, topic string, partition int32) (offset int64, metadata string, err error)
+type CommittedReader func(ctx context.Context, topic string, partition int32) (Committed, error)
 
 // resumeReadTimeout bounds the read of the committed metadata as a claim
 // starts; past it the claim starts without it (and replays).
@@ -23,50 +32,57 @@ const resumeReadTimeout = 5 * time.Second
 
 // NewCommittedReader returns a CommittedReader that asks the group's
 // coordinator through client (one OffsetFetch, once more after refreshing
-// the coordinator if the first fails).
+// the coordinator if the first fails), then the partition's leader for its
+// end offset. A read that outlives ctx is left to finish in the background,
+// bounded by the client's network timeouts.
 func NewCommittedReader(client sarama.Client, group string) CommittedReader {
 	version := client.Config().Version
-	fetch := func(topic string, partition int32) (int64, string, error) {
+	fetch := func(topic string, partition int32) (Committed, error) {
 		coordinator, err := client.Coordinator(group)
 		if err != nil {
-			return 0, "", fmt.Errorf("coordinator of group %q: %w", group, err)
+			return Committed{}, fmt.Errorf("coordinator of group %q: %w", group, err)
 		}
 		resp, err := coordinator.FetchOffset(sarama.NewOffsetFetchRequest(version, group, map[string][]int32{topic: {partition}}))
 		if err != nil {
-			return 0, "", err
+			return Committed{}, err
 		}
 		if resp.Err != sarama.ErrNoError {
-			return 0, "", resp.Err
+			return Committed{}, resp.Err
 		}
 		block := resp.GetBlock(topic, partition)
 		if block == nil {
-			return 0, "", errors.New("no answer for the partition")
+			return Committed{}, errors.New("no answer for the partition")
 		}
 		if block.Err != sarama.ErrNoError {
-			return 0, "", block.Err
+			return Committed{}, block.Err
 		}
-		return block.Offset, block.Metadata, nil
+		return Committed{Offset: block.Offset, Metadata: block.Metadata}, nil
 	}
-	return func(ctx context.Context, topic string, partition int32) (int64, string, error) {
+	return func(ctx context.Context, topic string, partition int32) (Committed, error) {
 		type answer struct {
-			offset int64
-			meta   string
-			err    error
+			c   Committed
+			err error
 		}
 		done := make(chan answer, 1)
 		go func() {
-			off, meta, err := fetch(topic, partition)
+			c, err := fetch(topic, partition)
 			if err != nil && ctx.Err() == nil {
 				_ = client.RefreshCoordinator(group)
-				off, meta, err = fetch(topic, partition)
+				c, err = fetch(topic, partition)
 			}
-			done <- answer{off, meta, err}
+			if err == nil && c.Metadata != "" {
+				c.End, err = client.GetOffset(topic, partition, sarama.OffsetNewest)
+				if err != nil {
+					err = fmt.Errorf("end offset: %w", err)
+				}
+			}
+			done <- answer{c, err}
 		}()
 		select {
 		case a := <-done:
-			return a.offset, a.meta, a.err
+			return a.c, a.err
 		case <-ctx.Done():
-			return 0, "", ctx.Err()
+			return Committed{}, ctx.Err()
 		}
 	}
 }
@@ -74,24 +90,29 @@ func NewCommittedReader(client sarama.Client, group string) CommittedReader {
 // resumeOf decides whether the committed metadata may skip records of a
 // claim that began at initial. It may only when the metadata is ours,
 // intact, and speaks of the very commit the claim began at: its base is the
-// committed offset, and sarama started the claim there (not at the oldest
-// offset after the committed one fell out of range, say). Otherwise it
-// returns nil and why; the claim then replays everything from where it
-// began, which is safe. why is empty when there is simply no metadata.
-func resumeOf(initial, committed int64, metadata string) (resume *ledger.Resume, why string) {
-	if metadata == "" {
+// committed offset, sarama started the claim there (not at the oldest
+// offset after the committed one fell out of range, say), and it speaks of
+// no offset at or past the partition's end (which no record finished could
+// be: a log truncated by an unclean leader election, or metadata another
+// writer forged). Otherwise it returns nil and why; the claim then replays
+// everything from where it began, which is safe. why is empty when there is
+// simply no metadata.
+func resumeOf(initial int64, c Committed) (resume *ledger.Resume, why string) {
+	if c.Metadata == "" {
 		return nil, ""
 	}
-	r, err := ledger.DecodeMetadata(metadata)
+	r, err := ledger.DecodeMetadata(c.Metadata)
 	switch {
 	case errors.Is(err, ledger.ErrForeignMetadata):
 		return nil, "the commit metadata is not in a format of this listener (another client, or another version, committed it)"
 	case err != nil:
 		return nil, err.Error()
-	case r.Base != committed:
-		return nil, fmt.Sprintf("the commit metadata speaks of offset %d, not of the committed offset %d (another client committed without it)", r.Base, committed)
-	case initial != committed:
-		return nil, fmt.Sprintf("the claim began at %d, not at the committed offset %d", initial, committed)
+	case r.Base != c.Offset:
+		return nil, fmt.Sprintf("the commit metadata speaks of offset %d, not of the committed offset %d (another client committed without it)", r.Base, c.Offset)
+	case initial != c.Offset:
+		return nil, fmt.Sprintf("the claim began at %d, not at the committed offset %d", initial, c.Offset)
+	case r.End > c.End:
+		return nil, fmt.Sprintf("the commit metadata speaks of offsets up to %d, past the partition's end %d (its log was truncated, or another client wrote it)", r.End-1, c.End)
 	}
 	return &r, ""
 }
@@ -104,14 +125,14 @@ func (b *Bridge) readResume(ctx context.Context, claim sarama.ConsumerGroupClaim
 	}
 	ctx, cancel := context.WithTimeout(ctx, resumeReadTimeout)
 	defer cancel()
-	committed, meta, err := b.cfg.Committed(ctx, claim.Topic(), claim.Partition())
+	c, err := b.cfg.Committed(ctx, claim.Topic(), claim.Partition())
 	if err != nil {
 		log.Warn("could not read the commit metadata; replaying every record above the committed offset", "error", err)
 		return nil
 	}
-	r, why := resumeOf(claim.InitialOffset(), committed, meta)
+	r, why := resumeOf(claim.InitialOffset(), c)
 	if why != "" {
-		log.Warn("commit metadata ignored; replaying every record above the committed offset", "why", why, "metadata_bytes", len(meta))
+		log.Warn("commit metadata ignored; replaying every record above the committed offset", "why", why, "metadata_bytes", len(c.Metadata))
 	}
 	return r
 }

@@ -230,24 +230,24 @@ func resumeAfterHandover(t *testing.T, k actors.KafkaSettings) {
 	})
 	stop()
 	checkCredits(t, b1)
-	offset, meta, err := reader(context.Background(), k.Topic, 0)
+	c, err := reader(context.Background(), k.Topic, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := ledger.DecodeMetadata(meta)
-	if err != nil || offset != 0 || r.Base != 0 || r.End != n || r.Unfinished() != 1 {
-		t.Fatalf("committed %d with metadata %q (%+v, %v); want 0, speaking of 1-%d finished", offset, meta, r, err, n-1)
+	r, err := ledger.DecodeMetadata(c.Metadata)
+	if err != nil || c.Offset != 0 || r.Base != 0 || r.End != n || r.Unfinished() != 1 || c.End != n {
+		t.Fatalf("committed %+v (%+v, %v); want 0, speaking of 1-%d finished, the partition ending at %d", c, r, err, n-1, n)
 	}
-	if len(meta) > 40 {
-		t.Fatalf("metadata of %d bytes for one unfinished record: %q", len(meta), meta)
+	if len(c.Metadata) > 40 {
+		t.Fatalf("metadata of %d bytes for one unfinished record: %q", len(c.Metadata), c.Metadata)
 	}
 
 	second := &callLog{calls: map[int64]int{}}
 	b2 := newBridge(second)
 	stop = runMember(t, k, s, b2, nil)
 	waitFor2(t, "the partition committed to its end", 30*time.Second, func() bool {
-		off, _, err := reader(context.Background(), k.Topic, 0)
-		return err == nil && off == n
+		c, err := reader(context.Background(), k.Topic, 0)
+		return err == nil && c.Offset == n
 	})
 	stop()
 	checkCredits(t, b2)
@@ -277,18 +277,21 @@ func TestResumeIgnoresForeignMetadata(t *testing.T) {
 		name               string
 		initial, committed int64
 		metadata           string
+		end                int64
 		want               bool
 		why                string
 	}{
-		{"ours", 5, 5, meta, true, ""},
-		{"none", 5, 5, "", false, ""},
-		{"another client's", 5, 5, "{\"consumer\":\"x\"}", false, "not in a format of this listener"},
-		{"damaged", 5, 5, meta[:len(meta)-1] + "0", false, "checksum"},
-		{"left behind by another client's commit", 7, 7, meta, false, "not of the committed offset 7"},
-		{"claim began elsewhere", 0, 5, meta, false, "the claim began at 0"},
+		{"ours", 5, 5, meta, 10, true, ""},
+		{"ours, the partition grown since", 5, 5, meta, 5000, true, ""},
+		{"none", 5, 5, "", 10, false, ""},
+		{"another client's", 5, 5, "{\"consumer\":\"x\"}", 10, false, "not in a format of this listener"},
+		{"damaged", 5, 5, meta[:len(meta)-1] + "0", 10, false, "checksum"},
+		{"left behind by another client's commit", 7, 7, meta, 10, false, "not of the committed offset 7"},
+		{"claim began elsewhere", 0, 5, meta, 10, false, "the claim began at 0"},
+		{"past the partition's end (a truncated log)", 5, 5, meta, 9, false, "past the partition's end 9"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, why := actors.ResumeOf(tc.initial, tc.committed, tc.metadata)
+			r, why := actors.ResumeOf(tc.initial, actors.Committed{Offset: tc.committed, Metadata: tc.metadata, End: tc.end})
 			if (r != nil) != tc.want || !strings.Contains(why, tc.why) {
 				t.Fatalf("resumeOf = %v, %q; want resume %v, why containing %q", r, why, tc.want, tc.why)
 			}

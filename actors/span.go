@@ -54,20 +54,33 @@ func (s *Span) Watermark() int64 { return s.watermark.Load() }
 // Limit returns the span in offsets.
 func (s *Span) Limit() int64 { return s.limit }
 
-// admits reports whether offset may be admitted now. Before the first
-// Advance every offset may: the bridge publishes the first admitted offset
-// itself, which no watermark of the claim can be below.
-func (s *Span) admits(offset int64) bool {
+// admits reports whether offset may be admitted now, after last, the last
+// offset admitted (-1 before the first). Before the first Advance every
+// offset may: the bridge publishes the first admitted offset itself, which
+// no watermark of the claim can be below. Once every admitted record is
+// finished (the watermark is past last), any offset may too, however far
+// it lies (a gap of compacted or aborted records wider than the span): no
+// record is left to pin the partition.
+func (s *Span) admits(offset, last int64) bool {
 	wm := s.watermark.Load()
-	return wm < 0 || offset < wm+s.limit
+	return wm < 0 || offset < wm+s.limit || wm > last
 }
 
-// wait returns true once offset may be admitted, or false when ctx is done
-// or stop or ended closes first (a nil channel never does). What ends it: the
-// worker's watermark moving far enough (the record pinning it finishes), the
+// admitted tells the span that the bridge admitted offset after last. When
+// every record before it was finished, offset is the claim's watermark now.
+func (s *Span) admitted(offset, last int64) {
+	if s.watermark.Load() > last {
+		s.Advance(offset)
+	}
+}
+
+// wait returns true once offset may be admitted after last, or false when
+// ctx is done or stop or ended closes first (a nil channel never does). What
+// ends it: the worker's watermark moving far enough (the record pinning it
+// finishes: the watermark then moves within the span, or past last), the
 // worker stopping, or the claim or its session ending.
-func (s *Span) wait(ctx context.Context, offset int64, stop, ended <-chan struct{}) bool {
-	for !s.admits(offset) {
+func (s *Span) wait(ctx context.Context, offset, last int64, stop, ended <-chan struct{}) bool {
+	for !s.admits(offset, last) {
 		select {
 		case <-s.moved:
 		case <-ctx.Done():

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
+
 	"github.com/patchflow/patchflow/actors"
 	"github.com/patchflow/patchflow/actors/ordering"
 	"github.com/patchflow/patchflow/messages"
@@ -125,7 +127,7 @@ func TestSpanWaitsForTheWatermark(t *testing.T) {
 		t.Fatalf("watermark %d after a lower Advance, want 100", got)
 	}
 	admitted := make(chan bool, 1)
-	go func() { admitted <- actors.SpanWait(sp, context.Background(), 115) }()
+	go func() { admitted <- actors.SpanWait(sp, context.Background(), 115, 112) }()
 	sp.Advance(103) // 115 is still 10 or more past it
 	select {
 	case <-admitted:
@@ -142,7 +144,7 @@ func TestSpanWaitsForTheWatermark(t *testing.T) {
 		t.Fatal("offset 115 not admitted once the watermark reached 106")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() { admitted <- actors.SpanWait(sp, ctx, 1000) }()
+	go func() { admitted <- actors.SpanWait(sp, ctx, 1000, 112) }()
 	cancel()
 	select {
 	case ok := <-admitted:
@@ -151,5 +153,60 @@ func TestSpanWaitsForTheWatermark(t *testing.T) {
 		}
 	case <-time.After(2 * time.Second):
 		t.Fatal("wait did not end with its context")
+	}
+}
+
+// newGapClaim returns a claim holding the given offsets, as a compacted
+// topic or one with aborted transactions delivers them.
+func newGapClaim(t *testing.T, offsets ...int64) *fakeClaim {
+	c := &fakeClaim{msgs: make(chan *sarama.ConsumerMessage, len(offsets)), errs: make(chan *sarama.ConsumerError)}
+	for _, o := range offsets {
+		c.msgs <- &sarama.ConsumerMessage{Topic: "events", Offset: o, Key: []byte{byte(o)}}
+	}
+	t.Cleanup(c.close)
+	return c
+}
+
+// A gap in the offsets wider than the span (a long aborted transaction,
+// compaction) never stops the partition: once every admitted record is
+// finished nothing pins it, and the next record is admitted however far it
+// lies; also after a pinned record finishes.
+func TestBridgeSpanCrossesGapsWiderThanItself(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		offsets []int64
+		pinned  bool
+	}{
+		{"nothing in flight", []int64{0, 1, 100, 101, 5000}, false},
+		{"after a pinned record", []int64{0, 1, 2, 3, 4, 100, 101}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := testSettings(ordering.Unordered)
+			s.InFlightPerPartition = 4
+			s.SpanPerPartition = 8
+			h := &pinnedHandler{release: make(chan struct{})}
+			if !tc.pinned {
+				close(h.release)
+			}
+			b := newTestBridge(t, s, h)
+			marker := &recordingMarker{}
+			sess := &fakeSession{ctx: context.Background(), marker: marker}
+			claim := newGapClaim(t, tc.offsets...)
+			returned := make(chan error, 1)
+			go func() { returned <- b.ConsumeClaim(sess, claim) }()
+			if tc.pinned {
+				waitFor(t, "the records behind the pinned one", func() bool { return h.done.Load() == 4 })
+				close(h.release)
+			}
+			waitFor(t, "every record handled", func() bool { return h.done.Load() == int64(len(tc.offsets)) })
+			claim.close()
+			if err := <-returned; err != nil {
+				t.Fatal(err)
+			}
+			if got, want := marker.get(0), tc.offsets[len(tc.offsets)-1]+1; got != want {
+				t.Fatalf("final mark %d, want %d", got, want)
+			}
+			checkCredits(t, b)
+		})
 	}
 }

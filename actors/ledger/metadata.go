@@ -22,10 +22,11 @@ package ledger
 //	       lowercase hex digits
 //
 // Why runs of the unfinished: a partition never holds more than S records
-// in flight, so the runs number at most 2 × S + 1 however far the finished
-// offsets reach past a pinned record; in decimal they stay a few hundred
-// bytes at the default S = 64, and no compression or base64 step pays for
-// its obscurity at that size. When the encoding would pass the size limit it
+// in flight, so an owner's own runs number at most 2 × S + 1 however far the
+// finished offsets reach past a pinned record (until it has been handed
+// them again, it also carries the runs its predecessor committed); in
+// decimal they stay a few hundred bytes at the default S = 64, and no
+// compression or base64 step pays for its obscurity at that size. When the encoding would pass the size limit it
 // degrades, never blocks: it speaks of fewer offsets, dropping whole
 // (unfinished, finished) pairs from the end, so the offsets it no longer
 // covers are replayed. That is safe: the metadata only ever claims finished
