@@ -40,6 +40,8 @@ func (r *Report) WriteMarkdown(path string) error {
 	r.overheadTable(&b)
 	r.endToEndTable(&b)
 	r.memoryTable(&b)
+	r.pinnedTable(&b)
+	r.crashTable(&b)
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
@@ -87,7 +89,75 @@ func (r *Report) targets() [][4]string {
 			fmt.Sprintf("%.0f MiB with a backlog of %d records, %.0f MiB with %d (%.2f ×)", small.PeakRSSMiB, small.Backlog, large.PeakRSSMiB, large.Backlog, growth),
 			metText(growth <= memoryFlatFactor)})
 	}
+	if p := r.pinned(ListenerAfter); p != nil {
+		ok := p.SpanBlocked == p.Partitions && p.AdmittedInHold == 0 && p.MaxPastPin < p.SpanLimit
+		measured := fmt.Sprintf("%d of %d partitions span-blocked%s; at most %d offsets admitted past the pin (span %d); %d admitted in the last %.0f s; peak RSS %.0f MiB",
+			max(p.SpanBlocked, 0), p.Partitions, blockedAfter(p), p.MaxPastPin, p.SpanLimit, p.AdmittedInHold, p.HoldSeconds, p.PeakRSSMiB)
+		if b := r.pinned(ListenerBefore); b != nil {
+			measured += fmt.Sprintf(" (before this issue: %d admitted, up to %d past the pin, %.0f MiB)", b.Admitted, b.MaxPastPin, b.PeakRSSMiB)
+		}
+		rows = append(rows, [4]string{"5. memory, a pinned record (kafka)", fmt.Sprintf("admission stops at the span: every partition span-blocked, fewer than the span admitted past the pin, none in the last %.0f s", p.HoldSeconds),
+			measured, metText(ok)})
+	}
+	if after := r.crash(ListenerAfter); len(after) > 0 {
+		lost := int64(0)
+		for _, c := range r.Crash {
+			lost += c.Never
+		}
+		twice := meanOf(after, func(c CrashResult) float64 { return float64(c.HandledTwice) })
+		target := "nothing lost; fewer records handled twice than the listener before this issue"
+		measured := fmt.Sprintf("%.0f handled twice (mean of %d)", twice, len(after))
+		ok := lost == 0
+		if before := r.crash(ListenerBefore); len(before) > 0 {
+			was := meanOf(before, func(c CrashResult) float64 { return float64(c.HandledTwice) })
+			measured += fmt.Sprintf(", before this issue %.0f (%.2f ×)", was, twice/max(was, 1))
+			ok = ok && twice < was
+		} else {
+			target = "nothing lost"
+		}
+		measured += fmt.Sprintf("; %d never handled", lost)
+		rows = append(rows, [4]string{"6. crash replay (kafka)", target, measured, metText(ok)})
+	}
 	return rows
+}
+
+func blockedAfter(p *PinnedResult) string {
+	if p.BlockedAfter < 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (all %.1f s after the start)", p.BlockedAfter)
+}
+
+// pinned returns the pinned-record result of listener, or nil.
+func (r *Report) pinned(listener string) *PinnedResult {
+	for i := range r.Pinned {
+		if r.Pinned[i].Listener == listener {
+			return &r.Pinned[i]
+		}
+	}
+	return nil
+}
+
+// crash returns the crash-replay rounds of listener.
+func (r *Report) crash(listener string) []CrashResult {
+	var out []CrashResult
+	for _, c := range r.Crash {
+		if c.Listener == listener {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func meanOf[T any](v []T, f func(T) float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := 0.0
+	for _, x := range v {
+		s += f(x)
+	}
+	return s / float64(len(v))
 }
 
 func (r *Report) latencyTable(b *strings.Builder) {
@@ -270,4 +340,70 @@ func (r *Report) endToEnd(name string) *EndToEndResult {
 		}
 	}
 	return nil
+}
+
+func orDash(v int, text string) string {
+	if v < 0 {
+		return "–"
+	}
+	return text
+}
+
+func (r *Report) pinnedTable(b *strings.Builder) {
+	if len(r.Pinned) == 0 {
+		return
+	}
+	p := r.Pinned[0]
+	fmt.Fprintf(b, "\n### A record that never finishes\n\nThe listener binary on the topic of %d records above, with a group of its own: the simulated handler (L = %.0f ms) holds the record at offset %d of every partition until its context ends (`LISTENER_SIMULATED_PIN_OFFSET`), so every watermark stays there while the records after it finish. G = %d, S = %d; the span limit is `LISTENER_SPAN_PER_PARTITION`'s default, %d × S. "+
+		"The figures come from the listener's `/status.json` (per partition: admitted and committed offsets, records in flight, `span_blocked_seconds`, `span_limit`, `commit_metadata_bytes`; the listener before this issue shows no span), read %.0f s before the end of the %.0f s window and at its end, and peak RSS from the kernel (VmHWM). "+
+		"**before** is the listener at %s (the commit before this issue, with the same measurement knobs), which had no span limit; its ledger held every offset from the pin to the highest admitted.\n\n",
+		p.Backlog, p.LatencyMS, p.PinOffset, p.Concurrency, p.PerPartition, r.spanFactor(), p.HoldSeconds, p.Seconds, BeforeCommit)
+	fmt.Fprintf(b, "| listener | span limit | admitted | most admitted past the pin | admitted in the last %.0f s | in flight | committed | span-blocked partitions | all blocked after s | largest metadata bytes | peak RSS MiB | RSS at end MiB |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n", p.HoldSeconds)
+	for _, p := range r.Pinned {
+		span := "none"
+		if p.SpanLimit > 0 {
+			span = fmt.Sprint(p.SpanLimit)
+		}
+		after := "–"
+		if p.BlockedAfter >= 0 {
+			after = fmt.Sprintf("%.1f", p.BlockedAfter)
+		}
+		fmt.Fprintf(b, "| %s | %s | %d | %d | %d | %d | %d | %s | %s | %s | %.0f | %.0f |\n", p.Listener, span, p.Admitted, p.MaxPastPin, p.AdmittedInHold, p.InFlight, p.Committed,
+			orDash(p.SpanBlocked, fmt.Sprintf("%d of %d", p.SpanBlocked, p.Partitions)), after, orDash(p.MetadataMaxBytes, fmt.Sprint(p.MetadataMaxBytes)), p.PeakRSSMiB, p.FinalRSSMiB)
+	}
+}
+
+// spanFactor is the default span in multiples of S, from the after result.
+func (r *Report) spanFactor() int {
+	if p := r.pinned(ListenerAfter); p != nil && p.PerPartition > 0 {
+		return int(p.SpanLimit) / p.PerPartition
+	}
+	return 0
+}
+
+func (r *Report) crashTable(b *strings.Builder) {
+	if len(r.Crash) == 0 {
+		return
+	}
+	c := r.Crash[0]
+	fmt.Fprintf(b, "\n## 6. Crash replay\n\nThe listener binary in its own process on a topic of %d records of %d bytes (%d partitions, %d keys), the simulated handler at L = %.0f ms, G = %d (S = %d), key ordering, Apache Kafka. "+
+		"Once the first process's record log holds half the records it is killed with SIGKILL; the group's committed offsets and metadata are read (`ListConsumerGroupOffsets`); a second process of the same binary then runs until the committed offsets reach the end offsets, and is stopped with SIGTERM. "+
+		"The simulated handler writes a line per record it completes, before the record counts as done, unbuffered with O_APPEND (`LISTENER_SIMULATED_RECORD_LOG`), so a line is never lost to the kill. "+
+		"**Handled twice**: records in both processes' logs (or twice in one); **never handled**: records below the end offsets in neither (must be 0). "+
+		"**Committed below** is the records below the committed offsets after the kill, **named finished** the offsets above them that the commit metadata names finished (the second process does not run them), **completed, not covered** what the first process completed that neither covers: the records it runs again. "+
+		"sarama sends the marked offsets every second, so the records completed since the last commit are replayed whatever the metadata says: **completed in its last second** shows how many that can be. **Ran though covered** counts records the second process ran although the commit covered them (0 unless a resume failed). "+
+		"**before** is the listener at %s, the commit before this issue (commits carry only the watermark), built with the same two measurement knobs (`.ci/listener-before`); **after** is this one. Rounds alternate between the two.\n\n",
+		c.Records, c.RecordBytes, c.Partitions, c.Keys, c.LatencyMS, c.Concurrency, c.PerPartition, BeforeCommit)
+	b.WriteString("| listener | round | handled before the kill | records/s before the kill | completed in its last second | committed below | named finished | metadata bytes (largest partition) | completed, not covered | handled twice | ran though covered | never handled | restart s | finish s | records/s after the restart |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, c := range r.Crash {
+		fmt.Fprintf(b, "| %s | %d | %d | %.0f | %d | %d | %d | %d (%d) | %d | %d | %d | %d | %.1f | %.1f | %.0f |\n", c.Listener, c.Round, c.HandledBeforeKill, c.FirstRate, c.LastSecond,
+			c.CommittedBelow, c.NamedFinished, c.MetadataBytes, c.MetadataMaxBytes, c.NotCovered, c.HandledTwice, c.RanCovered, c.Never, c.RestartSeconds, c.FinishSeconds, c.SecondRate)
+	}
+	before, after := r.crash(ListenerBefore), r.crash(ListenerAfter)
+	if len(before) > 0 && len(after) > 0 {
+		twice := func(c CrashResult) float64 { return float64(c.HandledTwice) }
+		rate := func(c CrashResult) float64 { return c.FirstRate }
+		fmt.Fprintf(b, "\nMeans: handled twice %.0f before, %.0f after (%.2f ×); records/s before the kill %.0f before, %.0f after (%.2f ×). The restart time is mostly the group waiting out the killed member's session (`KAFKA_SESSION_TIMEOUT`, 10 s).\n",
+			meanOf(before, twice), meanOf(after, twice), meanOf(after, twice)/max(meanOf(before, twice), 1), meanOf(before, rate), meanOf(after, rate), meanOf(after, rate)/max(meanOf(before, rate), 1))
+	}
 }

@@ -100,6 +100,13 @@ func createTopic(brokers []string, topic string, partitions int) error {
 // partitions; valueSize 0 writes a small JSON value, otherwise a value of
 // that many bytes.
 func produce(brokers []string, topic string, first, n, valueSize int) error {
+	return produceWithKeys(brokers, topic, first, n, valueSize, 0)
+}
+
+// produceWithKeys is produce with keys distinct keys (0: a key per record):
+// record i is keyed host-<i mod keys>, so each key's records share a
+// partition, in order.
+func produceWithKeys(brokers []string, topic string, first, n, valueSize, keys int) error {
 	cfg := sarama.NewConfig()
 	cfg.Version = sarama.V3_6_0_0
 	cfg.Producer.Return.Successes = true
@@ -119,8 +126,12 @@ func produce(brokers []string, topic string, first, n, valueSize int) error {
 	go func() {
 		defer close(fed)
 		for i := first; i < first+n; i++ {
+			key := i
+			if keys > 0 {
+				key = i % keys
+			}
 			select {
-			case p.Input() <- &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(fmt.Sprintf("host-%08d", i)), Value: value}:
+			case p.Input() <- &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(fmt.Sprintf("host-%08d", key)), Value: value}:
 			case <-stop:
 				return
 			}
