@@ -131,9 +131,9 @@ func main() {
 			Partitions: plan.Partitions, Latency: plan.CrashLatency, Concurrency: plan.CrashConcurrency, PerPartition: plan.CrashPerPartition,
 			KillAt: plan.CrashKillAt, Work: work, Log: os.Stdout}
 		must(c.Prepare())
-		for round := 1; round <= plan.CrashRounds; round++ {
+		for i, kill := range plan.CrashKills {
 			for _, l := range listeners {
-				res, err := c.Run(l[0], l[1], round)
+				res, err := c.Run(l[0], l[1], i+1, kill)
 				must(err)
 				r.Crash = append(r.Crash, res)
 			}

@@ -44,9 +44,14 @@ type CrashResult struct {
 	// FirstRate is the first process's records/s, from its first completed
 	// record to the kill.
 	FirstRate float64 `json:"first_records_per_second"`
-	// LastSecond is the records the first process completed in the second
-	// before the kill: about what a commit every second leaves out.
-	LastSecond int64 `json:"completed_in_last_second"`
+	// Kill is when the kill came: KillAfterCommit or KillAnywhere.
+	Kill string `json:"kill"`
+	// SinceCommitMS is from the group's last commit to the kill, and
+	// SinceCommit the records the first process completed meanwhile: no
+	// commit can cover them. The commit is seen by polling the group's
+	// committed offsets every CommitPoll, so both undercount by up to that.
+	SinceCommitMS float64 `json:"ms_since_commit"`
+	SinceCommit   int64   `json:"completed_since_commit"`
 	// The group's commit right after the kill: records below the committed
 	// offsets, offsets above them that the metadata names finished, and the
 	// metadata's size (all partitions; the largest partition's).
@@ -72,6 +77,21 @@ type CrashResult struct {
 	FinishSeconds  float64 `json:"finish_seconds"`
 	SecondRate     float64 `json:"second_records_per_second"`
 }
+
+// When the crash-replay scenario kills the first process, once half the
+// records are handled.
+const (
+	// KillAfterCommit kills it as soon as the group's next commit is seen:
+	// what the commit covers is then nearly all that decides the replay.
+	KillAfterCommit = "after a commit"
+	// KillAnywhere kills it at once, wherever it is between two commits:
+	// the records completed since the last one are replayed as well.
+	KillAnywhere = "anywhere"
+)
+
+// CommitPoll is how often the crash-replay scenario reads the group's
+// committed offsets while the first process runs.
+const CommitPoll = 10 * time.Millisecond
 
 // CrashReplay is the crash-replay scenario: a listener binary consumes a
 // topic with the simulated handler, is killed with SIGKILL once its record
@@ -126,9 +146,9 @@ func (c *CrashReplay) env(group, recordLog string) []string {
 }
 
 // Run takes the listener binary bin (named listener in the report) through
-// one crash on a group of its own.
-func (c *CrashReplay) Run(listener, bin string, round int) (CrashResult, error) {
-	res := CrashResult{Listener: listener, Round: round, Records: c.Records, RecordBytes: c.RecordBytes, Keys: c.Keys, Partitions: c.Partitions,
+// one crash, at the moment kill names, on a group of its own.
+func (c *CrashReplay) Run(listener, bin string, round int, kill string) (CrashResult, error) {
+	res := CrashResult{Listener: listener, Round: round, Kill: kill, Records: c.Records, RecordBytes: c.RecordBytes, Keys: c.Keys, Partitions: c.Partitions,
 		LatencyMS: float64(c.Latency) / float64(time.Millisecond), Concurrency: c.Concurrency, PerPartition: c.PerPartition}
 	group := fmt.Sprintf("%s-%s-%d", c.topic, listener, round)
 	file := func(n int, ext string) string { return filepath.Join(c.Work, fmt.Sprintf("%s-%d.%s", group, n, ext)) }
@@ -156,9 +176,48 @@ func (c *CrashReplay) Run(listener, bin string, round int) (CrashResult, error) 
 		return fail(withLog(err, first))
 	}
 	began := time.Now()
+	commits, err := newCommitWatcher(c.Brokers, c.topic, group)
+	if err != nil {
+		return fail(err)
+	}
+	defer commits.close()
 	killAt := int64(float64(c.Records) * c.KillAt)
-	if err := poll(fmt.Sprintf("%d records in the first process's record log", killAt), 2*time.Millisecond, 5*time.Minute, watch(first, log1, killAt)); err != nil {
+	lastLook := time.Time{}
+	halfway := func() (bool, error) {
+		if time.Since(lastLook) >= CommitPoll {
+			lastLook = time.Now()
+			if err := commits.look(); err != nil {
+				return false, err
+			}
+		}
+		return watch(first, log1, killAt)()
+	}
+	if err := poll(fmt.Sprintf("%d records in the first process's record log", killAt), time.Millisecond, 5*time.Minute, halfway); err != nil {
 		return fail(withLog(err, first))
+	}
+	switch kill {
+	case KillAfterCommit:
+		seen := commits.changed
+		next := func() (bool, error) {
+			if err := first.alive(); err != nil {
+				return false, err
+			}
+			// The lines just before each look, so that those completed
+			// since the commit seen are known.
+			if _, err := log1.count(); err != nil {
+				return false, err
+			}
+			if err := commits.look(); err != nil {
+				return false, err
+			}
+			return commits.changed.After(seen), nil
+		}
+		if err := poll("the group's next commit", CommitPoll, time.Minute, next); err != nil {
+			return fail(withLog(err, first))
+		}
+	case KillAnywhere:
+	default:
+		return fail(fmt.Errorf("unknown kill moment %q", kill))
 	}
 	first.kill9()
 	killed := time.Now()
@@ -167,7 +226,10 @@ func (c *CrashReplay) Run(listener, bin string, round int) (CrashResult, error) 
 	}
 	res.HandledBeforeKill = log1.lines
 	res.FirstRate = float64(log1.lines) / killed.Sub(began).Seconds()
-	res.LastSecond = log1.since(killed.Add(-time.Second))
+	if !commits.changed.IsZero() {
+		res.SinceCommitMS = float64(killed.Sub(commits.changed)) / float64(time.Millisecond)
+		res.SinceCommit = log1.since(commits.changed)
+	}
 
 	committed, metadata, err := committedWithMetadata(c.Brokers, c.topic, group)
 	if err != nil {
@@ -225,15 +287,15 @@ func (c *CrashReplay) Run(listener, bin string, round int) (CrashResult, error) 
 	_, res.NotCovered = cover.split(c.ends, one)
 	res.RanCovered, _ = cover.split(c.ends, two)
 	if c.Log != nil {
-		fmt.Fprintf(c.Log, "kafka  crash-replay   %-6s round %d: killed at %d handled (%.0f records/s; %d in its last second); commit: %d below, %d named finished, metadata %d B (largest %d B); not covered %d; handled twice %d, ran though covered %d, never handled %d; restart %.1fs, finish %.1fs\n",
-			listener, round, res.HandledBeforeKill, res.FirstRate, res.LastSecond, res.CommittedBelow, res.NamedFinished, res.MetadataBytes, res.MetadataMaxBytes,
+		fmt.Fprintf(c.Log, "kafka  crash-replay   %-6s round %d, killed %s: at %d handled (%.0f records/s; %d completed in the %.0f ms since the last commit); commit: %d below, %d named finished, metadata %d B (largest %d B); not covered %d; handled twice %d, ran though covered %d, never handled %d; restart %.1fs, finish %.1fs\n",
+			listener, round, kill, res.HandledBeforeKill, res.FirstRate, res.SinceCommit, res.SinceCommitMS, res.CommittedBelow, res.NamedFinished, res.MetadataBytes, res.MetadataMaxBytes,
 			res.NotCovered, res.HandledTwice, res.RanCovered, res.Never, res.RestartSeconds, res.FinishSeconds)
 	}
 	return res, nil
 }
 
 // committedWithMetadata reads group's committed offset and its metadata for
-// every partition of topic (offset -1, metadata empty: none committed).
+// every partition of topic.
 func committedWithMetadata(brokers []string, topic, group string) (map[int32]int64, map[int32]string, error) {
 	cfg := sarama.NewConfig()
 	cfg.Version = sarama.V3_6_0_0
@@ -242,14 +304,73 @@ func committedWithMetadata(brokers []string, topic, group string) (map[int32]int
 		return nil, nil, err
 	}
 	defer admin.Close()
+	parts, err := topicPartitions(admin, topic)
+	if err != nil {
+		return nil, nil, err
+	}
+	return listCommitted(admin, topic, group, parts)
+}
+
+// commitWatcher reads a group's committed offsets (one admin connection
+// kept open) and remembers when it last saw them change.
+type commitWatcher struct {
+	admin   sarama.ClusterAdmin
+	topic   string
+	group   string
+	parts   []int32
+	last    map[int32]int64
+	primed  bool      // last holds a first reading
+	changed time.Time // zero until a change was seen
+}
+
+func newCommitWatcher(brokers []string, topic, group string) (*commitWatcher, error) {
+	cfg := sarama.NewConfig()
+	cfg.Version = sarama.V3_6_0_0
+	admin, err := sarama.NewClusterAdmin(brokers, cfg)
+	if err != nil {
+		return nil, err
+	}
+	parts, err := topicPartitions(admin, topic)
+	if err != nil {
+		admin.Close()
+		return nil, err
+	}
+	return &commitWatcher{admin: admin, topic: topic, group: group, parts: parts, last: map[int32]int64{}}, nil
+}
+
+// look reads the committed offsets once.
+func (w *commitWatcher) look() error {
+	committed, _, err := listCommitted(w.admin, w.topic, w.group, w.parts)
+	if err != nil {
+		return err
+	}
+	for p, o := range committed {
+		if w.primed && o != w.last[p] {
+			w.changed = time.Now()
+		}
+		w.last[p] = o
+	}
+	w.primed = true
+	return nil
+}
+
+func (w *commitWatcher) close() { _ = w.admin.Close() }
+
+func topicPartitions(admin sarama.ClusterAdmin, topic string) ([]int32, error) {
 	meta, err := admin.DescribeTopics([]string{topic})
 	if err != nil || len(meta) != 1 || meta[0].Err != sarama.ErrNoError {
-		return nil, nil, fmt.Errorf("describe topic %s: %v", topic, err)
+		return nil, fmt.Errorf("describe topic %s: %v", topic, err)
 	}
 	var parts []int32
 	for _, p := range meta[0].Partitions {
 		parts = append(parts, p.ID)
 	}
+	return parts, nil
+}
+
+// listCommitted reads group's committed offset and its metadata for parts
+// of topic (offset -1, metadata empty: none committed).
+func listCommitted(admin sarama.ClusterAdmin, topic, group string, parts []int32) (map[int32]int64, map[int32]string, error) {
 	res, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: parts})
 	if err != nil {
 		return nil, nil, fmt.Errorf("committed offsets of group %s: %w", group, err)

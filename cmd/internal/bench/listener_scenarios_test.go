@@ -46,11 +46,14 @@ func TestListenerScenariosOnKFake(t *testing.T) {
 		if err := c.Prepare(); err != nil {
 			t.Fatal(err)
 		}
-		res, err := c.Run(ListenerAfter, bin, 1)
+		res, err := c.Run(ListenerAfter, bin, 1, KillAfterCommit)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("%+v", res)
+		if res.SinceCommitMS <= 0 || res.SinceCommitMS > 500 {
+			t.Errorf("killed %.0f ms after the commit it waited for", res.SinceCommitMS)
+		}
 		if res.Never != 0 {
 			t.Errorf("%d records never handled", res.Never)
 		}

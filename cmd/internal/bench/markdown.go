@@ -99,23 +99,30 @@ func (r *Report) targets() [][4]string {
 		rows = append(rows, [4]string{"5. memory, a pinned record (kafka)", fmt.Sprintf("admission stops at the span: every partition span-blocked, fewer than the span admitted past the pin, none in the last %.0f s", p.HoldSeconds),
 			measured, metText(ok)})
 	}
-	if after := r.crash(ListenerAfter); len(after) > 0 {
+	if len(r.crash(ListenerAfter)) > 0 {
 		lost := int64(0)
 		for _, c := range r.Crash {
 			lost += c.Never
 		}
+		// The design shows best where the commit interval adds least: just
+		// after a commit, when it was measured there.
+		kill := r.crashKills()[0]
+		if slices.Contains(r.crashKills(), KillAfterCommit) {
+			kill = KillAfterCommit
+		}
+		after := r.crashAt(ListenerAfter, kill)
 		twice := meanOf(after, func(c CrashResult) float64 { return float64(c.HandledTwice) })
 		target := "nothing lost; fewer records handled twice than the listener before this issue"
-		measured := fmt.Sprintf("%.0f handled twice (mean of %d)", twice, len(after))
+		measured := fmt.Sprintf("killed %s: %.0f handled twice", kill, twice)
 		ok := lost == 0
-		if before := r.crash(ListenerBefore); len(before) > 0 {
+		if before := r.crashAt(ListenerBefore, kill); len(before) > 0 && len(after) > 0 {
 			was := meanOf(before, func(c CrashResult) float64 { return float64(c.HandledTwice) })
 			measured += fmt.Sprintf(", before this issue %.0f (%.2f ×)", was, twice/max(was, 1))
 			ok = ok && twice < was
 		} else {
 			target = "nothing lost"
 		}
-		measured += fmt.Sprintf("; %d never handled", lost)
+		measured += fmt.Sprintf("; %d never handled in %d runs", lost, len(r.Crash))
 		rows = append(rows, [4]string{"6. crash replay (kafka)", target, measured, metText(ok)})
 	}
 	return rows
@@ -355,9 +362,9 @@ func (r *Report) pinnedTable(b *strings.Builder) {
 	}
 	p := r.Pinned[0]
 	fmt.Fprintf(b, "\n### A record that never finishes\n\nThe listener binary on the topic of %d records above, with a group of its own: the simulated handler (L = %.0f ms) holds the record at offset %d of every partition until its context ends (`LISTENER_SIMULATED_PIN_OFFSET`), so every watermark stays there while the records after it finish. G = %d, S = %d; the span limit is `LISTENER_SPAN_PER_PARTITION`'s default, %d × S. "+
-		"The figures come from the listener's `/status.json` (per partition: admitted and committed offsets, records in flight, `span_blocked_seconds`, `span_limit`, `commit_metadata_bytes`; the listener before this issue shows no span), read %.0f s before the end of the %.0f s window and at its end, and peak RSS from the kernel (VmHWM). "+
+		"The figures come from the listener's `/status.json` (per partition: admitted and committed offsets, records in flight, `span_blocked_seconds`, `span_limit`, `commit_metadata_bytes`; the listener before this issue shows no span), read once every partition shows span-blocked and again %.0f s later (for the listener before this issue, which never blocks, %.0f s before the end of a %.0f s window and at its end), and peak RSS from the kernel (VmHWM) at the end. "+
 		"**before** is the listener at %s (the commit before this issue, with the same measurement knobs), which had no span limit; its ledger held every offset from the pin to the highest admitted.\n\n",
-		p.Backlog, p.LatencyMS, p.PinOffset, p.Concurrency, p.PerPartition, r.spanFactor(), p.HoldSeconds, p.Seconds, BeforeCommit)
+		p.Backlog, p.LatencyMS, p.PinOffset, p.Concurrency, p.PerPartition, r.spanFactor(), p.HoldSeconds, p.HoldSeconds, p.WindowSeconds, BeforeCommit)
 	fmt.Fprintf(b, "| listener | span limit | admitted | most admitted past the pin | admitted in the last %.0f s | in flight | committed | span-blocked partitions | all blocked after s | largest metadata bytes | peak RSS MiB | RSS at end MiB |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n", p.HoldSeconds)
 	for _, p := range r.Pinned {
 		span := "none"
@@ -386,24 +393,52 @@ func (r *Report) crashTable(b *strings.Builder) {
 		return
 	}
 	c := r.Crash[0]
-	fmt.Fprintf(b, "\n## 6. Crash replay\n\nThe listener binary in its own process on a topic of %d records of %d bytes (%d partitions, %d keys), the simulated handler at L = %.0f ms, G = %d (S = %d), key ordering, Apache Kafka. "+
-		"Once the first process's record log holds half the records it is killed with SIGKILL; the group's committed offsets and metadata are read (`ListConsumerGroupOffsets`); a second process of the same binary then runs until the committed offsets reach the end offsets, and is stopped with SIGTERM. "+
-		"The simulated handler writes a line per record it completes, before the record counts as done, unbuffered with O_APPEND (`LISTENER_SIMULATED_RECORD_LOG`), so a line is never lost to the kill. "+
+	fmt.Fprintf(b, "\n## 6. Crash replay\n\nThe listener binary in its own process on a topic of %d records of %d bytes (%d partitions, %d keys drawn at random), the simulated handler at L = %.0f ms, G = %d (S = %d), key ordering, Apache Kafka. "+
+		"Once the first process's record log holds half the records it is killed with SIGKILL, either at the group's next commit (**after a commit**: as soon as polling its committed offsets every %v sees them move) or at once (**anywhere** between two commits). "+
+		"The group's committed offsets and metadata are then read (`ListConsumerGroupOffsets`), and a second process of the same binary runs until the committed offsets reach the end offsets; it is stopped with SIGTERM. "+
+		"The simulated handler writes a line per record it completes, before the record counts as done, unbuffered with O_APPEND (`LISTENER_SIMULATED_RECORD_LOG`), so no line is lost to the kill. "+
 		"**Handled twice**: records in both processes' logs (or twice in one); **never handled**: records below the end offsets in neither (must be 0). "+
-		"**Committed below** is the records below the committed offsets after the kill, **named finished** the offsets above them that the commit metadata names finished (the second process does not run them), **completed, not covered** what the first process completed that neither covers: the records it runs again. "+
-		"sarama sends the marked offsets every second, so the records completed since the last commit are replayed whatever the metadata says: **completed in its last second** shows how many that can be. **Ran though covered** counts records the second process ran although the commit covered them (0 unless a resume failed). "+
-		"**before** is the listener at %s, the commit before this issue (commits carry only the watermark), built with the same two measurement knobs (`.ci/listener-before`); **after** is this one. Rounds alternate between the two.\n\n",
-		c.Records, c.RecordBytes, c.Partitions, c.Keys, c.LatencyMS, c.Concurrency, c.PerPartition, BeforeCommit)
-	b.WriteString("| listener | round | handled before the kill | records/s before the kill | completed in its last second | committed below | named finished | metadata bytes (largest partition) | completed, not covered | handled twice | ran though covered | never handled | restart s | finish s | records/s after the restart |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		"Of the commit read after the kill: **committed below** is the records below the committed offsets, **named finished** the offsets above them that its metadata names finished (the second process does not run them), **completed, not covered** what the first process completed that neither covers: what the second runs again. "+
+		"sarama sends the marked offsets once a second, so what was completed since the last commit (**completed since it**) is replayed whatever a commit can say; the rest (**of which before the last commit**) is what the commit could have named and did not. "+
+		"**Ran though covered** counts records the second process ran although the commit covered them (0 unless a resume failed). "+
+		"**before** is the listener at %s, the commit before this issue (commits carry only the watermark), built with the same two measurement knobs (`.ci/listener-before`); **after** is this one. The two run in turn at each kill moment.\n\n",
+		c.Records, c.RecordBytes, c.Partitions, c.Keys, c.LatencyMS, c.Concurrency, c.PerPartition, CommitPoll, BeforeCommit)
+	b.WriteString("| listener | kill | handled before the kill | records/s before the kill | ms since the last commit | completed since it | committed below | named finished | metadata bytes (largest partition) | completed, not covered | of which before the last commit | handled twice | ran though covered | never handled | restart s | finish s | records/s after the restart |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, c := range r.Crash {
-		fmt.Fprintf(b, "| %s | %d | %d | %.0f | %d | %d | %d | %d (%d) | %d | %d | %d | %d | %.1f | %.1f | %.0f |\n", c.Listener, c.Round, c.HandledBeforeKill, c.FirstRate, c.LastSecond,
-			c.CommittedBelow, c.NamedFinished, c.MetadataBytes, c.MetadataMaxBytes, c.NotCovered, c.HandledTwice, c.RanCovered, c.Never, c.RestartSeconds, c.FinishSeconds, c.SecondRate)
+		fmt.Fprintf(b, "| %s | %s | %d | %.0f | %.0f | %d | %d | %d | %d (%d) | %d | %d | %d | %d | %d | %.1f | %.1f | %.0f |\n", c.Listener, c.Kill, c.HandledBeforeKill, c.FirstRate, c.SinceCommitMS, c.SinceCommit,
+			c.CommittedBelow, c.NamedFinished, c.MetadataBytes, c.MetadataMaxBytes, c.NotCovered, max(c.NotCovered-c.SinceCommit, 0), c.HandledTwice, c.RanCovered, c.Never, c.RestartSeconds, c.FinishSeconds, c.SecondRate)
 	}
-	before, after := r.crash(ListenerBefore), r.crash(ListenerAfter)
-	if len(before) > 0 && len(after) > 0 {
+	for _, kill := range r.crashKills() {
+		before, after := r.crashAt(ListenerBefore, kill), r.crashAt(ListenerAfter, kill)
+		if len(before) == 0 || len(after) == 0 {
+			continue
+		}
 		twice := func(c CrashResult) float64 { return float64(c.HandledTwice) }
 		rate := func(c CrashResult) float64 { return c.FirstRate }
-		fmt.Fprintf(b, "\nMeans: handled twice %.0f before, %.0f after (%.2f ×); records/s before the kill %.0f before, %.0f after (%.2f ×). The restart time is mostly the group waiting out the killed member's session (`KAFKA_SESSION_TIMEOUT`, 10 s).\n",
-			meanOf(before, twice), meanOf(after, twice), meanOf(after, twice)/max(meanOf(before, twice), 1), meanOf(before, rate), meanOf(after, rate), meanOf(after, rate)/max(meanOf(before, rate), 1))
+		fmt.Fprintf(b, "\nKilled %s: handled twice %.0f before, %.0f after (%.2f ×); records/s before the kill %.0f before, %.0f after (%.2f ×).\n",
+			kill, meanOf(before, twice), meanOf(after, twice), meanOf(after, twice)/max(meanOf(before, twice), 1), meanOf(before, rate), meanOf(after, rate), meanOf(after, rate)/max(meanOf(before, rate), 1))
 	}
+	b.WriteString("\nThe restart time is mostly the group waiting out the killed member's session (`KAFKA_SESSION_TIMEOUT`, 10 s).\n")
+}
+
+// crashKills lists the kill moments measured, in order.
+func (r *Report) crashKills() []string {
+	var out []string
+	for _, c := range r.Crash {
+		if !slices.Contains(out, c.Kill) {
+			out = append(out, c.Kill)
+		}
+	}
+	return out
+}
+
+// crashAt returns the crash-replay results of listener killed at kill.
+func (r *Report) crashAt(listener, kill string) []CrashResult {
+	var out []CrashResult
+	for _, c := range r.crash(listener) {
+		if c.Kill == kill {
+			out = append(out, c)
+		}
+	}
+	return out
 }

@@ -27,8 +27,11 @@ type PinnedResult struct {
 	LatencyMS    float64 `json:"handler_latency_ms"`
 	// SpanLimit is the offsets a partition may admit past its watermark (0:
 	// no limit, as before this issue).
-	SpanLimit int64   `json:"span_limit"`
-	Seconds   float64 `json:"seconds"`
+	SpanLimit int64 `json:"span_limit"`
+	// Seconds is the run's length; WindowSeconds the longest it may take
+	// (the length of one without a span limit).
+	Seconds       float64 `json:"seconds"`
+	WindowSeconds float64 `json:"window_seconds"`
 	// HoldSeconds is the end of the window over which AdmittedInHold is
 	// counted: 0 when admission has stopped.
 	HoldSeconds    float64 `json:"hold_seconds"`
@@ -115,12 +118,14 @@ func (s pinnedStatus) admitted() int64 {
 }
 
 // Run runs the listener binary bin (named listener in the report) on the
-// topic with a group of its own for Window and reports what /metrics and
-// the kernel say at its end, and over its last Hold.
+// topic with a group of its own and reports what its /status.json and the
+// kernel say over a Hold: from the moment every partition is span-blocked
+// (at most Window after the start), or for a listener without a span
+// limit, the last Hold of Window.
 func (c *Pinned) Run(listener, bin string) (PinnedResult, error) {
 	res := PinnedResult{Listener: listener, Backlog: c.Backlog, RecordBytes: c.RecordBytes, Concurrency: c.Concurrency, PerPartition: c.PerPartition,
 		Partitions: c.Partitions, PinOffset: c.PinOffset, LatencyMS: float64(c.Latency) / float64(time.Millisecond), SpanBlocked: -1, BlockedAfter: -1,
-		MetadataMaxBytes: -1, HoldSeconds: c.Hold.Seconds()}
+		MetadataMaxBytes: -1, HoldSeconds: c.Hold.Seconds(), WindowSeconds: c.Window.Seconds()}
 	if listener == ListenerAfter {
 		res.SpanLimit = int64(c.SpanFactor * c.PerPartition)
 	}
@@ -146,28 +151,37 @@ func (c *Pinned) Run(listener, bin string) (PinnedResult, error) {
 	defer p.kill9()
 	url := "http://" + addr + "/status.json"
 	started := time.Now()
-	holdFrom := started.Add(c.Window - c.Hold)
-	// Until the hold: watch for every partition to be span-blocked.
-	err = poll("the start of the hold", 100*time.Millisecond, c.Window, func() (bool, error) {
-		if err := p.alive(); err != nil {
-			return false, err
-		}
-		if res.BlockedAfter < 0 {
-			if s, err := readStatus(url); err == nil && len(s.rows) == c.Partitions && s.spanBlocked() == c.Partitions {
-				res.BlockedAfter = time.Since(started).Seconds()
+	// The hold begins once every partition is span-blocked, for a listener
+	// with a span limit (none passes Window), and after Window - Hold for one
+	// without (before this issue), whose admission never stops.
+	var holdFrom time.Time
+	if res.SpanLimit > 0 {
+		blocked := func() (bool, error) {
+			if err := p.alive(); err != nil {
+				return false, err
 			}
+			s, err := readStatus(url)
+			return err == nil && len(s.rows) == c.Partitions && s.spanBlocked() == c.Partitions, nil
 		}
-		return !time.Now().Before(holdFrom), nil
-	})
-	if err != nil {
-		return fail(err)
+		if err := poll("every partition span-blocked", 100*time.Millisecond, c.Window, blocked); err != nil {
+			return fail(withLog(err, p))
+		}
+		holdFrom = time.Now()
+		res.BlockedAfter = holdFrom.Sub(started).Seconds()
+	} else {
+		holdFrom = started.Add(c.Window - c.Hold)
+		if err := poll("the start of the hold", 100*time.Millisecond, c.Window, func() (bool, error) {
+			return !time.Now().Before(holdFrom), p.alive()
+		}); err != nil {
+			return fail(err)
+		}
 	}
 	before, err := readStatus(url)
 	if err != nil {
 		return fail(err)
 	}
 	if n := len(before.rows); n != c.Partitions {
-		return fail(withLog(fmt.Errorf("%d of %d partitions claimed %v after the start", n, c.Partitions, c.Window-c.Hold), p))
+		return fail(withLog(fmt.Errorf("%d of %d partitions claimed %v after the start", n, c.Partitions, holdFrom.Sub(started).Round(time.Second)), p))
 	}
 	end := holdFrom.Add(c.Hold)
 	if err := poll("the end of the window", 100*time.Millisecond, c.Hold+time.Second, func() (bool, error) {

@@ -37,11 +37,13 @@ type Plan struct {
 	PinLatency, PinWindow, PinHold time.Duration
 	// Crash replay: CrashRecords of CrashRecordBytes with CrashKeys keys, a
 	// handler of CrashLatency, CrashConcurrency in flight (CrashPerPartition
-	// per partition), killed once CrashKillAt of the records are handled;
-	// CrashRounds per listener, interleaved.
-	CrashRecords, CrashRecordBytes, CrashKeys, CrashConcurrency, CrashPerPartition, CrashRounds int
-	CrashLatency                                                                                time.Duration
-	CrashKillAt                                                                                 float64
+	// per partition), killed once CrashKillAt of the records are handled,
+	// at each of CrashKills (KillAfterCommit, KillAnywhere) in turn, every
+	// listener in turn.
+	CrashKills                                                                     []string
+	CrashRecords, CrashRecordBytes, CrashKeys, CrashConcurrency, CrashPerPartition int
+	CrashLatency                                                                   time.Duration
+	CrashKillAt                                                                    float64
 }
 
 // FullPlan is what `make bench` runs.
@@ -57,8 +59,9 @@ func FullPlan() Plan {
 		EndToEndEvents: 3000, SequentialEvents: 800, Hosts: 1500,
 		MemoryBacklogs: []int{100_000, 1_000_000}, MemoryRecordBytes: 1024, MemoryConcurrency: 1024,
 		MemoryLatency: 200 * time.Millisecond, MemoryWindow: 15 * time.Second,
-		PinOffset: 100, PinLatency: 10 * time.Millisecond, PinWindow: 20 * time.Second, PinHold: 5 * time.Second,
-		CrashRecords: 200_000, CrashRecordBytes: 1024, CrashKeys: 10_000, CrashConcurrency: 1024, CrashPerPartition: 128, CrashRounds: 2,
+		PinOffset: 100, PinLatency: 10 * time.Millisecond, PinWindow: 30 * time.Second, PinHold: 5 * time.Second,
+		CrashRecords: 200_000, CrashRecordBytes: 1024, CrashKeys: 10_000, CrashConcurrency: 1024, CrashPerPartition: 128,
+		CrashKills:   []string{KillAfterCommit, KillAnywhere},
 		CrashLatency: 100 * time.Millisecond, CrashKillAt: 0.5,
 	}
 }
@@ -74,7 +77,7 @@ func QuickPlan() Plan {
 	p.EndToEndEvents, p.SequentialEvents, p.Hosts = 300, 100, 150
 	p.MemoryBacklogs, p.MemoryWindow = []int{50_000, 500_000}, 5*time.Second
 	p.PinWindow, p.PinHold = 10*time.Second, 3*time.Second
-	p.CrashRecords, p.CrashRounds = 40_000, 1
+	p.CrashRecords = 40_000
 	return p
 }
 

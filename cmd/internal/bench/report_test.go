@@ -31,10 +31,10 @@ func sampleReport() *Report {
 		{Listener: ListenerAfter, Backlog: 1000000, Partitions: 8, PerPartition: 128, PinOffset: 100, SpanLimit: 8192, HoldSeconds: 5, Admitted: 66344, MaxPastPin: 8191, SpanBlocked: 8, BlockedAfter: 1.5, MetadataMaxBytes: 30, PeakRSSMiB: 60},
 	}
 	r.Crash = []CrashResult{
-		{Listener: ListenerBefore, Round: 1, Records: 200000, HandledTwice: 8000},
-		{Listener: ListenerAfter, Round: 1, Records: 200000, HandledTwice: 3000, NamedFinished: 900, MetadataBytes: 400, MetadataMaxBytes: 60},
-		{Listener: ListenerBefore, Round: 2, Records: 200000, HandledTwice: 9000},
-		{Listener: ListenerAfter, Round: 2, Records: 200000, HandledTwice: 5000},
+		{Listener: ListenerBefore, Kill: KillAfterCommit, Records: 200000, HandledTwice: 1000, NotCovered: 1000, SinceCommit: 100},
+		{Listener: ListenerAfter, Kill: KillAfterCommit, Records: 200000, HandledTwice: 150, NotCovered: 150, SinceCommit: 120, NamedFinished: 900, MetadataBytes: 400, MetadataMaxBytes: 60},
+		{Listener: ListenerBefore, Kill: KillAnywhere, Records: 200000, HandledTwice: 8000},
+		{Listener: ListenerAfter, Kill: KillAnywhere, Records: 200000, HandledTwice: 9000},
 	}
 	return r
 }
@@ -56,7 +56,7 @@ func TestPinnedAndCrashTargets(t *testing.T) {
 		!strings.Contains(row[2], "before this issue: 1000000 admitted, up to 124900 past the pin, 120 MiB") {
 		t.Errorf("pinned row %q", row)
 	}
-	if row := got["6. crash replay (kafka)"]; row[3] != "met" || !strings.Contains(row[2], "4000 handled twice (mean of 2), before this issue 8500 (0.47 ×); 0 never handled") {
+	if row := got["6. crash replay (kafka)"]; row[3] != "met" || !strings.Contains(row[2], "killed after a commit: 150 handled twice, before this issue 1000 (0.15 ×); 0 never handled in 4 runs") {
 		t.Errorf("crash row %q", row)
 	}
 	r.Pinned[1].AdmittedInHold = 1
@@ -66,7 +66,7 @@ func TestPinnedAndCrashTargets(t *testing.T) {
 		t.Errorf("admission in the hold, or a record never handled, still met: %q", got)
 	}
 	r = sampleReport()
-	r.Crash[1].HandledTwice, r.Crash[3].HandledTwice = 9000, 9000
+	r.Crash[1].HandledTwice = 1000
 	if row := rows(r)["6. crash replay (kafka)"]; row[3] != "**not met**" {
 		t.Errorf("more handled twice than before is %q", row)
 	}
@@ -118,7 +118,8 @@ func TestReportFiles(t *testing.T) {
 	md, _ := os.ReadFile(filepath.Join(dir, "b.md"))
 	for _, want := range []string{"## 1. Latency-bound", "## 2. Baselines", "## 3. Overhead-bound", "## 4. End to end", "## 5. Memory", "### A record that never finishes", "## 6. Crash replay",
 		"| after | 8192 | 66344 | 8191 | 0 | 0 | 0 | 8 of 8 | 1.5 | 30 | 60 | 0 |", "| before | none | 1000000 | 124900 | 30000 | 0 | 0 | – | – | – | 120 | 0 |",
-		"Means: handled twice 8500 before, 4000 after (0.47 ×)", "| kafka | 100 ms | sequential-per-partition | 8 | 80.0 | 1.00 | 9000 | 112 × |"} {
+		"Killed after a commit: handled twice 1000 before, 150 after (0.15 ×)", "Killed anywhere: handled twice 8000 before, 9000 after (1.12 ×)",
+		"| after | after a commit | 0 | 0 | 0 | 120 | 0 | 900 | 400 (60) | 150 | 30 | 150 | 0 | 0 | 0.0 | 0.0 | 0 |", "| kafka | 100 ms | sequential-per-partition | 8 | 80.0 | 1.00 | 9000 | 112 × |"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("markdown lacks %q", want)
 		}
