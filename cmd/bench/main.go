@@ -65,6 +65,7 @@ func main() {
 		}
 	}
 	started := time.Now()
+	stopSampling := bench.SampleLoad(10 * time.Second)
 	chosen := map[string]bool{}
 	for _, s := range strings.Split(*only, ",") {
 		switch s = strings.TrimSpace(s); s {
@@ -141,6 +142,7 @@ func main() {
 	}
 	_ = os.RemoveAll(work) // kept when a scenario failed: must exits first
 	r.Took = time.Since(started).Round(time.Second).String()
+	r.Load = stopSampling()
 	must(os.MkdirAll(*out, 0o755))
 	must(r.WriteJSON(filepath.Join(*out, "benchmarks.json")))
 	must(r.WriteMarkdown(filepath.Join(*out, "benchmarks.md")))

@@ -37,6 +37,8 @@ type Report struct {
 	// side by side.
 	Pinned []PinnedResult `json:"memory_pinned,omitempty"`
 	Crash  []CrashResult  `json:"crash_replay,omitempty"`
+	// Load is how busy the machine was during the run (nil: not sampled).
+	Load *Load `json:"load,omitempty"`
 	// Versions of what was measured.
 	Versions map[string]string `json:"versions"`
 }

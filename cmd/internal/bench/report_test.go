@@ -10,6 +10,7 @@ import (
 func sampleReport() *Report {
 	r := NewReport("test")
 	r.Took, r.Members = "1s", 4
+	r.Load = &Load{Mean: 3.3, Max: 7.5, Samples: 12}
 	for _, broker := range []string{"kfake", "kafka"} {
 		r.Points = append(r.Points,
 			Point{Scenario: ScenarioLatency, Design: DesignActors, Broker: broker, LatencyMS: 10, Concurrency: 16, PerSecond: 1500, Ideal: 1600, Ratio: 0.94},
@@ -118,7 +119,7 @@ func TestReportFiles(t *testing.T) {
 	md, _ := os.ReadFile(filepath.Join(dir, "b.md"))
 	for _, want := range []string{"## 1. Latency-bound", "## 2. Baselines", "## 3. Overhead-bound", "## 4. End to end", "## 5. Memory", "### A record that never finishes", "## 6. Crash replay",
 		"| after | 8192 | 66344 | 8191 | 0 | 0 | 0 | 8 of 8 | 1.5 | 30 | 60 | 0 |", "| before | none | 1000000 | 124900 | 30000 | 0 | 0 | – | – | – | 120 | 0 |",
-		"Killed after a commit: handled twice 1000 before, 150 after (0.15 ×)", "Killed anywhere: handled twice 8000 before, 9000 after (1.12 ×)",
+		"- Machine load during the run (1-minute load average, 12 samples): mean 3.3, highest 7.5", "Killed after a commit: handled twice 1000 before, 150 after (0.15 ×)", "Killed anywhere: handled twice 8000 before, 9000 after (1.12 ×)",
 		"| after | after a commit | 0 | 0 | 0 | 120 | 0 | 900 | 400 (60) | 150 | 30 | 150 | 0 | 0 | 0.0 | 0.0 | 0 |", "| kafka | 100 ms | sequential-per-partition | 8 | 80.0 | 1.00 | 9000 | 112 × |"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("markdown lacks %q", want)
