@@ -76,7 +76,7 @@ func QuickPlan() Plan {
 	p.OverheadRecords, p.Rounds = 200_000, 1
 	p.EndToEndEvents, p.SequentialEvents, p.Hosts = 300, 100, 150
 	p.MemoryBacklogs, p.MemoryWindow = []int{50_000, 500_000}, 5*time.Second
-	p.PinWindow, p.PinHold = 10*time.Second, 3*time.Second
+	p.PinWindow, p.PinHold = 20*time.Second, 3*time.Second
 	p.CrashRecords = 40_000
 	return p
 }
