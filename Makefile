@@ -92,13 +92,20 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 ## bench: the benchmark report: scenarios 1-3 on the in-process broker and a real Kafka broker, end to
-## end with a throwaway PostgreSQL, memory under a backlog; writes docs/benchmarks.md, .json and
-## throughput.png (about 12 minutes on 2 cores). BENCH_FLAGS=-quick for a smoke run.
-bench: build
+## end with a throwaway PostgreSQL, memory under a backlog and behind a record that never finishes,
+## crash replay (kill -9 and restart); the last two beside the listener before issue 11 ($(BENCH_BEFORE));
+## writes docs/benchmarks.md, .json and throughput.png (16 min 44 s on 2 cores shared with other work). BENCH_FLAGS=-quick
+## for a smoke run, BENCH_FLAGS=-only=crash-replay (core, end-to-end, memory, pinned, crash-replay) for some
+bench: build $(BIN)/listener-before
 	@set -e; \
 	kafka=$$(.ci/kafka start); trap '.ci/kafka down '"$$kafka" EXIT; \
-	.ci/postgres with $(GO) run ./cmd/bench -out docs -listener $(BIN)/listener \
+	.ci/postgres with $(GO) run ./cmd/bench -out docs -listener $(BIN)/listener -listener-before $(BIN)/listener-before \
 		-kafka $$(cat $$kafka/brokers) -kafka-version $$(cat $$kafka/version) $(BENCH_FLAGS)
+
+## the listener at the commit before issue 11, with the simulated handler's measurement knobs
+BENCH_BEFORE := b42bd18
+$(BIN)/listener-before: .ci/listener-before .ci/listener-before.patch
+	GO=$(GO) .ci/listener-before $@ $(BENCH_BEFORE)
 
 ## bench-pipeline: the pipeline benchmark on the embedded broker (10 ms and 100 ms handlers, S=64, 8 partitions)
 bench-pipeline:

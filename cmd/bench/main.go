@@ -17,6 +17,7 @@ import (
 
 	"github.com/rcrowley/go-metrics"
 
+	"github.com/patchflow/patchflow/actors"
 	"github.com/patchflow/patchflow/cmd/internal/bench"
 )
 
@@ -25,9 +26,10 @@ func main() {
 	quick := flag.Bool("quick", false, "shorter windows and fewer points (a smoke run)")
 	kafka := flag.String("kafka", "", "bootstrap address of a real Kafka broker for scenarios 1-5 (empty: scenarios 1-4 on the in-process broker only, no scenario 5)")
 	databaseURL := flag.String("database-url", os.Getenv("DATABASE_URL"), "PostgreSQL for scenario 4 (empty: skip it)")
-	listenerBin := flag.String("listener", "bin/listener", "the listener binary, for scenario 5")
+	listenerBin := flag.String("listener", "bin/listener", "the listener binary, for scenarios 5 and 6")
+	beforeBin := flag.String("listener-before", "", "the listener built at "+bench.BeforeCommit+", the commit before issue 11, with the simulated handler's measurement knobs (.ci/listener-before; make bench builds it), measured beside -listener in the pinned and crash-replay scenarios (empty: -listener alone)")
 	kafkaVersion := flag.String("kafka-version", "", "version of the real broker, for the report")
-	only := flag.String("only", "core,end-to-end,memory", "scenarios to run: core (1-3), end-to-end (4), memory (5)")
+	only := flag.String("only", "core,end-to-end,memory,pinned,crash-replay", "comma-separated scenarios to run: core (1-3), end-to-end (4), memory (5), pinned (5, a record that never finishes), crash-replay (6)")
 	fromJSON := flag.String("from-json", "", "only rewrite the markdown and the plot from this benchmarks.json (no measuring)")
 	events := flag.Int("events", 0, "events per end-to-end configuration (0: the plan's)")
 	flag.Parse()
@@ -63,7 +65,24 @@ func main() {
 		}
 	}
 	started := time.Now()
-	run := func(s string) bool { return strings.Contains(*only, s) }
+	stopSampling := bench.SampleLoad(10 * time.Second)
+	chosen := map[string]bool{}
+	for _, s := range strings.Split(*only, ",") {
+		switch s = strings.TrimSpace(s); s {
+		case "core", "end-to-end", "memory", "pinned", "crash-replay":
+			chosen[s] = true
+		default:
+			must(fmt.Errorf("-only: unknown scenario %q", s))
+		}
+	}
+	run := func(s string) bool { return chosen[s] }
+	listeners := [][2]string{{bench.ListenerAfter, *listenerBin}}
+	if *beforeBin != "" {
+		listeners = [][2]string{{bench.ListenerBefore, *beforeBin}, {bench.ListenerAfter, *listenerBin}}
+	}
+	work, err := os.MkdirTemp("", "patchflow-bench.")
+	must(err)
+	fmt.Printf("listener and record logs in %s (removed when the run succeeds)\n", work)
 	if run("core") {
 		for _, src := range sources {
 			must(plan.RunCore(src, r, os.Stdout))
@@ -82,15 +101,48 @@ func main() {
 			r.EndToEnd = append(r.EndToEnd, res)
 		}
 	}
+	var largest string // the topic of the largest backlog
 	if run("memory") && *kafka != "" {
 		for _, backlog := range plan.MemoryBacklogs {
 			res, err := bench.Memory(*listenerBin, strings.Split(*kafka, ","), backlog, plan.MemoryRecordBytes, plan.MemoryConcurrency,
 				plan.Partitions, plan.MemoryLatency, plan.MemoryWindow, os.Stdout)
 			must(err)
 			r.Memory = append(r.Memory, res)
+			largest = res.Topic
 		}
 	}
+	if run("pinned") && *kafka != "" {
+		backlog := plan.MemoryBacklogs[len(plan.MemoryBacklogs)-1]
+		if largest == "" {
+			largest, err = bench.MemoryTopic(strings.Split(*kafka, ","), backlog, plan.MemoryRecordBytes, plan.Partitions)
+			must(err)
+		}
+		p := &bench.Pinned{Brokers: strings.Split(*kafka, ","), Topic: largest, Backlog: backlog, RecordBytes: plan.MemoryRecordBytes,
+			Partitions: plan.Partitions, Concurrency: plan.MemoryConcurrency, PerPartition: plan.MemoryConcurrency / plan.Partitions,
+			PinOffset: plan.PinOffset, Latency: plan.PinLatency, Window: plan.PinWindow, Hold: plan.PinHold, Work: work, Log: os.Stdout,
+			SpanFactor: actors.DefaultSpanFactor}
+		for _, l := range listeners {
+			res, err := p.Run(l[0], l[1])
+			must(err)
+			r.Pinned = append(r.Pinned, res)
+		}
+	}
+	if run("crash-replay") && *kafka != "" {
+		c := &bench.CrashReplay{Brokers: strings.Split(*kafka, ","), Records: plan.CrashRecords, RecordBytes: plan.CrashRecordBytes, Keys: plan.CrashKeys,
+			Partitions: plan.Partitions, Latency: plan.CrashLatency, Concurrency: plan.CrashConcurrency, PerPartition: plan.CrashPerPartition,
+			KillAt: plan.CrashKillAt, Work: work, Log: os.Stdout}
+		must(c.Prepare())
+		for i, kill := range plan.CrashKills {
+			for _, l := range listeners {
+				res, err := c.Run(l[0], l[1], i+1, kill)
+				must(err)
+				r.Crash = append(r.Crash, res)
+			}
+		}
+	}
+	_ = os.RemoveAll(work) // kept when a scenario failed: must exits first
 	r.Took = time.Since(started).Round(time.Second).String()
+	r.Load = stopSampling()
 	must(os.MkdirAll(*out, 0o755))
 	must(r.WriteJSON(filepath.Join(*out, "benchmarks.json")))
 	must(r.WriteMarkdown(filepath.Join(*out, "benchmarks.md")))

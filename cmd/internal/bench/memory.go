@@ -27,6 +27,7 @@ type MemoryResult struct {
 	BacklogMiB   float64 `json:"backlog_mib"`
 	LatencyMS    float64 `json:"handler_latency_ms"`
 	StillWaiting int64   `json:"records_still_waiting"`
+	Topic        string  `json:"topic"`
 }
 
 // Memory runs the listener binary (its own process; the broker in its
@@ -37,13 +38,11 @@ type MemoryResult struct {
 func Memory(listenerBin string, brokers []string, backlog, recordBytes, concurrency, partitions int, latency, window time.Duration, log io.Writer) (MemoryResult, error) {
 	res := MemoryResult{Backlog: backlog, RecordBytes: recordBytes, Concurrency: concurrency, LatencyMS: float64(latency.Milliseconds()),
 		BacklogMiB: float64(backlog*recordBytes) / (1 << 20)}
-	topic := fmt.Sprintf("bench-memory-%d-%d", time.Now().Unix(), backlog)
-	if err := createTopic(brokers, topic, partitions); err != nil {
+	topic, err := MemoryTopic(brokers, backlog, recordBytes, partitions)
+	if err != nil {
 		return res, err
 	}
-	if err := produce(brokers, topic, 0, backlog, recordBytes); err != nil {
-		return res, err
-	}
+	res.Topic = topic
 	cmd := exec.Command(listenerBin)
 	cmd.Env = append(os.Environ(),
 		"KAFKA_BROKERS="+strings.Join(brokers, ","), "KAFKA_TOPIC="+topic, "KAFKA_GROUP="+topic,
@@ -98,6 +97,15 @@ func Memory(listenerBin string, brokers []string, backlog, recordBytes, concurre
 			backlog, recordBytes, res.BacklogMiB, concurrency, res.PeakRSSMiB, res.Consumed, res.Seconds, res.StillWaiting)
 	}
 	return res, nil
+}
+
+// MemoryTopic creates a topic holding backlog records of recordBytes each.
+func MemoryTopic(brokers []string, backlog, recordBytes, partitions int) (string, error) {
+	topic := fmt.Sprintf("bench-memory-%d-%d", time.Now().Unix(), backlog)
+	if err := createTopic(brokers, topic, partitions); err != nil {
+		return "", err
+	}
+	return topic, produce(brokers, topic, 0, backlog, recordBytes)
 }
 
 // procStatus reads the kB fields of /proc/<pid>/status.

@@ -29,6 +29,21 @@ type Plan struct {
 	MemoryBacklogs                       []int
 	MemoryRecordBytes, MemoryConcurrency int
 	MemoryLatency, MemoryWindow          time.Duration
+	// Memory with a pinned record: on the largest backlog's topic, the
+	// record at PinOffset of every partition never finishes; the handler
+	// waits PinLatency; watched for PinWindow, whose last PinHold must admit
+	// nothing once the span limit is reached.
+	PinOffset                      int64
+	PinLatency, PinWindow, PinHold time.Duration
+	// Crash replay: CrashRecords of CrashRecordBytes with CrashKeys keys, a
+	// handler of CrashLatency, CrashConcurrency in flight (CrashPerPartition
+	// per partition), killed once CrashKillAt of the records are handled,
+	// at each of CrashKills (KillAfterCommit, KillAnywhere) in turn, every
+	// listener in turn.
+	CrashKills                                                                     []string
+	CrashRecords, CrashRecordBytes, CrashKeys, CrashConcurrency, CrashPerPartition int
+	CrashLatency                                                                   time.Duration
+	CrashKillAt                                                                    float64
 }
 
 // FullPlan is what `make bench` runs.
@@ -44,6 +59,10 @@ func FullPlan() Plan {
 		EndToEndEvents: 3000, SequentialEvents: 800, Hosts: 1500,
 		MemoryBacklogs: []int{100_000, 1_000_000}, MemoryRecordBytes: 1024, MemoryConcurrency: 1024,
 		MemoryLatency: 200 * time.Millisecond, MemoryWindow: 15 * time.Second,
+		PinOffset: 100, PinLatency: 10 * time.Millisecond, PinWindow: 30 * time.Second, PinHold: 5 * time.Second,
+		CrashRecords: 200_000, CrashRecordBytes: 1024, CrashKeys: 10_000, CrashConcurrency: 1024, CrashPerPartition: 128,
+		CrashKills:   []string{KillAfterCommit, KillAnywhere},
+		CrashLatency: 100 * time.Millisecond, CrashKillAt: 0.5,
 	}
 }
 
@@ -57,6 +76,8 @@ func QuickPlan() Plan {
 	p.OverheadRecords, p.Rounds = 200_000, 1
 	p.EndToEndEvents, p.SequentialEvents, p.Hosts = 300, 100, 150
 	p.MemoryBacklogs, p.MemoryWindow = []int{50_000, 500_000}, 5*time.Second
+	p.PinWindow, p.PinHold = 20*time.Second, 3*time.Second
+	p.CrashRecords = 40_000
 	return p
 }
 

@@ -32,6 +32,13 @@ type Report struct {
 	// EndToEnd and Memory are scenarios 4 and 5 (empty when not run).
 	EndToEnd []EndToEndResult `json:"end_to_end,omitempty"`
 	Memory   []MemoryResult   `json:"memory,omitempty"`
+	// Pinned is scenario 5's case of a record that never finishes, and
+	// Crash scenario 6: each for the listener before this issue and after,
+	// side by side.
+	Pinned []PinnedResult `json:"memory_pinned,omitempty"`
+	Crash  []CrashResult  `json:"crash_replay,omitempty"`
+	// Load is how busy the machine was during the run (nil: not sampled).
+	Load *Load `json:"load,omitempty"`
 	// Versions of what was measured.
 	Versions map[string]string `json:"versions"`
 }

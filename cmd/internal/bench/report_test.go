@@ -10,6 +10,7 @@ import (
 func sampleReport() *Report {
 	r := NewReport("test")
 	r.Took, r.Members = "1s", 4
+	r.Load = &Load{Mean: 3.3, Max: 7.5, Samples: 12}
 	for _, broker := range []string{"kfake", "kafka"} {
 		r.Points = append(r.Points,
 			Point{Scenario: ScenarioLatency, Design: DesignActors, Broker: broker, LatencyMS: 10, Concurrency: 16, PerSecond: 1500, Ideal: 1600, Ratio: 0.94},
@@ -26,7 +27,50 @@ func sampleReport() *Report {
 		{EndToEndConfig: EndToEndConfig{Name: "C=32"}, SystemsPerSec: 90, Broker: "kafka"},
 	}
 	r.Memory = []MemoryResult{{Backlog: 100000, PeakRSSMiB: 80}, {Backlog: 1000000, PeakRSSMiB: 84}}
+	r.Pinned = []PinnedResult{
+		{Listener: ListenerBefore, Backlog: 1000000, Partitions: 8, PerPartition: 128, PinOffset: 100, HoldSeconds: 5, Admitted: 1000000, MaxPastPin: 124900, AdmittedInHold: 30000, SpanBlocked: -1, BlockedAfter: -1, MetadataMaxBytes: -1, PeakRSSMiB: 120},
+		{Listener: ListenerAfter, Backlog: 1000000, Partitions: 8, PerPartition: 128, PinOffset: 100, SpanLimit: 8192, HoldSeconds: 5, Admitted: 66344, MaxPastPin: 8191, SpanBlocked: 8, BlockedAfter: 1.5, MetadataMaxBytes: 30, PeakRSSMiB: 60},
+	}
+	r.Crash = []CrashResult{
+		{Listener: ListenerBefore, Kill: KillAfterCommit, Records: 200000, HandledTwice: 1000, NotCovered: 1000, SinceCommit: 100},
+		{Listener: ListenerAfter, Kill: KillAfterCommit, Records: 200000, HandledTwice: 150, NotCovered: 150, SinceCommit: 120, NamedFinished: 900, MetadataBytes: 400, MetadataMaxBytes: 60},
+		{Listener: ListenerBefore, Kill: KillAnywhere, Records: 200000, HandledTwice: 8000},
+		{Listener: ListenerAfter, Kill: KillAnywhere, Records: 200000, HandledTwice: 9000},
+	}
 	return r
+}
+
+// The pinned-record and crash-replay verdicts follow the numbers: admission
+// that goes on in the hold, a record never handled, or no fewer records
+// handled twice than before is "not met".
+func TestPinnedAndCrashTargets(t *testing.T) {
+	rows := func(r *Report) map[string][4]string {
+		got := map[string][4]string{}
+		for _, row := range r.targets() {
+			got[row[0]] = row
+		}
+		return got
+	}
+	r := sampleReport()
+	got := rows(r)
+	if row := got["5. memory, a pinned record (kafka)"]; row[3] != "met" || !strings.Contains(row[2], "8 of 8 partitions span-blocked (all 1.5 s after the start); at most 8191 offsets admitted past the pin (span 8192); 0 admitted in the last 5 s") ||
+		!strings.Contains(row[2], "before this issue: 1000000 admitted, up to 124900 past the pin, 120 MiB") {
+		t.Errorf("pinned row %q", row)
+	}
+	if row := got["6. crash replay (kafka)"]; row[3] != "met" || !strings.Contains(row[2], "killed after a commit: 150 handled twice, before this issue 1000 (0.15 ×); 0 never handled in 4 runs") {
+		t.Errorf("crash row %q", row)
+	}
+	r.Pinned[1].AdmittedInHold = 1
+	r.Crash[3].Never = 1
+	got = rows(r)
+	if got["5. memory, a pinned record (kafka)"][3] != "**not met**" || got["6. crash replay (kafka)"][3] != "**not met**" {
+		t.Errorf("admission in the hold, or a record never handled, still met: %q", got)
+	}
+	r = sampleReport()
+	r.Crash[1].HandledTwice = 1000
+	if row := rows(r)["6. crash replay (kafka)"]; row[3] != "**not met**" {
+		t.Errorf("more handled twice than before is %q", row)
+	}
 }
 
 // The verdicts follow the numbers: a ratio under the target is "not met",
@@ -73,7 +117,10 @@ func TestReportFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	md, _ := os.ReadFile(filepath.Join(dir, "b.md"))
-	for _, want := range []string{"## 1. Latency-bound", "## 2. Baselines", "## 3. Overhead-bound", "## 4. End to end", "## 5. Memory", "| kafka | 100 ms | sequential-per-partition | 8 | 80.0 | 1.00 | 9000 | 112 × |"} {
+	for _, want := range []string{"## 1. Latency-bound", "## 2. Baselines", "## 3. Overhead-bound", "## 4. End to end", "## 5. Memory", "### A record that never finishes", "## 6. Crash replay",
+		"| after | 8192 | 66344 | 8191 | 0 | 0 | 0 | 8 of 8 | 1.5 | 30 | 60 | 0 |", "| before | none | 1000000 | 124900 | 30000 | 0 | 0 | – | – | – | 120 | 0 |",
+		"- Machine load during the run (1-minute load average, 12 samples): mean 3.3, highest 7.5", "Killed after a commit: handled twice 1000 before, 150 after (0.15 ×)", "Killed anywhere: handled twice 8000 before, 9000 after (1.12 ×)",
+		"| after | after a commit | 0 | 0 | 0 | 120 | 0 | 900 | 400 (60) | 150 | 30 | 150 | 0 | 0 | 0.0 | 0.0 | 0 |", "| kafka | 100 ms | sequential-per-partition | 8 | 80.0 | 1.00 | 9000 | 112 × |"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("markdown lacks %q", want)
 		}

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -100,6 +101,16 @@ func createTopic(brokers []string, topic string, partitions int) error {
 // partitions; valueSize 0 writes a small JSON value, otherwise a value of
 // that many bytes.
 func produce(brokers []string, topic string, first, n, valueSize int) error {
+	return produceWithKeys(brokers, topic, first, n, valueSize, 0)
+}
+
+// produceWithKeys is produce with keys distinct keys (0: a key per record),
+// drawn at random (seeded, so every run writes the same stream), as hosts
+// report at random moments: records of one key then come close enough
+// together to wait for each other under key ordering. (Keys in turn, i mod
+// keys, would put each key's records keys apart, where no two are ever in
+// flight at once.)
+func produceWithKeys(brokers []string, topic string, first, n, valueSize, keys int) error {
 	cfg := sarama.NewConfig()
 	cfg.Version = sarama.V3_6_0_0
 	cfg.Producer.Return.Successes = true
@@ -116,11 +127,16 @@ func produce(brokers []string, topic string, first, n, valueSize int) error {
 		value = sarama.ByteEncoder(make([]byte, valueSize))
 	}
 	stop, fed := make(chan struct{}), make(chan struct{})
+	rng := rand.New(rand.NewPCG(uint64(keys), uint64(first)))
 	go func() {
 		defer close(fed)
 		for i := first; i < first+n; i++ {
+			key := i
+			if keys > 0 {
+				key = rng.IntN(keys)
+			}
 			select {
-			case p.Input() <- &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(fmt.Sprintf("host-%08d", i)), Value: value}:
+			case p.Input() <- &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(fmt.Sprintf("host-%08d", key)), Value: value}:
 			case <-stop:
 				return
 			}

@@ -45,6 +45,12 @@ type Config struct {
 	EmbeddedPartitions int
 	SimulatedLatency   time.Duration
 	SimulatedJitter    time.Duration
+	// SimulatedRecordLog and SimulatedPinOffset are measurement knobs of
+	// the simulated handler (see SimulatedHandler): a file that gets a line
+	// per completed record (empty: none), and the offset whose record waits
+	// in every partition until its context ends (-1: none).
+	SimulatedRecordLog string
+	SimulatedPinOffset int
 	ProgressInterval   time.Duration
 	LogLevel           string
 	LogFormat          string
@@ -109,6 +115,8 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 	s.Int(&d.Validation.MaxMessageBytes, "MAX_MESSAGE_BYTES", "max-message-bytes", messages.DefaultValidationOptions().MaxMessageBytes, 1024, "larger events are dead-lettered as too large (Kafka refuses records over about 1 MB by default)")
 	s.Duration(&cfg.SimulatedLatency, "LISTENER_SIMULATED_LATENCY", "simulated-latency", 10*time.Millisecond, 0, "latency of the built-in simulated handler")
 	s.Duration(&cfg.SimulatedJitter, "LISTENER_SIMULATED_JITTER", "simulated-jitter", 0, 0, "uniform random extra latency of the simulated handler, up to this much")
+	s.String(&cfg.SimulatedRecordLog, "LISTENER_SIMULATED_RECORD_LOG", "simulated-record-log", "", "measurement only (benchmarks): the simulated handler appends a line \"partition offset\" to this file for every record it completes, unbuffered, so a SIGKILL loses none written (empty: none)", nil)
+	s.Int(&cfg.SimulatedPinOffset, "LISTENER_SIMULATED_PIN_OFFSET", "simulated-pin-offset", -1, -1, "measurement only (benchmarks): the simulated handler holds the record at this offset in every partition until its context ends (a drain cancels it, or LISTENER_ATTEMPT_TIMEOUT passes), pinning the watermark (-1: none)")
 	s.String(&cfg.HTTPAddr, "LISTENER_HTTP_ADDR", "http-addr", "127.0.0.1:9000", "address of /metrics, /healthz and /readyz (empty: none)", nil)
 	s.Duration(&cfg.ReadyPinLimit, "LISTENER_READY_PIN_LIMIT", "ready-pin-limit", 5*time.Minute, time.Second, "not ready when a partition's oldest unfinished record has held its watermark longer than this, or a partition has had records waiting and none admitted for this long")
 	s.Duration(&cfg.ReadyDBGrace, "LISTENER_READY_DB_GRACE", "ready-db-grace", 10*time.Second, 0, "not ready once the database check (every second, on a connection of its own) has failed without a break for this long; ready again at the first check that passes")
@@ -148,6 +156,14 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 			if err := checkURL(d.InventoryURL); err != nil {
 				return nil, s, s.Invalid("inventory-url", err)
 			}
+		}
+	}
+	if cfg.Handler != "simulated" {
+		if cfg.SimulatedRecordLog != "" {
+			return nil, s, s.Invalid("simulated-record-log", errors.New("only for LISTENER_HANDLER=simulated"))
+		}
+		if cfg.SimulatedPinOffset >= 0 {
+			return nil, s, s.Invalid("simulated-pin-offset", errors.New("only for LISTENER_HANDLER=simulated"))
 		}
 	}
 	if p.BackoffMax < p.BackoffMin {

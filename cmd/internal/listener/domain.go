@@ -54,7 +54,7 @@ func (d *Domain) Close() {
 // applies migrations for the evaluating handler.
 func NewDomain(ctx context.Context, cfg *Config, logger *slog.Logger, metrics *telemetry.Metrics) (*Domain, error) {
 	if cfg.Handler == "simulated" {
-		return &Domain{Handler: SimulatedHandler{Latency: cfg.SimulatedLatency, Jitter: cfg.SimulatedJitter}}, nil
+		return newSimulated(cfg)
 	}
 	d := cfg.Domain
 	connectCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -90,4 +90,23 @@ func NewDomain(ctx context.Context, cfg *Config, logger *slog.Logger, metrics *t
 		}
 		store.Close()
 	}}, nil
+}
+
+// newSimulated builds the simulated handler with its measurement knobs.
+func newSimulated(cfg *Config) (*Domain, error) {
+	h := SimulatedHandler{Latency: cfg.SimulatedLatency, Jitter: cfg.SimulatedJitter}
+	if cfg.SimulatedPinOffset >= 0 {
+		h.Pinned = PinAt(int64(cfg.SimulatedPinOffset))
+	}
+	d := &Domain{}
+	if cfg.SimulatedRecordLog != "" {
+		log, err := OpenRecordLog(cfg.SimulatedRecordLog)
+		if err != nil {
+			return nil, fmt.Errorf("LISTENER_SIMULATED_RECORD_LOG: %w", err)
+		}
+		h.Log = log
+		d.close = func() { _ = log.Close() }
+	}
+	d.Handler = h
+	return d, nil
 }

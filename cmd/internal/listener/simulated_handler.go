@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"time"
 
 	"github.com/patchflow/patchflow/messages"
@@ -18,8 +20,23 @@ const PoisonPrefix = "poison:"
 // uniform random part of Jitter, honouring cancellation, and succeeds,
 // except for values starting with PoisonPrefix, which fail permanently. It
 // lets the pipeline be run and measured without PostgreSQL or VMaaS.
+//
+// Pinned and Log are measurement knobs for the benchmark's crash-replay and
+// memory scenarios; neither belongs in production.
 type SimulatedHandler struct {
 	Latency, Jitter time.Duration
+	// Pinned, when set, names records that wait until their context ends
+	// (a drain cancels it, or the attempt deadline passes) instead of
+	// Latency: each holds its partition's watermark for as long as it runs.
+	Pinned func(*messages.Record) bool
+	// Log, when set, gets every record the handler completes, before Handle
+	// returns success.
+	Log *RecordLog
+}
+
+// PinAt pins the record at offset in every partition (SimulatedHandler.Pinned).
+func PinAt(offset int64) func(*messages.Record) bool {
+	return func(r *messages.Record) bool { return r.GetOffset() == offset }
 }
 
 // Handle implements actors.Handler.
@@ -27,19 +44,63 @@ func (h SimulatedHandler) Handle(ctx context.Context, r *messages.Record) error 
 	if bytes.HasPrefix(r.GetValue(), []byte(PoisonPrefix)) {
 		return messages.Permanent(fmt.Errorf("malformed event: value starts with %q", PoisonPrefix))
 	}
+	if h.Pinned != nil && h.Pinned(r) {
+		<-ctx.Done()
+		return ctx.Err()
+	}
 	d := h.Latency
 	if h.Jitter > 0 {
 		d += rand.N(h.Jitter)
 	}
-	if d <= 0 {
-		return ctx.Err()
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	} else if err := ctx.Err(); err != nil {
+		return err
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	if h.Log != nil {
+		if err := h.Log.Record(r); err != nil {
+			return fmt.Errorf("simulated handler: record log: %w", err)
+		}
 	}
+	return nil
 }
+
+// RecordLog is the simulated handler's record log: one line "partition
+// offset" per completed record, appended to a file. Each line is one
+// unbuffered write(2) on a file opened with O_APPEND, so a line is in the
+// file (the kernel's page cache) once Record returns, and a SIGKILL of the
+// process loses none already written; concurrent records never interleave
+// their lines. Safe for concurrent use.
+type RecordLog struct {
+	f *os.File
+}
+
+// OpenRecordLog opens (creating if need be) the record log at path, for
+// appending.
+func OpenRecordLog(path string) (*RecordLog, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return &RecordLog{f: f}, nil
+}
+
+// Record appends r's line.
+func (l *RecordLog) Record(r *messages.Record) error {
+	var buf [48]byte
+	b := strconv.AppendInt(buf[:0], int64(r.GetPartition()), 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, r.GetOffset(), 10)
+	b = append(b, '\n')
+	_, err := l.f.Write(b)
+	return err
+}
+
+// Close closes the file.
+func (l *RecordLog) Close() error { return l.f.Close() }
