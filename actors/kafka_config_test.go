@@ -3,6 +3,7 @@ package actors_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/IBM/sarama"
 
@@ -68,5 +69,25 @@ func TestProducerLimitFollowsDeadLetterTopic(t *testing.T) {
 		if cfg.Producer.MaxMessageBytes != c.want {
 			t.Errorf("topic limit %d: producer limit %d, want %d", c.topic, cfg.Producer.MaxMessageBytes, c.want)
 		}
+	}
+}
+
+// Marks are committed every 100 ms by default (a crash replays what
+// finished since the last commit), or as often as the settings say.
+func TestCommitInterval(t *testing.T) {
+	for _, c := range []struct{ set, want time.Duration }{
+		{0, actors.DefaultCommitInterval},
+		{2 * time.Second, 2 * time.Second},
+	} {
+		cfg, err := actors.NewConsumerConfig(actors.KafkaSettings{Version: sarama.V3_6_0_0, CommitInterval: c.set}, actors.DefaultSettings())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cfg.Consumer.Offsets.AutoCommit.Interval; got != c.want || !cfg.Consumer.Offsets.AutoCommit.Enable {
+			t.Errorf("commit interval %v set: auto-commit every %v (enabled %v), want %v", c.set, got, cfg.Consumer.Offsets.AutoCommit.Enable, c.want)
+		}
+	}
+	if actors.DefaultCommitInterval != 100*time.Millisecond {
+		t.Errorf("default commit interval %v, documented as 100ms", actors.DefaultCommitInterval)
 	}
 }

@@ -74,6 +74,7 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 	s.String(&version, "KAFKA_VERSION", "kafka-version", "3.6.0", "Kafka protocol version to speak (at least 2.4.0 for cooperative rebalancing)", checkVersion)
 	s.String(&assignor, "KAFKA_ASSIGNOR", "kafka-assignor", "cooperative-sticky", "partition assignment: "+strings.Join(actors.Assignors, ", ")+"; only cooperative-sticky keeps unmoved partitions running through a rebalance", oneOf(actors.Assignors))
 	s.String(&isolation, "KAFKA_ISOLATION_LEVEL", "kafka-isolation-level", actors.IsolationLevels[0], "how transactional topics are read: read_committed (records of aborted transactions are never processed; needs KAFKA_VERSION 0.11.0 or later) or read_uncommitted (every record, aborted or not)", oneOf(actors.IsolationLevels))
+	s.Duration(&cfg.Kafka.CommitInterval, "KAFKA_COMMIT_INTERVAL", "kafka-commit-interval", actors.DefaultCommitInterval, time.Millisecond, "how often marked offsets and their metadata are committed (only when one changed); a crash replays what finished since the last commit besides what was in flight")
 	s.Duration(&cfg.Kafka.SessionTimeout, "KAFKA_SESSION_TIMEOUT", "kafka-session-timeout", 10*time.Second, time.Second, "how long the group waits for a silent member (a crashed process) before moving its partitions")
 	s.Duration(&cfg.Kafka.HeartbeatInterval, "KAFKA_HEARTBEAT_INTERVAL", "kafka-heartbeat-interval", 3*time.Second, 100*time.Millisecond, "heartbeat interval; keep it under a third of the session timeout")
 	sec := &cfg.Kafka.Security
@@ -191,7 +192,7 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 		return nil, s, s.Invalid("kafka-tls-key-file", errors.New("a client certificate needs both KAFKA_TLS_CERT_FILE and KAFKA_TLS_KEY_FILE"))
 	}
 	cfg.Kafka = actors.KafkaSettings{Brokers: cfg.Brokers, Topic: topic, Group: group, DLQTopic: dlq, Version: kv, Assignor: assignor,
-		Isolation: isolation, SessionTimeout: cfg.Kafka.SessionTimeout, HeartbeatInterval: cfg.Kafka.HeartbeatInterval, Security: *sec}
+		Isolation: isolation, CommitInterval: cfg.Kafka.CommitInterval, SessionTimeout: cfg.Kafka.SessionTimeout, HeartbeatInterval: cfg.Kafka.HeartbeatInterval, Security: *sec}
 	if err := p.Validate(); err != nil {
 		return nil, s, err
 	}
