@@ -38,16 +38,19 @@ test-kafka:
 	$(GO) test -race -count=1 -v -run RealBroker ./actors ./cmd/internal/listener
 
 ## e2e: the fault-injection suite against a real Kafka broker (KRaft, from Maven Central) and a
-## throwaway PostgreSQL: crash loop, group churn, broker restart, database outage, VMaaS trouble, poison,
-## SASL, hostage (hosts whose VMaaS calls hang: dead-lettered within the own-failure bound) and
+## throwaway PostgreSQL: crash loop (each kill measured: in flight, evaluations redone, finished records
+## run again, commit metadata), a clean run, group churn, broker restart, database outage, VMaaS trouble,
+## poison, SASL, hostage (hosts whose VMaaS calls hang: dead-lettered within the own-failure bound) and
 ## revoke-starved (a member joins while the database is down: revoked claims drain within the drain timeout);
-## then, on the same broker, the checks of make test-kafka
+## then, on the same broker, the checks of make test-kafka. E2E_SCENARIOS=crash-loop,clean runs only those;
+## E2E_BIN=dir runs the listener binary in dir (another build, to compare)
+E2E_BIN ?= $(CURDIR)/$(BIN)
 e2e: build
 	@set -e; \
 	work=$$(mktemp -d /tmp/patchflow-e2e.XXXXXX); \
 	pg=$$(.ci/postgres start); kafka=$$(.ci/kafka start); \
 	trap '.ci/kafka down '"$$kafka"'; .ci/postgres stop '"$$pg" EXIT; \
-	E2E_BROKERS=$$(cat $$kafka/brokers) E2E_DATABASE_URL=$$(cat $$pg/url) E2E_BIN=$(CURDIR)/$(BIN) E2E_CI=$(CURDIR)/.ci \
+	E2E_BROKERS=$$(cat $$kafka/brokers) E2E_DATABASE_URL=$$(cat $$pg/url) E2E_BIN=$(E2E_BIN) E2E_CI=$(CURDIR)/.ci \
 	E2E_KAFKA_DIR=$$kafka E2E_PG_DIR=$$pg E2E_WORK=$$work \
 	E2E_SASL_BROKERS=$$(cat $$kafka/brokers-sasl) E2E_SASL_PASSWORD=patchflow-test-secret \
 	E2E_BROWSER=$$(command -v chromium || true) E2E_SCREENSHOT=$(CURDIR)/docs/status.png $(GO) run ./cmd/e2e; \

@@ -21,6 +21,9 @@ type listenerProc struct {
 	status  string        // its /status.json, when its HTTP address is known
 	exited  chan struct{} // closed once the process has exited
 	err     error         // its exit status, valid after exited closes
+	// samples are its recent /status.json reads (Scenario.SampleStatus),
+	// oldest first.
+	samples []statusSample
 }
 
 // startListener runs bin/listener with env, logging to <work>/<name>.log.

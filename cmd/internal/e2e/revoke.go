@@ -73,16 +73,38 @@ func revokeWhileStarved(pause time.Duration) func(r *run) error {
 	}
 }
 
-// listenerStatus is what waitStarved reads of a listener's /status.json.
+// listenerStatus is what the suite reads of a listener's /status.json
+// (telemetry.Status; its Totals are actors.StatsSnapshot).
 type listenerStatus struct {
 	Partitions []struct {
 		Partition int32 `json:"partition"`
+		Committed int64 `json:"committed"`
+		Admitted  int64 `json:"admitted"` // the highest offset admitted; -1 before the first
 		Lag       int64 `json:"lag"`
 		InFlight  int   `json:"in_flight"`
 	} `json:"partitions"`
 	Totals struct {
-		Succeeded, Skipped, DeadLettered, RetriedShared int64
+		Admitted, Succeeded, Skipped, DeadLettered, RetriedShared int64
+		// Resumed: finished without running, as an earlier owner's commit
+		// metadata said (absent from listeners before commit metadata).
+		Resumed         int64
+		SkippedByReason map[string]int64
 	}
+}
+
+// finished is what the listener finished by running it: succeeded,
+// skipped or dead-lettered (not resumed).
+func (st listenerStatus) finished() int64 {
+	return st.Totals.Succeeded + st.Totals.Skipped + st.Totals.DeadLettered
+}
+
+// inFlight sums the partitions' records in flight.
+func (st listenerStatus) inFlight() int {
+	n := 0
+	for _, p := range st.Partitions {
+		n += p.InFlight
+	}
+	return n
 }
 
 // starveQuiet is how long a member must have finished nothing to count as

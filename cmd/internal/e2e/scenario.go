@@ -39,6 +39,10 @@ type Scenario struct {
 	// StatusPorts gives every listener a known HTTP port: the scenario
 	// reads their /status.json.
 	StatusPorts bool
+	// SampleStatus reads every live listener's /status.json each time the
+	// run looks at the broker (every 250 ms), keeping the last
+	// sampleHistory of samples (listenerProc.samples); needs StatusPorts.
+	SampleStatus bool
 	// ListenerEnv is added to every listener's environment after the
 	// suite's own settings (a later value wins).
 	ListenerEnv []string
@@ -80,11 +84,16 @@ type Line struct {
 	Finish       time.Duration
 	LongestStall time.Duration
 	// LongestPin is the longest any one partition's committed offset stayed
-	// the same while below its end offset, as the run loop saw it.
+	// the same while below its end offset, as the run loop saw it: that of
+	// partition PinPartition, from PinFrom after the listeners started.
 	LongestPin   time.Duration
+	PinPartition int32
+	PinFrom      time.Duration
 	OffsetsAtEnd bool
 	// Figures are the scenario's own measurements.
-	Figures  []string
+	Figures []string
+	// Details are lines printed under the scenario's line (a table).
+	Details  []string
 	Faults   []string
 	Problems []string
 }
@@ -105,8 +114,12 @@ func (l Line) String() string {
 	for _, f := range l.Figures {
 		figures += "  " + f
 	}
-	return fmt.Sprintf("%-14s events %6d  faults %2d  lost %d  wrong rows %d  dead-lettered %d/%d expected  skipped %s/%d expected  repeated evaluations %d  finish %6.1fs  longest stall %5.1fs  longest pin %5.1fs  offsets at end %v%s  %s",
-		l.Scenario, l.Events, len(l.Faults), l.Lost, l.Wrong, l.DeadLettered, l.ExpectedDead, skipped, l.ExpectedSkip, l.Duplicates, l.Finish.Seconds(), l.LongestStall.Seconds(), l.LongestPin.Seconds(), l.OffsetsAtEnd, figures, status)
+	details := ""
+	for _, d := range l.Details {
+		details += "\n    " + d
+	}
+	return fmt.Sprintf("%-14s events %6d  faults %2d  lost %d  wrong rows %d  dead-lettered %d/%d expected  skipped %s/%d expected  repeated evaluations %d  finish %6.1fs  longest stall %5.1fs  longest pin %5.1fs (partition %d from %.1fs)  offsets at end %v%s  %s%s",
+		l.Scenario, l.Events, len(l.Faults), l.Lost, l.Wrong, l.DeadLettered, l.ExpectedDead, skipped, l.ExpectedSkip, l.Duplicates, l.Finish.Seconds(), l.LongestStall.Seconds(), l.LongestPin.Seconds(), l.PinPartition, l.PinFrom.Seconds(), l.OffsetsAtEnd, figures, status, details)
 }
 
 // run is the state of one scenario in progress.
@@ -118,6 +131,10 @@ type run struct {
 	dbURL     string
 	mock      *platform.Server
 	mockURL   string
+	plan      *loadgen.Plan
+	ds        *platform.Dataset
+	hostages  []string
+	began     time.Time // when the listeners started
 	listeners []*listenerProc
 	started   int
 	faults    []string
@@ -128,6 +145,8 @@ type run struct {
 	// What the revoke-starved fault did, for its judge.
 	paused, starved, resumed time.Time
 	joiner                   *listenerProc
+	// What the crash loop's kills saw, for its judge.
+	kills []killRecord
 }
 
 var shape = platform.ProfileShape{Packages: 40, Repos: 10}
@@ -158,7 +177,11 @@ func (r *run) startListener() error {
 // the scenario's.
 func (r *run) startListenerWith(extra ...string) (*listenerProc, error) {
 	r.started++
-	env := append(r.listenerEnv(), extra...)
+	name := fmt.Sprintf("%s-listener-%d", r.sc.Name, r.started)
+	// Each process calls the mock by its own name, so the mock can tell
+	// which process evaluated what (platform.CallerPrefix).
+	named := r.mockURL + platform.CallerPrefix + name
+	env := append(append(r.listenerEnv(), kv("VMAAS_URL", named), kv("INVENTORY_URL", named)), extra...)
 	var status string
 	if r.sc.StatusPorts || r.sc.StatusPort && r.started == 1 {
 		addr, err := freeAddr()
@@ -171,7 +194,7 @@ func (r *run) startListenerWith(extra ...string) (*listenerProc, error) {
 			r.statusURL = "http://" + addr + "/status"
 		}
 	}
-	p, err := r.env.startListener(fmt.Sprintf("%s-listener-%d", r.sc.Name, r.started), env)
+	p, err := r.env.startListener(name, env)
 	if err != nil {
 		return nil, err
 	}
@@ -214,6 +237,7 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 	if err != nil {
 		return line, err
 	}
+	r.plan, r.ds, r.hostages = plan, ds, hostages
 	if r.mock, err = platform.NewServer(ds, platform.ServerOptions{Faults: platform.Faults{Latency: "longtail:50ms", HangHosts: hostages},
 		InventoryLatency: platform.Latency{Kind: "fixed", Base: 10 * time.Millisecond}, Shape: shape}); err != nil {
 		return line, err
@@ -266,6 +290,7 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 	}()
 
 	began := time.Now()
+	r.began = began
 	lastProgress, lastCommitted := began, int64(-1)
 	// Per partition: its committed offset when last seen, and since when.
 	pinnedAt, pinnedSince := map[int32]int64{}, map[int32]time.Time{}
@@ -281,6 +306,9 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 		case <-ctx.Done():
 			return line, ctx.Err()
 		case <-time.After(250 * time.Millisecond):
+		}
+		if sc.SampleStatus {
+			r.sampleStatus()
 		}
 		progress, err := offsets.Read(env.Brokers, r.topic, r.group)
 		if err != nil {
@@ -303,8 +331,8 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 					pinnedSince[part] = began // nothing was committed before the listeners started
 				}
 			}
-			if committed < end {
-				line.LongestPin = max(line.LongestPin, now.Sub(pinnedSince[part]))
+			if pin := now.Sub(pinnedSince[part]); committed < end && pin > line.LongestPin {
+				line.LongestPin, line.PinPartition, line.PinFrom = pin, part, pinnedSince[part].Sub(began)
 			}
 		}
 		for len(faults) > 0 && float64(done) >= faults[0].At*float64(total) {
@@ -442,13 +470,13 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 			line.Problems = append(line.Problems, err.Error())
 		}
 	}
+	s := r.mock.Stats()
+	line.Duplicates = s.VMaaSCalls - s.VMaaS503 - s.VMaaSHung - int64(evaluating)
 	if sc.Judge != nil {
 		if err := sc.Judge(r, &line); err != nil {
 			return line, err
 		}
 	}
-	s := r.mock.Stats()
-	line.Duplicates = s.VMaaSCalls - s.VMaaS503 - s.VMaaSHung - int64(evaluating)
 	return line, nil
 }
 

@@ -13,6 +13,8 @@ import (
 type Progress struct {
 	Ends      map[int32]int64 // high watermark per partition
 	Committed map[int32]int64 // committed offset per partition (0 when none)
+	// Metadata is the metadata committed with each partition's offset ("" when none).
+	Metadata map[int32]string
 }
 
 // Read asks the brokers for topic's end offsets and group's committed offsets.
@@ -30,7 +32,7 @@ func Read(brokers []string, topic, group string) (Progress, error) {
 	if err != nil {
 		return Progress{}, err
 	}
-	p := Progress{Ends: map[int32]int64{}, Committed: map[int32]int64{}}
+	p := Progress{Ends: map[int32]int64{}, Committed: map[int32]int64{}, Metadata: map[int32]string{}}
 	for _, part := range parts {
 		if p.Ends[part], err = client.GetOffset(topic, part, sarama.OffsetNewest); err != nil {
 			return Progress{}, err
@@ -49,6 +51,7 @@ func Read(brokers []string, topic, group string) (Progress, error) {
 	}
 	for part, b := range res.Blocks[topic] {
 		p.Committed[part] = max(b.Offset, 0)
+		p.Metadata[part] = b.Metadata
 	}
 	return p, nil
 }

@@ -184,3 +184,52 @@ func TestHangHostsLeavesOnlyTheirCallsUnanswered(t *testing.T) {
 		t.Fatalf("hung calls %d, want 1", s.VMaaSHung)
 	}
 }
+
+// A caller named by its path prefix is served as any other, and the mock
+// records the evaluations it answered for it (not 503s, not unnamed calls).
+func TestNamedCallersEvaluationsAreRecorded(t *testing.T) {
+	ds := NewDataset(3, DatasetSize{Packages: 100, Repos: 10, Advisories: 50})
+	shape := ProfileShape{Packages: 20, Repos: 5}
+	srv, err := NewServer(ds, ServerOptions{Shape: shape})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	p0, p1 := ds.Profile(host, 0, shape).Packages, ds.Profile("8a3f1c2e-0000-4000-8000-000000000002", 0, shape).Packages
+	if code, _ := post(t, ts.URL+"/l/listener-1/api/v3/updates", map[string]any{"package_list": p0}); code != 200 {
+		t.Fatalf("named call: %d", code)
+	}
+	if code, _ := post(t, ts.URL+"/api/v3/updates", map[string]any{"package_list": p1}); code != 200 {
+		t.Fatalf("unnamed call: %d", code)
+	}
+	post(t, ts.URL+"/admin/faults", Faults{ErrorRate: 1})
+	if code, _ := post(t, ts.URL+"/l/listener-2/api/v3/updates", map[string]any{"package_list": p1}); code != 503 {
+		t.Fatalf("named call with error rate 1: %d, want 503", code)
+	}
+	post(t, ts.URL+"/admin/faults", Faults{})
+	if code, _ := post(t, ts.URL+"/l/listener-2/api/v3/updates", map[string]any{"package_list": p1}); code != 200 {
+		t.Fatalf("named call: %d", code)
+	}
+	resp, err := http.Get(ts.URL + "/l/listener-2/api/inventory/v1/hosts/" + host + "/system_profile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("named inventory call: %d", resp.StatusCode)
+	}
+	for _, bad := range []string{"/l//api/v3/updates", "/l/a%2Fb/api/v3/updates", "/l/x/no/such/path"} {
+		if code, _ := post(t, ts.URL+bad, map[string]any{"package_list": p0}); code != 404 {
+			t.Fatalf("%s: %d, want 404", bad, code)
+		}
+	}
+	got := srv.Evaluations()
+	if len(got) != 2 || got[0].Caller != "listener-1" || got[0].Profile != Fingerprint(p0) ||
+		got[1].Caller != "listener-2" || got[1].Profile != Fingerprint(p1) || got[1].At.Before(got[0].At) {
+		t.Fatalf("evaluations %+v", got)
+	}
+	if Fingerprint(p0) == Fingerprint(p1) {
+		t.Fatal("two hosts share a package list: the test cannot tell them apart")
+	}
+}

@@ -1,6 +1,7 @@
 package platform
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"math/rand/v2"
@@ -42,6 +43,12 @@ type ServerOptions struct {
 
 // Server serves VMaaS POST /api/v3/updates and the inventory
 // GET /api/inventory/v1/hosts/{id}/system_profile from a Dataset.
+//
+// A client may name itself with a path prefix: its base URL
+// http://mock/l/<caller> reaches the same endpoints, and the mock records
+// every VMaaS evaluation it answers for a named caller (Evaluations). The
+// e2e suite gives each listener process its own name, to tell which process
+// evaluated what. Unnamed calls are served the same and not recorded.
 type Server struct {
 	ds      *Dataset
 	opts    ServerOptions
@@ -52,7 +59,27 @@ type Server struct {
 	mux     *http.ServeMux
 
 	vmaasCalls, vmaas503, vmaasHung, inventoryCalls atomic.Int64
+
+	evalMu      sync.Mutex
+	evaluations []Evaluation
 }
+
+// CallerPrefix starts the path of a named caller: /l/<caller>/api/...
+const CallerPrefix = "/l/"
+
+// Evaluation is one VMaaS call the mock answered for a named caller.
+type Evaluation struct {
+	Caller string
+	// Profile is the Fingerprint of the call's package list: which host
+	// profile was evaluated.
+	Profile string
+	At      time.Time // when the answer was sent
+}
+
+type callerKey struct{}
+
+// validCaller accepts the names a path segment carries unescaped.
+var validCaller = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
 
 // NewServer returns the mock for ds.
 func NewServer(ds *Dataset, opts ServerOptions) (*Server, error) {
@@ -68,7 +95,36 @@ func NewServer(ds *Dataset, opts ServerOptions) (*Server, error) {
 	return s, nil
 }
 
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// ServeHTTP serves r, first taking a caller's name off its path (see
+// CallerPrefix).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rest, named := strings.CutPrefix(r.URL.Path, CallerPrefix)
+	if !named {
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	caller, _, _ := strings.Cut(rest, "/")
+	if !validCaller.MatchString(caller) {
+		http.Error(w, "caller name must be letters, digits, '.', '_' or '-'", http.StatusNotFound)
+		return
+	}
+	prefix := CallerPrefix + caller
+	r2 := r.Clone(context.WithValue(r.Context(), callerKey{}, caller))
+	r2.URL.Path = strings.TrimPrefix(r.URL.Path, prefix)
+	r2.URL.RawPath = strings.TrimPrefix(r.URL.RawPath, prefix)
+	if r2.URL.Path == "" {
+		r2.URL.Path = "/"
+	}
+	s.mux.ServeHTTP(w, r2)
+}
+
+// Evaluations returns the VMaaS evaluations answered for named callers so
+// far, in the order they were answered.
+func (s *Server) Evaluations() []Evaluation {
+	s.evalMu.Lock()
+	defer s.evalMu.Unlock()
+	return slices.Clone(s.evaluations)
+}
 
 func (s *Server) setFaults(f Faults) error {
 	if f.Latency == "" {
@@ -83,7 +139,7 @@ func (s *Server) setFaults(f Faults) error {
 		hang = map[string]bool{}
 		for _, id := range f.HangHosts {
 			for rev := 0; rev <= HangRevisions; rev++ {
-				hang[fingerprint(s.ds.Profile(id, rev, s.opts.Shape).Packages)] = true
+				hang[Fingerprint(s.ds.Profile(id, rev, s.opts.Shape).Packages)] = true
 			}
 		}
 	}
@@ -93,9 +149,10 @@ func (s *Server) setFaults(f Faults) error {
 	return nil
 }
 
-// fingerprint identifies a package list whatever its order and however its
-// NEVRAs are spelled (an epoch of 0 written or not).
-func fingerprint(packages []string) string {
+// Fingerprint identifies a package list whatever its order and however its
+// NEVRAs are spelled (an epoch of 0 written or not): the profile a VMaaS
+// call evaluates.
+func Fingerprint(packages []string) string {
 	canon := make([]string, len(packages))
 	for i, p := range packages {
 		canon[i] = p
@@ -151,7 +208,8 @@ func (s *Server) updates(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "malformed request: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	if hang[fingerprint(req.PackageList)] {
+	profile := Fingerprint(req.PackageList)
+	if hang[profile] {
 		s.vmaasHung.Add(1)
 		<-r.Context().Done() // until the client gives up
 		return
@@ -186,6 +244,11 @@ func (s *Server) updates(w http.ResponseWriter, r *http.Request) {
 		resp.UpdateList[p] = packageUpdates{AvailableUpdates: ups}
 	}
 	writeJSON(w, resp)
+	if caller, ok := r.Context().Value(callerKey{}).(string); ok {
+		s.evalMu.Lock()
+		s.evaluations = append(s.evaluations, Evaluation{Caller: caller, Profile: profile, At: time.Now()})
+		s.evalMu.Unlock()
+	}
 }
 
 var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
