@@ -60,7 +60,7 @@ func revokeWhileStarved(pause time.Duration) func(r *run) error {
 		r.starved = time.Now()
 		r.joiner, err = r.startListenerWith(joinerEnv...)
 		if err == nil {
-			time.Sleep(time.Until(r.paused.Add(pause))) // the outage's scripted length
+			r.wait(time.Until(r.paused.Add(pause))) // the outage's scripted length
 		}
 		if rerr := r.env.script("postgres", "resume", r.env.PGDir); rerr != nil {
 			return rerr

@@ -147,6 +147,70 @@ type run struct {
 	joiner                   *listenerProc
 	// What the crash loop's kills saw, for its judge.
 	kills []killRecord
+	// watch is what the run has seen of the group's progress.
+	watch *watch
+}
+
+// lookInterval is how often the run looks at the group's progress.
+const lookInterval = 250 * time.Millisecond
+
+// watch is what the run learns each time it looks at the broker: the
+// group's progress, the longest stall and the longest pin, into line.
+// Faults that wait keep looking (run.wait), so a stall or a pin during a
+// fault is seen while it lasts, not only once the fault is over.
+type watch struct {
+	line          *Line
+	lastProgress  time.Time // when done last grew
+	lastCommitted int64     // done when last seen grow; -1 before the first look
+	total, done   int64     // records on the topic, below the committed offsets
+	// Per partition: its committed offset when last seen, and since when.
+	pinnedAt    map[int32]int64
+	pinnedSince map[int32]time.Time
+}
+
+// look reads the group's progress once (and the listeners' status, when
+// the scenario samples it); false when the broker did not answer.
+func (r *run) look() bool {
+	w, line := r.watch, r.watch.line
+	if r.sc.SampleStatus {
+		r.sampleStatus()
+	}
+	progress, err := offsets.Read(r.env.Brokers, r.topic, r.group)
+	if err != nil {
+		return false
+	}
+	w.total, w.done = progress.Total(), progress.Done()
+	now := time.Now()
+	if w.done > w.lastCommitted {
+		if w.lastCommitted >= 0 {
+			line.LongestStall = max(line.LongestStall, now.Sub(w.lastProgress))
+		}
+		w.lastProgress, w.lastCommitted = now, w.done
+	}
+	for part, end := range progress.Ends {
+		committed := min(progress.Committed[part], end)
+		if at, seen := w.pinnedAt[part]; !seen || committed != at {
+			w.pinnedAt[part], w.pinnedSince[part] = committed, now
+			if !seen {
+				w.pinnedSince[part] = r.began // nothing was committed before the listeners started
+			}
+		}
+		if pin := now.Sub(w.pinnedSince[part]); committed < end && pin > line.LongestPin {
+			line.LongestPin, line.PinPartition, line.PinFrom = pin, part, w.pinnedSince[part].Sub(r.began)
+		}
+	}
+	return true
+}
+
+// wait lets d pass, as a fault's scripted length, looking at the group's
+// progress every lookInterval meanwhile (a look takes a few milliseconds
+// while the broker is up; not for a fault that stops it).
+func (r *run) wait(d time.Duration) {
+	end := time.Now().Add(d)
+	for left := time.Until(end); left > 0; left = time.Until(end) {
+		time.Sleep(min(left, lookInterval))
+		r.look()
+	}
 }
 
 var shape = platform.ProfileShape{Packages: 40, Repos: 10}
@@ -291,12 +355,10 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 
 	began := time.Now()
 	r.began = began
-	lastProgress, lastCommitted := began, int64(-1)
-	// Per partition: its committed offset when last seen, and since when.
-	pinnedAt, pinnedSince := map[int32]int64{}, map[int32]time.Time{}
+	r.watch = &watch{line: &line, lastProgress: began, lastCommitted: -1, pinnedAt: map[int32]int64{}, pinnedSince: map[int32]time.Time{}}
+	w := r.watch
 	faults := sc.Faults
 	deadline := began.Add(6 * time.Minute)
-	var total int64
 	for {
 		if time.Now().After(deadline) {
 			line.Problems = append(line.Problems, "did not finish within 6 minutes")
@@ -305,37 +367,12 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 		select {
 		case <-ctx.Done():
 			return line, ctx.Err()
-		case <-time.After(250 * time.Millisecond):
+		case <-time.After(lookInterval):
 		}
-		if sc.SampleStatus {
-			r.sampleStatus()
-		}
-		progress, err := offsets.Read(env.Brokers, r.topic, r.group)
-		if err != nil {
+		if !r.look() {
 			continue // the broker may be restarting
 		}
-		total = progress.Total()
-		done := progress.Done()
-		now := time.Now()
-		if done > lastCommitted {
-			if lastCommitted >= 0 {
-				line.LongestStall = max(line.LongestStall, now.Sub(lastProgress))
-			}
-			lastProgress, lastCommitted = now, done
-		}
-		for part, end := range progress.Ends {
-			committed := min(progress.Committed[part], end)
-			if at, seen := pinnedAt[part]; !seen || committed != at {
-				pinnedAt[part], pinnedSince[part] = committed, now
-				if !seen {
-					pinnedSince[part] = began // nothing was committed before the listeners started
-				}
-			}
-			if pin := now.Sub(pinnedSince[part]); committed < end && pin > line.LongestPin {
-				line.LongestPin, line.PinPartition, line.PinFrom = pin, part, pinnedSince[part].Sub(began)
-			}
-		}
-		for len(faults) > 0 && float64(done) >= faults[0].At*float64(total) {
+		for len(faults) > 0 && float64(w.done) >= faults[0].At*float64(w.total) {
 			f := faults[0]
 			faults = faults[1:]
 			if err := f.Do(r); err != nil {
@@ -343,7 +380,7 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 			}
 			r.faults = append(r.faults, f.Name)
 		}
-		if done == total && len(faults) == 0 {
+		if w.done == w.total && len(faults) == 0 {
 			line.OffsetsAtEnd = true
 			break
 		}
@@ -355,11 +392,11 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 	line.Finish = time.Since(began)
 	line.Faults = r.faults
 	if !line.OffsetsAtEnd { // still stalled when the run gave up
-		line.LongestStall = max(line.LongestStall, time.Since(lastProgress))
+		line.LongestStall = max(line.LongestStall, time.Since(w.lastProgress))
 	}
 	if !line.OffsetsAtEnd {
 		line.Problems = append(line.Problems, "committed offsets did not reach the end offsets")
-		line.Lost = int(total - lastCommitted)
+		line.Lost = int(w.total - max(w.lastCommitted, 0))
 	}
 	r.stopping = time.Now()
 	for _, p := range r.live() {

@@ -46,7 +46,7 @@ func Scenarios() []Scenario {
 			if err := r.env.script("kafka", "stop", r.env.KafkaDir); err != nil {
 				return err
 			}
-			time.Sleep(5 * time.Second)
+			time.Sleep(5 * time.Second) // nothing to look at: the broker is down, and a look would wait for it
 			return r.env.script("kafka", "start", r.env.KafkaDir)
 		}},
 	}}
@@ -55,7 +55,7 @@ func Scenarios() []Scenario {
 			if err := r.env.script("postgres", "pause", r.env.PGDir); err != nil {
 				return err
 			}
-			time.Sleep(15 * time.Second)
+			r.wait(15 * time.Second)
 			return r.env.script("postgres", "resume", r.env.PGDir)
 		}},
 	}}
@@ -64,11 +64,11 @@ func Scenarios() []Scenario {
 			if err := r.setFaults(platform.Faults{ErrorRate: 1, Latency: "fixed:5ms"}); err != nil {
 				return err
 			}
-			time.Sleep(10 * time.Second)
+			r.wait(10 * time.Second)
 			if err := r.setFaults(platform.Faults{Latency: "fixed:2s"}); err != nil {
 				return err
 			}
-			time.Sleep(15 * time.Second)
+			r.wait(15 * time.Second)
 			return r.setFaults(platform.Faults{Latency: "longtail:50ms"})
 		}},
 	}}
