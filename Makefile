@@ -43,7 +43,8 @@ test-kafka:
 ## poison, SASL, hostage (hosts whose VMaaS calls hang: dead-lettered within the own-failure bound) and
 ## revoke-starved (a member joins while the database is down: revoked claims drain within the drain timeout);
 ## then, on the same broker, the checks of make test-kafka. E2E_SCENARIOS=crash-loop,clean runs only those;
-## E2E_BIN=dir runs the listener binary in dir (another build, to compare)
+## E2E_BIN=dir runs the listener binary in dir (another build, to compare); E2E_LISTENER_ENV=NAME=value,...
+## adds settings to every listener
 E2E_BIN ?= $(CURDIR)/$(BIN)
 e2e: build
 	@set -e; \

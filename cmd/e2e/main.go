@@ -35,6 +35,8 @@ func main() {
 	s.String(&env.Browser, "E2E_BROWSER", "browser", "", "Chromium binary for the status page check (empty: skipped)", nil)
 	s.String(&env.Screenshot, "E2E_SCREENSHOT", "screenshot", "", "save the status page screenshot here", nil)
 	s.String(&only, "E2E_SCENARIOS", "scenarios", "", "comma-separated scenario names (default: all)", nil)
+	var listenerEnv string
+	s.String(&listenerEnv, "E2E_LISTENER_ENV", "listener-env", "", "comma-separated NAME=value settings added to every listener's environment, after the scenario's (to measure the suite with a setting changed)", checkListenerEnv)
 	err := s.Parse(os.Args[1:], os.LookupEnv)
 	if errors.Is(err, settings.ErrHelp) {
 		s.PrintUsage(os.Stdout)
@@ -50,6 +52,9 @@ func main() {
 	env.Brokers = strings.Split(brokers, ",")
 	if saslBrokers != "" {
 		env.SASLBrokers = strings.Split(saslBrokers, ",")
+	}
+	if listenerEnv != "" {
+		env.ListenerEnv = strings.Split(listenerEnv, ",")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -80,4 +85,16 @@ func main() {
 		fmt.Printf("e2e: %d scenario(s) failed\n", failed)
 		os.Exit(1)
 	}
+}
+
+func checkListenerEnv(v string) error {
+	if v == "" {
+		return nil
+	}
+	for _, kv := range strings.Split(v, ",") {
+		if name, _, ok := strings.Cut(kv, "="); !ok || name == "" {
+			return fmt.Errorf("%q is not NAME=value", kv)
+		}
+	}
+	return nil
 }

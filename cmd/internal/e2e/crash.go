@@ -3,6 +3,7 @@ package e2e
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -149,7 +150,8 @@ func killAndRestart(r *run) error {
 		return err
 	}
 	k := killRecord{n: len(r.kills) + 1, at: signalled.Sub(r.began), inFlight: st.inFlight(), gap: signalled.Sub(read),
-		committed: progress.Committed, metadataBytes: map[int32]int{}, skipped: st.Totals.SkippedByReason, resumed: st.Totals.Resumed}
+		committed: progress.Committed, metadataBytes: map[int32]int{}, skipped: map[string]int64{}, resumed: st.Totals.Resumed}
+	maps.Copy(k.skipped, st.Totals.SkippedByReason) // none yet is a count of 0, not unknown
 	for i, q := range r.listeners {
 		if q == p {
 			k.proc = i
@@ -333,7 +335,8 @@ func judgeCrashLoop(r *run, line *Line) error {
 	if counts, ok, err := last.skippedByReason(); err != nil {
 		return err
 	} else if ok {
-		skippedBy[len(r.listeners)-1] = counts
+		skippedBy[len(r.listeners)-1] = map[string]int64{}
+		maps.Copy(skippedBy[len(r.listeners)-1], counts)
 	}
 	var resumed int64
 	for _, k := range r.kills {

@@ -37,6 +37,9 @@ type Env struct {
 	Browser string
 	// Screenshot is where the status page screenshot goes; empty: none.
 	Screenshot string
+	// ListenerEnv is added to every listener's environment after the
+	// scenario's own (NAME=value each).
+	ListenerEnv []string
 }
 
 // createDatabase makes an empty database and returns its URL.

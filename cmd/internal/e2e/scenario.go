@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -229,7 +230,7 @@ func (r *run) listenerEnv() []string {
 		kv("LISTENER_BACKOFF_MAX", "2s"), kv("DB_MAX_OPEN_CONNS", "16"), kv("LOG_FORMAT", "json"),
 		kv("LISTENER_PROGRESS_INTERVAL", "5s"),
 		kv("LISTENER_HTTP_ADDR", "127.0.0.1:0"), kv("VMAAS_CACHE_SIZE", "0"), // every evaluation reaches the mock, which counts repeated ones
-	), r.sc.ListenerEnv...)
+	), slices.Concat(r.sc.ListenerEnv, r.env.ListenerEnv)...)
 }
 
 func (r *run) startListener() error {
