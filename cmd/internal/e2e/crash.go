@@ -38,20 +38,34 @@ import (
 // evaluations redone ≤ in flight, plus what the process could admit between
 // the status read and the signal (admissionMargin). A finished record is run
 // again only when no commit that reached the broker says it is finished.
-// sarama commits what was marked every commitInterval; a commit leaves at a
-// tick and may still be on its way at the kill, so the last commit that
+// sarama commits what was marked every KAFKA_COMMIT_INTERVAL; a commit leaves
+// at a tick and may still be on its way at the kill, so the last commit that
 // surely landed left at the tick before: run again ≤ the records the killed
-// process finished within 2 × commitInterval before the read (commitWindow),
-// as long as marking and a commit's round trip take less than an interval.
-// Before commit metadata the listener ran again every finished record above
-// the committed watermark, which an unfinished record pins.
+// process finished within 2 × the interval before the read, plus
+// commitSlack for the partition actor's marking and a commit's round trip
+// (commitWindow). Before commit metadata the listener ran again every
+// finished record above the committed watermark, which an unfinished record
+// pins.
 
-// commitInterval is the listener's Consumer.Offsets.AutoCommit.Interval
-// (actors/kafka_config.go).
-const commitInterval = time.Second
+// commitSlack is what commitWindow allows, beyond two commit intervals, for
+// a record's mark to reach sarama (the partition actor marks behind the
+// messages in its mailbox) and for a commit request to reach the broker.
+// Measured at the default 100 ms interval, the records run again after a
+// kill were never more than those finished in the last 100 ms.
+const commitSlack = 100 * time.Millisecond
 
-// commitWindow: see above.
-const commitWindow = 2 * commitInterval
+// commitWindow is how long before a kill a finished record may have been
+// finished and still be run again: see above.
+func (r *run) commitWindow() (time.Duration, error) {
+	cfg, err := settingsOf(r.listenerEnv())
+	if err != nil {
+		return 0, err
+	}
+	return 2*cfg.Kafka.CommitInterval + commitSlack, nil
+}
+
+// rateWindow is how far back admissionMargin looks for the admission rate.
+const rateWindow = 2 * time.Second
 
 // sampleHistory is how much of a listener's status the run keeps.
 const sampleHistory = 10 * time.Second
@@ -110,7 +124,7 @@ type killRecord struct {
 	gap      time.Duration
 	margin   int
 	// finishedWindow is what the process finished by running it within
-	// window before the read (window is commitWindow or, for a process
+	// window before the read (window is the commit window or, for a process
 	// younger than that, its life).
 	finishedWindow int64
 	window         time.Duration
@@ -158,7 +172,11 @@ func killAndRestart(r *run) error {
 		}
 	}
 	k.margin = admissionMargin(p, st, read, k.gap)
-	k.finishedWindow, k.window = finishedWithin(p, st, read, commitWindow)
+	window, err := r.commitWindow()
+	if err != nil {
+		return err
+	}
+	k.finishedWindow, k.window = finishedWithin(p, st, read, window)
 	for part, md := range progress.Metadata {
 		k.metadataBytes[part] = len(md)
 	}
@@ -270,14 +288,14 @@ func readOffsetsWithin(r *run, limit time.Duration) (offsets.Progress, error) {
 
 // admissionMargin is what p could admit in gap after the read st: gap at
 // the highest admission rate between its samples ending within the last
-// commitWindow, rounded up, plus one.
+// rateWindow, rounded up, plus one.
 func admissionMargin(p *listenerProc, st listenerStatus, read time.Time, gap time.Duration) int {
 	points := append([]statusSample(nil), p.samples...)
 	points = append(points, statusSample{at: read, st: st})
 	var peak float64
 	for i := 1; i < len(points); i++ {
 		a, b := points[i-1], points[i]
-		if read.Sub(b.at) > commitWindow || !b.at.After(a.at) {
+		if read.Sub(b.at) > rateWindow || !b.at.After(a.at) {
 			continue
 		}
 		peak = max(peak, float64(b.st.Totals.Admitted-a.st.Totals.Admitted)/b.at.Sub(a.at).Seconds())
@@ -296,8 +314,8 @@ func (k killRecord) judge(redone int) []string {
 			k.n, redone, k.inFlight, k.margin, k.gap.Round(time.Microsecond)))
 	}
 	if k.rerunFinished > k.finishedWindow {
-		problems = append(problems, fmt.Sprintf("kill %d: %d finished records run again, more than the %d finished in the last %.1fs before the kill (2 commit intervals)",
-			k.n, k.rerunFinished, k.finishedWindow, k.window.Seconds()))
+		problems = append(problems, fmt.Sprintf("kill %d: %d finished records run again, more than the %d finished in the last %v before the kill (2 commit intervals + %v)",
+			k.n, k.rerunFinished, k.finishedWindow, k.window.Round(time.Millisecond), commitSlack))
 	}
 	for _, m := range k.metadataProblems {
 		problems = append(problems, fmt.Sprintf("kill %d: commit metadata: %s", k.n, m))
@@ -367,9 +385,13 @@ func judgeCrashLoop(r *run, line *Line) error {
 		sumRerun += k.rerunFinished
 		line.Problems = append(line.Problems, k.judge(red)...)
 	}
+	window, err := r.commitWindow()
+	if err != nil {
+		return err
+	}
 	line.Details = append(line.Details,
 		"in flight: the killed process's records admitted and unfinished just before the kill; redone: events it evaluated that a later process evaluated again (allowed: in flight + what it could admit before the signal);",
-		fmt.Sprintf("run again: records it had finished that no commit on the broker lists (allowed: what it finished in the last %v); resumable: offsets the committed metadata lists finished; next: what the next process skipped as already done", commitWindow))
+		fmt.Sprintf("run again: records it had finished that no commit on the broker lists (allowed: what it finished in the last %v, 2 commit intervals + %v); resumable: offsets the committed metadata lists finished; next: what the next process skipped as already done", window, commitSlack))
 	line.Figures = append(line.Figures, fmt.Sprintf("kills %d: in flight %d, evaluations redone %d, finished records run again %d; resumed %d; answered evaluations beyond one per event %d, events never evaluated %d",
 		len(r.kills), sumFlight, sumRedone, sumRerun, resumed, repeats, unevaluated))
 	return nil
