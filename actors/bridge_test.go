@@ -269,9 +269,14 @@ func TestBridgeRevokedClaimDrainsWithinTimeout(t *testing.T) {
 	marker := &recordingMarker{}
 	sess := &fakeSession{ctx: context.Background(), marker: marker}
 	claim := newFakeClaim(t, 0, 5)
-	claim.close()
+	returned := make(chan error, 1)
+	go func() { returned <- b.ConsumeClaim(sess, claim) }()
+	// Revoke only once the four records that can finish have: a claim
+	// closed with records still buffered may end before admitting them.
+	waitFor(t, "the four records that can finish", func() bool { return handled.Load() == 4 })
 	start := time.Now()
-	if err := b.ConsumeClaim(sess, claim); err != nil {
+	claim.close()
+	if err := <-returned; err != nil {
 		t.Fatal(err)
 	}
 	if took := time.Since(start); took > s.DrainTimeout+time.Second {
