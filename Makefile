@@ -98,7 +98,7 @@ fmt-check:
 ## bench: the benchmark report: scenarios 1-3 on the in-process broker and a real Kafka broker, end to
 ## end with a throwaway PostgreSQL, memory under a backlog and behind a record that never finishes,
 ## crash replay (kill -9 and restart); the last two beside the listener before issue 11 ($(BENCH_BEFORE));
-## writes docs/benchmarks.md, .json and throughput.png (16 min 44 s on 2 cores shared with other work). BENCH_FLAGS=-quick
+## writes docs/benchmarks.md, .json and throughput.png (13 min 30 s on 2 cores). BENCH_FLAGS=-quick
 ## for a smoke run, BENCH_FLAGS=-only=crash-replay (core, end-to-end, memory, pinned, crash-replay) for some
 bench: build $(BIN)/listener-before
 	@set -e; \
