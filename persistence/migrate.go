@@ -21,6 +21,12 @@ var migrations embed.FS
 // (postgres.WithInstance would keep one for good, and closing its driver
 // would close db).
 func Migrate(db *sql.DB) error {
+	return migrateWith(db, func(m *migrate.Migrate) error { return m.Up() })
+}
+
+// migrateWith runs step (Up, or a move to one version in tests) on a
+// migrate instance over one connection of db.
+func migrateWith(db *sql.DB, step func(*migrate.Migrate) error) error {
 	src, err := iofs.New(migrations, "migrations")
 	if err != nil {
 		return fmt.Errorf("read embedded migrations: %w", err)
@@ -39,7 +45,7 @@ func Migrate(db *sql.DB) error {
 	if err != nil {
 		return fmt.Errorf("migrations: %w", err)
 	}
-	if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+	if err := step(m); err != nil && !errors.Is(err, migrate.ErrNoChange) {
 		return fmt.Errorf("apply migrations: %w", err)
 	}
 	return nil

@@ -76,9 +76,9 @@ func (s *Store) LoadSystem(ctx context.Context, orgID, inventoryID string) (*Sys
 		st.LastEvaluatedEventTime = &t
 	}
 	rows, err := conn.QueryContext(ctx, `
-		SELECT pn.name, p.evra FROM system_package sp
-		JOIN package p ON p.id = sp.package_id JOIN package_name pn ON pn.id = p.name_id
-		WHERE sp.system_id = $1 ORDER BY pn.name, p.evra`, st.SystemID)
+		SELECT pn.name, p.evra FROM system s, unnest(s.package_ids) AS sp (id)
+		JOIN package p ON p.id = sp.id JOIN package_name pn ON pn.id = p.name_id
+		WHERE s.id = $1 ORDER BY pn.name, p.evra`, st.SystemID)
 	if err != nil {
 		return nil, classify(fmt.Errorf("load packages: %w", err))
 	}
@@ -95,8 +95,9 @@ func (s *Store) LoadSystem(ctx context.Context, orgID, inventoryID string) (*Sys
 		return nil, classify(err)
 	}
 	rows, err = conn.QueryContext(ctx, `
-		SELECT a.name, sa.status FROM system_advisory sa JOIN advisory a ON a.id = sa.advisory_id
-		WHERE sa.system_id = $1`, st.SystemID)
+		SELECT a.name, CASE WHEN a.id = ANY (s.installable_advisory_ids) THEN 'installable' ELSE 'applicable' END
+		FROM system s, unnest(s.advisory_ids) AS sa (id) JOIN advisory a ON a.id = sa.id
+		WHERE s.id = $1`, st.SystemID)
 	if err != nil {
 		return nil, classify(fmt.Errorf("load advisories: %w", err))
 	}

@@ -18,11 +18,14 @@ type PoolSettings struct {
 	// DeletedTTL is how long a deleted host is remembered, so late events
 	// for it are ignored.
 	DeletedTTL time.Duration
+	// IDCacheSize is how many ids of packages (and of advisories, and of
+	// accounts up to 100,000) the store keeps in memory; 0: DefaultIDCacheSize.
+	IDCacheSize int
 }
 
 // DefaultPoolSettings suit one listener process.
 func DefaultPoolSettings() PoolSettings {
-	return PoolSettings{MaxOpen: 32, MaxIdle: 32, MaxLifetime: 30 * time.Minute, DeletedTTL: 24 * time.Hour}
+	return PoolSettings{MaxOpen: 32, MaxIdle: 32, MaxLifetime: 30 * time.Minute, DeletedTTL: 24 * time.Hour, IDCacheSize: DefaultIDCacheSize}
 }
 
 // Store is the listener's view of the database. Safe for concurrent use.
@@ -34,6 +37,7 @@ type Store struct {
 	admit      *admission
 	health     *health
 	deletedTTL time.Duration
+	ids        *idCache
 }
 
 // Open connects to url (a lib/pq connection URL or DSN; TLS through sslmode
@@ -64,7 +68,7 @@ func Open(ctx context.Context, url string, pool PoolSettings) (*Store, error) {
 	if ttl <= 0 {
 		ttl = DefaultPoolSettings().DeletedTTL
 	}
-	return &Store{db: db, admit: newAdmission(pool.MaxOpen), health: h, deletedTTL: ttl}, nil
+	return &Store{db: db, admit: newAdmission(pool.MaxOpen), health: h, deletedTTL: ttl, ids: newIDCache(pool.IDCacheSize)}, nil
 }
 
 // DB returns the pool the work runs on (for the checker and tests).
@@ -80,6 +84,23 @@ func (s *Store) Close() error {
 // the pool is. It returns by ctx's deadline even when the network swallows
 // packets, and its errors never contain the URL's password.
 func (s *Store) Ping(ctx context.Context) error { return s.health.ping(ctx) }
+
+// withConn runs f on one connection of the pool, taken through the
+// admission (urgent work first) and given back after f. A deadline that
+// passes while waiting for the connection is congestion, not this record's
+// failure. Errors come back classified (see classify).
+func (s *Store) withConn(ctx context.Context, what string, f func(*sql.Conn) error) error {
+	if err := s.admit.acquire(ctx); err != nil {
+		return classify(poolWait(fmt.Errorf("%s: waiting for a database connection: %w", what, err)))
+	}
+	defer s.admit.release()
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return classify(poolWait(fmt.Errorf("%s: %w", what, err)))
+	}
+	defer conn.Close()
+	return classify(f(conn))
+}
 
 // inTx runs f in a transaction, committing on nil and rolling back otherwise.
 // Errors come back classified (see classify).

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -208,34 +209,71 @@ func TestDeleteAfterTTLIsRememberedAgain(t *testing.T) {
 	}
 }
 
-// An unchanged profile is not rewritten: its package rows keep their xmin.
-func TestUnchangedProfileKeepsPackageRows(t *testing.T) {
-	s := openStore(t)
-	ctx := context.Background()
-	if _, err := s.StoreSystem(ctx, upload(hostA, t0, "bash", "kernel")); err != nil {
-		t.Fatal(err)
-	}
-	xmins := func() string {
-		var x string
-		if err := s.DB().QueryRow(`SELECT string_agg(xmin::text, ',' ORDER BY package_id) FROM system_package`).Scan(&x); err != nil {
+// hotUpdates returns how many updates of the system table were HOT
+// (heap-only: no index entry written), waiting until the statistics show
+// at least want of them or 10 s pass: backends report statistics when idle,
+// within a second.
+func hotUpdates(t *testing.T, s *persistence.Store, want int64) int64 {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var n int64
+		if err := s.DB().QueryRow(`SELECT n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'system'`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		return x
+		if n >= want || time.Now().After(deadline) {
+			return n
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	before := xmins()
-	res, err := s.StoreSystem(ctx, upload(hostA, t0.Add(time.Minute), "kernel", "bash"))
-	if err != nil || !res.Applied {
+}
+
+// An unchanged re-check-in leaves the package and advisory arrays as they
+// are, so the update writes no index entry (their GIN entries included):
+// it is HOT. A changed profile is written, and reads back as stored.
+func TestUnchangedRecheckInIsHeapOnly(t *testing.T) {
+	s := openStore(t)
+	ctx := context.Background()
+	e := evaluation("RHSA-1", "installable", "RHBA-2", "applicable")
+	check := func(u persistence.SystemUpload) persistence.UploadCheck {
+		c, err := s.CheckUpload(ctx, u)
+		if err != nil || !c.Apply {
+			t.Fatalf("check %+v: %v", c, err)
+		}
+		return c
+	}
+	// As many packages as a real host has: arrays this long are stored
+	// compressed or out of line, where an equal value written again is a
+	// new value to PostgreSQL, and the update not HOT.
+	names := make([]string, 400)
+	for i := range names {
+		names[i] = fmt.Sprintf("package-%03d", i)
+	}
+	u := upload(hostA, t0, names...)
+	if _, err := s.StoreEvaluatedSystem(ctx, u, e, check(u)); err != nil {
+		t.Fatal(err)
+	}
+	before := hotUpdates(t, s, 0)
+	for i := 1; i <= 3; i++ { // the same packages, in another order; the same advisories
+		u := upload(hostA, t0.Add(time.Duration(i)*time.Minute), names...)
+		slices.Reverse(u.Packages)
+		if res, err := s.StoreEvaluatedSystem(ctx, u, e, check(u)); err != nil || !res.Applied {
+			t.Fatalf("%+v %v", res, err)
+		}
+	}
+	if got := hotUpdates(t, s, before+3) - before; got != 3 {
+		t.Fatalf("%d of 3 unchanged re-check-ins were HOT updates", got)
+	}
+	u = upload(hostA, t0.Add(5*time.Minute), "kernel")
+	if res, err := s.StoreEvaluatedSystem(ctx, u, evaluation("RHSA-1", "applicable"), check(u)); err != nil || !res.Applied {
 		t.Fatalf("%+v %v", res, err)
 	}
-	if after := xmins(); after != before {
-		t.Fatalf("package rows rewritten for an unchanged profile: %s -> %s", before, after)
-	}
-	res, err = s.StoreSystem(ctx, upload(hostA, t0.Add(2*time.Minute), "kernel"))
-	if err != nil || !res.Applied {
-		t.Fatalf("%+v %v", res, err)
-	}
-	if got := load(t, s, hostA); len(got.Packages) != 1 {
+	got := load(t, s, hostA)
+	if len(got.Packages) != 1 || got.Packages[0].Name != "kernel" {
 		t.Fatalf("removed package still stored: %+v", got.Packages)
+	}
+	if !reflect.DeepEqual(got.Advisories, map[string]persistence.AdvisoryStatus{"RHSA-1": persistence.Applicable}) {
+		t.Fatalf("advisories %v after the change", got.Advisories)
 	}
 }
 

@@ -8,205 +8,306 @@ import (
 	"time"
 
 	"github.com/lib/pq"
+
+	"github.com/patchflow/patchflow/messages"
 )
 
-// StoreSystem applies an upload in one transaction: the account, the system
-// row and, when the profile changed, its packages. It is idempotent: an
-// upload not newer than the last applied event of the host, or for a host
-// deleted recently, changes nothing.
+// UploadCheck is what CheckUpload found about an upload before it is
+// evaluated: whether storing it would apply it and, when not, the result
+// StoreSystem would give. It is a hint read without locks; the store
+// decides again, under the system row's lock.
+type UploadCheck struct {
+	Apply  bool
+	Result UploadResult // when !Apply
+	absent bool         // no row for the host: storing starts with the insert
+}
+
+// CheckUpload reads, in one query and without a transaction, whether u is
+// newer than what is stored for its host and whether the host was deleted,
+// so that an upload which would be ignored costs no evaluation.
+func (s *Store) CheckUpload(ctx context.Context, u SystemUpload) (UploadCheck, error) {
+	u.canonicalize()
+	var (
+		c                  UploadCheck
+		deleted            bool
+		id                 sql.NullInt64
+		lastEvent          sql.NullTime
+		lastEvaluatedEvent sql.NullTime
+	)
+	err := s.withConn(ctx, "check upload", func(conn *sql.Conn) error {
+		return conn.QueryRowContext(ctx, `
+			SELECT EXISTS (SELECT 1 FROM deleted_system WHERE inventory_id = $2),
+				s.id, s.last_event_time, s.last_evaluated_event_time
+			FROM (SELECT 1) AS one
+			LEFT JOIN (system s JOIN account a ON a.id = s.account_id AND a.org_id = $1) ON s.inventory_id = $2`,
+			u.OrgID, u.InventoryID).Scan(&deleted, &id, &lastEvent, &lastEvaluatedEvent)
+	})
+	if err != nil {
+		return c, fmt.Errorf("check upload: %w", err)
+	}
+	switch {
+	case deleted:
+		c.Result = UploadResult{Skipped: SkippedDeleted}
+	case !id.Valid:
+		c.Apply, c.absent = true, true
+	case u.EventTime.After(lastEvent.Time):
+		c.Apply = true
+	default:
+		c.Result = notNewer(id.Int64, u.EventTime, lastEvent.Time, lastEvaluatedEvent)
+	}
+	return c, nil
+}
+
+// notNewer is the result for an upload at eventTime of a host stored at lastEvent.
+func notNewer(id int64, eventTime, lastEvent time.Time, lastEvaluatedEvent sql.NullTime) UploadResult {
+	res := UploadResult{SystemID: id, Skipped: SkippedOlder, EventTime: lastEvent}
+	if eventTime.Equal(lastEvent) {
+		res.Skipped = SkippedSameEvent
+	}
+	res.NeedsEvaluation = !lastEvaluatedEvent.Valid || lastEvaluatedEvent.Time.Before(lastEvent)
+	return res
+}
+
+// StoreSystem stores an upload's profile without an evaluation (which
+// StoreEvaluation adds). It is idempotent: an upload not newer than the last
+// applied event of the host, or for a host deleted recently, changes nothing.
 func (s *Store) StoreSystem(ctx context.Context, u SystemUpload) (UploadResult, error) {
+	return s.store(ctx, u, nil, false)
+}
+
+// StoreEvaluatedSystem stores an upload together with its evaluation, in
+// one transaction: the profile, its packages, its advisories, the counts.
+// check is CheckUpload's answer for u (a hint: the decision is taken again
+// under the row's lock). Applying it twice, or after a newer upload, or
+// after the host's delete, changes nothing.
+func (s *Store) StoreEvaluatedSystem(ctx context.Context, u SystemUpload, e Evaluation, check UploadCheck) (UploadResult, error) {
+	return s.store(ctx, u, &e, check.absent)
+}
+
+// store is StoreSystem (e nil) and StoreEvaluatedSystem. The shared rows
+// (account, packages, advisories) are resolved first, mostly from the id
+// cache; then, for a host not stored yet (absent), a single INSERT that
+// commits by itself; otherwise, or when that insert finds the host after
+// all, a transaction that locks the system row and decides.
+func (s *Store) store(ctx context.Context, u SystemUpload, e *Evaluation, absent bool) (UploadResult, error) {
 	u.canonicalize()
 	sum := u.checksum()
+	var ev *evaluationRow
+	if e != nil {
+		ev = newEvaluationRow(*e)
+	}
 	var res UploadResult
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.withConn(ctx, "store system", func(conn *sql.Conn) error {
 		res = UploadResult{}
-		var deleted bool
-		if err := tx.QueryRowContext(ctx,
-			`SELECT EXISTS (SELECT 1 FROM deleted_system WHERE inventory_id = $1)`, u.InventoryID).Scan(&deleted); err != nil {
-			return fmt.Errorf("check deleted hosts: %w", err)
-		}
-		if deleted {
-			res.Skipped = SkippedDeleted
-			return nil
-		}
-		accountID, err := ensureAccount(ctx, tx, u.OrgID)
+		accountID, err := s.ids.accountID(ctx, conn, u.OrgID)
 		if err != nil {
 			return err
 		}
-
-		var (
-			id                 int64
-			lastEvent          time.Time
-			checksum           string
-			lastEvaluatedEvent sql.NullTime
-		)
-		err = tx.QueryRowContext(ctx, `
-			SELECT id, last_event_time, profile_checksum, last_evaluated_event_time
-			FROM system WHERE account_id = $1 AND inventory_id = $2 FOR UPDATE`,
-			accountID, u.InventoryID).Scan(&id, &lastEvent, &checksum, &lastEvaluatedEvent)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			id, err = insertSystem(ctx, tx, accountID, &u, sum)
+		pkgIDs, err := s.ids.packageIDs(ctx, conn, u.Packages)
+		if err != nil {
+			return err
+		}
+		var advIDs, installableIDs []int32
+		if ev != nil {
+			ids, err := s.ids.advisoryIDs(ctx, conn, ev.names, ev.types)
 			if err != nil {
 				return err
 			}
-		case err != nil:
-			return fmt.Errorf("load system: %w", err)
-		case !u.EventTime.After(lastEvent):
-			res.SystemID, res.Skipped, res.EventTime = id, SkippedOlder, lastEvent
-			if u.EventTime.Equal(lastEvent) {
-				res.Skipped = SkippedSameEvent
-			}
-			res.NeedsEvaluation = !lastEvaluatedEvent.Valid || lastEvaluatedEvent.Time.Before(lastEvent)
-			return nil
-		default:
-			if err := updateSystem(ctx, tx, id, &u, sum); err != nil {
+			advIDs, installableIDs = ev.ids(ids)
+		}
+		w := systemWrite{accountID: accountID, u: &u, sum: sum, pkgIDs: pkgIDs, ev: ev, advIDs: advIDs, installableIDs: installableIDs}
+		if absent {
+			id, err := w.insert(ctx, conn)
+			if err != nil {
 				return err
 			}
-			if checksum == sum {
-				res.SystemID, res.Applied, res.NeedsEvaluation, res.EventTime = id, true, true, u.EventTime
+			if id != 0 {
+				res = UploadResult{SystemID: id, Applied: true, NeedsEvaluation: ev == nil, EventTime: u.EventTime}
 				return nil
 			}
+			// Stored meanwhile, or deleted: the transaction below decides.
 		}
-		if err := replacePackages(ctx, tx, id, u.Packages); err != nil {
+		tx, err := conn.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("begin: %w", err)
+		}
+		defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+		if res, err = w.apply(ctx, tx); err != nil {
 			return err
 		}
-		res.SystemID, res.Applied, res.NeedsEvaluation, res.EventTime = id, true, true, u.EventTime
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("commit: %w", err)
+		}
 		return nil
 	})
 	return res, err
 }
 
-// ensureAccount returns the id of the account, creating it. DO NOTHING
-// rather than DO UPDATE: an update would lock the account row until commit
-// and serialise every system of the account.
-func ensureAccount(ctx context.Context, tx *sql.Tx, orgID string) (int, error) {
-	var id int
-	err := tx.QueryRowContext(ctx,
-		`INSERT INTO account (org_id) VALUES ($1) ON CONFLICT (org_id) DO NOTHING RETURNING id`, orgID).Scan(&id)
-	if errors.Is(err, sql.ErrNoRows) {
-		err = tx.QueryRowContext(ctx, `SELECT id FROM account WHERE org_id = $1`, orgID).Scan(&id)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("account %s: %w", orgID, err)
-	}
-	return id, nil
+// systemWrite is one upload ready to be written: its shared rows resolved.
+type systemWrite struct {
+	accountID      int
+	u              *SystemUpload
+	sum            string
+	pkgIDs         []int64
+	ev             *evaluationRow // nil: the profile alone, not evaluated
+	advIDs         []int32
+	installableIDs []int32
 }
 
-func insertSystem(ctx context.Context, tx *sql.Tx, accountID int, u *SystemUpload, sum string) (int64, error) {
+// insert stores a host not stored yet, with its evaluation when there is
+// one, and returns its id; 0 when the host is stored already or was deleted.
+// q is a connection (the statement commits by itself) or a transaction.
+func (w *systemWrite) insert(ctx context.Context, q interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}) (int64, error) {
+	u, ev := w.u, w.ev
+	var c evaluationCounts
+	if ev != nil {
+		c = ev.counts
+	}
 	var id int64
-	err := tx.QueryRowContext(ctx, `
+	err := q.QueryRowContext(ctx, `
 		INSERT INTO system (account_id, inventory_id, display_name, reporter, arch, host_type, os_name, os_major, os_minor,
 			releasever, rhsm_version, repos, modules, profile_checksum, stale_timestamp, culled_timestamp,
-			last_upload, last_event_time, last_request_id, packages_installed)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
+			last_upload, last_event_time, last_request_id, packages_installed, package_ids,
+			advisory_ids, installable_advisory_ids, advisory_first_reported,
+			last_evaluation, last_evaluated_event_time, installable_advisories, applicable_advisories,
+			security_advisories, bugfix_advisories, enhancement_advisories, packages_updatable)
+		SELECT $1::int, $2::uuid, $3::text, $4::text, $5::text, $6::text, $7::text, $8::int, $9::int,
+			$10::text, $11::text, $12::text[], $13::text[], $14::text, $15::timestamptz, $16::timestamptz,
+			$17::timestamptz, $18::timestamptz, $19::text, $20::int, $21::bigint[],
+			$22::int[], $23::int[], array_fill(now(), ARRAY[cardinality($22::int[])]),
+			CASE WHEN $24::bool THEN now() END, CASE WHEN $24::bool THEN $18::timestamptz END, $25::int, $26::int,
+			$27::int, $28::int, $29::int, $30::int
+		WHERE NOT EXISTS (SELECT 1 FROM deleted_system WHERE inventory_id = $2::uuid)
+		ON CONFLICT (account_id, inventory_id) DO NOTHING
 		RETURNING id`,
-		accountID, u.InventoryID, u.DisplayName, u.Reporter, u.Arch, u.HostType, u.OSName, u.OSMajor, u.OSMinor,
-		u.Releasever, u.RHSMVersion, pq.Array(u.Repos), pq.Array(u.moduleStrings()), sum, u.StaleTimestamp, u.CulledTimestamp,
-		u.LastUpload, u.EventTime, u.RequestID, len(u.Packages)).Scan(&id)
+		w.accountID, u.InventoryID, u.DisplayName, u.Reporter, u.Arch, u.HostType, u.OSName, u.OSMajor, u.OSMinor,
+		u.Releasever, u.RHSMVersion, pq.Array(u.Repos), pq.Array(u.moduleStrings()), w.sum, u.StaleTimestamp, u.CulledTimestamp,
+		u.LastUpload, u.EventTime, u.RequestID, len(u.Packages), pq.Array(w.pkgIDs),
+		pq.Array(nonNil(w.advIDs)), pq.Array(nonNil(w.installableIDs)),
+		ev != nil, c.installable, c.applicable, c.security, c.bugfix, c.enhancement, c.updatable).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
 	if err != nil {
 		return 0, fmt.Errorf("insert system: %w", err)
 	}
 	return id, nil
 }
 
-func updateSystem(ctx context.Context, tx *sql.Tx, id int64, u *SystemUpload, sum string) error {
-	_, err := tx.ExecContext(ctx, `
-		UPDATE system SET display_name = $2, reporter = $3, arch = $4, host_type = $5, os_name = $6, os_major = $7,
-			os_minor = $8, releasever = $9, rhsm_version = $10, repos = $11, modules = $12, profile_checksum = $13,
-			stale_timestamp = $14, culled_timestamp = $15, last_upload = $16, last_event_time = $17,
-			last_request_id = $18, packages_installed = $19
-		WHERE id = $1`,
+// apply decides and writes under the system row's lock, in tx.
+func (w *systemWrite) apply(ctx context.Context, tx *sql.Tx) (UploadResult, error) {
+	u := w.u
+	var (
+		id                 int64
+		lastEvent          time.Time
+		lastEvaluatedEvent sql.NullTime
+		deleted            bool
+	)
+	err := tx.QueryRowContext(ctx, `
+		SELECT s.id, s.last_event_time, s.last_evaluated_event_time,
+			EXISTS (SELECT 1 FROM deleted_system WHERE inventory_id = $2)
+		FROM system s WHERE s.account_id = $1 AND s.inventory_id = $2 FOR UPDATE OF s`,
+		w.accountID, u.InventoryID).Scan(&id, &lastEvent, &lastEvaluatedEvent, &deleted)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		id, err := w.insert(ctx, tx)
+		if err != nil {
+			return UploadResult{}, err
+		}
+		if id != 0 {
+			return UploadResult{SystemID: id, Applied: true, NeedsEvaluation: w.ev == nil, EventTime: u.EventTime}, nil
+		}
+		var deleted bool
+		if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM deleted_system WHERE inventory_id = $1)`,
+			u.InventoryID).Scan(&deleted); err != nil {
+			return UploadResult{}, fmt.Errorf("check deleted hosts: %w", err)
+		}
+		if deleted {
+			return UploadResult{Skipped: SkippedDeleted}, nil
+		}
+		// Inserted by another transaction after this one's lookup (two
+		// owners of a partition during a rebalance): the retry finds it.
+		return UploadResult{}, messages.Transient(errors.New("the host was stored concurrently by another transaction"))
+	case err != nil:
+		return UploadResult{}, fmt.Errorf("lock system: %w", err)
+	case deleted:
+		return UploadResult{Skipped: SkippedDeleted}, nil
+	case !u.EventTime.After(lastEvent):
+		return notNewer(id, u.EventTime, lastEvent, lastEvaluatedEvent), nil
+	}
+	if err := w.update(ctx, tx, id); err != nil {
+		return UploadResult{}, err
+	}
+	return UploadResult{SystemID: id, Applied: true, NeedsEvaluation: w.ev == nil, EventTime: u.EventTime}, nil
+}
+
+// update writes a newer upload over a stored host. The arrays are written
+// only when they change (packages: when the profile's checksum does; the
+// advisories: when their ids or statuses do), so that an unchanged
+// re-check-in leaves the TOASTed arrays and their GIN index entries alone
+// and the update can be HOT. SET expressions read the row's old values.
+func (w *systemWrite) update(ctx context.Context, tx *sql.Tx, id int64) error {
+	u, ev := w.u, w.ev
+	var c evaluationCounts
+	if ev != nil {
+		c = ev.counts
+	}
+	_, err := tx.ExecContext(ctx, updateSystem,
 		id, u.DisplayName, u.Reporter, u.Arch, u.HostType, u.OSName, u.OSMajor, u.OSMinor, u.Releasever, u.RHSMVersion,
-		pq.Array(u.Repos), pq.Array(u.moduleStrings()), sum, u.StaleTimestamp, u.CulledTimestamp, u.LastUpload,
-		u.EventTime, u.RequestID, len(u.Packages))
+		pq.Array(u.Repos), pq.Array(u.moduleStrings()), w.sum, u.StaleTimestamp, u.CulledTimestamp, u.LastUpload,
+		u.EventTime, u.RequestID, len(u.Packages), pq.Array(w.pkgIDs),
+		ev != nil, pq.Array(nonNil(w.advIDs)), pq.Array(nonNil(w.installableIDs)),
+		c.installable, c.applicable, c.security, c.bugfix, c.enhancement, c.updatable)
 	if err != nil {
 		return fmt.Errorf("update system: %w", err)
 	}
 	return nil
 }
 
-// replacePackages makes the system's package rows equal pkgs. It reads
-// what the system has and writes only the difference: an update usually
-// changes a few of its hundreds of packages. New shared rows are inserted in
-// sorted order (pkgs is sorted by canonicalize), which fixes the lock order.
-func replacePackages(ctx context.Context, tx *sql.Tx, systemID int64, pkgs []Package) error {
-	current := map[Package]int64{}
-	rows, err := tx.QueryContext(ctx, `
-		SELECT pn.name, p.evra, p.id FROM system_package sp
-		JOIN package p ON p.id = sp.package_id JOIN package_name pn ON pn.id = p.name_id
-		WHERE sp.system_id = $1`, systemID)
-	if err != nil {
-		return fmt.Errorf("read system packages: %w", err)
-	}
-	for rows.Next() {
-		var p Package
-		var id int64
-		if err := rows.Scan(&p.Name, &p.EVRA, &id); err != nil {
-			rows.Close()
-			return fmt.Errorf("read system packages: %w", err)
-		}
-		current[p] = id
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read system packages: %w", err)
-	}
+// evaluationSet returns the SET list that stores an evaluation, its
+// parameters numbered from first: whether there is one ($first), the
+// advisory ids and the installable ones among them, then the six counts;
+// evaluated numbers the parameter holding the evaluated event's time. It is
+// shared by the upload's update and StoreEvaluation. An advisory kept keeps
+// its first_reported; a new one is reported now.
+func evaluationSet(first, evaluated int) string {
+	return fmt.Sprintf(`
+			advisory_first_reported = CASE WHEN NOT $%[1]d::bool OR advisory_ids = $%[2]d::int[] THEN advisory_first_reported
+				ELSE ARRAY(SELECT COALESCE(o.first_reported, now())
+					FROM unnest($%[2]d::int[]) WITH ORDINALITY AS n (id, i)
+					LEFT JOIN unnest(advisory_ids, advisory_first_reported) AS o (id, first_reported) ON o.id = n.id
+					ORDER BY n.i) END,
+			advisory_ids = CASE WHEN NOT $%[1]d::bool OR advisory_ids = $%[2]d::int[] THEN advisory_ids ELSE $%[2]d::int[] END,
+			installable_advisory_ids = CASE WHEN NOT $%[1]d::bool OR installable_advisory_ids = $%[3]d::int[]
+				THEN installable_advisory_ids ELSE $%[3]d::int[] END,
+			last_evaluation = CASE WHEN $%[1]d::bool THEN now() ELSE last_evaluation END,
+			last_evaluated_event_time = CASE WHEN $%[1]d::bool THEN $%[10]d::timestamptz ELSE last_evaluated_event_time END,
+			installable_advisories = CASE WHEN $%[1]d::bool THEN $%[4]d::int ELSE installable_advisories END,
+			applicable_advisories = CASE WHEN $%[1]d::bool THEN $%[5]d::int ELSE applicable_advisories END,
+			security_advisories = CASE WHEN $%[1]d::bool THEN $%[6]d::int ELSE security_advisories END,
+			bugfix_advisories = CASE WHEN $%[1]d::bool THEN $%[7]d::int ELSE bugfix_advisories END,
+			enhancement_advisories = CASE WHEN $%[1]d::bool THEN $%[8]d::int ELSE enhancement_advisories END,
+			packages_updatable = CASE WHEN $%[1]d::bool THEN $%[9]d::int ELSE packages_updatable END`,
+		first, first+1, first+2, first+3, first+4, first+5, first+6, first+7, first+8, evaluated)
+}
 
-	var names, evras []string
-	for _, p := range pkgs {
-		if _, ok := current[p]; ok {
-			delete(current, p) // kept
-			continue
-		}
-		names = append(names, p.Name)
-		evras = append(evras, p.EVRA)
+// updateSystem is the upload's update; its evaluation's parameters start at $21.
+var updateSystem = `
+		UPDATE system SET display_name = $2, reporter = $3, arch = $4, host_type = $5, os_name = $6, os_major = $7,
+			os_minor = $8, releasever = $9, rhsm_version = $10, repos = $11, modules = $12,
+			package_ids = CASE WHEN profile_checksum = $13 THEN package_ids ELSE $20::bigint[] END,
+			profile_checksum = $13, stale_timestamp = $14, culled_timestamp = $15, last_upload = $16,
+			last_event_time = $17, last_request_id = $18, packages_installed = $19,` + evaluationSet(21, 17) + `
+		WHERE id = $1`
+
+// nonNil keeps an empty list from being stored as NULL in a NOT NULL column.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
 	}
-	if len(current) > 0 {
-		gone := make([]int64, 0, len(current))
-		for _, id := range current {
-			gone = append(gone, id)
-		}
-		if _, err := tx.ExecContext(ctx,
-			`DELETE FROM system_package WHERE system_id = $1 AND package_id = ANY($2::bigint[])`, systemID, pq.Array(gone)); err != nil {
-			return fmt.Errorf("remove old packages: %w", err)
-		}
-	}
-	if len(names) == 0 {
-		return nil
-	}
-	if _, err := tx.ExecContext(ctx, `
-		INSERT INTO package_name (name) SELECT DISTINCT n FROM unnest($1::text[]) AS n ORDER BY n
-		ON CONFLICT (name) DO NOTHING`, pq.Array(names)); err != nil {
-		return fmt.Errorf("insert package names: %w", err)
-	}
-	// Separate statements for inserting and looking up: under READ COMMITTED
-	// a statement sees only rows committed before it began. A package another
-	// transaction inserted concurrently makes ON CONFLICT DO NOTHING skip it
-	// (after waiting for that transaction) without returning its id, and a
-	// lookup in the same statement would not see it: the host would lose it.
-	if _, err := tx.ExecContext(ctx, `
-		INSERT INTO package (name_id, evra)
-		SELECT pn.id, w.evra FROM unnest($1::text[], $2::text[]) AS w (name, evra)
-		JOIN package_name pn ON pn.name = w.name
-		ORDER BY pn.id, w.evra
-		ON CONFLICT (name_id, evra) DO NOTHING`, pq.Array(names), pq.Array(evras)); err != nil {
-		return fmt.Errorf("insert packages: %w", err)
-	}
-	res, err := tx.ExecContext(ctx, `
-		INSERT INTO system_package (system_id, package_id)
-		SELECT $1, p.id FROM unnest($2::text[], $3::text[]) AS w (name, evra)
-		JOIN package_name pn ON pn.name = w.name
-		JOIN package p ON p.name_id = pn.id AND p.evra = w.evra
-		ORDER BY p.id
-		ON CONFLICT DO NOTHING`, systemID, pq.Array(names), pq.Array(evras))
-	if err != nil {
-		return fmt.Errorf("insert system packages: %w", err)
-	}
-	if n, err := res.RowsAffected(); err == nil && n != int64(len(names)) {
-		return fmt.Errorf("stored %d of %d new packages", n, len(names))
-	}
-	return nil
+	return s
 }
 
 // DeleteSystem removes a host and remembers it as deleted, so a late upload

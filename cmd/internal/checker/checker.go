@@ -113,6 +113,35 @@ feed:
 
 const missing = "missing"
 
+// hostQueries read one system's packages ("name-evra") and advisories
+// (name, status) by its id.
+type hostQueries struct{ packages, advisories string }
+
+// schemaQueries returns the queries for the schema the database holds: the
+// checker also checks databases of the listener from before schema version
+// 2 (one row per system and package, and per system and advisory), in
+// benchmarks that run it beside the current one.
+func schemaQueries(ctx context.Context, db *sql.DB) hostQueries {
+	var v1 bool
+	if err := db.QueryRowContext(ctx, `SELECT to_regclass('system_package') IS NOT NULL`).Scan(&v1); err == nil && v1 {
+		return hostQueries{
+			packages: `SELECT pn.name || '-' || p.evra FROM system_package sp
+				JOIN package p ON p.id = sp.package_id JOIN package_name pn ON pn.id = p.name_id
+				WHERE sp.system_id = $1`,
+			advisories: `SELECT a.name, sa.status FROM system_advisory sa JOIN advisory a ON a.id = sa.advisory_id
+				WHERE sa.system_id = $1`,
+		}
+	}
+	return hostQueries{
+		packages: `SELECT pn.name || '-' || p.evra FROM system s, unnest(s.package_ids) AS sp (id)
+			JOIN package p ON p.id = sp.id JOIN package_name pn ON pn.id = p.name_id
+			WHERE s.id = $1`,
+		advisories: `SELECT a.name, CASE WHEN a.id = ANY (s.installable_advisory_ids) THEN 'installable' ELSE 'applicable' END
+			FROM system s, unnest(s.advisory_ids) AS sa (id) JOIN advisory a ON a.id = sa.id
+			WHERE s.id = $1`,
+	}
+}
+
 // checkHost returns a description of what is wrong, or "".
 func checkHost(ctx context.Context, db *sql.DB, ds *platform.Dataset, shape platform.ProfileShape, want *loadgen.HostState) (string, int, int, error) {
 	var (
@@ -141,10 +170,8 @@ func checkHost(ctx context.Context, db *sql.DB, ds *platform.Dataset, shape plat
 	if !lastEvent.Equal(want.EventTime) {
 		return fmt.Sprintf("last event %v, want %v", lastEvent.UTC(), want.EventTime), 0, 0, nil
 	}
-	pkgs, err := queryStrings(ctx, db, `
-		SELECT pn.name || '-' || p.evra FROM system_package sp
-		JOIN package p ON p.id = sp.package_id JOIN package_name pn ON pn.id = p.name_id
-		WHERE sp.system_id = $1`, id)
+	q := schemaQueries(ctx, db)
+	pkgs, err := queryStrings(ctx, db, q.packages, id)
 	if err != nil {
 		return "", 0, 0, err
 	}
@@ -156,9 +183,7 @@ func checkHost(ctx context.Context, db *sql.DB, ds *platform.Dataset, shape plat
 	if !slices.Equal(pkgs, profile.Packages) {
 		return fmt.Sprintf("%d packages stored, revision %d has %d (or they differ)", len(pkgs), want.Revision, len(profile.Packages)), 0, 0, nil
 	}
-	rows, err := db.QueryContext(ctx, `
-		SELECT a.name, sa.status FROM system_advisory sa JOIN advisory a ON a.id = sa.advisory_id
-		WHERE sa.system_id = $1`, id)
+	rows, err := db.QueryContext(ctx, q.advisories, id)
 	if err != nil {
 		return "", 0, 0, err
 	}

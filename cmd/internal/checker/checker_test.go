@@ -89,17 +89,17 @@ func TestCheckerFindsWrongRows(t *testing.T) {
 	// a lost package row, a lost advisory, a wrong revision, a resurrected
 	// host, a filtered host stored, packages on a host that has none, an
 	// evaluation stored for a host none can succeed for
-	if _, err := s.DB().Exec(`DELETE FROM system_package WHERE ctid = (SELECT sp.ctid FROM system_package sp JOIN system s ON s.id = sp.system_id WHERE s.inventory_id = $1 LIMIT 1)`, hosts[0]); err != nil {
+	if _, err := s.DB().Exec(`UPDATE system SET package_ids = package_ids[2:] WHERE inventory_id = $1`, hosts[0]); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.DB().Exec(`DELETE FROM system_advisory WHERE ctid = (SELECT sa.ctid FROM system_advisory sa JOIN system s ON s.id = sa.system_id WHERE s.inventory_id = $1 LIMIT 1)`, hosts[1]); err != nil {
+	if _, err := s.DB().Exec(`UPDATE system SET advisory_ids = advisory_ids[2:], advisory_first_reported = advisory_first_reported[2:]
+		WHERE inventory_id = $1`, hosts[1]); err != nil {
 		t.Fatal(err)
 	}
 	expected[hosts[2]].Revision = 7
 	store(t, s, ds, gone, 0, at)
 	store(t, s, ds, filtered, 0, at)
-	if _, err := s.DB().Exec(`INSERT INTO system_package (system_id, package_id)
-		SELECT s.id, (SELECT min(id) FROM package) FROM system s WHERE s.inventory_id = $1`, empty); err != nil {
+	if _, err := s.DB().Exec(`UPDATE system SET package_ids = ARRAY[(SELECT min(id) FROM package)] WHERE inventory_id = $1`, empty); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.StoreEvaluation(ctx, held.SystemID, held.EventTime, persistence.Evaluation{}); err != nil {

@@ -159,14 +159,35 @@ func (h *Handler) upload(ctx context.Context, ev *messages.InventoryEvent, at ti
 		return err
 	}
 	start := time.Now()
-	res, err := h.store.StoreSystem(ctx, u)
-	h.Timings.Database("store_system", time.Since(start), err)
+	check, err := h.store.CheckUpload(ctx, u)
+	h.Timings.Database("check_upload", time.Since(start), err)
 	if err != nil {
-		return fmt.Errorf("store host %s: %w", host.ID, err)
+		return fmt.Errorf("check host %s: %w", host.ID, err)
 	}
-	if res.Applied {
-		h.stats.Uploads.Add(1)
-		return h.evaluate(ctx, res, evaluationTarget{packages: u.Packages, repos: u.Repos, modules: u.Modules, arch: u.Arch, releasever: u.Releasever})
+	res := check.Result
+	if check.Apply {
+		// VMaaS first, then the profile and its evaluation in one
+		// transaction: one commit, and one WAL flush, per event.
+		t := evaluationTarget{packages: u.Packages, repos: u.Repos, modules: u.Modules, arch: u.Arch, releasever: u.Releasever}
+		e, err := h.ask(ctx, host.ID, t)
+		if err != nil {
+			return err
+		}
+		start := time.Now()
+		res, err = h.store.StoreEvaluatedSystem(ctx, u, e, check)
+		h.Timings.Database("store_system", time.Since(start), err)
+		if err != nil {
+			return fmt.Errorf("store host %s: %w", host.ID, err)
+		}
+		if res.Applied {
+			h.stats.Uploads.Add(1)
+			h.stats.Evaluations.Add(1)
+			if len(u.Packages) == 0 {
+				return messages.Skip(messages.ReasonNothingToEvaluate, "the host has no installed packages")
+			}
+			return nil
+		}
+		// A newer upload, or the host's delete, was stored meanwhile.
 	}
 	h.stats.Skipped.Add(1)
 	h.logger.Debug("upload not applied", "host_id", host.ID, "org_id", host.OrgID, "reason", res.Skipped, "request_id", ev.RequestID)
@@ -192,7 +213,7 @@ func (h *Handler) upload(ctx context.Context, ev *messages.InventoryEvent, at ti
 		if err != nil {
 			return fmt.Errorf("load host %s: %w", host.ID, err)
 		}
-		evaluated = h.evaluate(ctx, res, evaluationTarget{packages: st.Packages, repos: st.Repos, modules: st.Modules, arch: st.Arch, releasever: st.Releasever})
+		evaluated = h.evaluate(ctx, host.ID, res, evaluationTarget{packages: st.Packages, repos: st.Repos, modules: st.Modules, arch: st.Arch, releasever: st.Releasever})
 		if _, skipped := messages.SkipReasonOf(evaluated); evaluated != nil && !skipped {
 			return evaluated
 		}
@@ -235,31 +256,41 @@ type evaluationTarget struct {
 	releasever string
 }
 
-// evaluate asks VMaaS about t, the profile stored at res.EventTime, and
-// stores the answer. A profile without packages is not sent: nothing can
-// apply to it, so its evaluation is empty (advisories of an earlier profile
-// go) and evaluate returns a skip for ReasonNothingToEvaluate once that is
-// stored.
-func (h *Handler) evaluate(ctx context.Context, res persistence.UploadResult, t evaluationTarget) error {
-	var e persistence.Evaluation
-	if len(t.packages) > 0 {
-		req := &clients.UpdatesRequest{Releasever: t.releasever, Basearch: t.arch}
-		for _, p := range t.packages {
-			req.PackageList = append(req.PackageList, p.Name+"-"+p.EVRA)
-		}
-		for _, m := range t.modules {
-			req.ModulesList = append(req.ModulesList, clients.Module{Name: m.Name, Stream: m.Stream})
-		}
-		// No repository_list: VMaaS then answers with fixes from every
-		// repository, and the system's enabled ones tell installable from
-		// applicable.
-		start := time.Now()
-		resp, err := h.vmaas.Updates(ctx, req)
-		h.Timings.VMaaS(time.Since(start), err)
-		if err != nil {
-			return fmt.Errorf("evaluate system %d: %w", res.SystemID, err)
-		}
-		e = Classify(resp, t.repos)
+// ask asks VMaaS about t. A profile without packages is not sent: nothing
+// can apply to it, so its evaluation is empty (advisories of an earlier
+// profile go).
+func (h *Handler) ask(ctx context.Context, hostID string, t evaluationTarget) (persistence.Evaluation, error) {
+	if len(t.packages) == 0 {
+		return persistence.Evaluation{}, nil
+	}
+	req := &clients.UpdatesRequest{Releasever: t.releasever, Basearch: t.arch}
+	req.PackageList = make([]string, 0, len(t.packages))
+	for _, p := range t.packages {
+		req.PackageList = append(req.PackageList, p.Name+"-"+p.EVRA)
+	}
+	for _, m := range t.modules {
+		req.ModulesList = append(req.ModulesList, clients.Module{Name: m.Name, Stream: m.Stream})
+	}
+	// No repository_list: VMaaS then answers with fixes from every
+	// repository, and the system's enabled ones tell installable from
+	// applicable.
+	start := time.Now()
+	resp, err := h.vmaas.Updates(ctx, req)
+	h.Timings.VMaaS(time.Since(start), err)
+	if err != nil {
+		return persistence.Evaluation{}, fmt.Errorf("evaluate host %s: %w", hostID, err)
+	}
+	return Classify(resp, t.repos), nil
+}
+
+// evaluate evaluates t, the profile stored at res.EventTime, and stores the
+// answer (for a stored profile whose evaluation is due). For a profile
+// without packages it returns a skip for ReasonNothingToEvaluate once the
+// empty evaluation is stored.
+func (h *Handler) evaluate(ctx context.Context, hostID string, res persistence.UploadResult, t evaluationTarget) error {
+	e, err := h.ask(ctx, hostID, t)
+	if err != nil {
+		return err
 	}
 	start := time.Now()
 	stored, err := h.store.StoreEvaluation(ctx, res.SystemID, res.EventTime, e)

@@ -18,6 +18,7 @@ import (
 	"github.com/patchflow/patchflow/actors/ordering"
 	"github.com/patchflow/patchflow/cmd/internal/settings"
 	"github.com/patchflow/patchflow/messages"
+	"github.com/patchflow/patchflow/persistence"
 )
 
 // EmbeddedBrokers is the KAFKA_BROKERS value that starts an in-process broker.
@@ -104,6 +105,8 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 	s.Int(&d.Pool.MaxOpen, "DB_MAX_OPEN_CONNS", "db-max-open-conns", 32, 1, "database connections open at most")
 	s.Int(&d.Pool.MaxIdle, "DB_MAX_IDLE_CONNS", "db-max-idle-conns", 32, 0, "database connections kept idle")
 	s.Duration(&d.Pool.MaxLifetime, "DB_CONN_MAX_LIFETIME", "db-conn-max-lifetime", 30*time.Minute, 0, "recycle database connections after this long (0: never)")
+	s.Int(&d.Pool.IDCacheSize, "DB_ID_CACHE_SIZE", "db-id-cache-size", persistence.DefaultIDCacheSize, 1,
+		"ids of packages and advisories (each) kept in memory, so events whose packages were seen before look none up (about 150 bytes each)")
 	s.Duration(&d.Pool.DeletedTTL, "DELETED_SYSTEM_TTL", "deleted-system-ttl", 24*time.Hour, time.Minute, "how long a deleted host is remembered so late events for it are ignored")
 	s.String(&d.VMaaSURL, "VMAAS_URL", "vmaas-url", "", "VMaaS base URL (POST /api/v3/updates)", nil)
 	s.Duration(&d.VMaaSTimeout, "VMAAS_TIMEOUT", "vmaas-timeout", 10*time.Second, time.Millisecond, "timeout of one VMaaS call")

@@ -1,0 +1,311 @@
+package persistence
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/lib/pq"
+)
+
+// DefaultIDCacheSize is how many ids of each kind (accounts, packages,
+// advisories) a Store keeps in memory by default: a fleet's distinct
+// packages, with room. An entry costs about 150 bytes.
+const DefaultIDCacheSize = 200_000
+
+// idCache maps the shared rows events name (accounts, packages, advisories)
+// to their ids, so an event whose packages were all seen before looks none
+// of them up. Rows of these tables are never deleted and their keys never
+// change, so a cached id stays right for the life of the database; ids are
+// cached only once the rows are committed.
+type idCache struct {
+	accounts   *lru.Cache[string, int]
+	packages   *lru.Cache[Package, int64]
+	advisories *lru.Cache[string, int32]
+}
+
+func newIDCache(size int) *idCache {
+	if size <= 0 {
+		size = DefaultIDCacheSize
+	}
+	// lru.New fails only for a size below 1.
+	a, _ := lru.New[string, int](min(size, 100_000))
+	p, _ := lru.New[Package, int64](size)
+	v, _ := lru.New[string, int32](size)
+	return &idCache{accounts: a, packages: p, advisories: v}
+}
+
+// queryer is what id resolution needs of a connection.
+type queryer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+}
+
+// sharedRowsTx runs f in a transaction that inserts shared rows
+// (accounts, package names, packages, advisories) with
+// synchronous_commit off: it does not wait for its own WAL flush. That is
+// safe because nothing refers to those rows until the transaction that
+// stores a system commits, synchronously, later; its WAL flush covers every
+// record written before it, these included, whichever process wrote them.
+func sharedRowsTx(ctx context.Context, c queryer, f func(*sql.Tx) error) error {
+	tx, err := c.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
+		_ = tx.Rollback()
+		return fmt.Errorf("shared rows: %w", err)
+	}
+	if err := f(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit shared rows: %w", err)
+	}
+	return nil
+}
+
+// accountID returns the id of the account, creating it. DO NOTHING rather
+// than DO UPDATE: an update would lock the account row until commit and
+// serialise every system of the account.
+func (c *idCache) accountID(ctx context.Context, q queryer, orgID string) (int, error) {
+	if id, ok := c.accounts.Get(orgID); ok {
+		return id, nil
+	}
+	var id int
+	err := sharedRowsTx(ctx, q, func(tx *sql.Tx) error {
+		err := tx.QueryRowContext(ctx,
+			`INSERT INTO account (org_id) VALUES ($1) ON CONFLICT (org_id) DO NOTHING RETURNING id`, orgID).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			err = tx.QueryRowContext(ctx, `SELECT id FROM account WHERE org_id = $1`, orgID).Scan(&id)
+		}
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("account %s: %w", orgID, err)
+	}
+	c.accounts.Add(strings.Clone(orgID), id)
+	return id, nil
+}
+
+// packageIDs returns the ids of pkgs (sorted and unique, as canonicalize
+// leaves them), sorted ascending, inserting the packages never seen. The
+// misses of the cache are looked up first, and only those still missing
+// are inserted: once a fleet's packages are stored, an event writes none.
+func (c *idCache) packageIDs(ctx context.Context, q queryer, pkgs []Package) ([]int64, error) {
+	ids := make([]int64, 0, len(pkgs))
+	var missing []Package
+	for _, p := range pkgs {
+		if id, ok := c.packages.Get(p); ok {
+			ids = append(ids, id)
+		} else {
+			missing = append(missing, p)
+		}
+	}
+	if len(missing) > 0 {
+		found, err := lookupPackages(ctx, q, missing)
+		if err != nil {
+			return nil, err
+		}
+		var absent []Package
+		for _, p := range missing {
+			if id, ok := found[p]; ok {
+				ids = append(ids, id)
+			} else {
+				absent = append(absent, p)
+			}
+		}
+		c.cachePackages(found)
+		if len(absent) > 0 {
+			inserted, err := insertPackages(ctx, q, absent)
+			if err != nil {
+				return nil, err
+			}
+			c.cachePackages(inserted) // committed now
+			for _, id := range inserted {
+				ids = append(ids, id)
+			}
+		}
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids), nil
+}
+
+func packageColumns(pkgs []Package) (names, evras []string) {
+	names, evras = make([]string, len(pkgs)), make([]string, len(pkgs))
+	for i, p := range pkgs {
+		names[i], evras[i] = p.Name, p.EVRA
+	}
+	return names, evras
+}
+
+const selectPackageIDs = `
+	SELECT pn.name, p.evra, p.id FROM unnest($1::text[], $2::text[]) AS w (name, evra)
+	JOIN package_name pn ON pn.name = w.name
+	JOIN package p ON p.name_id = pn.id AND p.evra = w.evra`
+
+type rowsQueryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// cachePackages caches ids read from the database. Their keys are strings
+// scanned from rows, never an event's: a key that is a slice of a decoded
+// event would keep the whole event in memory.
+func (c *idCache) cachePackages(found map[Package]int64) {
+	for p, id := range found {
+		c.packages.Add(p, id)
+	}
+}
+
+// lookupPackages reads the ids of the stored ones among pkgs.
+func lookupPackages(ctx context.Context, q rowsQueryer, pkgs []Package) (map[Package]int64, error) {
+	names, evras := packageColumns(pkgs)
+	rows, err := q.QueryContext(ctx, selectPackageIDs, pq.Array(names), pq.Array(evras))
+	if err != nil {
+		return nil, fmt.Errorf("look up packages: %w", err)
+	}
+	defer rows.Close()
+	found := make(map[Package]int64, len(pkgs))
+	for rows.Next() {
+		var p Package
+		var id int64
+		if err := rows.Scan(&p.Name, &p.EVRA, &id); err != nil {
+			return nil, fmt.Errorf("look up packages: %w", err)
+		}
+		found[p] = id
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("look up packages: %w", err)
+	}
+	return found, nil
+}
+
+// insertPackages stores pkgs (sorted by name, then EVRA: the lock order
+// every writer keeps, so concurrent ones cannot deadlock) and returns their
+// ids. Inserting and looking up are separate statements: under READ
+// COMMITTED a statement sees only rows committed before it began, so a row
+// another transaction inserted concurrently makes ON CONFLICT DO NOTHING
+// skip it (after waiting for that transaction) without returning its id,
+// and only a later statement sees it.
+func insertPackages(ctx context.Context, q queryer, pkgs []Package) (map[Package]int64, error) {
+	names, evras := packageColumns(pkgs)
+	var found map[Package]int64
+	err := sharedRowsTx(ctx, q, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `
+			INSERT INTO package_name (name) SELECT DISTINCT n FROM unnest($1::text[]) AS n ORDER BY n
+			ON CONFLICT (name) DO NOTHING`, pq.Array(names)); err != nil {
+			return fmt.Errorf("insert package names: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `
+			INSERT INTO package (name_id, evra)
+			SELECT pn.id, w.evra FROM unnest($1::text[], $2::text[]) AS w (name, evra)
+			JOIN package_name pn ON pn.name = w.name
+			ORDER BY pn.id, w.evra
+			ON CONFLICT (name_id, evra) DO NOTHING`, pq.Array(names), pq.Array(evras)); err != nil {
+			return fmt.Errorf("insert packages: %w", err)
+		}
+		var err error
+		found, err = lookupPackages(ctx, tx, pkgs)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(found) != len(pkgs) {
+		return nil, fmt.Errorf("stored %d of %d new packages", len(found), len(pkgs))
+	}
+	return found, nil
+}
+
+// advisoryIDs returns the ids of the advisories named, inserting those
+// never seen (with their type; a stored advisory keeps the type it has).
+// names must be sorted and unique.
+func (c *idCache) advisoryIDs(ctx context.Context, q queryer, names, types []string) (map[string]int32, error) {
+	ids := make(map[string]int32, len(names))
+	var missNames, missTypes []string
+	for i, n := range names {
+		if id, ok := c.advisories.Get(n); ok {
+			ids[n] = id
+		} else {
+			missNames, missTypes = append(missNames, n), append(missTypes, types[i])
+		}
+	}
+	if len(missNames) == 0 {
+		return ids, nil
+	}
+	found, err := lookupAdvisories(ctx, q, missNames)
+	if err != nil {
+		return nil, err
+	}
+	c.cacheAdvisories(found)
+	var absentNames, absentTypes []string
+	for i, n := range missNames {
+		if id, ok := found[n]; ok {
+			ids[n] = id
+		} else {
+			absentNames, absentTypes = append(absentNames, n), append(absentTypes, missTypes[i])
+		}
+	}
+	if len(absentNames) == 0 {
+		return ids, nil
+	}
+	var inserted map[string]int32
+	err = sharedRowsTx(ctx, q, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `
+			INSERT INTO advisory (name, advisory_type)
+			SELECT n, t FROM unnest($1::text[], $2::text[]) AS a (n, t) ORDER BY n
+			ON CONFLICT (name) DO NOTHING`, pq.Array(absentNames), pq.Array(absentTypes)); err != nil {
+			return fmt.Errorf("insert advisories: %w", err)
+		}
+		var err error
+		inserted, err = lookupAdvisories(ctx, tx, absentNames)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(inserted) != len(absentNames) {
+		return nil, fmt.Errorf("stored %d of %d new advisories", len(inserted), len(absentNames))
+	}
+	c.cacheAdvisories(inserted) // committed now
+	for n, id := range inserted {
+		ids[n] = id
+	}
+	return ids, nil
+}
+
+// cacheAdvisories caches ids read from the database, keyed by the scanned
+// names (see cachePackages).
+func (c *idCache) cacheAdvisories(found map[string]int32) {
+	for n, id := range found {
+		c.advisories.Add(n, id)
+	}
+}
+
+func lookupAdvisories(ctx context.Context, q rowsQueryer, names []string) (map[string]int32, error) {
+	rows, err := q.QueryContext(ctx, `SELECT name, id FROM advisory WHERE name = ANY($1::text[])`, pq.Array(names))
+	if err != nil {
+		return nil, fmt.Errorf("look up advisories: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[string]int32, len(names))
+	for rows.Next() {
+		var n string
+		var id int32
+		if err := rows.Scan(&n, &id); err != nil {
+			return nil, fmt.Errorf("look up advisories: %w", err)
+		}
+		out[n] = id
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("look up advisories: %w", err)
+	}
+	return out, nil
+}
