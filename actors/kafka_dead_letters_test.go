@@ -368,6 +368,15 @@ func createLimitedTopic(t *testing.T, brokers []string, version sarama.KafkaVers
 		ConfigEntries: map[string]*string{"max.message.bytes": &v}}, false); err != nil {
 		t.Fatal(err)
 	}
+	waitForLeader(t, admin, topic)
+}
+
+// waitForLeader waits until the one partition of a topic just created has a
+// leader: a real broker acknowledges a creation before its metadata has
+// spread, and a producer that comes too early fails once its few retries
+// are spent.
+func waitForLeader(t *testing.T, admin sarama.ClusterAdmin, topic string) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		metas, err := admin.DescribeTopics([]string{topic})

@@ -182,6 +182,7 @@ func TestRealBrokerResumeAfterHandover(t *testing.T) {
 	if err := admin.CreateTopic(name, &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1}, false); err != nil {
 		t.Fatal(err)
 	}
+	waitForLeader(t, admin, name)
 	resumeAfterHandover(t, k)
 }
 
