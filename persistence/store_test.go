@@ -6,7 +6,9 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -436,5 +438,102 @@ func TestOpenLeavesThePoolFree(t *testing.T) {
 	s := openStore(t)
 	if st := s.DB().Stats(); st.InUse != 0 {
 		t.Fatalf("%d connections of the pool in use after Open, want 0", st.InUse)
+	}
+}
+
+// Two listeners (two stores, each with its own id cache) store evaluated
+// uploads at once: hosts of their own sharing new packages and advisories,
+// and the same new hosts from both, as two owners of a partition during a
+// rebalance would. Every write succeeds or fails transiently (retried
+// here, as the pipeline would); in the end each host holds exactly the
+// packages and advisories of its newest upload.
+func TestConcurrentStoresOfEvaluatedSystems(t *testing.T) {
+	url := pgtest.URL(t)
+	stores := make([]*persistence.Store, 2)
+	for i := range stores {
+		s, err := persistence.Open(context.Background(), url, persistence.DefaultPoolSettings())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		stores[i] = s
+	}
+	ctx := context.Background()
+	const hosts, rounds = 30, 3
+	type write struct {
+		u persistence.SystemUpload
+		e persistence.Evaluation
+	}
+	// Round r of host h is the same upload whichever store writes it.
+	plan := func(h, r int) write {
+		rng := rand.New(rand.NewPCG(uint64(h), uint64(r)))
+		host := fmt.Sprintf("8a3f1c2e-0000-4000-8000-%012d", h)
+		var names []string
+		for _, i := range rng.Perm(60)[:20+rng.IntN(40)] {
+			names = append(names, fmt.Sprintf("pkg-%02d", i))
+		}
+		u := upload(host, t0.Add(time.Duration(r)*time.Minute), names...)
+		for i := range u.Packages { // new package versions appear concurrently
+			u.Packages[i].EVRA = fmt.Sprintf("0:1.%d-%d.el8.x86_64", r, rng.IntN(3))
+		}
+		var pairs []string
+		for _, a := range rng.Perm(50)[:25] {
+			pairs = append(pairs, fmt.Sprintf("RHSA-2026:%04d", a), []string{"installable", "applicable"}[a%2])
+		}
+		return write{u, evaluation(pairs...)}
+	}
+	var transient atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*hosts)
+	for si, s := range stores {
+		for h := range hosts {
+			if h%3 == si { // a third of the hosts each store alone; the last third both
+				continue
+			}
+			wg.Go(func() {
+				for r := range rounds {
+					w := plan(h, r)
+					for attempt := 0; ; attempt++ {
+						c, err := s.CheckUpload(ctx, w.u)
+						if err == nil && !c.Apply {
+							break // the other store was first
+						}
+						if err == nil {
+							_, err = s.StoreEvaluatedSystem(ctx, w.u, w.e, c)
+						}
+						if err == nil {
+							break
+						}
+						if messages.ClassOf(err) != messages.ErrorClass_ERROR_CLASS_TRANSIENT || attempt == 5 {
+							errs <- fmt.Errorf("host %d round %d: %w", h, r, err)
+							return
+						}
+						transient.Add(1)
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("concurrent write failed: %v", err)
+	}
+	t.Logf("%d transient failures retried", transient.Load())
+	for h := range hosts {
+		w := plan(h, rounds-1)
+		st := load(t, stores[h%2], w.u.InventoryID)
+		want := slices.Clone(w.u.Packages)
+		slices.SortFunc(want, func(a, b persistence.Package) int { return strings.Compare(a.Name+" "+a.EVRA, b.Name+" "+b.EVRA) })
+		if !slices.Equal(st.Packages, want) {
+			t.Fatalf("host %d: packages %v, its newest upload has %v", h, st.Packages, want)
+		}
+		wantAdv := map[string]persistence.AdvisoryStatus{}
+		for _, a := range w.e.Advisories {
+			wantAdv[a.Name] = a.Status
+		}
+		if !reflect.DeepEqual(st.Advisories, wantAdv) || st.LastEvaluatedEventTime == nil || !st.LastEvaluatedEventTime.Equal(w.u.EventTime) {
+			t.Fatalf("host %d: advisories %v evaluated at %v; want %v at %v", h, st.Advisories, st.LastEvaluatedEventTime, wantAdv, w.u.EventTime)
+		}
 	}
 }
