@@ -86,9 +86,11 @@ func (s *Store) StoreEvaluatedSystem(ctx context.Context, u SystemUpload, e Eval
 
 // store is StoreSystem (e nil) and StoreEvaluatedSystem. The shared rows
 // (account, packages, advisories) are resolved first, mostly from the id
-// cache; then, for a host not stored yet (absent), a single INSERT that
-// commits by itself; otherwise, or when that insert finds the host after
-// all, a transaction that locks the system row and decides.
+// cache; then one statement that commits by itself: for a host not stored
+// yet (absent) an INSERT, otherwise an UPDATE conditional on the upload
+// being newer. Only when that statement writes nothing does a transaction
+// lock the system row and decide why (or write, when the host appeared or
+// went meanwhile).
 func (s *Store) store(ctx context.Context, u SystemUpload, e *Evaluation, absent bool) (UploadResult, error) {
 	u.canonicalize()
 	sum := u.checksum()
@@ -126,6 +128,16 @@ func (s *Store) store(ctx context.Context, u SystemUpload, e *Evaluation, absent
 				return nil
 			}
 			// Stored meanwhile, or deleted: the transaction below decides.
+		} else {
+			id, err := w.updateIfNewer(ctx, conn)
+			if err != nil {
+				return err
+			}
+			if id != 0 {
+				res = UploadResult{SystemID: id, Applied: true, NeedsEvaluation: ev == nil, EventTime: u.EventTime}
+				return nil
+			}
+			// Not newer after all, deleted, or gone: the transaction below decides.
 		}
 		tx, err := conn.BeginTx(ctx, nil)
 		if err != nil {
@@ -249,21 +261,44 @@ func (w *systemWrite) apply(ctx context.Context, tx *sql.Tx) (UploadResult, erro
 // re-check-in leaves the TOASTed arrays and their GIN index entries alone
 // and the update can be HOT. SET expressions read the row's old values.
 func (w *systemWrite) update(ctx context.Context, tx *sql.Tx, id int64) error {
+	if _, err := tx.ExecContext(ctx, updateSystem, w.updateArgs(id)...); err != nil {
+		return fmt.Errorf("update system: %w", err)
+	}
+	return nil
+}
+
+// updateIfNewer is update in one statement that commits by itself, for a
+// host stored already: it writes only when the upload is newer than the
+// stored event and the host was not deleted, and returns the system's id;
+// 0 when it wrote nothing (the transaction then finds out why). A
+// concurrent update of the row makes PostgreSQL check the condition again
+// on the row's newest version.
+func (w *systemWrite) updateIfNewer(ctx context.Context, conn *sql.Conn) (int64, error) {
+	var id int64
+	args := append(w.updateArgs(w.u.InventoryID), w.accountID)
+	err := conn.QueryRowContext(ctx, updateNewerSystem, args...).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("update system: %w", err)
+	}
+	return id, nil
+}
+
+// updateArgs are the parameters of updateSystem and updateNewerSystem;
+// first is the system's id or, for updateNewerSystem, its inventory id.
+func (w *systemWrite) updateArgs(first any) []any {
 	u, ev := w.u, w.ev
 	var c evaluationCounts
 	if ev != nil {
 		c = ev.counts
 	}
-	_, err := tx.ExecContext(ctx, updateSystem,
-		id, u.DisplayName, u.Reporter, u.Arch, u.HostType, u.OSName, u.OSMajor, u.OSMinor, u.Releasever, u.RHSMVersion,
+	return []any{first, u.DisplayName, u.Reporter, u.Arch, u.HostType, u.OSName, u.OSMajor, u.OSMinor, u.Releasever, u.RHSMVersion,
 		pq.Array(u.Repos), pq.Array(u.moduleStrings()), w.sum, u.StaleTimestamp, u.CulledTimestamp, u.LastUpload,
 		u.EventTime, u.RequestID, len(u.Packages), pq.Array(w.pkgIDs),
 		ev != nil, pq.Array(nonNil(w.advIDs)), pq.Array(nonNil(w.installableIDs)),
-		c.installable, c.applicable, c.security, c.bugfix, c.enhancement, c.updatable)
-	if err != nil {
-		return fmt.Errorf("update system: %w", err)
-	}
-	return nil
+		c.installable, c.applicable, c.security, c.bugfix, c.enhancement, c.updatable}
 }
 
 // evaluationSet returns the SET list that stores an evaluation, its
@@ -293,14 +328,25 @@ func evaluationSet(first, evaluated int) string {
 		first, first+1, first+2, first+3, first+4, first+5, first+6, first+7, first+8, evaluated)
 }
 
-// updateSystem is the upload's update; its evaluation's parameters start at $21.
-var updateSystem = `
+// systemSet is the SET list of an upload's update; its evaluation's
+// parameters start at $21.
+var systemSet = `
 		UPDATE system SET display_name = $2, reporter = $3, arch = $4, host_type = $5, os_name = $6, os_major = $7,
 			os_minor = $8, releasever = $9, rhsm_version = $10, repos = $11, modules = $12,
 			package_ids = CASE WHEN profile_checksum = $13 THEN package_ids ELSE $20::bigint[] END,
 			profile_checksum = $13, stale_timestamp = $14, culled_timestamp = $15, last_upload = $16,
-			last_event_time = $17, last_request_id = $18, packages_installed = $19,` + evaluationSet(21, 17) + `
+			last_event_time = $17, last_request_id = $18, packages_installed = $19,` + evaluationSet(21, 17)
+
+// updateSystem updates the system whose id is $1.
+var updateSystem = systemSet + `
 		WHERE id = $1`
+
+// updateNewerSystem updates the system of inventory id $1 in account $30
+// when the upload is newer than what is stored and the host not deleted.
+var updateNewerSystem = systemSet + `
+		WHERE inventory_id = $1::uuid AND account_id = $30::int AND last_event_time < $17::timestamptz
+			AND NOT EXISTS (SELECT 1 FROM deleted_system WHERE inventory_id = $1::uuid)
+		RETURNING id`
 
 // nonNil keeps an empty list from being stored as NULL in a NOT NULL column.
 func nonNil[T any](s []T) []T {
