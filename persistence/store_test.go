@@ -537,3 +537,26 @@ func TestConcurrentStoresOfEvaluatedSystems(t *testing.T) {
 		}
 	}
 }
+
+// Storing an upload leaves the caller's upload as it was: its packages are
+// sorted and de-duplicated on a copy (the handler sends the same upload's
+// packages to VMaaS).
+func TestStoreLeavesTheCallersUploadAlone(t *testing.T) {
+	s := openStore(t)
+	ctx := context.Background()
+	u := upload(hostA, t0, "zsh", "bash", "zsh", "attr")
+	before := slices.Clone(u.Packages)
+	c, err := s.CheckUpload(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.StoreEvaluatedSystem(ctx, u, persistence.Evaluation{}, c); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(u.Packages, before) {
+		t.Fatalf("the caller's packages became %v, were %v", u.Packages, before)
+	}
+	if got := load(t, s, hostA).Packages; len(got) != 3 {
+		t.Fatalf("stored %v, want the three distinct packages", got)
+	}
+}

@@ -52,9 +52,14 @@ type SystemUpload struct {
 // event time to the microsecond the database keeps: compared unrounded with
 // the stored time, a redelivery would read as a newer event (applied again)
 // or an older one, and its evaluation would never match the stored event.
+//
+// It sorts copies: u is passed by value, and its slices share their arrays
+// with the caller's upload, which the caller goes on using.
 func (u *SystemUpload) canonicalize() {
 	u.EventTime = u.EventTime.Round(time.Microsecond)
 	u.Repos = sortedUnique(u.Repos)
+	u.Modules = slices.Clone(u.Modules)
+	u.Packages = slices.Clone(u.Packages)
 	slices.SortFunc(u.Modules, func(a, b Module) int {
 		return strings.Compare(a.Name+"\x00"+a.Stream, b.Name+"\x00"+b.Stream)
 	})
