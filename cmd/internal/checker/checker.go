@@ -24,7 +24,7 @@ type Report struct {
 	Hosts       int // hosts the stream mentioned
 	Present     int // hosts that must exist and do, with the right rows
 	Empty       int // of Present, hosts stored without packages (and so without advisories), as expected
-	Unevaluated int // of Present, hosts whose evaluation cannot succeed, stored with their packages and no evaluation, as expected
+	Unevaluated int // hosts whose evaluation cannot succeed, not stored, as expected (a profile is stored with its evaluation)
 	Deleted     int // hosts that must be gone and are
 	Filtered    int // hosts whose every event was filtered out, absent as they must be
 	Missing     int // hosts that must exist and do not: their events were lost
@@ -45,6 +45,10 @@ func (r Report) String() string {
 // Check compares every expected host with the database, parallel at a time.
 func Check(ctx context.Context, db *sql.DB, ds *platform.Dataset, shape platform.ProfileShape, expected map[string]*loadgen.HostState, parallel int) (Report, error) {
 	hosts := slices.Sorted(maps.Keys(expected))
+	q, err := schemaQueries(ctx, db)
+	if err != nil {
+		return Report{}, err
+	}
 	var (
 		mu  sync.Mutex
 		rep = Report{Hosts: len(hosts)}
@@ -55,7 +59,7 @@ func Check(ctx context.Context, db *sql.DB, ds *platform.Dataset, shape platform
 	for w := 0; w < max(1, parallel); w++ {
 		wg.Go(func() {
 			for id := range work {
-				problem, pkgs, advs, err := checkHost(ctx, db, ds, shape, expected[id])
+				problem, pkgs, advs, err := checkHost(ctx, db, q, ds, shape, expected[id])
 				if err != nil {
 					errs <- err
 					return
@@ -76,13 +80,12 @@ func Check(ctx context.Context, db *sql.DB, ds *platform.Dataset, shape platform
 					rep.Deleted++
 				case expected[id].Filtered:
 					rep.Filtered++
+				case expected[id].Unevaluated:
+					rep.Unevaluated++
 				default:
 					rep.Present++
 					if expected[id].NoPackages {
 						rep.Empty++
-					}
-					if expected[id].Unevaluated {
-						rep.Unevaluated++
 					}
 					rep.PackageRows += pkgs
 					rep.Advisories += advs
@@ -91,7 +94,6 @@ func Check(ctx context.Context, db *sql.DB, ds *platform.Dataset, shape platform
 			}
 		})
 	}
-	var err error
 feed:
 	for _, id := range hosts {
 		select {
@@ -121,16 +123,19 @@ type hostQueries struct{ packages, advisories string }
 // checker also checks databases of the listener from before schema version
 // 2 (one row per system and package, and per system and advisory), in
 // benchmarks that run it beside the current one.
-func schemaQueries(ctx context.Context, db *sql.DB) hostQueries {
+func schemaQueries(ctx context.Context, db *sql.DB) (hostQueries, error) {
 	var v1 bool
-	if err := db.QueryRowContext(ctx, `SELECT to_regclass('system_package') IS NOT NULL`).Scan(&v1); err == nil && v1 {
+	if err := db.QueryRowContext(ctx, `SELECT to_regclass('system_package') IS NOT NULL`).Scan(&v1); err != nil {
+		return hostQueries{}, fmt.Errorf("which schema: %w", err)
+	}
+	if v1 {
 		return hostQueries{
 			packages: `SELECT pn.name || '-' || p.evra FROM system_package sp
 				JOIN package p ON p.id = sp.package_id JOIN package_name pn ON pn.id = p.name_id
 				WHERE sp.system_id = $1`,
 			advisories: `SELECT a.name, sa.status FROM system_advisory sa JOIN advisory a ON a.id = sa.advisory_id
 				WHERE sa.system_id = $1`,
-		}
+		}, nil
 	}
 	return hostQueries{
 		packages: `SELECT pn.name || '-' || p.evra FROM system s, unnest(s.package_ids) AS sp (id)
@@ -139,11 +144,11 @@ func schemaQueries(ctx context.Context, db *sql.DB) hostQueries {
 		advisories: `SELECT a.name, CASE WHEN a.id = ANY (s.installable_advisory_ids) THEN 'installable' ELSE 'applicable' END
 			FROM system s, unnest(s.advisory_ids) AS sa (id) JOIN advisory a ON a.id = sa.id
 			WHERE s.id = $1`,
-	}
+	}, nil
 }
 
 // checkHost returns a description of what is wrong, or "".
-func checkHost(ctx context.Context, db *sql.DB, ds *platform.Dataset, shape platform.ProfileShape, want *loadgen.HostState) (string, int, int, error) {
+func checkHost(ctx context.Context, db *sql.DB, q hostQueries, ds *platform.Dataset, shape platform.ProfileShape, want *loadgen.HostState) (string, int, int, error) {
 	var (
 		id        int64
 		lastEvent time.Time
@@ -153,7 +158,7 @@ func checkHost(ctx context.Context, db *sql.DB, ds *platform.Dataset, shape plat
 		SELECT s.id, s.last_event_time, s.last_evaluated_event_time FROM system s JOIN account a ON a.id = s.account_id
 		WHERE a.org_id = $1 AND s.inventory_id = $2`, want.OrgID, want.HostID).Scan(&id, &lastEvent, &evaluated)
 	if err == sql.ErrNoRows {
-		if want.Deleted || want.Filtered {
+		if want.Deleted || want.Filtered || want.Unevaluated {
 			return "", 0, 0, nil
 		}
 		return missing, 0, 0, nil
@@ -167,10 +172,12 @@ func checkHost(ctx context.Context, db *sql.DB, ds *platform.Dataset, shape plat
 	if want.Filtered {
 		return "filtered host stored", 0, 0, nil
 	}
+	if want.Unevaluated {
+		return "stored, but no evaluation of it can succeed (a profile is stored with its evaluation)", 0, 0, nil
+	}
 	if !lastEvent.Equal(want.EventTime) {
 		return fmt.Sprintf("last event %v, want %v", lastEvent.UTC(), want.EventTime), 0, 0, nil
 	}
-	q := schemaQueries(ctx, db)
 	pkgs, err := queryStrings(ctx, db, q.packages, id)
 	if err != nil {
 		return "", 0, 0, err
@@ -201,13 +208,6 @@ func checkHost(ctx context.Context, db *sql.DB, ds *platform.Dataset, shape plat
 		return "", 0, 0, err
 	}
 	wantAdv := ds.Evaluate(profile.Packages, profile.EnabledRepos()).Advisories
-	if want.Unevaluated {
-		// Never evaluated: no evaluation time, and so no advisory rows.
-		if evaluated.Valid {
-			return fmt.Sprintf("evaluated (event of %v), but no evaluation can succeed", evaluated.Time.UTC()), 0, 0, nil
-		}
-		wantAdv = map[string]string{}
-	}
 	if !maps.Equal(got, wantAdv) {
 		return fmt.Sprintf("%d advisories stored, the dataset says %d (or they differ)", len(got), len(wantAdv)), 0, 0, nil
 	}

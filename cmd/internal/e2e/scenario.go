@@ -335,7 +335,7 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 		}
 	}
 	for _, id := range hostages {
-		plan.Expected[id].Unevaluated = true // stored by each event, never evaluated
+		plan.Expected[id].Unevaluated = true // never evaluated, so never stored
 	}
 
 	if sc.SASL != "" {

@@ -92,9 +92,9 @@ type HostState struct {
 	// the host is stored with no packages and no advisories.
 	NoPackages bool `json:"no_packages,omitempty"`
 	// Unevaluated: no evaluation of the host can succeed (a test makes
-	// every VMaaS call for its profiles hang), so it is stored with the
-	// packages of its last event and no evaluation at all. Plans never set
-	// it; a test that injects such a fault does.
+	// every VMaaS call for its profiles hang), so nothing of it is stored:
+	// a profile is stored together with its evaluation. Plans never set it;
+	// a test that injects such a fault does.
 	Unevaluated bool `json:"unevaluated,omitempty"`
 }
 
