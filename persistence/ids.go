@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/lib/pq"
@@ -26,6 +28,28 @@ type idCache struct {
 	accounts   *lru.Cache[string, int]
 	packages   *lru.Cache[Package, int64]
 	advisories *lru.Cache[string, int32]
+
+	mu sync.Mutex
+	// server is when the database server started, as last seen: a server
+	// that started since (a failover to a standby, a restore) may lack rows
+	// whose ids are cached, so the cache is emptied when it changes.
+	server time.Time
+}
+
+// seeServer notes the start time of the server a query just ran on, and
+// empties the cache when the server is another one than before.
+func (c *idCache) seeServer(started time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if started.Equal(c.server) {
+		return
+	}
+	if !c.server.IsZero() {
+		c.accounts.Purge()
+		c.packages.Purge()
+		c.advisories.Purge()
+	}
+	c.server = started
 }
 
 func newIDCache(size int) *idCache {
@@ -47,20 +71,19 @@ type queryer interface {
 	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
 }
 
-// sharedRowsTx runs f in a transaction that inserts shared rows
-// (accounts, package names, packages, advisories) with
-// synchronous_commit off: it does not wait for its own WAL flush. That is
-// safe because nothing refers to those rows until the transaction that
-// stores a system commits, synchronously, later; its WAL flush covers every
-// record written before it, these included, whichever process wrote them.
+// sharedRowsTx runs f, which inserts shared rows (accounts, package names,
+// packages, advisories), in a transaction of its own that commits
+// synchronously, like every write of the store. An id is cached once its
+// row is committed, and a cached id is used without looking at its row
+// again: were the commit asynchronous, a crash of the server before its WAL
+// flush would lose the row and let the sequence hand its id out again,
+// while this process, which outlives the crash, kept storing the old id
+// (another tenant's account, another package). Misses are rare once a
+// fleet's packages are stored, so the flush costs little.
 func sharedRowsTx(ctx context.Context, c queryer, f func(*sql.Tx) error) error {
 	tx, err := c.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
-		_ = tx.Rollback()
-		return fmt.Errorf("shared rows: %w", err)
 	}
 	if err := f(tx); err != nil {
 		_ = tx.Rollback()

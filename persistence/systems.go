@@ -33,18 +33,20 @@ func (s *Store) CheckUpload(ctx context.Context, u SystemUpload) (UploadCheck, e
 		id                 sql.NullInt64
 		lastEvent          sql.NullTime
 		lastEvaluatedEvent sql.NullTime
+		serverStarted      time.Time
 	)
 	err := s.withConn(ctx, "check upload", func(conn *sql.Conn) error {
 		return conn.QueryRowContext(ctx, `
 			SELECT EXISTS (SELECT 1 FROM deleted_system WHERE inventory_id = $2),
-				s.id, s.last_event_time, s.last_evaluated_event_time
+				s.id, s.last_event_time, s.last_evaluated_event_time, pg_postmaster_start_time()
 			FROM (SELECT 1) AS one
 			LEFT JOIN (system s JOIN account a ON a.id = s.account_id AND a.org_id = $1) ON s.inventory_id = $2`,
-			u.OrgID, u.InventoryID).Scan(&deleted, &id, &lastEvent, &lastEvaluatedEvent)
+			u.OrgID, u.InventoryID).Scan(&deleted, &id, &lastEvent, &lastEvaluatedEvent, &serverStarted)
 	})
 	if err != nil {
 		return c, fmt.Errorf("check upload: %w", err)
 	}
+	s.ids.seeServer(serverStarted)
 	switch {
 	case deleted:
 		c.Result = UploadResult{Skipped: SkippedDeleted}
@@ -119,7 +121,7 @@ func (s *Store) store(ctx context.Context, u SystemUpload, e *Evaluation, absent
 		}
 		w := systemWrite{accountID: accountID, u: &u, sum: sum, pkgIDs: pkgIDs, ev: ev, advIDs: advIDs, installableIDs: installableIDs}
 		if absent {
-			id, err := w.insert(ctx, conn)
+			id, err := w.insertLocked(ctx, conn)
 			if err != nil {
 				return err
 			}
@@ -166,12 +168,49 @@ type systemWrite struct {
 	installableIDs []int32
 }
 
+// hostLockClass names patchflow's space of advisory locks, one per host
+// (the second key is a hash of the inventory id); golang-migrate's lock,
+// a single bigint, lives in another space.
+const hostLockClass = 1885693542
+
+// lockHost takes the host's advisory lock until tx ends. A delete and an
+// insert of the same host take it before anything else: the insert checks
+// deleted_system with a snapshot taken when its statement starts, and were
+// that before the delete's commit, an insert waiting for the delete's row
+// would go ahead once it committed and bring the host back (two owners of
+// a partition during a rebalance). Updates need no lock: they wait for the
+// row, and PostgreSQL checks their condition again on its newest version.
+func lockHost(ctx context.Context, tx *sql.Tx, inventoryID string) error {
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, hostLockClass, inventoryID); err != nil {
+		return fmt.Errorf("lock host: %w", err)
+	}
+	return nil
+}
+
+// insertLocked is insert in a transaction of its own, under the host's lock.
+func (w *systemWrite) insertLocked(ctx context.Context, conn *sql.Conn) (int64, error) {
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	if err := lockHost(ctx, tx, w.u.InventoryID); err != nil {
+		return 0, err
+	}
+	id, err := w.insert(ctx, tx)
+	if err != nil {
+		return 0, err
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("commit: %w", err)
+	}
+	return id, nil
+}
+
 // insert stores a host not stored yet, with its evaluation when there is
 // one, and returns its id; 0 when the host is stored already or was deleted.
-// q is a connection (the statement commits by itself) or a transaction.
-func (w *systemWrite) insert(ctx context.Context, q interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}) (int64, error) {
+// It runs in a transaction holding the host's lock (lockHost).
+func (w *systemWrite) insert(ctx context.Context, q *sql.Tx) (int64, error) {
 	u, ev := w.u, w.ev
 	var c evaluationCounts
 	if ev != nil {
@@ -217,6 +256,9 @@ func (w *systemWrite) apply(ctx context.Context, tx *sql.Tx) (UploadResult, erro
 		lastEvaluatedEvent sql.NullTime
 		deleted            bool
 	)
+	if err := lockHost(ctx, tx, u.InventoryID); err != nil {
+		return UploadResult{}, err
+	}
 	err := tx.QueryRowContext(ctx, `
 		SELECT s.id, s.last_event_time, s.last_evaluated_event_time,
 			EXISTS (SELECT 1 FROM deleted_system WHERE inventory_id = $2)
@@ -364,27 +406,36 @@ func nonNil[T any](s []T) []T {
 // new one and is remembered for the TTL again.
 func (s *Store) DeleteSystem(ctx context.Context, orgID, inventoryID string, eventTime time.Time) (alreadyDeleted bool, err error) {
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx,
-			`DELETE FROM deleted_system WHERE deleted_at < now() - make_interval(secs => $1)`, s.deletedTTL.Seconds()); err != nil {
-			return fmt.Errorf("forget old deleted hosts: %w", err)
-		}
-		res, err := tx.ExecContext(ctx, `
-			INSERT INTO deleted_system (inventory_id, org_id, event_time) VALUES ($1, $2, $3)
-			ON CONFLICT (inventory_id) DO NOTHING`, inventoryID, orgID, eventTime)
-		if err != nil {
-			return fmt.Errorf("remember deleted host: %w", err)
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return fmt.Errorf("remember deleted host: %w", err)
-		}
-		alreadyDeleted = n == 0
-		if _, err := tx.ExecContext(ctx, `
-			DELETE FROM system s USING account a
-			WHERE s.account_id = a.id AND a.org_id = $1 AND s.inventory_id = $2`, orgID, inventoryID); err != nil {
-			return fmt.Errorf("delete system: %w", err)
-		}
-		return nil
+		var err error
+		alreadyDeleted, err = s.deleteSystem(ctx, tx, orgID, inventoryID, eventTime)
+		return err
 	})
 	return alreadyDeleted && err == nil, err
+}
+
+// deleteSystem is DeleteSystem's work in tx, the host's lock first.
+func (s *Store) deleteSystem(ctx context.Context, tx *sql.Tx, orgID, inventoryID string, eventTime time.Time) (alreadyDeleted bool, err error) {
+	if err := lockHost(ctx, tx, inventoryID); err != nil {
+		return false, err
+	}
+	if _, err := tx.ExecContext(ctx,
+		`DELETE FROM deleted_system WHERE deleted_at < now() - make_interval(secs => $1)`, s.deletedTTL.Seconds()); err != nil {
+		return false, fmt.Errorf("forget old deleted hosts: %w", err)
+	}
+	res, err := tx.ExecContext(ctx, `
+		INSERT INTO deleted_system (inventory_id, org_id, event_time) VALUES ($1, $2, $3)
+		ON CONFLICT (inventory_id) DO NOTHING`, inventoryID, orgID, eventTime)
+	if err != nil {
+		return false, fmt.Errorf("remember deleted host: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("remember deleted host: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `
+		DELETE FROM system s USING account a
+		WHERE s.account_id = a.id AND a.org_id = $1 AND s.inventory_id = $2`, orgID, inventoryID); err != nil {
+		return false, fmt.Errorf("delete system: %w", err)
+	}
+	return n == 0, nil
 }

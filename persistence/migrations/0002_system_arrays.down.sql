@@ -22,6 +22,7 @@ SELECT s.id, a.id,
        COALESCE(a.first_reported, now())
 FROM system s, unnest(s.advisory_ids, s.advisory_first_reported) AS a (id, first_reported);
 
+ALTER TABLE system RESET (fillfactor);
 ALTER TABLE system
     DROP COLUMN package_ids, DROP COLUMN advisory_ids,
     DROP COLUMN installable_advisory_ids, DROP COLUMN advisory_first_reported;
