@@ -93,10 +93,7 @@ func TestExpectedStateAfterRepeatsAndChanges(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var out []string
-		for _, p := range ev.Host.SystemProfile.InstalledPackages {
-			out = append(out, p)
-		}
+		out := slices.Clone(ev.Host.SystemProfile.InstalledPackages)
 		slices.Sort(out)
 		return out
 	}
