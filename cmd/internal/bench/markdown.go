@@ -306,7 +306,7 @@ func (r *Report) endToEndTable(b *strings.Builder) {
 		if w == WorkloadNewHosts {
 			rate, patchman = "systems/s", " × patchman (6/s) |"
 		}
-		fmt.Fprintf(b, "\n### %s\n\n| listener | configuration | S | G | database connections | events | hosts | %s |%s handler ms: mean | p50 | p99 | VMaaS ms | database ms | other ms | CPU ms/event: listener | platform mock | PostgreSQL | Kafka | benchmark | rest of the machine | machine cores | hosts wrong | handled twice | skipped | committed to end |\n",
+		fmt.Fprintf(b, "\n### %s\n\n| listener | configuration | S | G | database connections | events | hosts | %s |%s handler ms: mean | p50 | p99 | VMaaS ms/event | database ms/event | other ms/event | CPU ms/event: listener | platform mock | PostgreSQL | Kafka | benchmark | rest of the machine | machine cores | hosts wrong | handled twice | skipped | committed to end |\n",
 			strings.ToUpper(w[:1])+w[1:], rate, patchman)
 		b.WriteString("|---|---|---|---|---|---|---|---|")
 		if patchman != "" {
