@@ -130,6 +130,10 @@ type EndToEndResult struct {
 	MachineCores float64            `json:"machine_cores"`
 	HostsChecked int                `json:"hosts_checked"`
 	HostsWrong   int                `json:"hosts_wrong"`
+	// Unchanged and Changed count the timed re-check-ins with the host's
+	// profile unchanged and with a few packages changed.
+	Unchanged int `json:"recheck_unchanged,omitempty"`
+	Changed   int `json:"recheck_changed,omitempty"`
 	// Skipped counts events the listener skipped by design (committed,
 	// not evaluated); HandledTwice the events finished more than once.
 	Skipped        int64 `json:"skipped"`
@@ -349,6 +353,7 @@ func (e *EndToEnd) Run(ctx context.Context, listener, bin string, c EndToEndConf
 		return fail(err)
 	}
 	res.Events, res.EventBytes = len(timed), sent.Bytes/int64(max(sent.Messages, 1))
+	res.Unchanged, res.Changed = plan.Rechecks[loadgen.RecheckRepeat], plan.Rechecks[loadgen.RecheckChange]
 
 	l, err := e.startListener(listener+" listener", bin, logName("listener"), env)
 	if err != nil {

@@ -287,8 +287,8 @@ func (r *Report) endToEndTable(b *strings.Builder) {
 		"The configurations run one after the other, each with every listener in turn (before, then after). Before them each build handles a warm-up of events of its own, not reported: package and advisory names are shared by every host, and the first configuration in a database would pay alone for inserting them. "+
 		"**default** leaves every listener setting at the build's default (S, G and the database pool below are what its `/status.json` said); **sequential** is the old design, one event at a time per partition (S = 1, partition ordering), for this listener only.\n\n",
 		BeforeEndToEndCommit, e.EventBytes/1024, e.Partitions, e.Broker)
-	fmt.Fprintf(b, "- **%s**: each host created, then updated with its next profile revision (about one package in twenty updated); every event evaluates one system, so events/s is systems/s.\n", WorkloadNewHosts)
-	fmt.Fprintf(b, "- **%s**, what a real fleet mostly sends: the hosts are first created by a listener process of the same build, untimed, which commits to the end and stops; then a new listener process is timed over re-check-ins: %.0f %% repeat the host's profile with a new timestamp, %.0f %% change a few packages (1 to %d bumped, removed or added).\n\n",
+	fmt.Fprintf(b, "- **%s**: each host created, then hosts drawn at random updated with their next profile revision (about one package in twenty updated); every event evaluates one system, so events/s is systems/s.\n", WorkloadNewHosts)
+	fmt.Fprintf(b, "- **%s**, what a real fleet mostly sends: the hosts are first created by a listener process of the same build, untimed, which commits to the end and stops; then a new listener process is timed over re-check-ins of hosts drawn at random, each one with a chance of %.0f %% repeating the host's profile with a new timestamp (**unchanged**) and of %.0f %% changing a few of its packages (**changed**: 1 to %d bumped, removed or added).\n\n",
 		WorkloadRecheck, RecheckUnchanged*100, RecheckChanged*100, platform.ChangeMaxPackages)
 	fmt.Fprintf(b, "The window runs from the first record the listener admits (its `/metrics` polled every %v until then) to the scrape (every %v) that shows every event finished (ok, skipped or dead-lettered); events/s is the events over that window. "+
 		"From the listener's metrics at the end of the window (that process handled nothing else): **handler** is `patchflow_handler_duration_seconds` over every attempt, the mean exact (sum / count), p50 and p99 interpolated inside buckets that double from 1 ms as Prometheus's `histogram_quantile` does, so good to the bucket only; "+
@@ -302,19 +302,22 @@ func (r *Report) endToEndTable(b *strings.Builder) {
 		if len(rows) == 0 {
 			continue
 		}
-		rate, patchman := "events/s", ""
+		rate, patchman, kinds := "events/s", "", ""
 		if w == WorkloadNewHosts {
 			rate, patchman = "systems/s", " × patchman (6/s) |"
+		} else {
+			kinds = " unchanged / changed |"
 		}
-		fmt.Fprintf(b, "\n### %s\n\n| listener | configuration | S | G | database connections | events | hosts | %s |%s handler ms: mean | p50 | p99 | VMaaS ms/event | database ms/event | other ms/event | CPU ms/event: listener | platform mock | PostgreSQL | Kafka | benchmark | rest of the machine | machine cores | hosts wrong | handled twice | skipped | committed to end |\n",
-			strings.ToUpper(w[:1])+w[1:], rate, patchman)
-		b.WriteString("|---|---|---|---|---|---|---|---|")
-		if patchman != "" {
-			b.WriteString("---|")
-		}
+		fmt.Fprintf(b, "\n### %s\n\n| listener | configuration | S | G | database connections | events |%s hosts | %s |%s handler ms: mean | p50 | p99 | VMaaS ms/event | database ms/event | other ms/event | CPU ms/event: listener | platform mock | PostgreSQL | Kafka | benchmark | rest of the machine | machine cores | hosts wrong | handled twice | skipped | committed to end |\n",
+			strings.ToUpper(w[:1])+w[1:], kinds, rate, patchman)
+		b.WriteString("|---|---|---|---|---|---|---|---|---|")
 		b.WriteString("---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, e := range rows {
-			fmt.Fprintf(b, "| %s | %s | %d | %d | %d | %d | %d | %.1f |", e.Listener, e.Name, e.InFlightPerPartition, e.InFlightTotal, e.DBConnections, e.Events, e.Hosts, e.PerSecond)
+			fmt.Fprintf(b, "| %s | %s | %d | %d | %d | %d |", e.Listener, e.Name, e.InFlightPerPartition, e.InFlightTotal, e.DBConnections, e.Events)
+			if kinds != "" {
+				fmt.Fprintf(b, " %d / %d |", e.Unchanged, e.Changed)
+			}
+			fmt.Fprintf(b, " %d | %.1f |", e.Hosts, e.PerSecond)
 			if patchman != "" {
 				fmt.Fprintf(b, " %.1f |", e.PerSecond/PatchmanSystemsPerSecond)
 			}

@@ -39,6 +39,7 @@ func sampleReport() *Report {
 		e2e(ListenerAfter, WorkloadNewHosts, "sequential", 40),
 	}
 	r.EndToEnd[0].CPU.Postgres = -1
+	r.EndToEnd[4].Unchanged, r.EndToEnd[4].Changed = 1610, 390
 	r.Memory = []MemoryResult{{Backlog: 100000, PeakRSSMiB: 80}, {Backlog: 1000000, PeakRSSMiB: 84}}
 	r.Pinned = []PinnedResult{
 		{Listener: ListenerBefore, Backlog: 1000000, Partitions: 8, PerPartition: 128, PinOffset: 100, HoldSeconds: 5, Admitted: 1000000, MaxPastPin: 124900, AdmittedInHold: 30000, SpanBlocked: -1, BlockedAfter: -1, MetadataMaxBytes: -1, PeakRSSMiB: 120},
@@ -137,7 +138,7 @@ func TestReportFiles(t *testing.T) {
 		"- PostgreSQL, as `current_setting` reads it on the server: PostgreSQL 17.6: fsync on, synchronous_commit on, full_page_writes on, wal_level replica, wal_sync_method fdatasync, shared_buffers 256MB, max_connections 300.\n",
 		"### New hosts\n", "### Re-check-in\n",
 		"| before | default | 64 | 1024 | 32 | 2000 | 1000 | 70.0 | 11.7 | 900 | 700 | 3000 | 150 | 740 | 10 | 9.5 | 1.2 | – | 2.0 | 0.5 | 3.0 | 1.90 | 0 of 1000 | 0 | 0 | true |",
-		"| after | default | 64 | 1024 | 32 | 2000 | 1000 | 120.0 | 900 | 700 | 3000 | 150 | 740 | 10 | 9.5 | 1.2 | 25.0 | 2.0 | 0.5 | 3.0 | 1.90 | 0 of 1000 | 0 | 0 | true |",
+		"| after | default | 64 | 1024 | 32 | 2000 | 1610 / 390 | 1000 | 120.0 | 900 | 700 | 3000 | 150 | 740 | 10 | 9.5 | 1.2 | 25.0 | 2.0 | 0.5 | 3.0 | 1.90 | 0 of 1000 | 0 | 0 | true |",
 		"New hosts, default: 80.0 systems/s after, 70.0 before (1.14 ×); handler p50 700 ms after, 700 before; CPU ms per event after / before: listener 9.5 / 9.5, PostgreSQL 25.0 / –.",
 		"Re-check-in, default: 120.0 events/s after, 100.0 before (1.20 ×)"} {
 		if !strings.Contains(string(md), want) {
