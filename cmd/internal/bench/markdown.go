@@ -292,7 +292,7 @@ func (r *Report) endToEndTable(b *strings.Builder) {
 		WorkloadRecheck, RecheckUnchanged*100, RecheckChanged*100, platform.ChangeMaxPackages)
 	fmt.Fprintf(b, "The window runs from the first record the listener admits (its `/metrics` polled every %v until then) to the scrape (every %v) that shows every event finished (ok, skipped or dead-lettered); events/s is the events over that window. "+
 		"From the listener's metrics at the end of the window (that process handled nothing else): **handler** is `patchflow_handler_duration_seconds` over every attempt, the mean exact (sum / count), p50 and p99 interpolated inside buckets that double from 1 ms as Prometheus's `histogram_quantile` does, so good to the bucket only; "+
-		"**VMaaS** and **database** are the sums of `patchflow_vmaas_request_duration_seconds` and `patchflow_database_duration_seconds` (every operation; each operation's share is in the JSON) over the events, and **other** the handler's sum less both, over the events (decoding, validation, building the request, waiting for a CPU).\n\n",
+		"**VMaaS** and **database** are the sums of `patchflow_vmaas_request_duration_seconds` and `patchflow_database_duration_seconds` (every operation, each one's beside the total) over the events, and **other** the handler's sum less both, over the events (decoding, validation, building the request, waiting for a CPU).\n\n",
 		StartPoll, FinishPoll)
 	b.WriteString("**CPU ms per event** is each process's user + system time over the window (`/proc/<pid>/stat`), over the events: the listener; the platform mock; **PostgreSQL**, the postmaster with every backend and auxiliary process (for each process its own time and its reaped children's, cutime + cstime, over the postmaster and its live descendants, so the difference of two readings also counts the backends that ended between them); " +
 		"the **Kafka** broker (the java process; – with the in-process broker, whose CPU is the benchmark's); the **benchmark** process (it polls the listener's metrics; the load generator is idle by then); and the **rest of the machine**, all the busy time `/proc/stat` counts less those: other work sharing the cores. **Machine cores** is the machine's busy CPU seconds per second.\n\n")
@@ -321,8 +321,8 @@ func (r *Report) endToEndTable(b *strings.Builder) {
 			if patchman != "" {
 				fmt.Fprintf(b, " %.1f |", e.PerSecond/PatchmanSystemsPerSecond)
 			}
-			fmt.Fprintf(b, " %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.1f | %.1f | %s | %s | %.1f | %.1f | %.2f | %d of %d | %d | %d | %v |\n",
-				e.HandlerMeanMS, e.HandlerP50MS, e.HandlerP99MS, e.VMaaSMS, e.DatabaseMS, e.OtherMS,
+			fmt.Fprintf(b, " %.0f | %.0f | %.0f | %.0f | %.0f%s | %.0f | %.1f | %.1f | %s | %s | %.1f | %.1f | %.2f | %d of %d | %d | %d | %v |\n",
+				e.HandlerMeanMS, e.HandlerP50MS, e.HandlerP99MS, e.VMaaSMS, e.DatabaseMS, byOperation(e.DatabaseByOp), e.OtherMS,
 				e.CPU.Listener, e.CPU.Mock, msText(e.CPU.Postgres), msText(e.CPU.Kafka), e.CPU.Bench, e.CPU.Rest, e.MachineCores,
 				e.HostsWrong, e.HostsChecked, e.HandledTwice, e.Skipped, e.CommittedToEnd)
 		}
@@ -339,6 +339,19 @@ func (r *Report) endToEndTable(b *strings.Builder) {
 				after.HandlerP50MS, before.HandlerP50MS, after.CPU.Listener, before.CPU.Listener, msText(after.CPU.Postgres), msText(before.CPU.Postgres))
 		}
 	}
+}
+
+// byOperation lists the database ms per event of each operation, " (op
+// ms + ...)", in name order; "" for none.
+func byOperation(ops map[string]float64) string {
+	if len(ops) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, op := range slices.Sorted(maps.Keys(ops)) {
+		parts = append(parts, fmt.Sprintf("%s %.0f", op, ops[op]))
+	}
+	return " (" + strings.Join(parts, " + ") + ")"
 }
 
 // endToEndNotDurable names the settings that were not durable in any
