@@ -28,7 +28,7 @@ func sampleReport() *Report {
 			Partitions: 8, InFlightPerPartition: 64, InFlightTotal: 1024, DBConnections: 32, EventBytes: 104 << 10, PerSecond: perSecond,
 			HandlerMeanMS: 900, HandlerP50MS: 700, HandlerP99MS: 3000, VMaaSMS: 150, DatabaseMS: 740, OtherMS: 10,
 			DatabaseByOp: map[string]float64{"store_system": 500, "store_evaluation": 240},
-			CPU: CPUPerEvent{Listener: 9.5, Mock: 1.25, Postgres: 25, Kafka: 2, Bench: 0.5, Rest: 3}, MachineCores: 1.9,
+			CPU:          CPUPerEvent{Listener: 9.5, Mock: 1.25, Postgres: 25, Kafka: 2, Bench: 0.5, Rest: 3}, MachineCores: 1.9,
 			HostsChecked: 1000, Postgres: durable, Publishable: true, CommittedToEnd: true}
 	}
 	r.EndToEnd = []EndToEndResult{
