@@ -96,20 +96,27 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 ## bench: the benchmark report: scenarios 1-3 on the in-process broker and a real Kafka broker, end to
-## end with a throwaway PostgreSQL, memory under a backlog and behind a record that never finishes,
-## crash replay (kill -9 and restart); the last two beside the listener before issue 11 ($(BENCH_BEFORE));
-## writes docs/benchmarks.md, .json and throughput.png (13 min 30 s on 2 cores). BENCH_FLAGS=-quick
+## end with a throwaway PostgreSQL at its default durability (PATCHFLOW_PG_DURABLE=1: fsync and
+## synchronous_commit on) beside the listener before issue 12 ($(BENCH_BEFORE12)), memory under a backlog and
+## behind a record that never finishes, crash replay (kill -9 and restart); the last two beside the listener
+## before issue 11 ($(BENCH_BEFORE)); writes docs/benchmarks.md, .json and throughput.png. BENCH_FLAGS=-quick
 ## for a smoke run, BENCH_FLAGS=-only=crash-replay (core, end-to-end, memory, pinned, crash-replay) for some
-bench: build $(BIN)/listener-before
+bench: build $(BIN)/listener-before $(BIN)/listener-before12
 	@set -e; \
 	kafka=$$(.ci/kafka start); trap '.ci/kafka down '"$$kafka" EXIT; \
-	.ci/postgres with $(GO) run ./cmd/bench -out docs -listener $(BIN)/listener -listener-before $(BIN)/listener-before \
-		-kafka $$(cat $$kafka/brokers) -kafka-version $$(cat $$kafka/version) $(BENCH_FLAGS)
+	PATCHFLOW_PG_DURABLE=1 .ci/postgres with $(GO) run ./cmd/bench -out docs -listener $(BIN)/listener -listener-before $(BIN)/listener-before \
+		-listener-before12 $(BIN)/listener-before12 -platform-mock $(BIN)/platform-mock \
+		-kafka $$(cat $$kafka/brokers) -kafka-version $$(cat $$kafka/version) -kafka-pid $$(cat $$kafka/pid) $(BENCH_FLAGS)
 
 ## the listener at the commit before issue 11, with the simulated handler's measurement knobs
 BENCH_BEFORE := b42bd18
 $(BIN)/listener-before: .ci/listener-before .ci/listener-before.patch
 	GO=$(GO) .ci/listener-before $@ $(BENCH_BEFORE)
+
+## the listener at the commit before issue 12, as it was (the end-to-end scenario runs its real handler)
+BENCH_BEFORE12 := 15648dc
+$(BIN)/listener-before12: .ci/listener-before
+	GO=$(GO) .ci/listener-before $@ $(BENCH_BEFORE12) none
 
 ## bench-pipeline: the pipeline benchmark on the embedded broker (10 ms and 100 ms handlers, S=64, 8 partitions)
 bench-pipeline:

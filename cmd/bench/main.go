@@ -25,9 +25,13 @@ func main() {
 	out := flag.String("out", "docs", "directory for the report")
 	quick := flag.Bool("quick", false, "shorter windows and fewer points (a smoke run)")
 	kafka := flag.String("kafka", "", "bootstrap address of a real Kafka broker for scenarios 1-5 (empty: scenarios 1-4 on the in-process broker only, no scenario 5)")
-	databaseURL := flag.String("database-url", os.Getenv("DATABASE_URL"), "PostgreSQL for scenario 4 (empty: skip it)")
-	listenerBin := flag.String("listener", "bin/listener", "the listener binary, for scenarios 5 and 6")
+	databaseURL := flag.String("database-url", os.Getenv("DATABASE_URL"), "PostgreSQL for scenario 4, which creates a database per listener beside this one (empty: skip it)")
+	listenerBin := flag.String("listener", "bin/listener", "the listener binary, for scenarios 4 to 6")
 	beforeBin := flag.String("listener-before", "", "the listener built at "+bench.BeforeCommit+", the commit before issue 11, with the simulated handler's measurement knobs (.ci/listener-before; make bench builds it), measured beside -listener in the pinned and crash-replay scenarios (empty: -listener alone)")
+	before12Bin := flag.String("listener-before12", "", "the listener built at "+bench.BeforeEndToEndCommit+", the commit before issue 12 (make bin/listener-before12), measured beside -listener end to end (empty: -listener alone)")
+	mockBin := flag.String("platform-mock", "bin/platform-mock", "the platform mock binary, for scenario 4")
+	kafkaPID := flag.Int("kafka-pid", 0, "pid of the real broker's process, for its CPU in scenario 4 (0: not measured)")
+	allowNotDurable := flag.Bool("allow-not-durable", false, "run scenario 4 on a PostgreSQL with fsync, synchronous_commit or full_page_writes off instead of refusing; the report marks its figures not publishable (smoke runs only)")
 	kafkaVersion := flag.String("kafka-version", "", "version of the real broker, for the report")
 	only := flag.String("only", "core,end-to-end,memory,pinned,crash-replay", "comma-separated scenarios to run: core (1-3), end-to-end (4), memory (5), pinned (5, a record that never finishes), crash-replay (6)")
 	fromJSON := flag.String("from-json", "", "only rewrite the markdown and the plot from this benchmarks.json (no measuring)")
@@ -49,6 +53,7 @@ func main() {
 	}
 	if *events > 0 {
 		plan.EndToEndEvents, plan.SequentialEvents, plan.Hosts = *events, max(*events/4, 50), max(*events/2, 50)
+		plan.RecheckEvents, plan.RecheckHosts = *events, max(*events/2, 50)
 	}
 	sources := []bench.Source{bench.KFake{}}
 	if *kafka != "" {
@@ -58,11 +63,6 @@ func main() {
 	r.Members = plan.Members
 	if *kafkaVersion != "" {
 		r.Versions["Apache Kafka (real broker)"] = *kafkaVersion
-	}
-	if *databaseURL != "" {
-		if v, err := bench.PostgresVersion(*databaseURL); err == nil {
-			r.Versions["PostgreSQL"] = v
-		}
 	}
 	started := time.Now()
 	stopSampling := bench.SampleLoad(10 * time.Second)
@@ -89,17 +89,34 @@ func main() {
 		}
 	}
 	if run("end-to-end") && *databaseURL != "" {
-		e := &bench.EndToEnd{DatabaseURL: *databaseURL, Partitions: plan.Partitions, Hosts: plan.Hosts, Log: os.Stdout}
+		ctx := context.Background()
+		e := &bench.EndToEnd{DatabaseURL: *databaseURL, Partitions: plan.Partitions, MockBin: *mockBin, KafkaPID: *kafkaPID, Work: work, Log: os.Stdout,
+			AllowNotDurable: *allowNotDurable}
 		if *kafka != "" {
 			e.Kafka = strings.Split(*kafka, ",")
 		}
-		_, err := e.Run(context.Background(), plan.EndToEndWarmup())
-		must(err)
-		for _, c := range plan.EndToEndConfigs() {
-			res, err := e.Run(context.Background(), c)
-			must(err)
-			r.EndToEnd = append(r.EndToEnd, res)
+		must(e.Prepare(ctx))
+		r.Postgres = &e.Postgres
+		fmt.Printf("end to end on %s\n", e.Postgres)
+		e2e := [][2]string{{bench.ListenerAfter, *listenerBin}}
+		if *before12Bin != "" {
+			e2e = [][2]string{{bench.ListenerBefore, *before12Bin}, {bench.ListenerAfter, *listenerBin}}
 		}
+		for _, l := range e2e {
+			_, err := e.Run(ctx, l[0], l[1], plan.EndToEndWarmup())
+			must(err)
+		}
+		for _, c := range plan.EndToEndConfigs() {
+			for _, l := range e2e {
+				if c.OnlyListener != "" && c.OnlyListener != l[0] {
+					continue
+				}
+				res, err := e.Run(ctx, l[0], l[1], c)
+				must(err)
+				r.EndToEnd = append(r.EndToEnd, res)
+			}
+		}
+		must(e.Close())
 	}
 	var largest string // the topic of the largest backlog
 	if run("memory") && *kafka != "" {

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"os"
 	"testing"
 	"time"
 
@@ -8,6 +9,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if d, err := time.ParseDuration(os.Getenv(burnEnv)); err == nil {
+		burn(d) // a child of TestTreeCPUCountsLiveAndReapedChildren
+		os.Exit(0)
+	}
 	goleak.VerifyTestMain(m,
 		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"),
 		goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"))

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"io"
 	"time"
-
-	"github.com/patchflow/patchflow/actors"
 )
 
 // Plan is which points a run measures and for how long.
@@ -21,9 +19,12 @@ type Plan struct {
 	// times, interleaved, at OverheadConcurrency over a topic of
 	// OverheadRecords.
 	OverheadConcurrency, OverheadRecords, Rounds int
-	// End to end: events per configuration (the sequential one gets fewer:
-	// it is slow) over Hosts hosts.
-	EndToEndEvents, SequentialEvents, Hosts int
+	// End to end, new hosts: EndToEndEvents events per configuration (the
+	// sequential one gets SequentialEvents: it is slow) over Hosts hosts;
+	// re-check-in: RecheckHosts hosts created, then RecheckEvents timed;
+	// WarmupEvents for each listener's database first.
+	EndToEndEvents, SequentialEvents, Hosts   int
+	RecheckEvents, RecheckHosts, WarmupEvents int
 	// Memory: backlogs of MemoryRecordBytes records at MemoryConcurrency,
 	// each watched for MemoryWindow with a handler of MemoryLatency.
 	MemoryBacklogs                       []int
@@ -56,7 +57,8 @@ func FullPlan() Plan {
 		Long:                Window{Warmup: 2 * time.Second, Measure: 5 * time.Second},
 		Members:             4,
 		OverheadConcurrency: 512, OverheadRecords: 1_000_000, Rounds: 2,
-		EndToEndEvents: 3000, SequentialEvents: 800, Hosts: 1500,
+		EndToEndEvents: 2000, SequentialEvents: 600, Hosts: 1000,
+		RecheckEvents: 2000, RecheckHosts: 1000, WarmupEvents: 400,
 		MemoryBacklogs: []int{100_000, 1_000_000}, MemoryRecordBytes: 1024, MemoryConcurrency: 1024,
 		MemoryLatency: 200 * time.Millisecond, MemoryWindow: 15 * time.Second,
 		PinOffset: 100, PinLatency: 10 * time.Millisecond, PinWindow: 30 * time.Second, PinHold: 5 * time.Second,
@@ -75,6 +77,7 @@ func QuickPlan() Plan {
 	p.Long = p.Short
 	p.OverheadRecords, p.Rounds = 200_000, 1
 	p.EndToEndEvents, p.SequentialEvents, p.Hosts = 300, 100, 150
+	p.RecheckEvents, p.RecheckHosts, p.WarmupEvents = 300, 150, 50
 	p.MemoryBacklogs, p.MemoryWindow = []int{50_000, 500_000}, 5*time.Second
 	p.PinWindow, p.PinHold = 20*time.Second, 3*time.Second
 	p.CrashRecords = 40_000
@@ -145,23 +148,23 @@ func (p Plan) RunCore(src Source, r *Report, log io.Writer) error {
 	return nil
 }
 
-// EndToEndWarmup runs before the measured configurations and is not
-// reported: package and advisory names are shared by every host, so
-// whichever configuration ran first would pay alone for inserting them.
+// EndToEndWarmup runs for each listener before its measured
+// configurations and is not reported: package and advisory names are
+// shared by every host, so whichever configuration ran first in a
+// listener's database would pay alone for inserting them.
 func (p Plan) EndToEndWarmup() EndToEndConfig {
-	def := actors.DefaultSettings()
-	return EndToEndConfig{Name: "warm-up", PerPartition: def.InFlightPerPartition, Total: def.InFlightTotal, Ordering: "key", Events: max(p.EndToEndEvents/6, 50)}
+	return EndToEndConfig{Name: "warm-up", Workload: WorkloadNewHosts, Events: p.WarmupEvents, Hosts: max(p.WarmupEvents/2, 1)}
 }
 
-// EndToEndConfigs are the configurations of scenario 4: the old design (one
-// event at a time per partition), the listener's defaults, and smaller
-// total concurrencies, among which the report names the best.
+// EndToEndConfigs are the configurations of scenario 4, each run by every
+// listener in turn (unless it names one): the listeners' default settings
+// on new hosts and on re-check-ins, and the old design (one event at a time
+// per partition) for this listener only.
 func (p Plan) EndToEndConfigs() []EndToEndConfig {
-	def := actors.DefaultSettings()
 	return []EndToEndConfig{
-		{Name: "sequential", PerPartition: 1, Total: p.Partitions, Ordering: "partition", Events: p.SequentialEvents},
-		{Name: "default", PerPartition: def.InFlightPerPartition, Total: def.InFlightTotal, Ordering: "key", Events: p.EndToEndEvents},
-		{Name: "C=32", PerPartition: 4, Total: 32, Ordering: "key", Events: p.EndToEndEvents},
-		{Name: "C=128", PerPartition: 16, Total: 128, Ordering: "key", Events: p.EndToEndEvents},
+		{Name: "default", Workload: WorkloadNewHosts, Events: p.EndToEndEvents, Hosts: p.Hosts},
+		{Name: "default", Workload: WorkloadRecheck, Events: p.RecheckEvents, Hosts: p.RecheckHosts},
+		{Name: "sequential", Workload: WorkloadNewHosts, PerPartition: 1, Total: p.Partitions, Ordering: "partition", Events: p.SequentialEvents,
+			Hosts: max(p.SequentialEvents/2, 1), OnlyListener: ListenerAfter},
 	}
 }

@@ -37,6 +37,9 @@ type Report struct {
 	// side by side.
 	Pinned []PinnedResult `json:"memory_pinned,omitempty"`
 	Crash  []CrashResult  `json:"crash_replay,omitempty"`
+	// Postgres is what the end-to-end scenario's server had in force (nil:
+	// not run).
+	Postgres *PostgresSettings `json:"postgres,omitempty"`
 	// Load is how busy the machine was during the run (nil: not sampled).
 	Load *Load `json:"load,omitempty"`
 	// Versions of what was measured.

@@ -21,11 +21,26 @@ func sampleReport() *Report {
 			Point{Scenario: ScenarioOverhead, Design: DesignPool, Broker: broker, PerSecond: 500000},
 		)
 	}
-	r.EndToEnd = []EndToEndResult{
-		{EndToEndConfig: EndToEndConfig{Name: "sequential"}, SystemsPerSec: 40},
-		{EndToEndConfig: EndToEndConfig{Name: "default"}, SystemsPerSec: 80, Broker: "kafka"},
-		{EndToEndConfig: EndToEndConfig{Name: "C=32"}, SystemsPerSec: 90, Broker: "kafka"},
+	durable := PostgresSettings{Version: "17.6", Fsync: "on", SynchronousCommit: "on", FullPageWrites: "on", WALLevel: "replica", WALSyncMethod: "fdatasync", SharedBuffers: "256MB", MaxConnections: "300"}
+	r.Postgres = &durable
+	e2e := func(listener, workload, name string, perSecond float64) EndToEndResult {
+		return EndToEndResult{EndToEndConfig: EndToEndConfig{Name: name, Workload: workload, Events: 2000, Hosts: 1000}, Listener: listener, Broker: "kafka",
+			Partitions: 8, InFlightPerPartition: 64, InFlightTotal: 1024, DBConnections: 32, EventBytes: 104 << 10, PerSecond: perSecond,
+			HandlerMeanMS: 900, HandlerP50MS: 700, HandlerP99MS: 3000, VMaaSMS: 150, DatabaseMS: 740, OtherMS: 10,
+			DatabaseByOp: map[string]float64{"store_system": 500, "store_evaluation": 240},
+			CPU:          CPUPerEvent{Listener: 9.5, Mock: 1.25, Postgres: 25, Kafka: 2, Bench: 0.5, Rest: 3}, MachineCores: 1.9,
+			HostsChecked: 1000, Postgres: durable, Publishable: true, CommittedToEnd: true}
 	}
+	r.EndToEnd = []EndToEndResult{
+		e2e(ListenerBefore, WorkloadNewHosts, "default", 70),
+		e2e(ListenerAfter, WorkloadNewHosts, "default", 80),
+		e2e(ListenerAfter, WorkloadNewHosts, "C=32", 90),
+		e2e(ListenerBefore, WorkloadRecheck, "default", 100),
+		e2e(ListenerAfter, WorkloadRecheck, "default", 120),
+		e2e(ListenerAfter, WorkloadNewHosts, "sequential", 40),
+	}
+	r.EndToEnd[0].CPU.Postgres = -1
+	r.EndToEnd[4].Unchanged, r.EndToEnd[4].Changed = 1610, 390
 	r.Memory = []MemoryResult{{Backlog: 100000, PeakRSSMiB: 80}, {Backlog: 1000000, PeakRSSMiB: 84}}
 	r.Pinned = []PinnedResult{
 		{Listener: ListenerBefore, Backlog: 1000000, Partitions: 8, PerPartition: 128, PinOffset: 100, HoldSeconds: 5, Admitted: 1000000, MaxPastPin: 124900, AdmittedInHold: 30000, SpanBlocked: -1, BlockedAfter: -1, MetadataMaxBytes: -1, PeakRSSMiB: 120},
@@ -88,7 +103,7 @@ func TestTargetsFollowTheMeasurements(t *testing.T) {
 	if row := got["3. overhead-bound (kfake)"]; row[2] != "0.80" || row[3] != "met" {
 		t.Errorf("overhead row %q", row)
 	}
-	if row := got["4. end to end (kafka)"]; !strings.Contains(row[2], "90 systems/s at C=32 (15 ×)") || row[3] != "**not met**" {
+	if row := got["4. end to end (kafka, new hosts)"]; row[2] != "90 systems/s at C=32 (15 ×)" || row[3] != "**not met**" {
 		t.Errorf("end-to-end row %q", row)
 	}
 	if row := got["5. memory (kafka)"]; !strings.Contains(row[2], "(1.05 ×)") || row[3] != "met" {
@@ -120,10 +135,19 @@ func TestReportFiles(t *testing.T) {
 	for _, want := range []string{"## 1. Latency-bound", "## 2. Baselines", "## 3. Overhead-bound", "## 4. End to end", "## 5. Memory", "### A record that never finishes", "## 6. Crash replay",
 		"| after | 8192 | 66344 | 8191 | 0 | 0 | 0 | 8 of 8 | 1.5 | 30 | 60 | 0 |", "| before | none | 1000000 | 124900 | 30000 | 0 | 0 | – | – | – | 120 | 0 |",
 		"- Machine load during the run (1-minute load average, 12 samples): mean 3.3, highest 7.5", "Killed after a commit: handled twice 1000 before, 150 after (0.15 ×)", "Killed anywhere: handled twice 8000 before, 9000 after (1.12 ×)",
-		"| after | after a commit | 0 | 0 | 0 | 120 | 0 | 900 | 400 (60) | 150 | 30 | 150 | 0 | 0 | 0.0 | 0.0 | 0 |", "| kafka | 100 ms | sequential-per-partition | 8 | 80.0 | 1.00 | 9000 | 112 × |"} {
+		"| after | after a commit | 0 | 0 | 0 | 120 | 0 | 900 | 400 (60) | 150 | 30 | 150 | 0 | 0 | 0.0 | 0.0 | 0 |", "| kafka | 100 ms | sequential-per-partition | 8 | 80.0 | 1.00 | 9000 | 112 × |",
+		"- PostgreSQL, as `current_setting` reads it on the server: PostgreSQL 17.6: fsync on, synchronous_commit on, full_page_writes on, wal_level replica, wal_sync_method fdatasync, shared_buffers 256MB, max_connections 300.\n",
+		"### New hosts\n", "### Re-check-in\n",
+		"| before | default | 64 | 1024 | 32 | 2000 | 1000 | 70.0 | 11.7 | 900 | 700 | 3000 | 150 | 740 (store_evaluation 240 + store_system 500) | 10 | 9.5 | 1.2 | – | 2.0 | 0.5 | 3.0 | 1.90 | 0 of 1000 | 0 | 0 | true |",
+		"| after | default | 64 | 1024 | 32 | 2000 | 1610 / 390 | 1000 | 120.0 | 900 | 700 | 3000 | 150 | 740 (store_evaluation 240 + store_system 500) | 10 | 9.5 | 1.2 | 25.0 | 2.0 | 0.5 | 3.0 | 1.90 | 0 of 1000 | 0 | 0 | true |",
+		"New hosts, default: 80.0 systems/s after, 70.0 before (1.14 ×); handler p50 700 ms after, 700 before; CPU ms per event after / before: listener 9.5 / 9.5, PostgreSQL 25.0 / –.",
+		"Re-check-in, default: 120.0 events/s after, 100.0 before (1.20 ×)"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("markdown lacks %q", want)
 		}
+	}
+	if strings.Contains(string(md), "PUBLISHABLE") || strings.Contains(string(md), "publishable") {
+		t.Errorf("a durable run is said not publishable")
 	}
 	if st, err := os.Stat(filepath.Join(dir, "b.png")); err != nil || st.Size() < 1000 {
 		t.Errorf("plot missing or empty: %v", err)
@@ -145,5 +169,44 @@ func TestProcStatusReadsThisProcess(t *testing.T) {
 	}
 	if s["VmHWM"] <= 0 || s["VmRSS"] <= 0 || s["VmHWM"] < s["VmRSS"] {
 		t.Fatalf("VmHWM %v VmRSS %v", s["VmHWM"], s["VmRSS"])
+	}
+}
+
+// End-to-end figures from a PostgreSQL that is not durable say so: loudly
+// atop the section, in the settings line and as the target's verdict; a
+// host wrong fails the target.
+func TestEndToEndNotDurableIsMarked(t *testing.T) {
+	r := sampleReport()
+	fast := *r.Postgres
+	fast.Fsync, fast.SynchronousCommit = "off", "off"
+	r.Postgres = &fast
+	r.EndToEnd[2].Postgres, r.EndToEnd[2].Publishable = fast, false
+	var row [4]string
+	for _, got := range r.targets() {
+		if got[0] == "4. end to end (kafka, new hosts)" {
+			row = got
+		}
+	}
+	if row[3] != "**not a publishable figure**: PostgreSQL with fsync off, synchronous_commit off" {
+		t.Errorf("end-to-end verdict on a fast PostgreSQL: %q", row[3])
+	}
+	path := filepath.Join(t.TempDir(), "b.md")
+	if err := r.WriteMarkdown(path); err != nil {
+		t.Fatal(err)
+	}
+	md, _ := os.ReadFile(path)
+	for _, want := range []string{"## 4. End to end\n\n> **NOT A PUBLISHABLE FIGURE.** PostgreSQL ran with fsync off, synchronous_commit off",
+		"**Not durable (fsync off, synchronous_commit off): no figure of this run that writes to it is publishable.**"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("markdown lacks %q", want)
+		}
+	}
+
+	r = sampleReport()
+	r.EndToEnd[2].PerSecond, r.EndToEnd[3].HostsWrong = 700, 1
+	for _, got := range r.targets() {
+		if got[0] == "4. end to end (kafka, new hosts)" && (got[3] != "**not met**" || !strings.Contains(got[2], "700 systems/s at C=32 (117 ×); 1 hosts wrong")) {
+			t.Errorf("fast enough with a host wrong: %q", got)
+		}
 	}
 }

@@ -182,13 +182,13 @@ func checkHost(ctx context.Context, db *sql.DB, q hostQueries, ds *platform.Data
 	if err != nil {
 		return "", 0, 0, err
 	}
-	profile := ds.Profile(want.HostID, want.Revision, shape)
+	profile := ds.ProfileAt(want.HostID, want.Revision, want.Changes, shape)
 	if want.NoPackages {
 		profile = platform.Profile{} // stored without packages: nothing installed, nothing applies
 	}
 	slices.Sort(pkgs)
 	if !slices.Equal(pkgs, profile.Packages) {
-		return fmt.Sprintf("%d packages stored, revision %d has %d (or they differ)", len(pkgs), want.Revision, len(profile.Packages)), 0, 0, nil
+		return fmt.Sprintf("%d packages stored, revision %d%s has %d (or they differ)", len(pkgs), want.Revision, changesText(want.Changes), len(profile.Packages)), 0, 0, nil
 	}
 	rows, err := db.QueryContext(ctx, q.advisories, id)
 	if err != nil {
@@ -212,6 +212,14 @@ func checkHost(ctx context.Context, db *sql.DB, q hostQueries, ds *platform.Data
 		return fmt.Sprintf("%d advisories stored, the dataset says %d (or they differ)", len(got), len(wantAdv)), 0, 0, nil
 	}
 	return "", len(pkgs), len(got), nil
+}
+
+// changesText names a host's small changes on top of its revision.
+func changesText(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" with %d small changes", n)
 }
 
 func queryStrings(ctx context.Context, db *sql.DB, query string, args ...any) ([]string, error) {

@@ -19,8 +19,15 @@ var shape = platform.ProfileShape{Packages: 30, Repos: 8}
 // store writes the state the dataset says host must have at revision.
 func store(t *testing.T, s *persistence.Store, ds *platform.Dataset, host string, revision int, at time.Time) {
 	t.Helper()
-	p := ds.Profile(host, revision, shape)
-	res := storeUnevaluated(t, s, ds, host, revision, at)
+	storeAt(t, s, ds, host, revision, 0, at)
+}
+
+// storeAt writes the state the dataset says host must have at revision
+// after changes small changes.
+func storeAt(t *testing.T, s *persistence.Store, ds *platform.Dataset, host string, revision, changes int, at time.Time) {
+	t.Helper()
+	p := ds.ProfileAt(host, revision, changes, shape)
+	res := storeUnevaluatedAt(t, s, ds, host, revision, changes, at)
 	var e persistence.Evaluation
 	for name, status := range ds.Evaluate(p.Packages, p.EnabledRepos()).Advisories {
 		e.Advisories = append(e.Advisories, persistence.AdvisoryResult{Name: name, Type: "security", Status: persistence.AdvisoryStatus(status)})
@@ -34,7 +41,12 @@ func store(t *testing.T, s *persistence.Store, ds *platform.Dataset, host string
 // evaluation never came back leaves it.
 func storeUnevaluated(t *testing.T, s *persistence.Store, ds *platform.Dataset, host string, revision int, at time.Time) persistence.UploadResult {
 	t.Helper()
-	p := ds.Profile(host, revision, shape)
+	return storeUnevaluatedAt(t, s, ds, host, revision, 0, at)
+}
+
+func storeUnevaluatedAt(t *testing.T, s *persistence.Store, ds *platform.Dataset, host string, revision, changes int, at time.Time) persistence.UploadResult {
+	t.Helper()
+	p := ds.ProfileAt(host, revision, changes, shape)
 	u := persistence.SystemUpload{OrgID: "org-1", InventoryID: host, EventTime: at, LastUpload: at, Repos: p.EnabledRepos()}
 	for _, nevra := range p.Packages {
 		i := strings.Index(nevra, ":")
@@ -113,5 +125,37 @@ func TestCheckerFindsWrongRows(t *testing.T) {
 		if !slices.ContainsFunc(rep.Examples, func(e string) bool { return strings.HasPrefix(e, host+": ") && strings.Contains(e, why) }) {
 			t.Errorf("no example says %s: %s...: %v", host, why, rep.Examples)
 		}
+	}
+}
+
+// A host that re-checked in with a few packages changed is checked against
+// its profile after those changes: right after them, wrong one change short
+// or one too many.
+func TestCheckerFollowsSmallChanges(t *testing.T) {
+	ctx := context.Background()
+	s, err := persistence.Open(ctx, pgtest.URL(t), persistence.DefaultPoolSettings())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ds := platform.NewDataset(6, platform.DatasetSize{Packages: 300, Repos: 20, Advisories: 200})
+	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	changed, short := platform.HostID(6, 0), platform.HostID(6, 1)
+	storeAt(t, s, ds, changed, 1, 2, at)
+	storeAt(t, s, ds, short, 1, 2, at)
+	expected := map[string]*loadgen.HostState{
+		changed: {HostID: changed, OrgID: "org-1", Revision: 1, Changes: 2, EventTime: at},
+		short:   {HostID: short, OrgID: "org-1", Revision: 1, Changes: 3, EventTime: at},
+	}
+	rep, err := checker.Check(ctx, s.DB(), ds, shape, expected, 2)
+	if err != nil || rep.Present != 1 || rep.Wrong != 1 || len(rep.Examples) != 1 || !strings.HasPrefix(rep.Examples[0], short+": ") ||
+		!strings.Contains(rep.Examples[0], "revision 1 with 3 small changes") {
+		t.Fatalf("one host as changed, one a change short: %v %v %v", rep, err, rep.Examples)
+	}
+	expected[short].Changes = 2
+	expected[changed].Changes = 1
+	rep, err = checker.Check(ctx, s.DB(), ds, shape, expected, 2)
+	if err != nil || rep.Present != 1 || rep.Wrong != 1 || !strings.HasPrefix(rep.Examples[0], changed+": ") {
+		t.Fatalf("one host a change too many: %v %v %v", rep, err, rep.Examples)
 	}
 }

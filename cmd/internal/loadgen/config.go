@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/IBM/sarama"
@@ -36,6 +37,10 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 	s.Int(&o.Shape.Packages, "LOADGEN_PACKAGES", "packages", o.Shape.Packages, 1, "installed packages per host")
 	s.Int(&o.Shape.Repos, "LOADGEN_REPOS", "repos", o.Shape.Repos, 2, "yum repositories per host")
 	s.Float(&o.DeleteShare, "LOADGEN_DELETE_SHARE", "delete-share", o.DeleteShare, 0, 1, "share of later events that delete their host")
+	s.Float(&o.RecheckShare, "LOADGEN_RECHECK_SHARE", "recheck-share", o.RecheckShare, 0, 1,
+		"share of later events (not deletes) that re-check in with the host's profile unchanged: a new timestamp only")
+	s.Float(&o.ChangeShare, "LOADGEN_CHANGE_SHARE", "change-share", o.ChangeShare, 0, 1,
+		"share of later events (not deletes) that re-check in with a few packages changed (bumped, added or removed); the rest of them carry the host's next profile revision")
 	s.Float(&o.IDOnlyShare, "LOADGEN_ID_ONLY_SHARE", "id-only-share", o.IDOnlyShare, 0, 1, "share of created/updated events carrying only the host id")
 	s.Float(&o.BadShare, "LOADGEN_BAD_SHARE", "bad-share", o.BadShare, 0, 1, "broken messages (the listener dead-letters them), as a share of good events, spread over every bad kind")
 	s.Float(&o.SkipShare, "LOADGEN_SKIP_SHARE", "skip-share", o.SkipShare, 0, 1,
@@ -54,6 +59,9 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 	}
 	if len(c.Produce.Brokers) == 0 {
 		return nil, s, s.Invalid("kafka-brokers", errors.New("no brokers given"))
+	}
+	if o.RecheckShare+o.ChangeShare > 1 {
+		return nil, s, s.Invalid("change-share", fmt.Errorf("LOADGEN_RECHECK_SHARE (%v) and LOADGEN_CHANGE_SHARE (%v) add up to more than 1", o.RecheckShare, o.ChangeShare))
 	}
 	o.Seed = uint64(seed)
 	c.Produce.Version, _ = sarama.ParseKafkaVersion(version)

@@ -1,5 +1,6 @@
 // Package loadgen plans and produces realistic inventory event streams:
-// hosts registering, updating and being deleted, keyed by host id, with a
+// hosts registering, updating (or re-checking in with an unchanged or
+// slightly changed profile) and being deleted, keyed by host id, with a
 // chosen share of bad messages of every kind (broken: the listener must
 // dead-letter them) and of messages the listener skips by design (filtered,
 // or nothing to evaluate: committed and counted, never dead-lettered), and
@@ -16,11 +17,19 @@ import (
 
 // Options shape the stream.
 type Options struct {
-	Seed          uint64
-	Hosts         int
-	Events        int     // good events; bad ones come on top
-	Orgs          int     // organizations the hosts belong to
-	DeleteShare   float64 // share of events after the first per host that delete the host
+	Seed        uint64
+	Hosts       int
+	Events      int     // good events; bad ones come on top
+	Orgs        int     // organizations the hosts belong to
+	DeleteShare float64 // share of events after the first per host that delete the host
+	// RecheckShare and ChangeShare split the later events that do not
+	// delete their host: RecheckShare re-check in with the host's profile
+	// unchanged (a new timestamp only), ChangeShare with a few packages
+	// changed (platform.Dataset.ProfileAt: one small change more), the rest
+	// carry the host's next profile revision (about one package in twenty
+	// updated). Both 0: every one is a next revision.
+	RecheckShare  float64
+	ChangeShare   float64
 	IDOnlyShare   float64 // share of created/updated events that carry only the host id
 	BadShare      float64 // share of bad messages, spread evenly over the bad kinds
 	SkipShare     float64 // share of messages the listener skips, spread evenly over the skip kinds
@@ -69,20 +78,33 @@ const (
 // SkipKinds lists every skip kind, in a fixed order.
 var SkipKinds = []SkipKind{SkipReporter, SkipHostType, SkipNoPackages}
 
+// RecheckKind is how an updated event re-checks a host in.
+type RecheckKind string
+
+// The re-check-in kinds (Options.RecheckShare, Options.ChangeShare).
+const (
+	RecheckRepeat RecheckKind = "unchanged"              // the host's profile as it stands, a new timestamp
+	RecheckChange RecheckKind = "a few packages changed" // one small change on top of the host's profile
+)
+
 // Item is one message of the plan.
 type Item struct {
-	Key   string
-	Event platform.EventSpec // for good events, and the base of the others
-	Bad   BadKind            // non-empty for bad messages
-	Skip  SkipKind           // non-empty for messages the listener skips
+	Key     string
+	Event   platform.EventSpec // for good events, and the base of the others
+	Bad     BadKind            // non-empty for bad messages
+	Skip    SkipKind           // non-empty for messages the listener skips
+	Recheck RecheckKind        // non-empty for updated events that re-check in
 }
 
 // HostState is where a host must end.
 type HostState struct {
-	HostID    string    `json:"host_id"`
-	OrgID     string    `json:"org_id"`
-	Deleted   bool      `json:"deleted"`
-	Revision  int       `json:"revision"`   // profile revision stored (0 after an id-only event)
+	HostID   string `json:"host_id"`
+	OrgID    string `json:"org_id"`
+	Deleted  bool   `json:"deleted"`
+	Revision int    `json:"revision"` // profile revision stored (0 after an id-only event)
+	// Changes is the small changes stored on top of Revision
+	// (platform.Dataset.ProfileAt; 0 after an id-only event).
+	Changes   int       `json:"changes,omitempty"`
 	EventTime time.Time `json:"event_time"` // time of the last event applied
 	Events    int       `json:"events"`
 	// Filtered: every event of the host was filtered out (reporter not
@@ -104,30 +126,35 @@ type Plan struct {
 	Expected map[string]*HostState
 	Bad      map[BadKind]int
 	Skipped  map[SkipKind]int
+	Rechecks map[RecheckKind]int
 }
 
 // NewPlan lays out the stream: every host is created, then random live
-// hosts are updated or deleted; bad messages are mixed in at random places.
+// hosts are updated (or re-check in) or deleted; bad messages are mixed in
+// at random places. The same options give the same plan.
 func NewPlan(o Options) *Plan {
 	rng := rand.New(rand.NewPCG(o.Seed, 0xfeed))
-	p := &Plan{Expected: map[string]*HostState{}, Bad: map[BadKind]int{}, Skipped: map[SkipKind]int{}}
+	p := &Plan{Expected: map[string]*HostState{}, Bad: map[BadKind]int{}, Skipped: map[SkipKind]int{}, Rechecks: map[RecheckKind]int{}}
 	hosts := min(o.Hosts, o.Events)
 	alive := make([]string, 0, hosts)
 	revision := map[string]int{}
 	at := o.Start
 	next := func() time.Time { at = at.Add(time.Millisecond); return at }
-	good := func(spec platform.EventSpec) {
-		p.Items = append(p.Items, Item{Key: spec.HostID, Event: spec})
+	good := func(spec platform.EventSpec, recheck RecheckKind) {
+		p.Items = append(p.Items, Item{Key: spec.HostID, Event: spec, Recheck: recheck})
+		if recheck != "" {
+			p.Rechecks[recheck]++
+		}
 		st := p.Expected[spec.HostID]
 		st.Events++
 		st.EventTime = spec.Timestamp
 		switch {
 		case spec.Type == "delete":
 			st.Deleted = true
-		case spec.IDOnly:
-			st.Revision = 0
+		case spec.IDOnly: // the listener fetches revision 0 from the inventory service
+			st.Revision, st.Changes = 0, 0
 		default:
-			st.Revision = spec.Revision
+			st.Revision, st.Changes = spec.Revision, spec.Changes
 		}
 	}
 	for i := 0; i < hosts; i++ {
@@ -136,21 +163,40 @@ func NewPlan(o Options) *Plan {
 		p.Expected[id] = &HostState{HostID: id, OrgID: org}
 		alive = append(alive, id)
 		good(platform.EventSpec{Type: "created", HostID: id, OrgID: org, Timestamp: next(), Bulk: o.Bulk,
-			RequestID: fmt.Sprintf("req-%d", len(p.Items)), IDOnly: rng.Float64() < o.IDOnlyShare})
+			RequestID: fmt.Sprintf("req-%d", len(p.Items)), IDOnly: rng.Float64() < o.IDOnlyShare}, "")
 	}
 	for len(p.Items) < o.Events && len(alive) > 0 {
 		i := rng.IntN(len(alive))
 		id := alive[i]
 		org := p.Expected[id].OrgID
 		if rng.Float64() < o.DeleteShare {
-			good(platform.EventSpec{Type: "delete", HostID: id, OrgID: org, Timestamp: next(), RequestID: fmt.Sprintf("req-%d", len(p.Items))})
+			good(platform.EventSpec{Type: "delete", HostID: id, OrgID: org, Timestamp: next(), RequestID: fmt.Sprintf("req-%d", len(p.Items))}, "")
 			alive[i] = alive[len(alive)-1]
 			alive = alive[:len(alive)-1]
 			continue
 		}
-		revision[id]++
-		good(platform.EventSpec{Type: "updated", HostID: id, OrgID: org, Revision: revision[id], Timestamp: next(), Bulk: o.Bulk,
-			RequestID: fmt.Sprintf("req-%d", len(p.Items)), IDOnly: rng.Float64() < o.IDOnlyShare})
+		var recheck RecheckKind
+		if o.RecheckShare+o.ChangeShare > 0 { // no draw otherwise: plans without re-check-ins stay as they were
+			switch x := rng.Float64(); {
+			case x < o.RecheckShare:
+				recheck = RecheckRepeat
+			case x < o.RecheckShare+o.ChangeShare:
+				recheck = RecheckChange
+			}
+		}
+		st := p.Expected[id]
+		spec := platform.EventSpec{Type: "updated", HostID: id, OrgID: org, Timestamp: next(), Bulk: o.Bulk, RequestID: fmt.Sprintf("req-%d", len(p.Items))}
+		switch recheck {
+		case RecheckRepeat: // what the host has now (after an id-only event: what inventory served)
+			spec.Revision, spec.Changes = st.Revision, st.Changes
+		case RecheckChange:
+			spec.Revision, spec.Changes = st.Revision, st.Changes+1
+		default:
+			revision[id]++
+			spec.Revision = revision[id]
+		}
+		spec.IDOnly = rng.Float64() < o.IDOnlyShare
+		good(spec, recheck)
 	}
 	nGood := len(p.Items)
 	insert := func(item Item) {

@@ -32,6 +32,9 @@ func Summary(plan *Plan, res Result) string {
 	}
 	fmt.Fprintf(&b, "sent %d messages, %.1f MB, in %v (%.0f messages/s)\n", res.Messages, float64(res.Bytes)/1e6, res.Elapsed.Round(1e6), float64(res.Messages)/res.Elapsed.Seconds())
 	fmt.Fprintf(&b, "  created %d, updated %d, delete %d (%d carrying only the host id)\n", counts["created"], counts["updated"], counts["delete"], idOnly)
+	if n := plan.Rechecks[RecheckRepeat] + plan.Rechecks[RecheckChange]; n > 0 {
+		fmt.Fprintf(&b, "  of the updated, %d re-check in: %d %s, %d with %s\n", n, plan.Rechecks[RecheckRepeat], RecheckRepeat, plan.Rechecks[RecheckChange], RecheckChange)
+	}
 	fmt.Fprintf(&b, "  hosts %d, of which %d end deleted, %d stored without packages, %d never stored (filtered out)\n",
 		len(plan.Expected), deleted, empty, filtered)
 	fmt.Fprintf(&b, "  bad messages %d (to be dead-lettered):", plan.BadCount())

@@ -12,6 +12,7 @@ type EventSpec struct {
 	HostID    string
 	OrgID     string
 	Revision  int       // which profile revision of the host the event carries
+	Changes   int       // small changes on top of Revision (Dataset.ProfileAt)
 	Timestamp time.Time // event time; orders a host's events
 	RequestID string
 	// IDOnly leaves the system profile out, as older producers do; the
@@ -81,7 +82,7 @@ func (d *Dataset) Event(spec EventSpec, shape ProfileShape) ([]byte, error) {
 		Created: ts, Updated: ts,
 	}
 	if !spec.IDOnly {
-		doc := SystemProfile(d.Profile(spec.HostID, spec.Revision, shape), spec.Bulk)
+		doc := SystemProfile(d.ProfileAt(spec.HostID, spec.Revision, spec.Changes, shape), spec.Bulk)
 		doc.HostType = spec.HostType
 		h.SystemProfile = &doc
 	}

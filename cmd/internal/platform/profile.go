@@ -63,6 +63,99 @@ func hostSeed(seed uint64, hostID string) uint64 {
 // function of the dataset's seed, the host id, the revision and the shape:
 // loadgen, the mock inventory service and checkers all derive the same one.
 func (d *Dataset) Profile(hostID string, revision int, shape ProfileShape) Profile {
+	return d.ProfileAt(hostID, revision, 0, shape)
+}
+
+// ChangeMaxPackages is the most packages one small change touches.
+const ChangeMaxPackages = 5
+
+// ProfileAt is Profile after changes small changes on top of revision, as a
+// host that re-checks in with a few packages changed reports: change c
+// (1, 2, ...) touches 1 to ChangeMaxPackages packages, each bumped to its
+// next build, removed, or added (a dataset package the host lacks, at one of
+// its builds), a package at most once per change. Every package stays one
+// of the dataset's builds, so the VMaaS answer (computed from the package
+// list alone) and Evaluate agree on any change. Only the package list
+// changes; it is a pure function of the same inputs and changes.
+func (d *Dataset) ProfileAt(hostID string, revision, changes int, shape ProfileShape) Profile {
+	p := d.profile(hostID, revision, shape)
+	hs := hostSeed(d.Seed, hostID)
+	for c := 1; c <= changes; c++ {
+		p.Packages = d.change(p.Packages, hs, c)
+	}
+	return p
+}
+
+// change applies change c to packages (sorted NEVRAs) and returns them
+// sorted.
+func (d *Dataset) change(packages []string, hs uint64, c int) []string {
+	rng := rand.New(rand.NewPCG(hs, 0xc4a1<<32|uint64(c)))
+	out := slices.Clone(packages)
+	installed := map[string]int{} // name -> index in out
+	for i, nevra := range out {
+		name, _, _ := splitNEVRA(nevra)
+		installed[name] = i
+	}
+	touched := map[string]bool{}
+	// untouched returns the index of an installed package this change has
+	// not touched yet, from a random start (-1: none).
+	untouched := func(ok func(name string, v int) bool) int {
+		start := rng.IntN(max(1, len(out)))
+		for k := range out {
+			i := (start + k) % len(out)
+			name, evra, _ := splitNEVRA(out[i])
+			if !touched[name] && ok(name, d.index[name][evra]) {
+				return i
+			}
+		}
+		return -1
+	}
+	for range 1 + rng.IntN(ChangeMaxPackages) {
+		switch op := rng.IntN(10); {
+		case op < 6: // a newer build
+			i := untouched(func(name string, v int) bool { return v+1 < len(d.byName[name].Versions) })
+			if i < 0 {
+				continue
+			}
+			name, evra, _ := splitNEVRA(out[i])
+			out[i] = name + "-" + d.byName[name].Versions[d.index[name][evra]+1].EVRA
+			touched[name] = true
+		case op < 8 && len(out) > 1: // removed
+			i := untouched(func(string, int) bool { return true })
+			if i < 0 {
+				continue
+			}
+			name, _, _ := splitNEVRA(out[i])
+			touched[name] = true
+			last := len(out) - 1
+			out[i] = out[last]
+			out = out[:last]
+			if i < last {
+				moved, _, _ := splitNEVRA(out[i])
+				installed[moved] = i
+			}
+			delete(installed, name)
+		default: // added
+			if len(installed) >= len(d.Packages) {
+				continue
+			}
+			start := rng.IntN(len(d.Packages))
+			for k := range d.Packages {
+				spec := &d.Packages[(start+k)%len(d.Packages)]
+				if _, has := installed[spec.Name]; has || touched[spec.Name] {
+					continue
+				}
+				out = append(out, spec.Name+"-"+spec.Versions[rng.IntN(len(spec.Versions))].EVRA)
+				installed[spec.Name], touched[spec.Name] = len(out)-1, true
+				break
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (d *Dataset) profile(hostID string, revision int, shape ProfileShape) Profile {
 	hs := hostSeed(d.Seed, hostID)
 	rng := rand.New(rand.NewPCG(hs, 1))
 	n := min(shape.Packages, len(d.Packages))
