@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // NEVRA identifies one RPM package build: name, epoch, version, release and
@@ -40,7 +41,7 @@ func ParseNEVRA(s string) (NEVRA, error) {
 	if s == "" {
 		return n, nevraError(s, "empty string")
 	}
-	if i := strings.IndexFunc(s, unicode.IsSpace); i >= 0 {
+	if hasSpace(s) {
 		return n, nevraError(s, "contains white space")
 	}
 
@@ -101,6 +102,20 @@ func ParseNEVRA(s string) (NEVRA, error) {
 	}
 	n.Name, n.Version, n.Release, n.Arch = name, version, release, arch
 	return n, nil
+}
+
+// hasSpace reports whether s contains a rune unicode.IsSpace accepts,
+// looking at ASCII bytes directly: packages are ASCII.
+func hasSpace(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= utf8.RuneSelf:
+			return strings.IndexFunc(s[i:], unicode.IsSpace) >= 0
+		case c == ' ' || '\t' <= c && c <= '\r':
+			return true
+		}
+	}
+	return false
 }
 
 // parseEpoch accepts only decimal digits: strconv.Atoi alone would let "+1"

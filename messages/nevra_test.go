@@ -88,6 +88,11 @@ func TestParseNEVRARejects(t *testing.T) {
 		{"kernel-0:4.18.0-305.el8.x86:64", "missing arch"},
 		{"kernel-0:4.18.0-305.el8.x86_64 ", "white space"},
 		{"kernel 0:4.18.0-305.el8.x86_64", "white space"},
+		{"kernel\v0:4.18.0-305.el8.x86_64", "white space"},
+		{"kernel-0:4.18.0-305.el8.x86_64\r", "white space"},
+		{"kernel-0:4.18.0-305.el8.x86_64\u00a0", "white space"},      // no-break space
+		{"kernel-0:4.18.0-305.el8.x86_64\u0085", "white space"},      // next line
+		{"k\u00e9rnel\u2003-0:4.18.0-305.el8.x86_64", "white space"}, // em space after a letter that is not ASCII
 	}
 	for _, c := range cases {
 		got, err := messages.ParseNEVRA(c.in)

@@ -1,0 +1,90 @@
+package messages
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"unicode"
+
+	"github.com/patchflow/patchflow/messages/jsonscan"
+)
+
+// Hooks for the tests of package messages_test.
+
+// LegacyDecodeInventoryEvent is DecodeInventoryEvent as it was before the
+// fast path: json.Unmarshal decodes every event, and white space in a
+// package is found with strings.IndexFunc. The differential tests and the
+// benchmarks compare the two.
+func LegacyDecodeInventoryEvent(data []byte, opts ValidationOptions) (*InventoryEvent, error) {
+	if opts.MaxMessageBytes > 0 && len(data) > opts.MaxMessageBytes {
+		return nil, invalid(ReasonMessageTooLarge, fmt.Sprintf("%d bytes, limit %d", len(data), opts.MaxMessageBytes))
+	}
+	var w wireEvent
+	if err := json.Unmarshal(data, &w); err != nil {
+		return nil, invalid(ReasonMalformedJSON, describeJSONError(err))
+	}
+	ev, err := w.event()
+	if err != nil {
+		return nil, err
+	}
+	if err := legacyValidate(ev, opts); err != nil {
+		return nil, err
+	}
+	return ev, nil
+}
+
+// legacyValidate is validateEvent with the old white space check: a
+// package the new check passes and the old one refuses (or the other way
+// round) is refused here with another detail, and the differential tests
+// see it.
+func legacyValidate(ev *InventoryEvent, opts ValidationOptions) error {
+	if ev.Host != nil && ev.Host.SystemProfile != nil && ev.Type != EventDelete {
+		for i, pkg := range ev.Host.SystemProfile.InstalledPackages {
+			if strings.IndexFunc(pkg, unicode.IsSpace) >= 0 != hasSpace(pkg) {
+				return invalid(ReasonUnparsablePackage, fmt.Sprintf("installed_packages[%d]: white space found by one check only", i))
+			}
+		}
+	}
+	return validateEvent(ev, opts)
+}
+
+// ScanEvent runs the fast path alone on data and json.Unmarshal beside it.
+// It reports whether the fast path took the event, and an error if it took
+// one json.Unmarshal refuses or decodes to other values.
+func ScanEvent(data []byte) (scanned bool, mismatch error) {
+	return compareScan(data, scanEvent)
+}
+
+// ScanProfile is ScanEvent for DecodeSystemProfile's fast path.
+func ScanProfile(data []byte) (scanned bool, mismatch error) {
+	return compareScan(data, func(s *jsonscan.Scanner, w *wireSystemProfile) {
+		if !s.Null() {
+			scanProfileObject(s, w)
+		}
+	})
+}
+
+func compareScan[T any](data []byte, scan func(*jsonscan.Scanner, *T)) (bool, error) {
+	var fast, slow T
+	s := jsonscan.New(data)
+	scan(s, &fast)
+	if !s.End() {
+		return false, nil
+	}
+	if err := json.Unmarshal(data, &slow); err != nil {
+		return true, fmt.Errorf("the fast path took what json.Unmarshal refuses: %v", err)
+	}
+	if !reflect.DeepEqual(fast, slow) {
+		return true, fmt.Errorf("the fast path decoded\n%s\njson.Unmarshal\n%s", dump(fast), dump(slow))
+	}
+	return true, nil
+}
+
+func dump(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprintf("%#v", v)
+	}
+	return fmt.Sprintf("%s (%#v)", b, v)
+}
