@@ -3,6 +3,8 @@ package clients
 import (
 	"math"
 	"net/http"
+	"reflect"
+	"slices"
 	"testing"
 	"time"
 )
@@ -71,10 +73,7 @@ func TestCanonicalBody(t *testing.T) {
 		ModulesList:    []Module{{"php", "8.1"}, {"nodejs", "20"}, {"nodejs", "18"}},
 		Releasever:     "9",
 	}
-	body, key, err := canonicalBody(&base)
-	if err != nil {
-		t.Fatal(err)
-	}
+	body, key := canonicalBody(&base)
 	const want = `{"package_list":["a-1-1.noarch","b-1-1.noarch","c-1-1.noarch"],` +
 		`"repository_list":["r1","r2"],` +
 		`"modules_list":[{"module_name":"nodejs","module_stream":"18"},{"module_name":"nodejs","module_stream":"20"},{"module_name":"php","module_stream":"8.1"}],` +
@@ -92,18 +91,18 @@ func TestCanonicalBody(t *testing.T) {
 		ModulesList:    []Module{{"nodejs", "18"}, {"php", "8.1"}, {"nodejs", "20"}},
 		Releasever:     "9",
 	}
-	if _, k, _ := canonicalBody(&same); k != key {
+	if _, k := canonicalBody(&same); k != key {
 		t.Error("reordered, repeated lists gave another key")
 	}
 	other := same
 	other.ThirdParty = true
-	if _, k, _ := canonicalBody(&other); k == key {
+	if _, k := canonicalBody(&other); k == key {
 		t.Error("a different flag gave the same key")
 	}
 
 	// nil and empty lists are the same request.
-	_, k1, _ := canonicalBody(&UpdatesRequest{PackageList: nil, RepositoryList: []string{}})
-	b2, k2, _ := canonicalBody(&UpdatesRequest{PackageList: []string{}})
+	_, k1 := canonicalBody(&UpdatesRequest{PackageList: nil, RepositoryList: []string{}})
+	b2, k2 := canonicalBody(&UpdatesRequest{PackageList: []string{}})
 	if k1 != k2 {
 		t.Error("nil and empty lists gave different keys")
 	}
@@ -134,5 +133,22 @@ func TestUpdatesResponseClone(t *testing.T) {
 	}
 	if (*UpdatesResponse)(nil).Clone() != nil {
 		t.Error("nil.Clone() != nil")
+	}
+
+	// The clone's update slices share one array: appending to one must not
+	// overwrite another's.
+	orig.UpdateList["d"] = PackageUpdates{AvailableUpdates: []Update{{Package: "d-2"}, {Package: "d-3"}}}
+	orig.UpdateList["e"] = PackageUpdates{AvailableUpdates: []Update{{Package: "e-2"}}}
+	c = orig.Clone()
+	if !reflect.DeepEqual(c, orig) {
+		t.Fatalf("Clone() = %+v, want %+v", c, orig)
+	}
+	for k, v := range c.UpdateList {
+		c.UpdateList[k] = PackageUpdates{AvailableUpdates: append(v.AvailableUpdates, Update{Package: "appended to " + k})}
+	}
+	for k, v := range c.UpdateList {
+		if got, want := v.AvailableUpdates[:len(v.AvailableUpdates)-1], orig.UpdateList[k].AvailableUpdates; !slices.Equal(got, want) {
+			t.Errorf("%s: updates %+v after appending to the others, want %+v", k, got, want)
+		}
 	}
 }

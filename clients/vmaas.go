@@ -3,7 +3,6 @@ package clients
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -126,10 +125,7 @@ func (c *VMaaS) updates(ctx context.Context, req *UpdatesRequest) (*UpdatesRespo
 	if req == nil {
 		return nil, messages.Permanent(errors.New(op + ": nil request"))
 	}
-	body, key, err := canonicalBody(req)
-	if err != nil {
-		return nil, messages.Permanent(fmt.Errorf("%s: encoding request: %w", op, err))
-	}
+	body, key := canonicalBody(req)
 	if c.cache != nil {
 		if cached, ok := c.cache.Get(key); ok {
 			c.cacheHits.Add(1)
@@ -154,7 +150,7 @@ func (c *VMaaS) updates(ctx context.Context, req *UpdatesRequest) (*UpdatesRespo
 	}
 
 	var resp UpdatesResponse
-	if err := json.Unmarshal(raw, &resp); err != nil {
+	if err := unmarshalUpdates(raw, &resp); err != nil {
 		// A 200 with a non-JSON body is typically a proxy's page, not
 		// VMaaS's answer: the record can succeed later.
 		return nil, messages.Transient(fmt.Errorf("%s: response is not the expected JSON: %w", op, err))

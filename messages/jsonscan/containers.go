@@ -18,6 +18,7 @@ type Object struct {
 	s       *Scanner
 	started bool
 	seen    uint64 // the fields met so far, by index
+	next    int    // the index after the last field found
 	key     []byte // the member's key as written between the quotes
 	plain   bool   // whether key is the decoded key as it is
 	literal []byte // the key with its quotes, to decode when not plain
@@ -88,20 +89,20 @@ func (o *Object) Key() string {
 // matches none (skip its value). It gives up, and returns -1, on a field
 // met before in this object and on a key that matches a field only
 // case-insensitively, both of which encoding/json accepts with rules not
-// worth copying.
+// worth copying. Every member of o must be looked up in the same f.
 func (o *Object) Field(f *Fields) int {
 	key := o.key
 	if !o.plain {
 		key = []byte(o.s.unquote(o.literal))
 	}
+	// Members tend to come in the order of the fields: try the one after
+	// the last found first.
+	if i := o.next; i < len(f.names) && string(key) == f.names[i] {
+		return o.found(i)
+	}
 	for i, name := range f.names {
 		if string(key) == name {
-			if o.seen&(1<<i) != 0 {
-				o.s.Fail()
-				return -1
-			}
-			o.seen |= 1 << i
-			return i
+			return o.found(i)
 		}
 	}
 	if !foldable(key) {
@@ -118,6 +119,16 @@ func (o *Object) Field(f *Fields) int {
 		}
 	}
 	return -1
+}
+
+func (o *Object) found(i int) int {
+	if o.seen&(1<<i) != 0 {
+		o.s.Fail()
+		return -1
+	}
+	o.seen |= 1 << i
+	o.next = i + 1
+	return i
 }
 
 func foldable(key []byte) bool {
