@@ -1,11 +1,15 @@
 package clients
 
 import (
+	"errors"
+	"io"
 	"math"
 	"net/http"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 )
 
@@ -150,5 +154,42 @@ func TestUpdatesResponseClone(t *testing.T) {
 		if got, want := v.AvailableUpdates[:len(v.AvailableUpdates)-1], orig.UpdateList[k].AvailableUpdates; !slices.Equal(got, want) {
 			t.Errorf("%s: updates %+v after appending to the others, want %+v", k, got, want)
 		}
+	}
+}
+
+// TestReadLimited: the whole body whatever the announced size and the
+// buffer given, errTooLarge past the limit, read errors as they come.
+func TestReadLimited(t *testing.T) {
+	body := strings.Repeat("0123456789", 100) // 1,000 bytes
+	for _, c := range []struct {
+		name  string
+		limit int64
+		size  int64
+		buf   []byte
+		err   error
+	}{
+		{"unknown size", 10_000, -1, nil, nil},
+		{"announced", 10_000, 1000, nil, nil},
+		{"announced too short", 10_000, 10, nil, nil},
+		{"announced too long", 10_000, 5000, nil, nil},
+		{"announced past the limit", 500, 1000, nil, errTooLarge},
+		{"exactly the limit", 1000, -1, nil, nil},
+		{"one byte past the limit", 999, -1, nil, errTooLarge},
+		{"one byte past the limit, announced", 999, 999, nil, errTooLarge},
+		{"small buffer", 10_000, -1, make([]byte, 3, 7), nil},
+		{"large buffer with old content", 10_000, 1000, []byte(strings.Repeat("x", 2000)), nil},
+	} {
+		got, err := readLimited(strings.NewReader(body), c.limit, c.size, c.buf)
+		if !errors.Is(err, c.err) || err == nil && string(got) != body {
+			t.Errorf("%s: %d bytes, %v; want the body, %v", c.name, len(got), err, c.err)
+		}
+	}
+	buf := make([]byte, 0, 4096)
+	if got, _ := readLimited(strings.NewReader(body), 10_000, 1000, buf); &got[:1][0] != &buf[:1][0] {
+		t.Error("a buffer large enough was not used")
+	}
+	broken := io.MultiReader(strings.NewReader(body), iotest.ErrReader(io.ErrUnexpectedEOF))
+	if _, err := readLimited(broken, 10_000, -1, nil); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("a failing read gave %v", err)
 	}
 }
