@@ -73,7 +73,13 @@ func scanUpdateList(s *jsonscan.Scanner) map[string]PackageUpdates {
 		s.Fail()
 		return nil
 	}
-	m := map[string]PackageUpdates{}
+	// The entries are gathered first, so that the map is made at its size
+	// rather than grown (and rehashed) several times.
+	type entry struct {
+		key     string
+		updates PackageUpdates
+	}
+	var entries []entry
 	var block updateBlock
 	for o.Next() {
 		key := o.Key()
@@ -93,7 +99,14 @@ func scanUpdateList(s *jsonscan.Scanner) map[string]PackageUpdates {
 				}
 			}
 		}
-		m[key] = u
+		entries = append(entries, entry{key, u})
+	}
+	if s.Failed() {
+		return nil
+	}
+	m := make(map[string]PackageUpdates, len(entries))
+	for _, e := range entries {
+		m[e.key] = e.updates // in order: of a repeated package the last wins
 	}
 	return m
 }
