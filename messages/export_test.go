@@ -88,3 +88,73 @@ func dump(v any) string {
 	}
 	return fmt.Sprintf("%s (%#v)", b, v)
 }
+
+// LegacyParseNEVRA is ParseNEVRA as it was, part by part with the strings
+// functions, for the differential test of the one-pass version.
+func LegacyParseNEVRA(s string) (NEVRA, error) {
+	var n NEVRA
+	if s == "" {
+		return n, nevraError(s, "empty string")
+	}
+	if strings.IndexFunc(s, unicode.IsSpace) >= 0 {
+		return n, nevraError(s, "contains white space")
+	}
+
+	dot := strings.LastIndexByte(s, '.')
+	if dot < 0 {
+		return n, nevraError(s, "missing arch (no '.')")
+	}
+	rest, arch := s[:dot], s[dot+1:]
+	if arch == "" {
+		return n, nevraError(s, "empty arch")
+	}
+	if strings.ContainsAny(arch, "-:") {
+		// Without an arch the last dot falls inside version or release.
+		return n, nevraError(s, fmt.Sprintf("missing arch (%q after the last '.' is not an arch)", arch))
+	}
+
+	dash := strings.LastIndexByte(rest, '-')
+	if dash < 0 {
+		return n, nevraError(s, "missing release (no '-' before the arch)")
+	}
+	rest, release := rest[:dash], rest[dash+1:]
+	if release == "" {
+		return n, nevraError(s, "empty release")
+	}
+
+	dash = strings.LastIndexByte(rest, '-')
+	if dash < 0 {
+		return n, nevraError(s, "missing version (need name-version-release)")
+	}
+	name, version := rest[:dash], rest[dash+1:]
+
+	epoch, hasEpoch := "", false
+	if i := strings.IndexByte(version, ':'); i >= 0 {
+		epoch, version, hasEpoch = version[:i], version[i+1:], true
+	}
+	if i := strings.IndexByte(name, ':'); i >= 0 {
+		if hasEpoch {
+			return n, nevraError(s, "more than one epoch")
+		}
+		epoch, name, hasEpoch = name[:i], name[i+1:], true
+	}
+	switch {
+	case name == "":
+		return n, nevraError(s, "empty name")
+	case version == "":
+		return n, nevraError(s, "empty version")
+	case strings.ContainsRune(name, ':'), strings.ContainsRune(version, ':'):
+		return n, nevraError(s, "more than one epoch")
+	case strings.ContainsRune(release, ':'):
+		return n, nevraError(s, "':' in release")
+	}
+	if hasEpoch {
+		e, err := parseEpoch(epoch)
+		if err != nil {
+			return n, nevraError(s, err.Error())
+		}
+		n.Epoch = e
+	}
+	n.Name, n.Version, n.Release, n.Arch = name, version, release, arch
+	return n, nil
+}

@@ -71,6 +71,8 @@ func edgeCases(tb testing.TB) map[string][]byte {
 		"null package":             event(``, `,"installed_packages":[null]`),
 		"empty lists":              event(`,"groups":[],"per_reporter_staleness":{},"tags":[]`, `,"installed_packages":[],"yum_repos":[],"dnf_modules":[]`),
 		"tags of every kind":       event(`,"tags":{"a": [1, 2.5, "x", true, null], "b" : { }}`, ``),
+		"tags with white space":    event(`,"tags" : [ 1 , {"a" : 2} ] , "x":1`, ``),
+		"tags a string with space": event(`,"tags":  "x"  `, ``),
 		"tags a string":            event(`,"tags":"x"`, ``),
 		"tags a number":            event(`,"tags":-12.5e3`, ``),
 		"repeated type":            []byte(`{"type":"created","type":"delete","id":` + id + `,"org_id":"o"}`),
@@ -232,7 +234,7 @@ func FuzzScanMatchesUnmarshal(f *testing.F) {
 func TestScanTakesOrdinaryEvents(t *testing.T) {
 	cases := edgeCases(t)
 	for _, name := range []string{"created", "updated", "delete", "id only", "realistic", "indented", "null", "unknown fields",
-		"nulls", "null host fields", "null elements", "empty lists", "tags of every kind", "escapes in values", "non-ASCII values",
+		"nulls", "null host fields", "null elements", "empty lists", "tags of every kind", "tags with white space", "escapes in values", "non-ASCII values",
 		"invalid UTF-8 value", "invalid UTF-8 skipped", "escaped key", "escaped map key", "huge skipped number", "deep junk",
 		"white space everywhere", "max int major", "negative zero major", "bad timestamp", "package with white space"} {
 		if scanned, _ := messages.ScanEvent(cases[name]); !scanned {
