@@ -26,6 +26,7 @@ package jsonscan
 
 import (
 	"encoding/json"
+	"math/bits"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -184,16 +185,19 @@ func (s *Scanner) scanString() (raw []byte, plain bool) {
 	plain = true
 	ascii := true
 	for {
-		// Most bytes need no attention; find the next one that does.
+		// Most bytes need no attention; find the next one that does, eight
+		// at a time while there are eight.
 		for i+8 <= len(d) {
-			if x := load64(d[i:]); specialBytes(x) == 0 {
-				i += 8
-				continue
+			if m := specialBytes(load64(d[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break
 			}
-			break
+			i += 8
 		}
-		for i < len(d) && plainByte[d[i]] {
-			i++
+		if i+8 > len(d) {
+			for i < len(d) && plainByte[d[i]] {
+				i++
+			}
 		}
 		if i >= len(d) {
 			s.Fail()
@@ -251,8 +255,10 @@ func load64(b []byte) uint64 {
 		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
 }
 
-// specialBytes is non-zero if one of the 8 bytes of x is not a plainByte: a
-// quote, a backslash, a control character or a byte of 0x80 and above.
+// specialBytes is non-zero if one of the 8 bytes of x (little-endian) is
+// not a plainByte: a quote, a backslash, a control character or a byte of
+// 0x80 and above. Its lowest set bit is the high bit of the first such byte
+// (bits above it may be set for plain bytes).
 func specialBytes(x uint64) uint64 {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	quote := x ^ (ones * '"')
@@ -452,6 +458,9 @@ func (s *Scanner) element(closer byte) bool {
 	switch s.peek() {
 	case '{', '[':
 		return true
+	case '"':
+		s.scanString()
+		return false
 	}
 	s.Skip()
 	return false

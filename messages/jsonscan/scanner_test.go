@@ -2,6 +2,7 @@ package jsonscan
 
 import (
 	"encoding/json"
+	"math/bits"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -286,8 +287,16 @@ func TestSpecialBytes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 100_000 {
 		x := rng.Uint64()
-		if rng.IntN(2) == 0 {
-			x &= 0x7f7f7f7f7f7f7f7f // mostly ASCII
+		switch rng.IntN(3) {
+		case 0:
+			x &= 0x7f7f7f7f7f7f7f7f // ASCII
+		case 1:
+			x = 0x6161616161616161 // plain, but for a few bytes
+			for range 1 + rng.IntN(3) {
+				b := []byte{'"', '\\', 0, 0x1f, 0x20, 0x7f, 0x80, 0xff, 0x21, 0x5b, 0x5d}[rng.IntN(11)]
+				pos := 8 * rng.IntN(8)
+				x = x&^(0xff<<pos) | uint64(b)<<pos
+			}
 		}
 		want := false
 		for i := 0; i < 8; i++ {
@@ -295,6 +304,15 @@ func TestSpecialBytes(t *testing.T) {
 		}
 		if got := specialBytes(x) != 0; got != want {
 			t.Fatalf("%#016x: special %v, want %v", x, got, want)
+		}
+		first := 8
+		for i := 7; i >= 0; i-- {
+			if !plainByte[byte(x>>(8*i))] {
+				first = i
+			}
+		}
+		if got := bits.TrailingZeros64(specialBytes(x)) >> 3; got != first {
+			t.Fatalf("%#016x: first special byte %d, want %d", x, got, first)
 		}
 	}
 }
