@@ -13,9 +13,9 @@ import (
 // Hooks for the tests of package messages_test.
 
 // LegacyDecodeInventoryEvent is DecodeInventoryEvent as it was before the
-// fast path: json.Unmarshal decodes every event, and white space in a
-// package is found with strings.IndexFunc. The differential tests and the
-// benchmarks compare the two.
+// fast paths: json.Unmarshal decodes every event, and packages are parsed
+// by LegacyParseNEVRA. The differential tests and the benchmarks compare
+// the two.
 func LegacyDecodeInventoryEvent(data []byte, opts ValidationOptions) (*InventoryEvent, error) {
 	if opts.MaxMessageBytes > 0 && len(data) > opts.MaxMessageBytes {
 		return nil, invalid(ReasonMessageTooLarge, fmt.Sprintf("%d bytes, limit %d", len(data), opts.MaxMessageBytes))
@@ -34,15 +34,16 @@ func LegacyDecodeInventoryEvent(data []byte, opts ValidationOptions) (*Inventory
 	return ev, nil
 }
 
-// legacyValidate is validateEvent with the old white space check: a
-// package the new check passes and the old one refuses (or the other way
-// round) is refused here with another detail, and the differential tests
-// see it.
+// legacyValidate is validateEvent with the packages parsed as before: a
+// package that ParseNEVRA and LegacyParseNEVRA parse differently is refused
+// here with a detail of its own, which the differential tests see.
 func legacyValidate(ev *InventoryEvent, opts ValidationOptions) error {
 	if ev.Host != nil && ev.Host.SystemProfile != nil && ev.Type != EventDelete {
 		for i, pkg := range ev.Host.SystemProfile.InstalledPackages {
-			if strings.IndexFunc(pkg, unicode.IsSpace) >= 0 != hasSpace(pkg) {
-				return invalid(ReasonUnparsablePackage, fmt.Sprintf("installed_packages[%d]: white space found by one check only", i))
+			got, gotErr := ParseNEVRA(pkg)
+			want, wantErr := LegacyParseNEVRA(pkg)
+			if got != want || fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
+				return invalid(ReasonUnparsablePackage, fmt.Sprintf("installed_packages[%d]: parsed otherwise than before", i))
 			}
 		}
 	}
