@@ -123,6 +123,12 @@ type attemptResult struct {
 // the last failure is returned wrapped with messages.Transient so the pipeline
 // retries the record later. op prefixes every message.
 func (r *retrier) do(ctx context.Context, op string, newRequest requestFunc) ([]byte, error) {
+	return r.doInto(ctx, op, newRequest, nil)
+}
+
+// doInto is do reading the body into buf (see readLimited), which the
+// caller may then reuse.
+func (r *retrier) doInto(ctx context.Context, op string, newRequest requestFunc, buf []byte) ([]byte, error) {
 	for n := 1; ; n++ {
 		if ctx.Err() != nil {
 			return nil, contextError(ctx, op)
@@ -131,7 +137,7 @@ func (r *retrier) do(ctx context.Context, op string, newRequest requestFunc) ([]
 		if n > 1 {
 			r.retries.Add(1)
 		}
-		res := r.attempt(ctx, newRequest)
+		res := r.attempt(ctx, newRequest, buf)
 		// A failure caused by the caller's context is the caller's doing,
 		// not the server's: report it as such whatever the attempt saw.
 		if res.outcome != succeeded && ctx.Err() != nil {
@@ -167,7 +173,7 @@ func (r *retrier) do(ctx context.Context, op string, newRequest requestFunc) ([]
 // attempt sends one request under the per-attempt timeout and reads the
 // body within that same timeout, so a server that stalls mid-body counts as
 // a timeout too. Whatever happens, the body is drained and closed.
-func (r *retrier) attempt(ctx context.Context, newRequest requestFunc) attemptResult {
+func (r *retrier) attempt(ctx context.Context, newRequest requestFunc, buf []byte) attemptResult {
 	actx, cancel := context.WithTimeout(ctx, r.cfg.timeout)
 	defer cancel() // runs after drainAndClose below: defers are LIFO
 
@@ -184,7 +190,7 @@ func (r *retrier) attempt(ctx context.Context, newRequest requestFunc) attemptRe
 	defer drainAndClose(resp.Body)
 
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		body, err := readLimited(resp.Body, maxResponseBytes)
+		body, err := readLimited(resp.Body, maxResponseBytes, resp.ContentLength, buf)
 		switch {
 		case errors.Is(err, errTooLarge):
 			return attemptResult{outcome: permanent, err: err}
@@ -284,11 +290,31 @@ func contextError(ctx context.Context, op string) error {
 	return fmt.Errorf("%s: %w", op, err)
 }
 
-// readLimited reads all of r, failing with errTooLarge past limit bytes.
-func readLimited(r io.Reader, limit int64) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, limit+1))
-	if err != nil {
-		return nil, err
+// readLimited reads all of r into buf, from its start, growing it as
+// io.ReadAll does when it is full, and fails with errTooLarge past limit
+// bytes. size, when positive and within limit, is the length the response
+// announced: a buffer smaller than that is replaced by one that holds it at
+// once.
+func readLimited(r io.Reader, limit, size int64, buf []byte) ([]byte, error) {
+	b := buf[:0]
+	if size > 0 && size <= limit && int64(cap(b)) <= size {
+		b = make([]byte, 0, size+1) // +1: the end is seen without growing
+	} else if cap(b) == 0 {
+		b = make([]byte, 0, 512)
+	}
+	lr := io.LimitedReader{R: r, N: limit + 1}
+	for {
+		n, err := lr.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
 	}
 	if int64(len(b)) > limit {
 		return nil, errTooLarge

@@ -1,9 +1,15 @@
 package clients
 
 import (
+	"errors"
+	"io"
 	"math"
 	"net/http"
+	"reflect"
+	"slices"
+	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 )
 
@@ -71,10 +77,7 @@ func TestCanonicalBody(t *testing.T) {
 		ModulesList:    []Module{{"php", "8.1"}, {"nodejs", "20"}, {"nodejs", "18"}},
 		Releasever:     "9",
 	}
-	body, key, err := canonicalBody(&base)
-	if err != nil {
-		t.Fatal(err)
-	}
+	body, key := canonicalBody(&base)
 	const want = `{"package_list":["a-1-1.noarch","b-1-1.noarch","c-1-1.noarch"],` +
 		`"repository_list":["r1","r2"],` +
 		`"modules_list":[{"module_name":"nodejs","module_stream":"18"},{"module_name":"nodejs","module_stream":"20"},{"module_name":"php","module_stream":"8.1"}],` +
@@ -92,18 +95,18 @@ func TestCanonicalBody(t *testing.T) {
 		ModulesList:    []Module{{"nodejs", "18"}, {"php", "8.1"}, {"nodejs", "20"}},
 		Releasever:     "9",
 	}
-	if _, k, _ := canonicalBody(&same); k != key {
+	if _, k := canonicalBody(&same); k != key {
 		t.Error("reordered, repeated lists gave another key")
 	}
 	other := same
 	other.ThirdParty = true
-	if _, k, _ := canonicalBody(&other); k == key {
+	if _, k := canonicalBody(&other); k == key {
 		t.Error("a different flag gave the same key")
 	}
 
 	// nil and empty lists are the same request.
-	_, k1, _ := canonicalBody(&UpdatesRequest{PackageList: nil, RepositoryList: []string{}})
-	b2, k2, _ := canonicalBody(&UpdatesRequest{PackageList: []string{}})
+	_, k1 := canonicalBody(&UpdatesRequest{PackageList: nil, RepositoryList: []string{}})
+	b2, k2 := canonicalBody(&UpdatesRequest{PackageList: []string{}})
 	if k1 != k2 {
 		t.Error("nil and empty lists gave different keys")
 	}
@@ -134,5 +137,59 @@ func TestUpdatesResponseClone(t *testing.T) {
 	}
 	if (*UpdatesResponse)(nil).Clone() != nil {
 		t.Error("nil.Clone() != nil")
+	}
+
+	// The clone's update slices share one array: appending to one must not
+	// overwrite another's.
+	orig.UpdateList["d"] = PackageUpdates{AvailableUpdates: []Update{{Package: "d-2"}, {Package: "d-3"}}}
+	orig.UpdateList["e"] = PackageUpdates{AvailableUpdates: []Update{{Package: "e-2"}}}
+	c = orig.Clone()
+	if !reflect.DeepEqual(c, orig) {
+		t.Fatalf("Clone() = %+v, want %+v", c, orig)
+	}
+	for k, v := range c.UpdateList {
+		c.UpdateList[k] = PackageUpdates{AvailableUpdates: append(v.AvailableUpdates, Update{Package: "appended to " + k})}
+	}
+	for k, v := range c.UpdateList {
+		if got, want := v.AvailableUpdates[:len(v.AvailableUpdates)-1], orig.UpdateList[k].AvailableUpdates; !slices.Equal(got, want) {
+			t.Errorf("%s: updates %+v after appending to the others, want %+v", k, got, want)
+		}
+	}
+}
+
+// TestReadLimited: the whole body whatever the announced size and the
+// buffer given, errTooLarge past the limit, read errors as they come.
+func TestReadLimited(t *testing.T) {
+	body := strings.Repeat("0123456789", 100) // 1,000 bytes
+	for _, c := range []struct {
+		name  string
+		limit int64
+		size  int64
+		buf   []byte
+		err   error
+	}{
+		{"unknown size", 10_000, -1, nil, nil},
+		{"announced", 10_000, 1000, nil, nil},
+		{"announced too short", 10_000, 10, nil, nil},
+		{"announced too long", 10_000, 5000, nil, nil},
+		{"announced past the limit", 500, 1000, nil, errTooLarge},
+		{"exactly the limit", 1000, -1, nil, nil},
+		{"one byte past the limit", 999, -1, nil, errTooLarge},
+		{"one byte past the limit, announced", 999, 999, nil, errTooLarge},
+		{"small buffer", 10_000, -1, make([]byte, 3, 7), nil},
+		{"large buffer with old content", 10_000, 1000, []byte(strings.Repeat("x", 2000)), nil},
+	} {
+		got, err := readLimited(strings.NewReader(body), c.limit, c.size, c.buf)
+		if !errors.Is(err, c.err) || err == nil && string(got) != body {
+			t.Errorf("%s: %d bytes, %v; want the body, %v", c.name, len(got), err, c.err)
+		}
+	}
+	buf := make([]byte, 0, 4096)
+	if got, _ := readLimited(strings.NewReader(body), 10_000, 1000, buf); &got[:1][0] != &buf[:1][0] {
+		t.Error("a buffer large enough was not used")
+	}
+	broken := io.MultiReader(strings.NewReader(body), iotest.ErrReader(io.ErrUnexpectedEOF))
+	if _, err := readLimited(broken, 10_000, -1, nil); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("a failing read gave %v", err)
 	}
 }

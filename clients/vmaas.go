@@ -3,10 +3,10 @@ package clients
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -126,10 +126,7 @@ func (c *VMaaS) updates(ctx context.Context, req *UpdatesRequest) (*UpdatesRespo
 	if req == nil {
 		return nil, messages.Permanent(errors.New(op + ": nil request"))
 	}
-	body, key, err := canonicalBody(req)
-	if err != nil {
-		return nil, messages.Permanent(fmt.Errorf("%s: encoding request: %w", op, err))
-	}
+	body, key := canonicalBody(req)
 	if c.cache != nil {
 		if cached, ok := c.cache.Get(key); ok {
 			c.cacheHits.Add(1)
@@ -137,7 +134,8 @@ func (c *VMaaS) updates(ctx context.Context, req *UpdatesRequest) (*UpdatesRespo
 		}
 	}
 
-	raw, err := c.retry.do(ctx, op, func(ctx context.Context) (*http.Request, error) {
+	buf := bodies.Get().(*[]byte)
+	raw, err := c.retry.doInto(ctx, op, func(ctx context.Context) (*http.Request, error) {
 		r, err := http.NewRequestWithContext(ctx, http.MethodPost, c.updatesURL, bytes.NewReader(body))
 		if err != nil {
 			return nil, err
@@ -148,13 +146,21 @@ func (c *VMaaS) updates(ctx context.Context, req *UpdatesRequest) (*UpdatesRespo
 		// decompresses transparently, which it does not do when the
 		// header is set by hand.
 		return r, nil
-	})
+	}, *buf)
 	if err != nil {
+		bodies.Put(buf)
 		return nil, err
 	}
 
 	var resp UpdatesResponse
-	if err := json.Unmarshal(raw, &resp); err != nil {
+	err = unmarshalUpdates(raw, &resp)
+	// The answer owns copies of what it keeps, and errors do not refer to
+	// the body: the buffer can serve the next call.
+	if cap(raw) <= maxPooledBody {
+		*buf = raw[:0]
+		bodies.Put(buf)
+	}
+	if err != nil {
 		// A 200 with a non-JSON body is typically a proxy's page, not
 		// VMaaS's answer: the record can succeed later.
 		return nil, messages.Transient(fmt.Errorf("%s: response is not the expected JSON: %w", op, err))
@@ -170,6 +176,12 @@ func (c *VMaaS) updates(ctx context.Context, req *UpdatesRequest) (*UpdatesRespo
 	}
 	return &resp, nil
 }
+
+// bodies recycles the buffers answers are read into, a few hundred
+// kilobytes each; those over maxPooledBody are left to the collector.
+var bodies = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledBody = 4 << 20
 
 // Stats returns the client's counters.
 func (c *VMaaS) Stats() VMaaSStats {

@@ -699,3 +699,34 @@ func TestVMaaSReportsEachAttemptNotCacheHits(t *testing.T) {
 		t.Fatalf("during the outage: %d served, %d failed reported; want 1 and 2 (both attempts of the miss)", served.Load(), failed.Load())
 	}
 }
+
+// TestVMaaSAnswersOutliveTheirBody: the buffer an answer is read into
+// serves the next calls; the answers decoded from it must not change.
+func TestVMaaSAnswersOutliveTheirBody(t *testing.T) {
+	other := strings.NewReplacer("kernel", "KERNEL", "RHSA", "RHBA", "rhel-9", "RHEL-9", "2024", "2025").Replace(sampleBody)
+	srv, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		_, _ = io.WriteString(w, []string{sampleBody, other}[n%2])
+	})
+	c := newVMaaS(t, srv.URL, clients.VMaaSOptions{})
+	var answers []*clients.UpdatesResponse
+	for range 6 {
+		resp, err := c.Updates(context.Background(), sampleRequest())
+		if err != nil {
+			t.Fatal(err)
+		}
+		answers = append(answers, resp)
+	}
+	var wantOther clients.UpdatesResponse
+	if err := json.Unmarshal([]byte(other), &wantOther); err != nil {
+		t.Fatal(err)
+	}
+	for i, got := range answers {
+		want := &wantOther
+		if i%2 == 1 {
+			want = sampleResponse()
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("answer %d changed after later calls:\n%+v\nwant\n%+v", i, got, want)
+		}
+	}
+}

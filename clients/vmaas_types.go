@@ -56,19 +56,32 @@ type Update struct {
 }
 
 // Clone returns a deep copy of r, so the copy can be modified without
-// touching r. It costs one allocation per map entry's update slice; nil and
-// empty slices and maps keep their nil-ness.
+// touching r. The updates of all entries are copied into one array, each
+// entry's slice capped at its length (appending to one reallocates it
+// rather than overwrite the next); nil and empty slices and maps keep their
+// nil-ness.
 func (r *UpdatesResponse) Clone() *UpdatesResponse {
 	if r == nil {
 		return nil
 	}
 	c := *r
 	if r.UpdateList != nil {
+		n := 0
+		for _, v := range r.UpdateList {
+			n += len(v.AvailableUpdates)
+		}
+		// Update holds only strings, which are immutable: copying the
+		// updates is a deep copy.
+		all := make([]Update, 0, n)
 		c.UpdateList = make(map[string]PackageUpdates, len(r.UpdateList))
 		for k, v := range r.UpdateList {
-			// Update holds only strings, which are immutable: copying the
-			// slice is a deep copy.
-			v.AvailableUpdates = slices.Clone(v.AvailableUpdates)
+			if len(v.AvailableUpdates) > 0 {
+				start := len(all)
+				all = append(all, v.AvailableUpdates...)
+				v.AvailableUpdates = all[start:len(all):len(all)]
+			} else {
+				v.AvailableUpdates = slices.Clone(v.AvailableUpdates) // nil or empty, without allocating
+			}
 			c.UpdateList[k] = v
 		}
 	}

@@ -142,7 +142,7 @@ type Group struct {
 // with ReasonMalformedJSON.
 func DecodeSystemProfile(data []byte) (*SystemProfile, error) {
 	var w wireSystemProfile
-	if err := json.Unmarshal(data, &w); err != nil {
+	if err := unmarshalProfile(data, &w); err != nil {
 		return nil, invalid(ReasonMalformedJSON, describeJSONError(err))
 	}
 	return w.profile(), nil

@@ -5,14 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"time"
 )
 
 // The wire types mirror the JSON and hold only the fields the listener uses,
-// so encoding/json skips the bulk of a ~100 KB event (processes, services,
-// cpu flags...) by scanning it, without building maps. Timestamps are decoded
-// as strings and parsed afterwards so an error can name the field.
+// so decoding skips the bulk of a ~100 KB event (processes, services, cpu
+// flags...) without building anything. They are filled as json.Unmarshal
+// fills them, by the fast path of inventory_scan.go or by json.Unmarshal
+// itself. Timestamps are decoded as strings and parsed afterwards so an
+// error can name the field.
 
 type wireEvent struct {
 	Type             string        `json:"type"`
@@ -65,9 +69,13 @@ type wireRHSM struct {
 // the only errors are malformed JSON, wrong types and unparsable timestamps.
 func decodeEvent(data []byte) (*InventoryEvent, error) {
 	var w wireEvent
-	if err := json.Unmarshal(data, &w); err != nil {
+	if err := unmarshalEvent(data, &w); err != nil {
 		return nil, invalid(ReasonMalformedJSON, describeJSONError(err))
 	}
+	return w.event()
+}
+
+func (w *wireEvent) event() (*InventoryEvent, error) {
 	ev := &InventoryEvent{
 		Type:        EventType(w.Type),
 		ID:          w.ID,
@@ -108,7 +116,10 @@ func (w *wireHost) host() (*Host, error) {
 	if h.CulledTimestamp, err = parseOptionalTimestamp("host.culled_timestamp", w.CulledTimestamp); err != nil {
 		return nil, err
 	}
-	for reporter, s := range w.PerReporterStaleness {
+	// In order, so that of several bad check-ins the error always names
+	// the same.
+	for _, reporter := range slices.Sorted(maps.Keys(w.PerReporterStaleness)) {
+		s := w.PerReporterStaleness[reporter]
 		if s.LastCheckIn == "" {
 			continue
 		}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // NEVRA identifies one RPM package build: name, epoch, version, release and
@@ -40,56 +41,90 @@ func ParseNEVRA(s string) (NEVRA, error) {
 	if s == "" {
 		return n, nevraError(s, "empty string")
 	}
-	if i := strings.IndexFunc(s, unicode.IsSpace); i >= 0 {
+	if hasSpace(s) {
 		return n, nevraError(s, "contains white space")
 	}
 
-	dot := strings.LastIndexByte(s, '.')
-	if dot < 0 {
+	// One pass from the right finds the separators: the last '.', the last
+	// two '-' before it, and the ':' of each part in between. ('.', '-'
+	// and ':' are ASCII, so they cannot be part of a longer UTF-8
+	// sequence.)
+	i := len(s) - 1
+	archSeparator := false // a '-' or ':' in the arch
+	for ; i >= 0 && s[i] != '.'; i-- {
+		if s[i] == '-' || s[i] == ':' {
+			archSeparator = true
+		}
+	}
+	if i < 0 {
 		return n, nevraError(s, "missing arch (no '.')")
 	}
-	rest, arch := s[:dot], s[dot+1:]
+	dot := i
+	arch := s[dot+1:]
 	if arch == "" {
 		return n, nevraError(s, "empty arch")
 	}
-	if strings.ContainsAny(arch, "-:") {
+	if archSeparator {
 		// Without an arch the last dot falls inside version or release.
 		return n, nevraError(s, fmt.Sprintf("missing arch (%q after the last '.' is not an arch)", arch))
 	}
 
-	dash := strings.LastIndexByte(rest, '-')
-	if dash < 0 {
+	releaseColon := false
+	for i = dot - 1; i >= 0 && s[i] != '-'; i-- {
+		if s[i] == ':' {
+			releaseColon = true
+		}
+	}
+	if i < 0 {
 		return n, nevraError(s, "missing release (no '-' before the arch)")
 	}
-	rest, release := rest[:dash], rest[dash+1:]
+	dash := i
+	release := s[dash+1 : dot]
 	if release == "" {
 		return n, nevraError(s, "empty release")
 	}
 
-	dash = strings.LastIndexByte(rest, '-')
-	if dash < 0 {
+	// The first ':' of version and of name, and whether each has more.
+	versionColon, versionColons := -1, 0
+	for i = dash - 1; i >= 0 && s[i] != '-'; i-- {
+		if s[i] == ':' {
+			versionColon = i
+			versionColons++
+		}
+	}
+	if i < 0 {
 		return n, nevraError(s, "missing version (need name-version-release)")
 	}
-	name, version := rest[:dash], rest[dash+1:]
+	dash2 := i
+	nameColon, nameColons := -1, 0
+	for i = dash2 - 1; i >= 0; i-- {
+		if s[i] == ':' {
+			nameColon = i
+			nameColons++
+		}
+	}
+	name, version := s[:dash2], s[dash2+1:dash]
 
 	epoch, hasEpoch := "", false
-	if i := strings.IndexByte(version, ':'); i >= 0 {
-		epoch, version, hasEpoch = version[:i], version[i+1:], true
+	if versionColon >= 0 {
+		epoch, version, hasEpoch = s[dash2+1:versionColon], s[versionColon+1:dash], true
+		versionColons--
 	}
-	if i := strings.IndexByte(name, ':'); i >= 0 {
+	if nameColon >= 0 {
 		if hasEpoch {
 			return n, nevraError(s, "more than one epoch")
 		}
-		epoch, name, hasEpoch = name[:i], name[i+1:], true
+		epoch, name, hasEpoch = s[:nameColon], s[nameColon+1:dash2], true
+		nameColons--
 	}
 	switch {
 	case name == "":
 		return n, nevraError(s, "empty name")
 	case version == "":
 		return n, nevraError(s, "empty version")
-	case strings.ContainsRune(name, ':'), strings.ContainsRune(version, ':'):
+	case nameColons > 0, versionColons > 0:
 		return n, nevraError(s, "more than one epoch")
-	case strings.ContainsRune(release, ':'):
+	case releaseColon:
 		return n, nevraError(s, "':' in release")
 	}
 	if hasEpoch {
@@ -101,6 +136,20 @@ func ParseNEVRA(s string) (NEVRA, error) {
 	}
 	n.Name, n.Version, n.Release, n.Arch = name, version, release, arch
 	return n, nil
+}
+
+// hasSpace reports whether s contains a rune unicode.IsSpace accepts,
+// looking at ASCII bytes directly: packages are ASCII.
+func hasSpace(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= utf8.RuneSelf:
+			return strings.IndexFunc(s[i:], unicode.IsSpace) >= 0
+		case c == ' ' || '\t' <= c && c <= '\r':
+			return true
+		}
+	}
+	return false
 }
 
 // parseEpoch accepts only decimal digits: strconv.Atoi alone would let "+1"

@@ -1,6 +1,7 @@
 package messages_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -88,6 +89,11 @@ func TestParseNEVRARejects(t *testing.T) {
 		{"kernel-0:4.18.0-305.el8.x86:64", "missing arch"},
 		{"kernel-0:4.18.0-305.el8.x86_64 ", "white space"},
 		{"kernel 0:4.18.0-305.el8.x86_64", "white space"},
+		{"kernel\v0:4.18.0-305.el8.x86_64", "white space"},
+		{"kernel-0:4.18.0-305.el8.x86_64\r", "white space"},
+		{"kernel-0:4.18.0-305.el8.x86_64\u00a0", "white space"},      // no-break space
+		{"kernel-0:4.18.0-305.el8.x86_64\u0085", "white space"},      // next line
+		{"k\u00e9rnel\u2003-0:4.18.0-305.el8.x86_64", "white space"}, // em space after a letter that is not ASCII
 	}
 	for _, c := range cases {
 		got, err := messages.ParseNEVRA(c.in)
@@ -143,6 +149,45 @@ func TestNEVRACanonicalFormIsStable(t *testing.T) {
 		again, err := messages.ParseNEVRA(n.String())
 		if err != nil || again != n {
 			t.Fatalf("%q parsed to %+v, whose String %q parses to %+v, %v", s, n, n.String(), again, err)
+		}
+	})
+}
+
+func BenchmarkParseNEVRA(b *testing.B) {
+	pkgs := []string{"kernel-0:4.18.0-305.el8.x86_64", "python3-libs-3.6.8-37.el8.x86_64", "NetworkManager-1:1.30.0-7.el8.x86_64",
+		"pkg-0042-0:3.4.0-7.el8.x86_64", "0:bash-4.4.20-1.el8_4.x86_64", "glibc-langpack-en-2.28-151.el8.x86_64"}
+	for _, c := range []struct {
+		name  string
+		parse func(string) (messages.NEVRA, error)
+	}{{"legacy", messages.LegacyParseNEVRA}, {"onepass", messages.ParseNEVRA}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			defer measureCPU(b)()
+			for b.Loop() {
+				for _, p := range pkgs {
+					if _, err := c.parse(p); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// FuzzParseNEVRAMatchesLegacy: the one-pass ParseNEVRA gives exactly what
+// the part-by-part one gave, package or error, for any string.
+func FuzzParseNEVRAMatchesLegacy(f *testing.F) {
+	for _, s := range []string{"", "kernel-0:4.18.0-305.el8.x86_64", "0:bash-4.4.20-1.el8_4.x86_64", "a-b-c", "a.b", "-.", "--.x",
+		"a-1:2:3-4.x", "1:a:b-2-3.x", "a-1-2:3.x", "a-1-2.x:y", "a-1-2.x-y", "a-1-2.", ":a-1-2.x", "a-:1-2.x", "a-1:-2.x",
+		"a-1--2.x", "a-1-.x", "k\u00e9-1-2.x", "a-1-2.x ", "a\u00a0-1-2.x", "\xff-1-2.x", "a-99999999999999999999:1-2.x", "a-+1:1-2.x",
+		"1:2:a-1-2.x", "a:b:c-1-2.x", "x-1:2-3.y.z", "a.b.c-1-2.x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, gotErr := messages.ParseNEVRA(s)
+		want, wantErr := messages.LegacyParseNEVRA(s)
+		if got != want || fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
+			t.Errorf("ParseNEVRA(%q) = %+v, %v; before %+v, %v", s, got, gotErr, want, wantErr)
 		}
 	})
 }
