@@ -65,4 +65,7 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Printf("  demo total        %v\n", time.Since(start).Round(time.Millisecond))
+	if peak, err := demo.PeakRSS(); err == nil {
+		fmt.Printf("  peak memory       %.0f MiB resident at most (VmHWM of this process: broker, producer, listener, platform mock)\n", float64(peak)/(1<<20))
+	}
 }
