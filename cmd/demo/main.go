@@ -25,6 +25,9 @@ func main() {
 	fs.IntVar(&opts.Load.Hosts, "hosts", opts.Load.Hosts, "hosts")
 	fs.Float64Var(&opts.Load.BadShare, "bad-share", opts.Load.BadShare, "share of bad messages (dead-lettered)")
 	fs.StringVar(&opts.VMaaSLatency, "vmaas-latency", opts.VMaaSLatency, "VMaaS latency: fixed:D, uniform:D1-D2 or longtail:D")
+	fs.IntVar(&opts.Lead, "lead", opts.Lead, "messages the producer may run ahead of the group's committed offsets (bounds the broker's memory)")
+	fs.IntVar(&opts.CompareEvents, "compare-events", opts.CompareEvents,
+		"good events of the stream each design (the pipeline, one record at a time per partition) is measured on, in turn (0: no comparison)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	_ = fs.Parse(os.Args[1:])
 	if *cpuProfile != "" {
@@ -59,7 +62,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	start := time.Now()
-	if err := demo.Run(ctx, env, opts, os.Stdout, logger); err != nil {
+	if _, err := demo.Run(ctx, env, opts, os.Stdout, logger); err != nil {
 		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "demo failed:", err)
 		os.Exit(1)
