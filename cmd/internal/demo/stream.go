@@ -80,6 +80,8 @@ func (r streamResult) verify(s stream) error {
 // broker as it goes, and checks every host of the plan in the database.
 func runStream(ctx context.Context, base *listener.Config, ds *platform.Dataset, s stream, logger *slog.Logger) (streamResult, error) {
 	var res streamResult
+	ctx, cancel := context.WithCancel(ctx) // ends the producer on every return
+	defer cancel()
 	cfg := *base
 	cfg.Kafka.Topic, cfg.Kafka.DLQTopic, cfg.Kafka.Group = s.topic, s.dlq, s.group
 	cfg.Pipeline.ConsumerGroup = s.group
