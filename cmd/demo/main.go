@@ -55,6 +55,10 @@ func main() {
 			return "0", true
 		case "LOG_LEVEL":
 			return "error", true // the demo dead-letters on purpose; skip the warning per record
+		case "VMAAS_CACHE_SIZE":
+			// The listener's default keeps 10,000 answers: about 1 GB at the
+			// demo's 400-package profiles, for the few repeats of its stream.
+			return demo.VMaaSCacheSize, true
 		}
 		return "", false
 	}

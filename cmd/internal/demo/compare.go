@@ -49,7 +49,7 @@ func compareLoads(opts Options) (pipeline, sequential loadgen.Options) {
 // and consumer group of its own, each with a handler of its own (its own
 // database pool and a cold VMaaS cache), against the same broker, platform
 // mock and database. Both runs are checked like the main one.
-func compare(ctx context.Context, base *listener.Config, ds *platform.Dataset, opts Options, out io.Writer, logger *slog.Logger) (*comparison, error) {
+func compare(ctx context.Context, base *listener.Config, ds *platform.Dataset, opts Options, vmaasServed func() int64, out io.Writer, logger *slog.Logger) (*comparison, error) {
 	pl, sl := compareLoads(opts)
 	c := &comparison{events: opts.CompareEvents, hosts: pl.Hosts, perPartition: base.Pipeline.InFlightPerPartition}
 	k := base.Kafka
@@ -64,7 +64,7 @@ func compare(ctx context.Context, base *listener.Config, ds *platform.Dataset, o
 		c.messages, c.events, c.hosts)
 	results := []*streamResult{&c.pipeline, &c.sequential}
 	for i, s := range streams {
-		s.dlq, s.upFront, s.lead = s.topic+".dlq", true, opts.Lead
+		s.dlq, s.upFront, s.lead, s.vmaasServed = s.topic+".dlq", true, opts.Lead, vmaasServed
 		res, err := runStream(ctx, base, ds, s, logger)
 		if err != nil {
 			return nil, err
@@ -73,8 +73,8 @@ func compare(ctx context.Context, base *listener.Config, ds *platform.Dataset, o
 			return nil, err
 		}
 		*results[i] = res
-		fmt.Fprintf(out, "  %-24s in flight per partition %d: %d records in %v, %.1f records/s, mean handler time %v; %s\n",
-			s.name, s.perPartition, res.total, res.finishedAfter.Round(1e6), res.rate(), res.meanHandler.Round(1e6), res.hosts)
+		fmt.Fprintf(out, "  %-24s in flight per partition %d: %d records in %v, %.1f records/s, mean handler time %v, %d VMaaS requests for %d evaluations stored; %s\n",
+			s.name, s.perPartition, res.total, res.finishedAfter.Round(1e6), res.rate(), res.meanHandler.Round(1e6), res.vmaasServed, res.evaluations, res.hosts)
 	}
 	return c, nil
 }

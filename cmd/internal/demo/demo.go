@@ -49,6 +49,13 @@ func DefaultOptions() Options {
 	return Options{Load: o, Dataset: platform.DefaultSize(), VMaaSLatency: "longtail:100ms", Lead: 2000, CompareEvents: 1000}
 }
 
+// VMaaSCacheSize is the VMaaS answer cache the demo's command gives the
+// listener (VMAAS_CACHE_SIZE) unless the environment sets one: the
+// listener's default of 10,000 answers would hold about 1 GB at the demo's
+// 400-package profiles (some 100 KB each), where this stream repeats a
+// profile about once in a hundred evaluations.
+const VMaaSCacheSize = "2000"
+
 // Report is what the demo measured.
 type Report struct {
 	Main       Measured
@@ -88,6 +95,7 @@ func Run(ctx context.Context, env func(string) (string, bool), opts Options, out
 	if err != nil {
 		return report, err
 	}
+	vmaasServed := func() int64 { return mock.Stats().VMaaSCalls }
 	mockURL, stopMock, err := platform.Listen(mock)
 	if err != nil {
 		return report, err
@@ -122,7 +130,7 @@ func Run(ctx context.Context, env func(string) (string, bool), opts Options, out
 	_, described, _ := strings.Cut(loadgen.Summary(plan, loadgen.Result{}), "\n") // its first line is about a send not yet made
 	fmt.Fprintf(out, "stream of %d messages, produced beside the listener:\n%s", len(plan.Items), described)
 	main := stream{name: "main run", topic: k.Topic, dlq: k.DLQTopic, group: k.Group, load: opts.Load, plan: plan,
-		perPartition: cfg.Pipeline.InFlightPerPartition, lead: opts.Lead, progress: out, every: time.Second}
+		perPartition: cfg.Pipeline.InFlightPerPartition, lead: opts.Lead, progress: out, every: time.Second, vmaasServed: vmaasServed}
 	fmt.Fprintf(out, "listener running: %d partitions, up to %d records in flight per partition, %d in all; "+
 		"the producer stays at most %d messages ahead of the group's committed offsets, and what is committed is deleted from the broker\n",
 		cfg.EmbeddedPartitions, cfg.Pipeline.InFlightPerPartition, cfg.Pipeline.InFlightTotal, opts.Lead)
@@ -134,7 +142,7 @@ func Run(ctx context.Context, env func(string) (string, bool), opts Options, out
 
 	var cmp *comparison
 	if opts.CompareEvents > 0 {
-		if cmp, err = compare(ctx, cfg, ds, opts, out, logger); err != nil {
+		if cmp, err = compare(ctx, cfg, ds, opts, vmaasServed, out, logger); err != nil {
 			return report, err
 		}
 		report.Pipeline, report.Sequential = measured(cmp.pipeline), measured(cmp.sequential)
@@ -156,6 +164,8 @@ func Run(ctx context.Context, env func(string) (string, bool), opts Options, out
 		res.produced.Messages, float64(res.produced.Bytes)/1e6, res.produced.Elapsed.Round(time.Millisecond))
 	fmt.Fprintf(out, "  backlog           the producer at most %d messages ahead of the committed offsets (bound %d); the broker held at most %d records of the topic (read every 100 ms)\n",
 		res.maxLead, opts.Lead, res.maxHeld)
+	fmt.Fprintf(out, "  VMaaS             %d evaluations stored, %d requests served by the mock (the listener's cache: %d answers)\n",
+		res.evaluations, res.vmaasServed, cfg.Domain.VMaaSCacheSize)
 	fmt.Fprintf(out, "  time              %v to finish every record, %v until the last commit landed\n",
 		res.finishedAfter.Round(time.Millisecond), res.committedAfter.Round(time.Millisecond))
 	fmt.Fprintf(out, "  throughput        %.0f records/s while the events were produced on the same machine; mean handler time under this load %v (VMaaS %s, PostgreSQL, decoding)\n",

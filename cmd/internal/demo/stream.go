@@ -38,6 +38,8 @@ type stream struct {
 	lead     int
 	progress io.Writer     // progress lines; nil: none
 	every    time.Duration // between progress lines
+	// vmaasServed counts the VMaaS requests the platform mock has served.
+	vmaasServed func() int64
 }
 
 // streamResult is what a run measured and checked.
@@ -52,6 +54,8 @@ type streamResult struct {
 	dead           int64 // records on the dead-letter topic
 	maxLead        int64 // the producer's largest lead over the committed offsets
 	maxHeld        int64 // the most records the broker held for the topic, read before each trim
+	evaluations    int64 // evaluations the handler stored
+	vmaasServed    int64 // VMaaS requests the mock served meanwhile (the rest came from the cache)
 }
 
 // rate is the run's records per second, first admission to last finish.
@@ -127,6 +131,7 @@ func runStream(ctx context.Context, base *listener.Config, ds *platform.Dataset,
 	}
 	defer domain.Close()
 	timed := &listener.TimedHandler{Inner: domain.Handler}
+	servedBefore := s.vmaasServed()
 	run, err := listener.Start(ctx, &cfg, timed, logger)
 	if err != nil {
 		return res, err
@@ -191,6 +196,7 @@ func runStream(ctx context.Context, base *listener.Config, ds *platform.Dataset,
 	res.stats = stats.Snapshot()
 	res.meanHandler, _ = timed.Mean()
 	res.maxLead, res.maxHeld = gate.maxLead.Load(), trim.maxHeld.Load()
+	res.evaluations, res.vmaasServed = domain.Evaluator.Stats().Evaluations.Load(), s.vmaasServed()-servedBefore
 	if res.hosts, err = checker.Check(ctx, domain.Store.DB(), ds, s.load.Shape, s.plan.Expected, 8); err != nil {
 		return res, err
 	}
