@@ -2,11 +2,16 @@ package demo
 
 import (
 	"context"
+	crand "crypto/rand"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
+
+	"github.com/patchflow/patchflow/cmd/internal/listener"
 	"github.com/patchflow/patchflow/cmd/internal/loadgen"
 )
 
@@ -119,4 +124,92 @@ func TestParseVmHWM(t *testing.T) {
 	if peak, err := PeakRSS(); err != nil || peak <= 0 {
 		t.Fatalf("PeakRSS = %d, %v", peak, err)
 	}
+}
+
+// What the group committed is deleted from the in-process broker, and the
+// broker's memory is freed with it: the demo's topics get segments small
+// enough to be dropped whole (kfake's default of 100 MiB per partition
+// keeps everything a demo produces).
+func TestTrimmerFreesTheBrokersMemory(t *testing.T) {
+	const topic, group, records, size = "trim-test", "trim-test-group", 400, 100 << 10
+	cluster, err := listener.StartEmbedded(topic, topic+".dlq", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	brokers := cluster.ListenAddrs()
+	trim, err := newTrimmer(brokers, sarama.V3_6_0_0, topic, group, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer trim.close()
+
+	cfg := sarama.NewConfig()
+	cfg.Version = sarama.V3_6_0_0
+	cfg.Producer.Return.Successes = true
+	cfg.Producer.MaxMessageBytes = 1 << 20
+	producer, err := sarama.NewSyncProducer(brokers, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer producer.Close()
+	value := make([]byte, size)
+	for i := 0; i < records; i++ {
+		_, _ = crand.Read(value) // incompressible, as the broker stores it
+		if _, _, err := producer.SendMessage(&sarama.ProducerMessage{Topic: topic, Value: sarama.ByteEncoder(value)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	full := heapAlloc()
+
+	client, err := sarama.NewClient(brokers, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	// A simple commit (no generation), as a group's member would commit.
+	coordinator, err := client.Coordinator(group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit := &sarama.OffsetCommitRequest{Version: 2, ConsumerGroup: group, ConsumerGroupGeneration: sarama.GroupGenerationUndefined, RetentionTime: -1}
+	commit.AddBlock(topic, 0, records-10, 0, "")
+	resp, err := coordinator.CommitOffset(commit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kerr := resp.Errors[topic][0]; kerr != sarama.ErrNoError {
+		t.Fatal(kerr)
+	}
+	if err := trim.trim(); err != nil {
+		t.Fatal(err)
+	}
+	if c := trim.committed.Load(); c != records-10 {
+		t.Fatalf("trimmer read %d committed, want %d", c, records-10)
+	}
+	if held := trim.maxHeld.Load(); held != records {
+		t.Fatalf("trimmer saw %d records held before deleting, want %d", held, records)
+	}
+	if err := trim.trim(); err != nil {
+		t.Fatal(err)
+	}
+	if held := trim.maxHeld.Load(); held != records {
+		t.Fatalf("largest count held %d, want %d", held, records)
+	}
+	start, err := client.GetOffset(topic, 0, sarama.OffsetOldest)
+	if err != nil || start != records-10 {
+		t.Fatalf("log start offset %d (%v), want %d", start, err, records-10)
+	}
+	after := heapAlloc()
+	if freed := full - after; freed < records*size/2 {
+		t.Fatalf("heap %d MiB with %d records of %d KiB, %d MiB after deleting all but 10: freed %d MiB, want at least half",
+			full>>20, records, size>>10, after>>20, (full-after)>>20)
+	}
+}
+
+func heapAlloc() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
 }

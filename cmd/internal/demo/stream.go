@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -177,7 +178,7 @@ func runStream(ctx context.Context, base *listener.Config, ds *platform.Dataset,
 		if now := time.Now(); s.progress != nil && now.Sub(lastLine) >= s.every {
 			fmt.Fprintf(s.progress, "  %5.0fs  %6d/%d finished  %5.0f records/s  produced %6d  in flight %4d  lag %6d  skipped %d  dead-lettered %d  retried %d\n",
 				now.Sub(began).Seconds(), finished, res.total, float64(finished-prev)/now.Sub(lastLine).Seconds(), gate.sent.Load(), snap.InFlight,
-				res.total-finished, snap.Skipped, snap.DeadLettered, snap.Retried)
+				max(0, gate.sent.Load()-finished), snap.Skipped, snap.DeadLettered, snap.Retried)
 			prev, lastLine = finished, now
 		}
 		if res.finishedAfter == 0 || !productionDone {
@@ -263,6 +264,10 @@ type trimmer struct {
 	stopOnce sync.Once
 }
 
+// segmentBytes is the segment size of the demo's topics: the broker frees
+// deleted records a segment at a time.
+const segmentBytes = 1 << 20
+
 func newTrimmer(brokers []string, version sarama.KafkaVersion, topic, group string, partitions int32) (*trimmer, error) {
 	cfg := sarama.NewConfig()
 	cfg.ClientID = "patchflow-demo-trimmer"
@@ -280,6 +285,15 @@ func newTrimmer(brokers []string, version sarama.KafkaVersion, topic, group stri
 	if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
 		_ = admin.Close()
 		return nil, fmt.Errorf("create topic %s: %w", topic, err)
+	}
+	// Deleting records frees the broker's memory only a whole segment at a
+	// time; kfake's default segment holds 100 MiB per partition.
+	segment := strconv.Itoa(segmentBytes)
+	err = admin.IncrementalAlterConfig(sarama.TopicResource, topic, map[string]sarama.IncrementalAlterConfigsEntry{
+		"segment.bytes": {Operation: sarama.IncrementalAlterConfigsOperationSet, Value: &segment}}, false)
+	if err != nil {
+		_ = admin.Close()
+		return nil, fmt.Errorf("topic %s: set segment.bytes: %w", topic, err)
 	}
 	if err := client.RefreshMetadata(topic); err != nil {
 		_ = admin.Close()

@@ -75,8 +75,16 @@ func Produce(ctx context.Context, ds *platform.Dataset, o Options, plan *Plan, p
 		var firstErr error
 		for i := 0; i < len(plan.Items); i++ {
 			select {
-			case <-producer.Successes():
-			case e := <-producer.Errors():
+			case _, ok := <-producer.Successes():
+				if !ok { // closed: Produce returned early
+					acked <- firstErr
+					return
+				}
+			case e, ok := <-producer.Errors():
+				if !ok {
+					acked <- firstErr
+					return
+				}
 				if firstErr == nil {
 					firstErr = e.Err
 				}
