@@ -8,6 +8,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/http"
+	_ "net/http/pprof" // served with -pprof
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -29,6 +31,7 @@ func main() {
 	fs.IntVar(&opts.CompareEvents, "compare-events", opts.CompareEvents,
 		"good events of the stream each design (the pipeline, one record at a time per partition) is measured on, in turn (0: no comparison)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address (e.g. 127.0.0.1:6060), for heap profiles during the run")
 	_ = fs.Parse(os.Args[1:])
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -38,6 +41,9 @@ func main() {
 		}
 		_ = pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
+	}
+	if *pprofAddr != "" {
+		go func() { fmt.Fprintln(os.Stderr, "demo: pprof:", http.ListenAndServe(*pprofAddr, nil)) }()
 	}
 	if os.Getenv("DATABASE_URL") == "" {
 		fmt.Fprintln(os.Stderr, "demo: set DATABASE_URL, or run `make demo`, which starts a throwaway PostgreSQL")
@@ -56,7 +62,7 @@ func main() {
 		case "LOG_LEVEL":
 			return "error", true // the demo dead-letters on purpose; skip the warning per record
 		case "VMAAS_CACHE_SIZE":
-			// The listener's default keeps 10,000 answers: about 1 GB at the
+			// The listener's default keeps 10,000 answers: over 1 GB at the
 			// demo's 400-package profiles, for the few repeats of its stream.
 			return demo.VMaaSCacheSize, true
 		}

@@ -112,6 +112,18 @@ func TestCompareStreamsHaveHostsOfTheirOwn(t *testing.T) {
 	}
 }
 
+// The comparison's streams are produced up front, so with the defaults
+// they must fit in the lead, or make demo fails after its main run.
+func TestDefaultComparisonFitsTheLead(t *testing.T) {
+	opts := DefaultOptions()
+	pl, sl := compareLoads(opts)
+	for _, o := range []loadgen.Options{pl, sl} {
+		if n := len(loadgen.NewPlan(o).Items); n > opts.Lead {
+			t.Fatalf("a comparison stream of %d messages, lead %d", n, opts.Lead)
+		}
+	}
+}
+
 func TestParseVmHWM(t *testing.T) {
 	status := "Name:\tdemo\nVmPeak:\t 5000 kB\nVmHWM:\t  123456 kB\nVmRSS:\t 1000 kB\n"
 	got, err := parseVmHWM(strings.NewReader(status))
