@@ -18,9 +18,11 @@ build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
 ## demo: the product end to end: a throwaway PostgreSQL (unless DATABASE_URL is set), the embedded
-## broker, the platform mock, 20,000 realistic events, live progress and a checked summary
+## broker, the platform mock, 20,000 realistic events, live progress and a checked summary, then the
+## pipeline and one record at a time per partition measured in turn on 900 events each;
+## DEMO_FLAGS for the demo's flags (e.g. DEMO_FLAGS='-events 4000 -hosts 1000')
 demo:
-	.ci/postgres with $(GO) run ./cmd/demo
+	.ci/postgres with $(GO) run ./cmd/demo $(DEMO_FLAGS)
 
 ## test: generated code current, lint, vet, formatting, then every test with the race detector,
 ## against a throwaway PostgreSQL unless DATABASE_URL names one

@@ -18,12 +18,9 @@ import (
 	"time"
 
 	"github.com/patchflow/patchflow/actors"
-	"github.com/patchflow/patchflow/cmd/internal/checker"
 	"github.com/patchflow/patchflow/cmd/internal/listener"
 	"github.com/patchflow/patchflow/cmd/internal/loadgen"
-	"github.com/patchflow/patchflow/cmd/internal/offsets"
 	"github.com/patchflow/patchflow/cmd/internal/platform"
-	"github.com/patchflow/patchflow/messages"
 )
 
 // Options choose the demo's size and the platform's behaviour.
@@ -31,32 +28,80 @@ type Options struct {
 	Load         loadgen.Options
 	Dataset      platform.DatasetSize
 	VMaaSLatency string // platform.ParseLatency form
+	// Lead bounds the broker's backlog: the producer runs at most this many
+	// messages ahead of the consumer group's committed offsets, and the
+	// demo deletes from the broker what the group committed.
+	Lead int
+	// CompareEvents is the size of the stream on which the pipeline and
+	// the sequential design (one record at a time per partition) are
+	// measured, in turn, in the same conditions (0: no comparison). With
+	// bad messages and messages to skip, the stream must fit in Lead.
+	CompareEvents int
 }
 
 // DefaultOptions: 20,000 realistic events, VMaaS at a long-tailed 100 ms,
-// 0.5% bad messages and 0.5% messages the listener skips on top.
+// 0.5% bad messages and 0.5% messages the listener skips on top; at most
+// 1,000 messages past the committed offsets (about 100 MB once the
+// consumer has fetched them, which it does: with the records in flight and
+// the broker's share, a lead of 2,000 took the process to 1.5 GB); both
+// designs compared on 900 events (910 messages, within the lead).
 func DefaultOptions() Options {
 	o := loadgen.DefaultOptions()
 	o.BadShare, o.SkipShare = 0.005, 0.005
-	return Options{Load: o, Dataset: platform.DefaultSize(), VMaaSLatency: "longtail:100ms"}
+	return Options{Load: o, Dataset: platform.DefaultSize(), VMaaSLatency: "longtail:100ms", Lead: 1000, CompareEvents: 900}
+}
+
+// VMaaSCacheSize is the VMaaS answer cache the demo's command gives the
+// listener (VMAAS_CACHE_SIZE) unless the environment sets one: the
+// listener's default of 10,000 answers would hold over 1 GB at the demo's
+// 400-package profiles (a heap profile puts an answer at about 113 KB),
+// where this stream repeats a profile about once in a hundred evaluations
+// (32 of 2,892 reached the cache in a 3,000-event run with 2,000 answers).
+const VMaaSCacheSize = "1000"
+
+// Report is what the demo measured.
+type Report struct {
+	Main       Measured
+	Pipeline   *Measured // the comparison's runs; nil without one
+	Sequential *Measured
+}
+
+// Measured is one run of the listener.
+type Measured struct {
+	Events     int           // messages on its topic
+	Finished   time.Duration // from the first record admitted to every record finished
+	Rate       float64       // Events / Finished
+	MaxLead    int64         // the producer's largest lead over the committed offsets
+	MaxHeld    int64         // the most records the broker held for its topic, read every 100 ms
+	MeanHandle time.Duration // mean handler time
+}
+
+func measured(r streamResult) *Measured {
+	return &Measured{Events: int(r.total), Finished: r.finishedAfter, Rate: r.rate(), MaxLead: r.maxLead, MaxHeld: r.maxHeld, MeanHandle: r.meanHandler}
 }
 
 // Run executes the demo. env supplies the listener's settings (the process
 // environment, with demo defaults); DATABASE_URL must name a database.
 // It returns an error unless every host ended as expected, every bad message
 // was dead-lettered, every message to skip was skipped for its reason (and
-// so not dead-lettered), and every partition was committed to its end.
-func Run(ctx context.Context, env func(string) (string, bool), opts Options, out io.Writer, logger *slog.Logger) error {
+// so not dead-lettered), and every partition was committed to its end, in
+// the main run and in each run of the comparison.
+func Run(ctx context.Context, env func(string) (string, bool), opts Options, out io.Writer, logger *slog.Logger) (Report, error) {
+	var report Report
+	if opts.Lead < 1 {
+		return report, fmt.Errorf("the lead must be at least 1, got %d", opts.Lead)
+	}
 	ds := platform.NewDataset(opts.Load.Seed, opts.Dataset)
 	mock, err := platform.NewServer(ds, platform.ServerOptions{
 		Faults: platform.Faults{Latency: opts.VMaaSLatency}, InventoryLatency: platform.Latency{Kind: "fixed", Base: 20 * time.Millisecond},
 		Shape: opts.Load.Shape, BulkProfiles: opts.Load.Bulk})
 	if err != nil {
-		return err
+		return report, err
 	}
+	vmaasServed := func() int64 { return mock.Stats().VMaaSCalls }
 	mockURL, stopMock, err := platform.Listen(mock)
 	if err != nil {
-		return err
+		return report, err
 	}
 	defer stopMock()
 
@@ -68,15 +113,15 @@ func Run(ctx context.Context, env func(string) (string, bool), opts Options, out
 		return env(k)
 	})
 	if err != nil {
-		return err
+		return report, err
 	}
 	if !cfg.Embedded {
-		return fmt.Errorf("the demo runs on its embedded broker; unset KAFKA_BROKERS")
+		return report, fmt.Errorf("the demo runs on its embedded broker; unset KAFKA_BROKERS")
 	}
 	k := cfg.Kafka
 	cluster, err := listener.StartEmbedded(k.Topic, k.DLQTopic, cfg.EmbeddedPartitions)
 	if err != nil {
-		return err
+		return report, err
 	}
 	defer cluster.Close()
 	cfg.Brokers, cfg.Kafka.Brokers = cluster.ListenAddrs(), cluster.ListenAddrs()
@@ -85,124 +130,56 @@ func Run(ctx context.Context, env func(string) (string, bool), opts Options, out
 		cfg.Brokers, k.Topic, cfg.EmbeddedPartitions, mockURL, opts.VMaaSLatency)
 
 	plan := loadgen.NewPlan(opts.Load)
-	res, err := loadgen.Produce(ctx, ds, opts.Load, plan, loadgen.ProduceOptions{Brokers: k.Brokers, Topic: k.Topic, Version: k.Version, Compression: "lz4", Progress: out})
+	_, described, _ := strings.Cut(loadgen.Summary(plan, loadgen.Result{}), "\n") // its first line is about a send not yet made
+	fmt.Fprintf(out, "stream of %d messages, produced beside the listener:\n%s", len(plan.Items), described)
+	main := stream{name: "main run", topic: k.Topic, dlq: k.DLQTopic, group: k.Group, load: opts.Load, plan: plan,
+		perPartition: cfg.Pipeline.InFlightPerPartition, lead: opts.Lead, progress: out, every: time.Second, vmaasServed: vmaasServed}
+	fmt.Fprintf(out, "listener running: %d partitions, up to %d records in flight per partition, %d in all; "+
+		"the producer stays at most %d messages ahead of the group's committed offsets, and what is committed is deleted from the broker\n",
+		cfg.EmbeddedPartitions, cfg.Pipeline.InFlightPerPartition, cfg.Pipeline.InFlightTotal, opts.Lead)
+	res, err := runStream(ctx, cfg, ds, main, logger)
 	if err != nil {
-		return err
+		return report, err
 	}
-	fmt.Fprint(out, loadgen.Summary(plan, res))
+	report.Main = *measured(res)
 
-	domain, err := listener.NewDomain(ctx, cfg, logger, nil)
-	if err != nil {
-		return err
+	var cmp *comparison
+	if opts.CompareEvents > 0 {
+		if cmp, err = compare(ctx, cfg, ds, opts, vmaasServed, out, logger); err != nil {
+			return report, err
+		}
+		report.Pipeline, report.Sequential = measured(cmp.pipeline), measured(cmp.sequential)
 	}
-	defer domain.Close()
-	timed := &listener.TimedHandler{Inner: domain.Handler}
 
-	// The old design's speed, measured: the same handler, one event at a
-	// time, on events of hosts the main stream does not touch.
-	sequential, err := measureSequential(ctx, ds, opts.Load, domain.Handler)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "sequential baseline: %v per event, one at a time (%d events of other hosts)\n", sequential.Round(time.Millisecond), sequentialSample)
-
-	run, err := listener.Start(ctx, cfg, timed, logger)
-	if err != nil {
-		return err
-	}
-	defer run.Stop()
-	bridge := run.Bridge
-	start, err := offsets.Read(k.Brokers, k.Topic, "")
-	if err != nil {
-		return err
-	}
-	total := start.Total()
-	stats := bridge.Stats()
-	for stats.Snapshot().Admitted == 0 {
-		time.Sleep(time.Millisecond)
-	}
-	began := time.Now()
-	fmt.Fprintf(out, "listener running: %d partitions, up to %d records in flight per partition, %d in all\n",
-		cfg.EmbeddedPartitions, cfg.Pipeline.InFlightPerPartition, cfg.Pipeline.InFlightTotal)
-	var finishedAfter time.Duration
-	var prev int64
-	lastLine := began
-	poll := time.NewTicker(50 * time.Millisecond)
-	defer poll.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			_ = run.Stop()
-			return ctx.Err()
-		case <-run.Exited():
-			return fmt.Errorf("listener stopped early: %v", run.Err())
-		case <-poll.C:
-		}
-		s := stats.Snapshot()
-		finished := finishedRecords(s)
-		if finishedAfter == 0 && finished >= total {
-			finishedAfter = time.Since(began)
-		}
-		if now := time.Now(); now.Sub(lastLine) >= time.Second {
-			fmt.Fprintf(out, "  %5.0fs  %6d/%d finished  %5.0f records/s  in flight %4d  lag %6d  skipped %d  dead-lettered %d  retried %d\n",
-				now.Sub(began).Seconds(), finished, total, float64(finished-prev)/now.Sub(lastLine).Seconds(), s.InFlight,
-				total-finished, s.Skipped, s.DeadLettered, s.Retried)
-			prev, lastLine = finished, now
-		}
-		if finishedAfter == 0 {
-			continue
-		}
-		if p, err := offsets.Read(k.Brokers, k.Topic, k.Group); err != nil || !p.AtEnd() {
-			continue // the last commit lands within the auto-commit interval
-		}
-		break
-	}
-	committedAfter := time.Since(began)
-	if err := run.Stop(); err != nil {
-		return err
-	}
-	s := stats.Snapshot()
-
-	fmt.Fprintf(out, "\nchecking every host against the last event sent for it...\n")
-	rep, err := checker.Check(ctx, domain.Store.DB(), ds, opts.Load.Shape, plan.Expected, 8)
-	if err != nil {
-		return err
-	}
-	dlq, err := offsets.Read(k.Brokers, k.DLQTopic, "")
-	if err != nil {
-		return err
-	}
-	dead := dlq.Total()
-
-	meanLatency, _ := timed.Mean()
-	rate := float64(total) / finishedAfter.Seconds()
-	sequentialRate := float64(cfg.EmbeddedPartitions) / sequential.Seconds()
+	s := res.stats
 	fmt.Fprintf(out, "\nsummary\n")
-	fmt.Fprintf(out, "  hosts             %s\n", rep)
-	for _, e := range rep.Examples {
+	fmt.Fprintf(out, "  hosts             %s\n", res.hosts)
+	for _, e := range res.hosts.Examples {
 		fmt.Fprintf(out, "                      wrong: %s\n", e)
 	}
-	fmt.Fprintf(out, "  dead letters      %d written, %d bad messages sent\n", dead, plan.BadCount())
-	skipLine, skipsOK := skipSummary(plan, s)
+	fmt.Fprintf(out, "  dead letters      %d written, %d bad messages sent\n", res.dead, plan.BadCount())
+	skipLine, _ := skipSummary(plan, s)
 	fmt.Fprintf(out, "  skipped           %s\n", skipLine)
-	fmt.Fprintf(out, "  offsets           every partition committed to its end offset (%d records)\n", total)
+	fmt.Fprintf(out, "  offsets           every partition committed to its end offset (%d records)\n", res.total)
 	fmt.Fprintf(out, "  pipeline          %d succeeded, %d skipped, %d dead-lettered, %d retried, %d handled more than once\n",
-		s.Succeeded, s.Skipped, s.DeadLettered, s.Retried, finishedRecords(s)-total)
+		s.Succeeded, s.Skipped, s.DeadLettered, s.Retried, finishedRecords(s)-res.total)
+	fmt.Fprintf(out, "  produced          %d messages, %.1f MB, in %v, beside the listener\n",
+		res.produced.Messages, float64(res.produced.Bytes)/1e6, res.produced.Elapsed.Round(time.Millisecond))
+	fmt.Fprintf(out, "  backlog           the producer at most %d messages ahead of the committed offsets (bound %d); the broker held at most %d records of the topic (read every 100 ms)\n",
+		res.maxLead, opts.Lead, res.maxHeld)
+	fmt.Fprintf(out, "  VMaaS             %d evaluations stored, %d requests served by the mock (the listener's cache: %d answers)\n",
+		res.evaluations, res.vmaasServed, cfg.Domain.VMaaSCacheSize)
 	fmt.Fprintf(out, "  time              %v to finish every record, %v until the last commit landed\n",
-		finishedAfter.Round(time.Millisecond), committedAfter.Round(time.Millisecond))
-	fmt.Fprintf(out, "  throughput        %.0f records/s; mean handler time under this load %v (VMaaS %s, PostgreSQL, decoding)\n", rate, meanLatency.Round(time.Millisecond), opts.VMaaSLatency)
-	fmt.Fprintf(out, "  sequential        %.1f records/s for one record at a time per partition (%d partitions / %v measured alone): %.1fx faster\n",
-		sequentialRate, cfg.EmbeddedPartitions, sequential.Round(time.Millisecond), rate/sequentialRate)
-
-	switch {
-	case !rep.OK():
-		return fmt.Errorf("%d hosts missing and %d wrong", rep.Missing, rep.Wrong)
-	case dead != int64(plan.BadCount()):
-		return fmt.Errorf("%d dead letters for %d bad messages", dead, plan.BadCount())
-	case !skipsOK:
-		return fmt.Errorf("skipped records by reason %v, for %v messages to skip", s.SkippedByReason, plan.Skipped)
+		res.finishedAfter.Round(time.Millisecond), res.committedAfter.Round(time.Millisecond))
+	fmt.Fprintf(out, "  throughput        %.0f records/s while the events were produced on the same machine; mean handler time under this load %v (VMaaS %s, PostgreSQL, decoding)\n",
+		res.rate(), res.meanHandler.Round(time.Millisecond), opts.VMaaSLatency)
+	if cmp != nil {
+		fmt.Fprintf(out, "  comparison        %s\n", cmp.line(cfg, opts))
 	}
-	return nil
+	if err := res.verify(main); err != nil {
+		return report, err
+	}
+	return report, nil
 }
 
 // finishedRecords counts the records the pipeline finished: handled,
@@ -227,28 +204,4 @@ func skipSummary(plan *loadgen.Plan, s actors.StatsSnapshot) (string, bool) {
 		}
 	}
 	return strings.TrimSuffix(b.String(), ";"), ok
-}
-
-// sequentialSample is how many events the sequential baseline handles.
-const sequentialSample = 40
-
-// measureSequential handles sequentialSample created and updated events of
-// hosts outside the main stream, one at a time, and returns the mean time.
-func measureSequential(ctx context.Context, ds *platform.Dataset, o loadgen.Options, h actors.Handler) (time.Duration, error) {
-	start := time.Now()
-	for i := 0; i < sequentialSample; i++ {
-		spec := platform.EventSpec{Type: "created", HostID: platform.HostID(o.Seed^0x5e9, i/2), OrgID: "org-baseline",
-			Timestamp: o.Start.Add(time.Duration(i) * time.Millisecond), Bulk: o.Bulk}
-		if i%2 == 1 {
-			spec.Type, spec.Revision = "updated", 1
-		}
-		body, err := ds.Event(spec, o.Shape)
-		if err != nil {
-			return 0, err
-		}
-		if err := h.Handle(ctx, &messages.Record{Key: []byte(spec.HostID), Value: body}); err != nil {
-			return 0, fmt.Errorf("sequential baseline: %w", err)
-		}
-	}
-	return time.Since(start) / sequentialSample, nil
 }

@@ -24,6 +24,11 @@ type ProduceOptions struct {
 	Compression string  // none, gzip, snappy, lz4, zstd
 	Rate        float64 // messages per second; 0: as fast as possible
 	Progress    io.Writer
+	// Wait, when set, is called before the message at plan index i is
+	// handed to the producer and may block to pace it (the demo keeps it
+	// a bounded number of messages ahead of the consumer group); an error
+	// stops Produce with that error.
+	Wait func(ctx context.Context, i int) error
 }
 
 // Result says what was sent.
@@ -70,8 +75,16 @@ func Produce(ctx context.Context, ds *platform.Dataset, o Options, plan *Plan, p
 		var firstErr error
 		for i := 0; i < len(plan.Items); i++ {
 			select {
-			case <-producer.Successes():
-			case e := <-producer.Errors():
+			case _, ok := <-producer.Successes():
+				if !ok { // closed: Produce returned early
+					acked <- firstErr
+					return
+				}
+			case e, ok := <-producer.Errors():
+				if !ok {
+					acked <- firstErr
+					return
+				}
 				if firstErr == nil {
 					firstErr = e.Err
 				}
@@ -114,6 +127,11 @@ func Produce(ctx context.Context, ds *platform.Dataset, o Options, plan *Plan, p
 			if po.Rate > 0 {
 				if wait := time.Until(start.Add(time.Duration(float64(i) / po.Rate * float64(time.Second)))); wait > 0 {
 					time.Sleep(wait)
+				}
+			}
+			if po.Wait != nil {
+				if err := po.Wait(ctx, i); err != nil {
+					return Result{}, err
 				}
 			}
 			body := bodies[i-lo]
