@@ -29,7 +29,7 @@ func main() {
 	listenerBin := flag.String("listener", "bin/listener", "the listener binary, for scenarios 5 and 6")
 	beforeBin := flag.String("listener-before", "", "the listener built at "+bench.BeforeCommit+", the commit before issue 11, with the simulated handler's measurement knobs (.ci/listener-before; make bench builds it), measured beside -listener in the pinned and crash-replay scenarios (empty: -listener alone)")
 	kafkaVersion := flag.String("kafka-version", "", "version of the real broker, for the report")
-	only := flag.String("only", "core,end-to-end,memory,pinned,crash-replay", "comma-separated scenarios to run: core (1-3), end-to-end (4), memory (5), pinned (5, a record that never finishes), crash-replay (6)")
+	only := flag.String("only", "core,end-to-end,memory,pinned,crash-replay,reads", "comma-separated scenarios to run: core (1-3), end-to-end (4), memory (5), pinned (5, a record that never finishes), crash-replay (6), reads (7, needs -database-url)")
 	fromJSON := flag.String("from-json", "", "only rewrite the markdown and the plot from this benchmarks.json (no measuring)")
 	events := flag.Int("events", 0, "events per end-to-end configuration (0: the plan's)")
 	flag.Parse()
@@ -69,7 +69,7 @@ func main() {
 	chosen := map[string]bool{}
 	for _, s := range strings.Split(*only, ",") {
 		switch s = strings.TrimSpace(s); s {
-		case "core", "end-to-end", "memory", "pinned", "crash-replay":
+		case "core", "end-to-end", "memory", "pinned", "crash-replay", "reads":
 			chosen[s] = true
 		default:
 			must(fmt.Errorf("-only: unknown scenario %q", s))
@@ -139,6 +139,11 @@ func main() {
 				r.Crash = append(r.Crash, res)
 			}
 		}
+	}
+	if run("reads") && *databaseURL != "" {
+		reads := &bench.Reads{DatabaseURL: *databaseURL, Plan: plan.Reads, Log: os.Stdout}
+		r.Reads, err = reads.Run(context.Background())
+		must(err)
 	}
 	_ = os.RemoveAll(work) // kept when a scenario failed: must exits first
 	r.Took = time.Since(started).Round(time.Second).String()

@@ -37,6 +37,9 @@ type Report struct {
 	// side by side.
 	Pinned []PinnedResult `json:"memory_pinned,omitempty"`
 	Crash  []CrashResult  `json:"crash_replay,omitempty"`
+	// Reads is scenario 7: the reads of a patch service before and after
+	// the storage change (nil when not run).
+	Reads *ReadsResult `json:"reads,omitempty"`
 	// Load is how busy the machine was during the run (nil: not sampled).
 	Load *Load `json:"load,omitempty"`
 	// Versions of what was measured.
