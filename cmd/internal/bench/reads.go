@@ -69,6 +69,9 @@ type ReadTiming struct {
 	MeanMS  float64 `json:"mean_ms"`
 	MaxMS   float64 `json:"max_ms"`
 	MeanRow float64 `json:"mean_rows"`
+	// Load is the machine's 1-minute load average when the calls began
+	// (-1: unknown).
+	Load float64 `json:"load"`
 	// Scans counts, over the timed calls, the scans of the system tables
 	// and their indexes (PostgreSQL's pg_stat_user_tables and
 	// pg_stat_user_indexes): "seq <table>" or the index's name.
@@ -282,6 +285,10 @@ func (r *Reads) measure(ctx context.Context, schema uint, rd reader, calls, stat
 		if err != nil {
 			return nil, nil, err
 		}
+		load, err := loadAverage()
+		if err != nil {
+			load = -1
+		}
 		var took []time.Duration
 		rows := 0
 		start := time.Now()
@@ -304,14 +311,15 @@ func (r *Reads) measure(ctx context.Context, schema uint, rd reader, calls, stat
 		}
 		t := summarize(read, schema, took)
 		t.MeanRow = float64(rows) / float64(len(took))
+		t.Load = load
 		t.Scans = map[string]int64{}
 		for k, v := range after {
 			if d := v - before[k]; d > 0 {
 				t.Scans[k] = d
 			}
 		}
-		r.logf("schema %d, %-38s %3d calls: p50 %7.2f ms, p99 %7.2f ms, mean %7.2f ms; %.0f rows a call; scans %v",
-			schema, read, t.Calls, t.P50MS, t.P99MS, t.MeanMS, t.MeanRow, t.Scans)
+		r.logf("schema %d, %-38s %3d calls: p50 %7.2f ms, p99 %7.2f ms, mean %7.2f ms; %.0f rows a call; load %.1f; scans %v",
+			schema, read, t.Calls, t.P50MS, t.P99MS, t.MeanMS, t.MeanRow, t.Load, t.Scans)
 		out = append(out, t)
 	}
 	return out, answers, nil

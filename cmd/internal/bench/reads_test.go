@@ -249,6 +249,11 @@ func TestReadsTarget(t *testing.T) {
 	if got := row(); got[3] != "**not met**" || !strings.Contains(got[2], "1 of 1200 answers differed") {
 		t.Errorf("an answer that differed: %q", got)
 	}
+	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 50000: "50,000", 20000000: "20,000,000", -1234: "-1,234"} {
+		if got := thousands(n); got != want {
+			t.Errorf("thousands(%d) = %q, want %q", n, got, want)
+		}
+	}
 	path := filepath.Join(t.TempDir(), "b.md")
 	if err := r.WriteMarkdown(path); err != nil {
 		t.Fatal(err)
@@ -257,7 +262,7 @@ func TestReadsTarget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"## 7. Reads", "| systems an advisory affects (a page) | 2 | 300 |", "system_advisory_ids 300", "First difference: x"} {
+	for _, want := range []string{"## 7. Reads", "of 50,000 systems in 50 orgs", "| systems an advisory affects (a page) | 2 | 300 |", "system_advisory_ids 300", "First difference: x"} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("the report lacks %q", want)
 		}
