@@ -55,6 +55,7 @@ func (r *Report) WriteMarkdown(path string) error {
 	r.memoryTable(&b)
 	r.pinnedTable(&b)
 	r.crashTable(&b)
+	r.readsTable(&b)
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
@@ -153,6 +154,7 @@ func (r *Report) targets() [][4]string {
 		measured += fmt.Sprintf("; %d never handled in %d runs", lost, len(r.Crash))
 		rows = append(rows, [4]string{"6. crash replay (kafka)", target, measured, metText(ok)})
 	}
+	rows = append(rows, r.readsTargets()...)
 	return rows
 }
 

@@ -45,6 +45,8 @@ type Plan struct {
 	CrashRecords, CrashRecordBytes, CrashKeys, CrashConcurrency, CrashPerPartition int
 	CrashLatency                                                                   time.Duration
 	CrashKillAt                                                                    float64
+	// Reads: the reads scenario (7).
+	Reads ReadsPlan
 }
 
 // FullPlan is what `make bench` runs.
@@ -65,6 +67,7 @@ func FullPlan() Plan {
 		CrashRecords: 200_000, CrashRecordBytes: 1024, CrashKeys: 10_000, CrashConcurrency: 1024, CrashPerPartition: 128,
 		CrashKills:   []string{KillAfterCommit, KillAnywhere},
 		CrashLatency: 100 * time.Millisecond, CrashKillAt: 0.5,
+		Reads: FullReadsPlan(),
 	}
 }
 
@@ -81,6 +84,7 @@ func QuickPlan() Plan {
 	p.MemoryBacklogs, p.MemoryWindow = []int{50_000, 500_000}, 5*time.Second
 	p.PinWindow, p.PinHold = 20*time.Second, 3*time.Second
 	p.CrashRecords = 40_000
+	p.Reads = QuickReadsPlan()
 	return p
 }
 

@@ -40,6 +40,9 @@ type Report struct {
 	// Postgres is what the end-to-end scenario's server had in force (nil:
 	// not run).
 	Postgres *PostgresSettings `json:"postgres,omitempty"`
+	// Reads is scenario 7: the reads of a patch service before and after
+	// the storage change (nil when not run).
+	Reads *ReadsResult `json:"reads,omitempty"`
 	// Load is how busy the machine was during the run (nil: not sampled).
 	Load *Load `json:"load,omitempty"`
 	// Versions of what was measured.
