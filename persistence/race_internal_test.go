@@ -56,7 +56,7 @@ func TestInsertRacingADeleteDoesNotResurrect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	defer tx.Rollback()                                                                    //nolint:errcheck // a no-op after Commit
 	if _, err := s.deleteSystem(ctx, tx, "org-1", host, at.Add(time.Minute)); err != nil { // B's delete, open
 		t.Fatal(err)
 	}
