@@ -63,11 +63,10 @@ func newIDCache(size int) *idCache {
 	return &idCache{accounts: a, packages: p, advisories: v}
 }
 
-// queryer is what id resolution needs of a connection.
+// queryer is what id resolution needs of a connection: lookups on it, and
+// transactions for the inserts.
 type queryer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	rowsQueryer
 	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
 }
 

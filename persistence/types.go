@@ -101,7 +101,8 @@ func (u *SystemUpload) moduleStrings() []string {
 	return out
 }
 
-// UploadResult says what StoreSystem did.
+// UploadResult says what StoreSystem or StoreEvaluatedSystem did (or, in
+// UploadCheck, what they would do).
 type UploadResult struct {
 	SystemID int64
 	// Applied is false when the upload was ignored: not newer than the last
