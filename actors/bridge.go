@@ -81,12 +81,16 @@ type BridgeConfig struct {
 // at any time; ConsumeClaim returns within DrainTimeout plus a small grace
 // after its claim ends.
 type Bridge struct {
-	cfg      BridgeConfig
-	total    credits
-	epochs   atomic.Int64
-	logger   *slog.Logger
-	claims   sync.Map // epoch -> *claimEntry, the claims running now
-	sessions atomic.Int64
+	cfg   BridgeConfig
+	total processPool
+	// concurrency is the adaptive limit's actor and what it publishes; nil
+	// and empty when the limit is fixed.
+	concurrency      *actor.PID
+	concurrencyState atomic.Pointer[ConcurrencyState]
+	epochs           atomic.Int64
+	logger           *slog.Logger
+	claims           sync.Map // epoch -> *claimEntry, the claims running now
+	sessions         atomic.Int64
 }
 
 // claimEntry is what Partitions reads of a running claim.
@@ -159,7 +163,40 @@ func NewBridge(cfg BridgeConfig) (*Bridge, error) {
 	if r, ok := cfg.Handler.(DependencyReporter); ok {
 		r.ReportDependenciesTo(cfg.Dependencies.Observe)
 	}
-	return &Bridge{cfg: cfg, total: newCredits(cfg.Settings.InFlightTotal), logger: cfg.Logger}, nil
+	b := &Bridge{cfg: cfg, logger: cfg.Logger}
+	if cfg.Settings.Concurrency != ConcurrencyAdaptive {
+		b.total = newCredits(cfg.Settings.InFlightTotal)
+		return b, nil
+	}
+	if cfg.System == nil {
+		return nil, fmt.Errorf("adaptive concurrency needs an actor system: its samples come from partition actors")
+	}
+	pool := newAdaptiveCredits(cfg.Settings.InFlightTotal)
+	a, err := newConcurrencyActor(cfg.Settings.LimitConfig(), pool, &b.concurrencyState)
+	if err != nil {
+		return nil, err
+	}
+	b.total = pool
+	b.concurrency = cfg.System.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return a }))
+	return b, nil
+}
+
+// Close stops the adaptive limit's actor, if any. Call it once every claim
+// has ended (the group members have stopped); the limit then stays where it
+// was.
+func (b *Bridge) Close() {
+	if b.concurrency != nil {
+		_ = b.cfg.System.Root.StopFuture(b.concurrency).Wait()
+	}
+}
+
+// Concurrency returns the process-wide in-flight limit now.
+func (b *Bridge) Concurrency() ConcurrencyState {
+	if s := b.concurrencyState.Load(); s != nil {
+		return *s
+	}
+	g := b.cfg.Settings.InFlightTotal
+	return ConcurrencyState{Mode: ConcurrencyFixed.String(), Limit: g, Floor: g, Ceiling: g}
 }
 
 // Stats returns the counters the bridge's partition actors update.
@@ -239,7 +276,7 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 		Resume: resume, Span: span,
 		Settings: b.cfg.Settings, Handler: b.cfg.Handler, DeadLetters: b.cfg.DeadLetters,
 		Marker: fence, Logger: b.logger.With("generation", generation), Stats: b.cfg.Stats,
-		Observer: b.cfg.Observer, Dependencies: b.cfg.Dependencies,
+		Observer: b.cfg.Observer, Dependencies: b.cfg.Dependencies, Samples: b.concurrency,
 		Release: func(n int) {
 			if err := cc.release(n); err != nil {
 				b.creditFault(log, err)
@@ -449,8 +486,8 @@ func (b *Bridge) FetchError(topic string, partition int32) {
 
 // CreditState is the process's credit book at one moment.
 type CreditState struct {
-	Limit int // G: credits in the process pool
-	Held  int // process credits held now
+	Limit int // the process pool's limit now: G, or the adaptive limit
+	Held  int // process credits held now (above Limit for a while after the adaptive limit fell)
 	// HeldByClaims is the sum of what the running claims hold; equal to Held
 	// whenever no claim is between taking its two credits.
 	HeldByClaims int
@@ -458,7 +495,7 @@ type CreditState struct {
 
 // Credits returns the process's credit book.
 func (b *Bridge) Credits() CreditState {
-	s := CreditState{Limit: cap(b.total), Held: b.total.inUse()}
+	s := CreditState{Limit: b.total.limit(), Held: b.total.inUse()}
 	b.claims.Range(func(_, v any) bool {
 		s.HeldByClaims += v.(*claimEntry).credits.heldNow()
 		return true

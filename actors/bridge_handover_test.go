@@ -147,8 +147,10 @@ func (w *lateMarker) Drain(time.Duration) (*messages.DrainResult, error) {
 // member may own by then.
 func TestBridgeFencesMarksAfterClaimEnded(t *testing.T) {
 	var worker *lateMarker
+	settings := testSettings(ordering.Unordered)
+	settings.Concurrency = actors.ConcurrencyFixed // no actor system: no adaptive limit
 	b, err := actors.NewBridge(actors.BridgeConfig{
-		Settings: testSettings(ordering.Unordered), Handler: actors.HandlerFunc(func(context.Context, *messages.Record) error { return nil }),
+		Settings: settings, Handler: actors.HandlerFunc(func(context.Context, *messages.Record) error { return nil }),
 		DeadLetters: actors.DeadLetterFunc(func(context.Context, *messages.DeadLetter) error { return nil }),
 		NewWorker: func(cfg actors.PartitionConfig) (actors.ClaimWorker, error) {
 			worker = &lateMarker{cfg: cfg, stopped: make(chan struct{})}

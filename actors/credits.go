@@ -48,8 +48,31 @@ func (c credits) release(n int) error {
 	return nil
 }
 
+// tryAcquire takes one credit if one is free now, without waiting.
+func (c credits) tryAcquire() bool {
+	select {
+	case c <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
 // inUse returns the credits held.
 func (c credits) inUse() int { return len(c) }
+
+// limit returns how many credits there are.
+func (c credits) limit() int { return cap(c) }
+
+// processPool is the process-wide credit pool (G): fixed credits, or an
+// adaptiveCredits whose limit the concurrency actor moves.
+type processPool interface {
+	acquire(ctx context.Context, stop, ended <-chan struct{}) bool
+	tryAcquire() bool
+	release(n int) error
+	inUse() int
+	limit() int
+}
 
 // claimCredits pairs a claim's partition credits (S) with the process-wide
 // pool (G). The bridge acquires one of each per record; the claim's worker
@@ -64,7 +87,7 @@ func (c credits) inUse() int { return len(c) }
 // per-record path takes no lock.
 type claimCredits struct {
 	partition credits
-	total     credits
+	total     processPool
 	// held counts the credit pairs acquired and not given back; closedBook
 	// once the claim has ended.
 	held atomic.Int64
@@ -73,7 +96,7 @@ type claimCredits struct {
 // closedBook marks a closed claimCredits.
 const closedBook = math.MinInt64
 
-func newClaimCredits(perPartition int, total credits) *claimCredits {
+func newClaimCredits(perPartition int, total processPool) *claimCredits {
 	return &claimCredits{partition: newCredits(perPartition), total: total}
 }
 
@@ -92,14 +115,10 @@ func (cc *claimCredits) acquire(ctx context.Context, stop, ended <-chan struct{}
 // tryAcquire takes a partition credit and a process credit if both are free
 // now, without waiting.
 func (cc *claimCredits) tryAcquire() bool {
-	select {
-	case cc.partition <- struct{}{}:
-	default:
+	if !cc.partition.tryAcquire() {
 		return false
 	}
-	select {
-	case cc.total <- struct{}{}:
-	default:
+	if !cc.total.tryAcquire() {
 		_ = cc.partition.release(1) // just acquired: cannot over-release
 		return false
 	}

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -13,11 +14,19 @@ import (
 // holds exactly what the open claims hold, and once every claim is closed it
 // holds nothing. An over-release is an error that changes nothing; a release
 // after close is a no-op.
+//
+// The same holds of the adaptive pool while its limit moves, and it grants
+// no credit while the limit is held.
 func TestClaimCreditsComeBackExactlyOnce(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		g := rapid.IntRange(1, 8).Draw(t, "G")
 		s := rapid.IntRange(1, 4).Draw(t, "S")
-		pool := newCredits(g)
+		var pool processPool = newCredits(g)
+		adaptive, _ := pool.(*adaptiveCredits)
+		if rapid.Bool().Draw(t, "adaptive") {
+			adaptive = newAdaptiveCredits(rapid.IntRange(1, g).Draw(t, "limit"))
+			pool = adaptive
+		}
 		claims := make([]*claimCredits, rapid.IntRange(1, 4).Draw(t, "claims"))
 		for i := range claims {
 			claims[i] = newClaimCredits(s, pool)
@@ -40,11 +49,18 @@ func TestClaimCreditsComeBackExactlyOnce(t *testing.T) {
 		steps := rapid.IntRange(0, 60).Draw(t, "steps")
 		for range steps {
 			c := claims[rapid.IntRange(0, len(claims)-1).Draw(t, "claim")]
-			switch rapid.IntRange(0, 4).Draw(t, "op") {
-			case 0:
-				c.tryAcquire()
-			case 1:
-				c.acquire(ctx, nil, nil)
+			switch rapid.IntRange(0, 5).Draw(t, "op") {
+			case 0, 1:
+				before, lim := pool.inUse(), pool.limit()
+				var ok bool
+				if rapid.Bool().Draw(t, "try") {
+					ok = c.tryAcquire()
+				} else {
+					ok = c.acquire(ctx, nil, nil)
+				}
+				if ok && before >= lim {
+					t.Fatalf("a credit was granted with %d held at a limit of %d", before, lim)
+				}
 			case 2:
 				if h := c.heldNow(); h > 0 {
 					if err := c.release(rapid.IntRange(1, h).Draw(t, "n")); err != nil {
@@ -64,6 +80,10 @@ func TestClaimCreditsComeBackExactlyOnce(t *testing.T) {
 				c.close()
 				if err := c.release(1); err != nil {
 					t.Fatalf("release after close: %v", err)
+				}
+			case 5:
+				if adaptive != nil {
+					adaptive.setLimit(rapid.IntRange(1, g).Draw(t, "newLimit"))
 				}
 			}
 			check()
@@ -113,5 +133,87 @@ func TestAttemptDeadlinesBoundEachAttempt(t *testing.T) {
 	}
 	if got := newAttemptDeadlines(parent, 0).context(time.Now()); got != parent {
 		t.Fatal("no timeout: the attempt should get the parent itself")
+	}
+}
+
+// The adaptive pool serves its waiters in arrival order as credits come
+// back or its limit rises, grants none while a lowered limit is still
+// exceeded, and a waiter that gives up is never left holding a credit.
+func TestAdaptiveCreditsServeWaitersInOrder(t *testing.T) {
+	p := newAdaptiveCredits(2)
+	if !p.tryAcquire() || !p.tryAcquire() || p.tryAcquire() {
+		t.Fatal("a limit of 2 should grant exactly 2 credits")
+	}
+	const waiters = 4
+	order := make(chan int, waiters)
+	cancelled, cancel := context.WithCancel(context.Background())
+	done := make(chan bool, 1)
+	for i := range waiters {
+		go func() {
+			if p.acquire(context.Background(), nil, nil) {
+				order <- i
+			}
+		}()
+		waitUntil(t, fmt.Sprintf("waiter %d queued", i), func() bool { return p.queued() == i+1 })
+	}
+	go func() { done <- p.acquire(cancelled, nil, nil) }() // the fifth, which gives up
+	waitUntil(t, "fifth waiter queued", func() bool { return p.queued() == waiters+1 })
+
+	p.setLimit(1) // lowered under what is held: nothing may be granted
+	if err := p.release(1); err != nil {
+		t.Fatal(err)
+	}
+	if p.queued() != waiters+1 || p.inUse() != 1 {
+		t.Fatalf("a release at the lowered limit granted a credit: held %d, queued %d", p.inUse(), p.queued())
+	}
+	p.setLimit(3) // two credits free: the first two waiters, in order
+	if a, b := <-order, <-order; a != 0 || b != 1 {
+		t.Fatalf("granted %d then %d, want 0 then 1", a, b)
+	}
+	cancel()
+	if <-done {
+		t.Fatal("the cancelled waiter was granted a credit with none free")
+	}
+	if err := p.release(3); err != nil { // the first credit and the two granted
+		t.Fatal(err)
+	}
+	if a, b := <-order, <-order; a != 2 || b != 3 {
+		t.Fatalf("granted %d then %d, want 2 then 3", a, b)
+	}
+	if p.inUse() != 2 || p.queued() != 0 {
+		t.Fatalf("held %d, queued %d; want 2 and 0", p.inUse(), p.queued())
+	}
+}
+
+// A waiter whose context ends as it is granted gives the credit to the
+// next waiter: credits never leak, whichever way the race goes.
+func TestAdaptiveCreditsGrantRacingCancelLeaksNothing(t *testing.T) {
+	for range 200 {
+		p := newAdaptiveCredits(1)
+		p.tryAcquire()
+		ctx, cancel := context.WithCancel(context.Background())
+		first := make(chan bool, 1)
+		go func() { first <- p.acquire(ctx, nil, nil) }()
+		waitUntil(t, "first waiter queued", func() bool { return p.queued() == 1 })
+		second := make(chan bool, 1)
+		go func() { second <- p.acquire(context.Background(), nil, nil) }()
+		waitUntil(t, "second waiter queued", func() bool { return p.queued() == 2 })
+		go cancel()
+		if err := p.release(1); err != nil {
+			t.Fatal(err)
+		}
+		got := <-first
+		if !got {
+			if !<-second {
+				t.Fatal("the second waiter was never granted the credit the first gave up")
+			}
+		} else if err := p.release(1); err != nil { // the first kept it: give it back for the second
+			t.Fatal(err)
+		} else if !<-second {
+			t.Fatal("the second waiter was never granted")
+		}
+		if p.inUse() != 1 || p.queued() != 0 {
+			t.Fatalf("held %d, queued %d; want exactly the second waiter's credit", p.inUse(), p.queued())
+		}
 	}
 }

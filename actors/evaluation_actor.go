@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/patchflow/patchflow/messages"
@@ -78,12 +79,13 @@ func (a *evaluationActor) evaluate(m *messages.EvaluateRecord) any {
 	}
 	started := time.Now()
 	err := a.handle(m.GetRecord(), started) // a panic escapes to the parent's supervision
+	took := durationpb.New(time.Since(started))
 	if err == nil {
-		return &messages.RecordDone{Offset: offset, Epoch: m.GetEpoch(), Attempt: m.GetAttempt(), Outcome: messages.Outcome_OUTCOME_OK}
+		return &messages.RecordDone{Offset: offset, Epoch: m.GetEpoch(), Attempt: m.GetAttempt(), Outcome: messages.Outcome_OUTCOME_OK, HandlerTime: took}
 	}
 	if reason, ok := messages.SkipReasonOf(err); ok {
 		return &messages.RecordDone{Offset: offset, Epoch: m.GetEpoch(), Attempt: m.GetAttempt(),
-			Outcome: messages.Outcome_OUTCOME_SKIPPED, SkipReason: string(reason)}
+			Outcome: messages.Outcome_OUTCOME_SKIPPED, SkipReason: string(reason), HandlerTime: took}
 	}
 	class := messages.ClassOf(err)
 	if a.env.run.Err() != nil {
@@ -95,6 +97,7 @@ func (a *evaluationActor) evaluate(m *messages.EvaluateRecord) any {
 	f.Dependency = messages.DependencyOf(err)
 	f.Congested = messages.IsCongestion(err)
 	f.Started = timestamppb.New(started)
+	f.HandlerTime = took
 	return f
 }
 

@@ -15,6 +15,7 @@ package actors
 //	out Span.Advance                the watermark, for the bridge's span limit, as soon as it moves
 //	out messages.Urgency            the record at the watermark is urgent in its handler's context
 //	out PartitionConfig.Release     one credit per record, when it finishes or is abandoned
+//	out *messages.HandlerSample     to PartitionConfig.Samples: each attempt that succeeded or failed transiently
 //	out *messages.DrainResult       to the Drain requester, after the final mark; then it stops
 //
 // It alone owns its ledger, its ordering gate, the state of its records
@@ -66,6 +67,10 @@ type PartitionConfig struct {
 	// Dependencies tells shared outages from a record's own failures;
 	// optional (nil: only record successes are known).
 	Dependencies *Dependencies
+	// Samples, when set, is the concurrency actor: it gets a
+	// *messages.HandlerSample for each attempt that succeeded or failed
+	// transiently.
+	Samples *actor.PID
 	// Release returns n records' credits (one partition and one process
 	// credit each) to the bridge; nil when nothing holds credits (actor
 	// tests without a bridge).
@@ -195,16 +200,29 @@ func (a *PartitionActor) Props() *actor.Props {
 // Stopped closes when the actor has stopped.
 func (a *PartitionActor) Stopped() <-chan struct{} { return a.stopped }
 
+// sample tells the concurrency actor, if there is one, of one attempt.
+func (a *PartitionActor) sample(c actor.Context, took *durationpb.Duration, congested bool) {
+	if a.cfg.Samples != nil && took != nil {
+		c.Send(a.cfg.Samples, &messages.HandlerSample{HandlerTime: took, Congested: congested})
+	}
+}
+
 // Receive implements actor.Actor.
 func (a *PartitionActor) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *messages.RecordAdmitted:
 		a.admit(c, m.GetRecord())
 	case *messages.RecordDone:
+		if m.GetOutcome() == messages.Outcome_OUTCOME_OK {
+			a.sample(c, m.GetHandlerTime(), false)
+		}
 		if st := a.answered(m.GetOffset(), m.GetAttempt(), m.GetOutcome() == messages.Outcome_OUTCOME_DEAD_LETTERED); st != nil {
 			a.finish(c, st, m)
 		}
 	case *messages.RecordFailed:
+		if m.GetCongested() || m.GetErrorClass() == messages.ErrorClass_ERROR_CLASS_TRANSIENT {
+			a.sample(c, m.GetHandlerTime(), true)
+		}
 		if st := a.answered(m.GetOffset(), m.GetAttempt(), false); st != nil {
 			a.failed(c, st, m)
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/patchflow/patchflow/actors/limit"
 	"github.com/patchflow/patchflow/actors/ordering"
 )
 
@@ -15,8 +16,20 @@ type Settings struct {
 	// one partition, held-back records included.
 	InFlightPerPartition int
 	// InFlightTotal (G) bounds the records admitted and not finished in the
-	// whole process.
+	// whole process: the limit when Concurrency is fixed, its ceiling when
+	// adaptive.
 	InFlightTotal int
+	// Concurrency is how the process-wide in-flight limit is set:
+	// ConcurrencyFixed keeps it at InFlightTotal; ConcurrencyAdaptive moves
+	// it between ConcurrencyFloor and InFlightTotal from the handler's
+	// latency against its no-load baseline and its transient failures
+	// (package limit). InFlightPerPartition stays a hard limit either way.
+	Concurrency ConcurrencyMode
+	// ConcurrencyFloor is the adaptive limit's floor; a floor above
+	// InFlightTotal is InFlightTotal.
+	ConcurrencyFloor int
+	// ConcurrencyLaw is the adaptive limit's control law.
+	ConcurrencyLaw limit.Law
 	// Ordering is the ordering guarantee within a partition.
 	Ordering ordering.Mode
 	// DrainTimeout bounds how long a partition waits for in-flight records at
@@ -62,6 +75,50 @@ type Settings struct {
 	ConsumerGroup string
 }
 
+// ConcurrencyMode is how the process-wide in-flight limit is set. The zero
+// value is ConcurrencyFixed.
+type ConcurrencyMode int
+
+const (
+	// ConcurrencyFixed: the limit is InFlightTotal.
+	ConcurrencyFixed ConcurrencyMode = iota
+	// ConcurrencyAdaptive: the limit moves between ConcurrencyFloor and
+	// InFlightTotal.
+	ConcurrencyAdaptive
+)
+
+// String returns the mode's setting name.
+func (m ConcurrencyMode) String() string {
+	switch m {
+	case ConcurrencyFixed:
+		return "fixed"
+	case ConcurrencyAdaptive:
+		return "adaptive"
+	}
+	return fmt.Sprintf("ConcurrencyMode(%d)", int(m))
+}
+
+// ParseConcurrencyMode reads a mode's setting name.
+func ParseConcurrencyMode(s string) (ConcurrencyMode, error) {
+	switch s {
+	case "fixed":
+		return ConcurrencyFixed, nil
+	case "adaptive":
+		return ConcurrencyAdaptive, nil
+	}
+	return 0, fmt.Errorf("unknown concurrency mode %q: want adaptive or fixed", s)
+}
+
+// DefaultConcurrencyFloor is the adaptive limit's default floor.
+const DefaultConcurrencyFloor = 8
+
+// LimitConfig returns the adaptive controller's configuration.
+func (s Settings) LimitConfig() limit.Config {
+	cfg := limit.DefaultConfig(min(s.ConcurrencyFloor, s.InFlightTotal), s.InFlightTotal)
+	cfg.Law = s.ConcurrencyLaw
+	return cfg
+}
+
 // DefaultSpanFactor is the span per partition, in multiples of
 // InFlightPerPartition, when SpanPerPartition is 0.
 const DefaultSpanFactor = 64
@@ -83,6 +140,9 @@ func DefaultSettings() Settings {
 	return Settings{
 		InFlightPerPartition: 64,
 		InFlightTotal:        1024,
+		Concurrency:          ConcurrencyAdaptive,
+		ConcurrencyFloor:     DefaultConcurrencyFloor,
+		ConcurrencyLaw:       limit.Gradient,
 		Ordering:             ordering.ByKey,
 		DrainTimeout:         20 * time.Second,
 		MaxAttempts:          5,
@@ -102,6 +162,15 @@ func (s Settings) Validate() error {
 	}
 	if s.InFlightTotal < 1 {
 		errs = append(errs, fmt.Errorf("in-flight total must be at least 1, got %d", s.InFlightTotal))
+	}
+	switch s.Concurrency {
+	case ConcurrencyFixed:
+	case ConcurrencyAdaptive:
+		if err := s.LimitConfig().Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("adaptive concurrency: %w", err))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("unknown concurrency mode %v", s.Concurrency))
 	}
 	if s.Ordering < ordering.ByKey || s.Ordering > ordering.Unordered {
 		errs = append(errs, fmt.Errorf("unknown ordering %v", s.Ordering))

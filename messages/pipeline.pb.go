@@ -144,7 +144,10 @@ type RecordDone struct {
 	Outcome Outcome `protobuf:"varint,4,opt,name=outcome,proto3,enum=patchflow.v1.Outcome" json:"outcome,omitempty"`
 	// Why the handler skipped the record (OUTCOME_SKIPPED only): a stable reason
 	// string, used as a metric label.
-	SkipReason    string `protobuf:"bytes,5,opt,name=skip_reason,json=skipReason,proto3" json:"skip_reason,omitempty"`
+	SkipReason string `protobuf:"bytes,5,opt,name=skip_reason,json=skipReason,proto3" json:"skip_reason,omitempty"`
+	// How long the handler ran (OUTCOME_OK and OUTCOME_SKIPPED): a latency
+	// sample for the adaptive in-flight limit.
+	HandlerTime   *durationpb.Duration `protobuf:"bytes,6,opt,name=handler_time,json=handlerTime,proto3" json:"handler_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -214,6 +217,13 @@ func (x *RecordDone) GetSkipReason() string {
 	return ""
 }
 
+func (x *RecordDone) GetHandlerTime() *durationpb.Duration {
+	if x != nil {
+		return x.HandlerTime
+	}
+	return nil
+}
+
 // RecordFailed: evaluation actor -> partition actor. One attempt failed; the
 // partition actor decides between another attempt and the dead-letter topic.
 type RecordFailed struct {
@@ -232,7 +242,9 @@ type RecordFailed struct {
 	Started *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=started,proto3" json:"started,omitempty"`
 	// True when the attempt failed waiting for a resource every record shares
 	// (a connection of the pool): congestion, never the record's own failure.
-	Congested     bool `protobuf:"varint,8,opt,name=congested,proto3" json:"congested,omitempty"`
+	Congested bool `protobuf:"varint,8,opt,name=congested,proto3" json:"congested,omitempty"`
+	// How long the handler ran before it failed.
+	HandlerTime   *durationpb.Duration `protobuf:"bytes,9,opt,name=handler_time,json=handlerTime,proto3" json:"handler_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -321,6 +333,13 @@ func (x *RecordFailed) GetCongested() bool {
 		return x.Congested
 	}
 	return false
+}
+
+func (x *RecordFailed) GetHandlerTime() *durationpb.Duration {
+	if x != nil {
+		return x.HandlerTime
+	}
+	return nil
 }
 
 // Drain: claim bridge -> partition actor. Stop admitting, wait for in-flight
@@ -667,13 +686,71 @@ func (x *DeadLetterFailed) GetCancelled() bool {
 	return false
 }
 
+// HandlerSample: partition actor -> concurrency actor. One handler attempt
+// that tells the adaptive in-flight limit something: it succeeded (its time
+// is a latency sample) or it failed transiently (a congestion signal).
+// Skipped records, permanent failures and cancellations are not sent: they
+// say nothing about how loaded the downstream is.
+type HandlerSample struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	HandlerTime *durationpb.Duration   `protobuf:"bytes,1,opt,name=handler_time,json=handlerTime,proto3" json:"handler_time,omitempty"`
+	// The attempt failed transiently or waiting for a shared resource.
+	Congested     bool `protobuf:"varint,2,opt,name=congested,proto3" json:"congested,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HandlerSample) Reset() {
+	*x = HandlerSample{}
+	mi := &file_patchflow_v1_pipeline_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandlerSample) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandlerSample) ProtoMessage() {}
+
+func (x *HandlerSample) ProtoReflect() protoreflect.Message {
+	mi := &file_patchflow_v1_pipeline_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandlerSample.ProtoReflect.Descriptor instead.
+func (*HandlerSample) Descriptor() ([]byte, []int) {
+	return file_patchflow_v1_pipeline_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *HandlerSample) GetHandlerTime() *durationpb.Duration {
+	if x != nil {
+		return x.HandlerTime
+	}
+	return nil
+}
+
+func (x *HandlerSample) GetCongested() bool {
+	if x != nil {
+		return x.Congested
+	}
+	return false
+}
+
 var File_patchflow_v1_pipeline_proto protoreflect.FileDescriptor
 
 const file_patchflow_v1_pipeline_proto_rawDesc = "" +
 	"\n" +
 	"\x1bpatchflow/v1/pipeline.proto\x12\fpatchflow.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1epatchflow/v1/dead_letter.proto\x1a\x19patchflow/v1/record.proto\">\n" +
 	"\x0eRecordAdmitted\x12,\n" +
-	"\x06record\x18\x01 \x01(\v2\x14.patchflow.v1.RecordR\x06record\"\xa6\x01\n" +
+	"\x06record\x18\x01 \x01(\v2\x14.patchflow.v1.RecordR\x06record\"\xe4\x01\n" +
 	"\n" +
 	"RecordDone\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12\x14\n" +
@@ -681,7 +758,8 @@ const file_patchflow_v1_pipeline_proto_rawDesc = "" +
 	"\aattempt\x18\x03 \x01(\x05R\aattempt\x12/\n" +
 	"\aoutcome\x18\x04 \x01(\x0e2\x15.patchflow.v1.OutcomeR\aoutcome\x12\x1f\n" +
 	"\vskip_reason\x18\x05 \x01(\tR\n" +
-	"skipReason\"\x9b\x02\n" +
+	"skipReason\x12<\n" +
+	"\fhandler_time\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\vhandlerTime\"\xd9\x02\n" +
 	"\fRecordFailed\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12\x18\n" +
@@ -693,7 +771,8 @@ const file_patchflow_v1_pipeline_proto_rawDesc = "" +
 	"dependency\x18\x06 \x01(\tR\n" +
 	"dependency\x124\n" +
 	"\astarted\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\astarted\x12\x1c\n" +
-	"\tcongested\x18\b \x01(\bR\tcongested\"<\n" +
+	"\tcongested\x18\b \x01(\bR\tcongested\x12<\n" +
+	"\fhandler_time\x18\t \x01(\v2\x19.google.protobuf.DurationR\vhandlerTime\"<\n" +
 	"\x05Drain\x123\n" +
 	"\atimeout\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\x82\x01\n" +
 	"\vDrainResult\x12\x1c\n" +
@@ -717,7 +796,10 @@ const file_patchflow_v1_pipeline_proto_rawDesc = "" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12\x18\n" +
 	"\aattempt\x18\x03 \x01(\x05R\aattempt\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12\x1c\n" +
-	"\tcancelled\x18\x05 \x01(\bR\tcancelled*b\n" +
+	"\tcancelled\x18\x05 \x01(\bR\tcancelled\"k\n" +
+	"\rHandlerSample\x12<\n" +
+	"\fhandler_time\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\vhandlerTime\x12\x1c\n" +
+	"\tcongested\x18\x02 \x01(\bR\tcongested*b\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +
@@ -738,7 +820,7 @@ func file_patchflow_v1_pipeline_proto_rawDescGZIP() []byte {
 }
 
 var file_patchflow_v1_pipeline_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_patchflow_v1_pipeline_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_patchflow_v1_pipeline_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_patchflow_v1_pipeline_proto_goTypes = []any{
 	(Outcome)(0),                  // 0: patchflow.v1.Outcome
 	(*RecordAdmitted)(nil),        // 1: patchflow.v1.RecordAdmitted
@@ -749,27 +831,31 @@ var file_patchflow_v1_pipeline_proto_goTypes = []any{
 	(*EvaluateRecord)(nil),        // 6: patchflow.v1.EvaluateRecord
 	(*WriteDeadLetter)(nil),       // 7: patchflow.v1.WriteDeadLetter
 	(*DeadLetterFailed)(nil),      // 8: patchflow.v1.DeadLetterFailed
-	(*Record)(nil),                // 9: patchflow.v1.Record
-	(ErrorClass)(0),               // 10: patchflow.v1.ErrorClass
-	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 12: google.protobuf.Duration
-	(*DeadLetter)(nil),            // 13: patchflow.v1.DeadLetter
+	(*HandlerSample)(nil),         // 9: patchflow.v1.HandlerSample
+	(*Record)(nil),                // 10: patchflow.v1.Record
+	(*durationpb.Duration)(nil),   // 11: google.protobuf.Duration
+	(ErrorClass)(0),               // 12: patchflow.v1.ErrorClass
+	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
+	(*DeadLetter)(nil),            // 14: patchflow.v1.DeadLetter
 }
 var file_patchflow_v1_pipeline_proto_depIdxs = []int32{
-	9,  // 0: patchflow.v1.RecordAdmitted.record:type_name -> patchflow.v1.Record
+	10, // 0: patchflow.v1.RecordAdmitted.record:type_name -> patchflow.v1.Record
 	0,  // 1: patchflow.v1.RecordDone.outcome:type_name -> patchflow.v1.Outcome
-	10, // 2: patchflow.v1.RecordFailed.error_class:type_name -> patchflow.v1.ErrorClass
-	11, // 3: patchflow.v1.RecordFailed.started:type_name -> google.protobuf.Timestamp
-	12, // 4: patchflow.v1.Drain.timeout:type_name -> google.protobuf.Duration
-	9,  // 5: patchflow.v1.EvaluateRecord.record:type_name -> patchflow.v1.Record
-	12, // 6: patchflow.v1.EvaluateRecord.backoff:type_name -> google.protobuf.Duration
-	13, // 7: patchflow.v1.WriteDeadLetter.dead_letter:type_name -> patchflow.v1.DeadLetter
-	12, // 8: patchflow.v1.WriteDeadLetter.backoff:type_name -> google.protobuf.Duration
-	9,  // [9:9] is the sub-list for method output_type
-	9,  // [9:9] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	11, // 2: patchflow.v1.RecordDone.handler_time:type_name -> google.protobuf.Duration
+	12, // 3: patchflow.v1.RecordFailed.error_class:type_name -> patchflow.v1.ErrorClass
+	13, // 4: patchflow.v1.RecordFailed.started:type_name -> google.protobuf.Timestamp
+	11, // 5: patchflow.v1.RecordFailed.handler_time:type_name -> google.protobuf.Duration
+	11, // 6: patchflow.v1.Drain.timeout:type_name -> google.protobuf.Duration
+	10, // 7: patchflow.v1.EvaluateRecord.record:type_name -> patchflow.v1.Record
+	11, // 8: patchflow.v1.EvaluateRecord.backoff:type_name -> google.protobuf.Duration
+	14, // 9: patchflow.v1.WriteDeadLetter.dead_letter:type_name -> patchflow.v1.DeadLetter
+	11, // 10: patchflow.v1.WriteDeadLetter.backoff:type_name -> google.protobuf.Duration
+	11, // 11: patchflow.v1.HandlerSample.handler_time:type_name -> google.protobuf.Duration
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_patchflow_v1_pipeline_proto_init() }
@@ -785,7 +871,7 @@ func file_patchflow_v1_pipeline_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_patchflow_v1_pipeline_proto_rawDesc), len(file_patchflow_v1_pipeline_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   8,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,338 @@
+// Package limit is the controller of the adaptive in-flight limit: how many
+// records the whole process may have admitted and unfinished, moved between a
+// floor and a ceiling from what the pipeline observes of its handler. It is a
+// plain data structure like the ledger: no actors, no Kafka, no I/O, no
+// locks, no clock (every call passes the time). Its single owner (the
+// concurrency actor) serialises access.
+//
+// The signal is handler latency against its no-load baseline. Latency is
+// averaged over windows of samples; the baseline is the lowest window mean
+// since the last probe, and a probe re-measures it from time to time at half
+// the limit, so a downstream that became slower for everyone raises the
+// baseline instead of pinning the limit at the floor, and a long stretch of
+// queueing cannot ratchet it upward. A transient failure (the downstream
+// refused or timed out) is a congestion signal and shrinks the limit in
+// proportion to the share of a window that failed; permanent failures and
+// records skipped on purpose say nothing about congestion and are not
+// samples at all.
+package limit
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Law is the control law: how a window's mean latency, against the
+// baseline, moves the limit.
+type Law int
+
+const (
+	// Gradient (Netflix's Gradient2 without its long-term average): the
+	// limit is scaled by baseline/latency (clamped to [0.5, 1]) and given a
+	// queue allowance of √limit. It settles where the downstream queues
+	// about √limit records, growing by √limit per window while latency
+	// stays at baseline.
+	Gradient Law = iota
+	// Vegas (TCP Vegas, as in Netflix's VegasLimit): the queue estimate
+	// limit × (1 − baseline/latency) is kept between 3·log10(limit) and
+	// 6·log10(limit), moving by log10(limit) per window.
+	Vegas
+	// AIMD on latency: +1 per window while latency stays under 1.25 ×
+	// baseline, × 0.9 when it passes it.
+	AIMD
+)
+
+// String returns the law's setting name.
+func (l Law) String() string {
+	switch l {
+	case Gradient:
+		return "gradient"
+	case Vegas:
+		return "vegas"
+	case AIMD:
+		return "aimd"
+	}
+	return fmt.Sprintf("Law(%d)", int(l))
+}
+
+// ParseLaw reads a law's setting name.
+func ParseLaw(s string) (Law, error) {
+	for _, l := range []Law{Gradient, Vegas, AIMD} {
+		if l.String() == s {
+			return l, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown control law %q: want gradient, vegas or aimd", s)
+}
+
+// Config tunes a Controller. Start from DefaultConfig.
+type Config struct {
+	// Floor and Ceiling bound the limit.
+	Floor, Ceiling int
+	// Initial is the limit before the first window; 0 means
+	// min(Ceiling, max(Floor, DefaultInitial)).
+	Initial int
+	Law     Law
+	// A window closes once it is MinWindow old (or twice the latest mean
+	// latency, if longer: a limit change shows only after a round trip) and
+	// holds MinSamples samples, or once it is MaxWindow old with at least
+	// one sample.
+	MinWindow, MaxWindow time.Duration
+	MinSamples           int
+	// ProbeInterval is how often the baseline is re-measured: the limit
+	// halves for one window to let the records over it finish, the next
+	// window's mean becomes the baseline, and the limit is restored. 0
+	// never probes (the baseline only falls).
+	ProbeInterval time.Duration
+}
+
+// DefaultInitial is the limit a controller starts at unless Config.Initial
+// says otherwise.
+const DefaultInitial = 32
+
+// DefaultConfig returns the defaults documented in docs/configuration.md.
+func DefaultConfig(floor, ceiling int) Config {
+	return Config{Floor: floor, Ceiling: ceiling, Law: Gradient,
+		MinWindow: 50 * time.Millisecond, MaxWindow: time.Second, MinSamples: 16,
+		ProbeInterval: 10 * time.Second}
+}
+
+// Validate returns an error naming each invalid setting.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Floor < 1 || c.Ceiling < c.Floor {
+		errs = append(errs, fmt.Errorf("concurrency limit must satisfy 1 <= floor <= ceiling, got floor %d ceiling %d", c.Floor, c.Ceiling))
+	}
+	if c.Initial != 0 && (c.Initial < c.Floor || c.Initial > c.Ceiling) {
+		errs = append(errs, fmt.Errorf("initial concurrency limit %d is outside [%d, %d]", c.Initial, c.Floor, c.Ceiling))
+	}
+	if c.Law < Gradient || c.Law > AIMD {
+		errs = append(errs, fmt.Errorf("unknown control law %v", c.Law))
+	}
+	if c.MinWindow <= 0 || c.MaxWindow < c.MinWindow {
+		errs = append(errs, fmt.Errorf("window must satisfy 0 < min <= max, got min %v max %v", c.MinWindow, c.MaxWindow))
+	}
+	if c.MinSamples < 1 {
+		errs = append(errs, fmt.Errorf("window needs at least 1 sample, got %d", c.MinSamples))
+	}
+	if c.ProbeInterval < 0 {
+		errs = append(errs, fmt.Errorf("probe interval must not be negative, got %v", c.ProbeInterval))
+	}
+	return errors.Join(errs...)
+}
+
+// Sample is one handler attempt.
+type Sample struct {
+	// Latency is how long the attempt took, queueing for shared resources
+	// included.
+	Latency time.Duration
+	// Congested: the attempt failed transiently (the downstream refused,
+	// timed out or had no connection free). Its latency is not used: a
+	// refusal is fast.
+	Congested bool
+	// InFlight is how many records the process had in flight when the
+	// attempt ended. A window whose largest InFlight is under half the limit
+	// is app-limited: the backlog, not the downstream, kept the records few,
+	// and its latency says nothing about a larger limit, so it cannot raise
+	// the limit.
+	InFlight int
+}
+
+// Phase is where a controller is in its probe cycle.
+type Phase int
+
+const (
+	// Steady: the law moves the limit.
+	Steady Phase = iota
+	// Draining: the limit was halved for a probe; this window lets the
+	// records admitted over it finish.
+	Draining
+	// Measuring: this window's mean becomes the baseline.
+	Measuring
+)
+
+// Controller computes the limit. The zero value is not usable; use New.
+//
+// Guarantee: Limit is always within [Floor, Ceiling].
+type Controller struct {
+	cfg   Config
+	limit float64
+	// baseline is the no-load latency: the lowest window mean since the
+	// last probe (0 before the first window).
+	baseline time.Duration
+	// latency and queue are the last window's mean and queue estimate.
+	latency time.Duration
+	queue   float64
+
+	// The open window.
+	start                time.Time
+	samples, congested   int
+	sum                  time.Duration
+	maxInFlight, windows int
+
+	phase     Phase
+	saved     float64   // the limit to restore after a probe
+	nextProbe time.Time // zero until the first window closes
+}
+
+// New returns a controller at its initial limit.
+func New(cfg Config) (*Controller, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	initial := cfg.Initial
+	if initial == 0 {
+		initial = min(cfg.Ceiling, max(cfg.Floor, DefaultInitial))
+	}
+	return &Controller{cfg: cfg, limit: float64(initial)}, nil
+}
+
+// Limit returns the limit now.
+func (c *Controller) Limit() int { return int(math.Round(c.limit)) }
+
+// Baseline returns the no-load latency estimate (0 before the first window).
+func (c *Controller) Baseline() time.Duration { return c.baseline }
+
+// Latency returns the last window's mean latency (0 before the first window
+// with a successful sample).
+func (c *Controller) Latency() time.Duration { return c.latency }
+
+// Queue returns the last window's estimate of the records queued in the
+// downstream: limit × (1 − baseline/latency).
+func (c *Controller) Queue() float64 { return c.queue }
+
+// Phase returns where the controller is in its probe cycle.
+func (c *Controller) Phase() Phase { return c.phase }
+
+// Windows returns how many windows have closed.
+func (c *Controller) Windows() int { return c.windows }
+
+// Observe adds a sample taken at now and reports whether it closed a window
+// (the limit may then have changed).
+func (c *Controller) Observe(now time.Time, s Sample) bool {
+	if c.samples == 0 {
+		c.start = now
+	}
+	c.samples++
+	if s.Congested {
+		c.congested++
+	} else {
+		c.sum += max(s.Latency, time.Nanosecond) // a mean of 0 would make every ratio undefined
+	}
+	c.maxInFlight = max(c.maxInFlight, s.InFlight)
+	age := now.Sub(c.start)
+	if age < c.cfg.MaxWindow && (age < c.windowLength() || c.samples < c.cfg.MinSamples) {
+		return false
+	}
+	c.close(now)
+	return true
+}
+
+// windowLength is how old a window must be before it may close: MinWindow,
+// or two round trips at the last mean latency, at most MaxWindow.
+func (c *Controller) windowLength() time.Duration {
+	return min(c.cfg.MaxWindow, max(c.cfg.MinWindow, 2*c.latency))
+}
+
+func (c *Controller) close(now time.Time) {
+	c.windows++
+	ok := c.samples - c.congested
+	failedShare := float64(c.congested) / float64(c.samples)
+	var mean time.Duration
+	if ok > 0 {
+		mean = c.sum / time.Duration(ok)
+	}
+	appLimited := float64(c.maxInFlight) < c.limit/2
+	c.samples, c.congested, c.sum, c.maxInFlight = 0, 0, 0, 0
+	if c.nextProbe.IsZero() && c.cfg.ProbeInterval > 0 {
+		c.nextProbe = now.Add(c.cfg.ProbeInterval)
+	}
+
+	switch c.phase {
+	case Draining:
+		if failedShare > 0 {
+			c.endProbe(now, failedShare)
+			return
+		}
+		c.phase = Measuring
+		return
+	case Measuring:
+		if failedShare > 0 || ok == 0 {
+			c.endProbe(now, failedShare)
+			return
+		}
+		c.baseline, c.latency = mean, mean
+		c.queue = 0
+		c.endProbe(now, 0)
+		return
+	}
+
+	if ok > 0 {
+		c.latency = mean
+		if c.baseline == 0 || mean < c.baseline {
+			c.baseline = mean
+		}
+		c.queue = max(0, c.limit*(1-float64(c.baseline)/float64(mean)))
+	}
+	next := c.limit
+	switch {
+	case failedShare > 0:
+		// Congestion: shrink in proportion to how much of the window
+		// failed, at most by half.
+		next = c.limit * (1 - failedShare/2)
+	case ok > 0:
+		next = c.law(mean)
+		if appLimited && next > c.limit {
+			next = c.limit
+		}
+	}
+	c.limit = c.clamp(next)
+
+	if c.cfg.ProbeInterval > 0 && !now.Before(c.nextProbe) && failedShare == 0 {
+		c.saved = c.limit
+		c.limit = c.clamp(c.limit / 2)
+		c.phase = Draining
+	}
+}
+
+// endProbe restores the limit saved when the probe began, shrunk for the
+// share of the last window that failed.
+func (c *Controller) endProbe(now time.Time, failedShare float64) {
+	c.limit = c.clamp(c.saved * (1 - failedShare/2))
+	c.phase = Steady
+	c.nextProbe = now.Add(c.cfg.ProbeInterval)
+}
+
+// law returns the limit the configured law wants after a window of the given
+// mean latency (the baseline already includes it).
+func (c *Controller) law(mean time.Duration) float64 {
+	l := c.limit
+	ratio := float64(c.baseline) / float64(mean) // in (0, 1]
+	switch c.cfg.Law {
+	case Vegas:
+		lg := math.Max(1, math.Log10(l))
+		queue := l * (1 - ratio)
+		switch {
+		case queue <= lg:
+			return l + 6*lg
+		case queue < 3*lg:
+			return l + lg
+		case queue > 6*lg:
+			return l - lg
+		}
+		return l
+	case AIMD:
+		if ratio < 1/1.25 {
+			return l * 0.9
+		}
+		return l + 1
+	}
+	g := math.Min(1, math.Max(0.5, ratio))
+	return l*g + math.Sqrt(l)
+}
+
+func (c *Controller) clamp(l float64) float64 {
+	return math.Min(float64(c.cfg.Ceiling), math.Max(float64(c.cfg.Floor), l))
+}
