@@ -147,6 +147,7 @@ func newTestBridge(t *testing.T, s actors.Settings, h actors.Handler) *actors.Br
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(b.Close)
 	return b
 }
 

@@ -166,22 +166,29 @@ func TestAdaptiveCreditsServeWaitersInOrder(t *testing.T) {
 	if p.queued() != waiters+1 || p.inUse() != 1 {
 		t.Fatalf("a release at the lowered limit granted a credit: held %d, queued %d", p.inUse(), p.queued())
 	}
-	p.setLimit(3) // two credits free: the first two waiters, in order
-	if a, b := <-order, <-order; a != 0 || b != 1 {
-		t.Fatalf("granted %d then %d, want 0 then 1", a, b)
+	// One credit at a time, so the order seen is the order granted.
+	expect := func(want int) {
+		t.Helper()
+		if got := <-order; got != want {
+			t.Fatalf("granted waiter %d, want %d", got, want)
+		}
 	}
+	p.setLimit(2)
+	expect(0)
+	p.setLimit(3)
+	expect(1)
 	cancel()
 	if <-done {
 		t.Fatal("the cancelled waiter was granted a credit with none free")
 	}
-	if err := p.release(3); err != nil { // the first credit and the two granted
-		t.Fatal(err)
+	for _, want := range []int{2, 3} {
+		if err := p.release(1); err != nil {
+			t.Fatal(err)
+		}
+		expect(want)
 	}
-	if a, b := <-order, <-order; a != 2 || b != 3 {
-		t.Fatalf("granted %d then %d, want 2 then 3", a, b)
-	}
-	if p.inUse() != 2 || p.queued() != 0 {
-		t.Fatalf("held %d, queued %d; want 2 and 0", p.inUse(), p.queued())
+	if p.inUse() != 3 || p.queued() != 0 {
+		t.Fatalf("held %d, queued %d; want 3 and 0", p.inUse(), p.queued())
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/patchflow/patchflow/actors"
+	"github.com/patchflow/patchflow/actors/limit"
 	"github.com/patchflow/patchflow/actors/ordering"
 	"github.com/patchflow/patchflow/cmd/internal/settings"
 	"github.com/patchflow/patchflow/messages"
@@ -62,8 +63,8 @@ type Config struct {
 // the bad setting.
 func Parse(args []string, lookup func(string) (string, bool)) (*Config, *settings.Set, error) {
 	var (
-		brokers, topic, group, dlq, version, assignor, order, isolation string
-		cfg                                                             Config
+		brokers, topic, group, dlq, version, assignor, order, isolation, concurrency, law string
+		cfg                                                                               Config
 	)
 	def := actors.DefaultSettings()
 	p := &cfg.Pipeline
@@ -89,7 +90,10 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 	s.Secret(&sec.SASLPassword, "KAFKA_SASL_PASSWORD", "kafka-sasl-password", "SASL password (never logged)")
 	s.Int(&cfg.Consumers, "LISTENER_CONSUMERS", "consumers", 1, 1, "consumer-group members (M) in this process")
 	s.Int(&p.InFlightPerPartition, "LISTENER_INFLIGHT_PER_PARTITION", "inflight-per-partition", def.InFlightPerPartition, 1, "records in flight per partition (S)")
-	s.Int(&p.InFlightTotal, "LISTENER_INFLIGHT_TOTAL", "inflight-total", def.InFlightTotal, 1, "records in flight in the whole process (G)")
+	s.Int(&p.InFlightTotal, "LISTENER_INFLIGHT_TOTAL", "inflight-total", def.InFlightTotal, 1, "records in flight in the whole process (G): the limit with LISTENER_CONCURRENCY=fixed, the ceiling with adaptive")
+	s.String(&concurrency, "LISTENER_CONCURRENCY", "concurrency", def.Concurrency.String(), "how the process-wide in-flight limit is set: adaptive (moves between LISTENER_CONCURRENCY_FLOOR and G from handler latency against its no-load baseline, and from transient failures) or fixed (G)", oneOf([]string{"adaptive", "fixed"}))
+	s.Int(&p.ConcurrencyFloor, "LISTENER_CONCURRENCY_FLOOR", "concurrency-floor", def.ConcurrencyFloor, 1, "the adaptive limit's floor (at most G)")
+	s.String(&law, "LISTENER_CONCURRENCY_LAW", "concurrency-law", def.ConcurrencyLaw.String(), "the adaptive limit's control law: gradient, vegas or aimd (docs/architecture.md, \"Adaptive concurrency\")", oneOf([]string{"gradient", "vegas", "aimd"}))
 	s.Int(&p.SpanPerPartition, "LISTENER_SPAN_PER_PARTITION", "span-per-partition", 0, 0, fmt.Sprintf("offsets a partition may admit past its oldest unfinished record (0: %d × LISTENER_INFLIGHT_PER_PARTITION); a record that pins the watermark stops admission there (span-blocked on /status and /metrics)", actors.DefaultSpanFactor))
 	s.Int(&p.CommitMetadataMaxBytes, "LISTENER_COMMIT_METADATA_MAX_BYTES", "commit-metadata-max-bytes", def.CommitMetadataMaxBytes, 0, "largest commit metadata (the offsets finished above the committed one, so a crash or handover replays only what was unfinished); keep it at or below the brokers' offset.metadata.max.bytes (0: none)")
 	s.String(&order, "LISTENER_ORDERING", "ordering", def.Ordering.String(), "ordering within a partition: key (one record per key at a time, in order), partition (one record at a time) or unordered", oneOf([]string{"key", "partition", "unordered"}))
@@ -184,6 +188,8 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 		return nil, s, s.Invalid("kafka-version", errors.New("cooperative-sticky needs at least 2.4.0; raise the version or choose an eager KAFKA_ASSIGNOR"))
 	}
 	p.Ordering, _ = ordering.ParseMode(order)
+	p.Concurrency, _ = actors.ParseConcurrencyMode(concurrency)
+	p.ConcurrencyLaw, _ = limit.ParseLaw(law)
 	p.ConsumerGroup = group
 	if cfg.Kafka.HeartbeatInterval*3 > cfg.Kafka.SessionTimeout {
 		return nil, s, s.Invalid("kafka-heartbeat-interval", fmt.Errorf("must be at most a third of KAFKA_SESSION_TIMEOUT (%v)", cfg.Kafka.SessionTimeout))

@@ -121,6 +121,7 @@ func RunWith(ctx context.Context, cfg *Config, handler actors.Handler, logger *s
 	if err != nil {
 		return err
 	}
+	defer bridge.Close()
 	if hooks.Metrics != nil {
 		hooks.Metrics.AttachBridge(bridge)
 	}
@@ -169,7 +170,7 @@ func RunWith(ctx context.Context, cfg *Config, handler actors.Handler, logger *s
 		})
 	}
 	if cfg.ProgressInterval > 0 {
-		wg.Go(func() { logProgress(ctx, bridge.Stats(), cfg.ProgressInterval, logger) })
+		wg.Go(func() { logProgress(ctx, bridge, cfg.ProgressInterval, logger) })
 	}
 	wg.Wait()
 	s := bridge.Stats().Snapshot()
@@ -178,7 +179,8 @@ func RunWith(ctx context.Context, cfg *Config, handler actors.Handler, logger *s
 	return nil
 }
 
-func logProgress(ctx context.Context, stats *actors.Stats, every time.Duration, logger *slog.Logger) {
+func logProgress(ctx context.Context, bridge *actors.Bridge, every time.Duration, logger *slog.Logger) {
+	stats := bridge.Stats()
 	t := time.NewTicker(every)
 	defer t.Stop()
 	prev, prevAt := stats.Snapshot(), time.Now()
@@ -190,7 +192,7 @@ func logProgress(ctx context.Context, stats *actors.Stats, every time.Duration, 
 			s := stats.Snapshot()
 			done := (s.Succeeded + s.Skipped + s.DeadLettered) - (prev.Succeeded + prev.Skipped + prev.DeadLettered)
 			logger.Info("progress", "records_per_second", int64(float64(done)/now.Sub(prevAt).Seconds()),
-				"in_flight", s.InFlight, "succeeded", s.Succeeded, "skipped", s.Skipped, "dead_lettered", s.DeadLettered, "retried", s.Retried, "resumed", s.Resumed)
+				"in_flight", s.InFlight, "limit", bridge.Concurrency().Limit, "succeeded", s.Succeeded, "skipped", s.Skipped, "dead_lettered", s.DeadLettered, "retried", s.Retried, "resumed", s.Resumed)
 			prev, prevAt = s, now
 		}
 	}

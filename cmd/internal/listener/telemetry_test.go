@@ -203,8 +203,15 @@ func TestMetricsAndReadinessFollowThePipeline(t *testing.T) {
 		t.Fatalf("status.json %+v (%v)", st, err)
 	}
 	if code, body := get(t, srv.URL+"/status"); code != 200 || !strings.Contains(body, `<tr class="partition">`) || !strings.Contains(body, "not ready") ||
-		!strings.Contains(body, "xxxxx") {
+		!strings.Contains(body, "xxxxx") || !strings.Contains(body, `<p id="concurrency">Concurrency: <b>adaptive</b> (gradient)`) {
 		t.Fatalf("status page %d:\n%s", code, body)
+	}
+	// The adaptive limit is on the status page's JSON and on /metrics.
+	if c := st.Concurrency; c.Mode != "adaptive" || c.Limit < c.Floor || c.Limit > c.Ceiling || c.Ceiling != cfg.Pipeline.InFlightTotal {
+		t.Fatalf("status.json concurrency %+v, want adaptive within [floor, G=%d]", c, cfg.Pipeline.InFlightTotal)
+	}
+	if v := scrape(t, srv.URL, `patchflow_concurrency_limit{mode="adaptive"}`); v < 1 || v > float64(cfg.Pipeline.InFlightTotal) {
+		t.Fatalf("patchflow_concurrency_limit %v, want within [1, G]", v)
 	}
 	close(release)
 	eventually(t, "readiness to come back", func() bool { code, _ := get(t, srv.URL+"/readyz"); return code == 200 })

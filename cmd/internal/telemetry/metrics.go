@@ -52,7 +52,8 @@ func New() *Metrics {
 
 // AttachBridge exports the bridge's per-partition state and counters.
 func (m *Metrics) AttachBridge(b *actors.Bridge) {
-	m.Registry.MustRegister(&bridgeCollector{partitions: b.Partitions, stats: func() actors.StatsSnapshot { return b.Stats().Snapshot() }})
+	m.Registry.MustRegister(&bridgeCollector{partitions: b.Partitions, stats: func() actors.StatsSnapshot { return b.Stats().Snapshot() },
+		concurrency: b.Concurrency})
 }
 
 // HandlerDone implements actors.Observer.
@@ -117,17 +118,22 @@ var (
 	descFaults      = prometheus.NewDesc("patchflow_accounting_faults_total", "Accounting faults that are bugs, always 0: a credit given back twice (credit), a finish the ledger refused (finish).", []string{"kind"}, nil)
 	descPanics      = prometheus.NewDesc("patchflow_handler_panics_total", "Handler panics caught by supervision.", nil, nil)
 	descProcessIn   = prometheus.NewDesc("patchflow_in_flight_records", "Records admitted and not finished in the whole process.", nil, nil)
+	descLimit       = prometheus.NewDesc("patchflow_concurrency_limit", "The process-wide in-flight limit now: G when LISTENER_CONCURRENCY=fixed, the adaptive limit (between its floor and G) otherwise.", []string{"mode"}, nil)
+	descBaseline    = prometheus.NewDesc("patchflow_concurrency_baseline_seconds", "The adaptive limit's no-load handler latency estimate (0 when fixed).", nil, nil)
+	descWindowLat   = prometheus.NewDesc("patchflow_concurrency_latency_seconds", "The adaptive limit's last window of handler latency, mean (0 when fixed).", nil, nil)
+	descQueue       = prometheus.NewDesc("patchflow_concurrency_queue_records", "Records the adaptive limit estimates are queueing downstream: limit × (1 − baseline/latency) (0 when fixed).", nil, nil)
 )
 
 // bridgeCollector reads the bridge at scrape time.
 type bridgeCollector struct {
-	partitions func() []actors.PartitionState
-	stats      func() actors.StatsSnapshot
+	partitions  func() []actors.PartitionState
+	stats       func() actors.StatsSnapshot
+	concurrency func() actors.ConcurrencyState
 }
 
 func (c *bridgeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCommitted, descAdmitted, descInFlight, descPinnedAge, descPinned, descLag, descRecords, descSkipped, descRetries, descPanics, descProcessIn,
-		descDLQFailures, descDLQBlocked, descFaults, descSpanBlocked, descMetaBytes} {
+		descDLQFailures, descDLQBlocked, descFaults, descSpanBlocked, descMetaBytes, descLimit, descBaseline, descWindowLat, descQueue} {
 		ch <- d
 	}
 }
@@ -170,4 +176,11 @@ func (c *bridgeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descFaults, prometheus.CounterValue, float64(s.RefusedFinishes), "finish")
 	ch <- prometheus.MustNewConstMetric(descPanics, prometheus.CounterValue, float64(s.Panics))
 	ch <- prometheus.MustNewConstMetric(descProcessIn, prometheus.GaugeValue, float64(s.InFlight))
+	if c.concurrency != nil {
+		cs := c.concurrency()
+		ch <- prometheus.MustNewConstMetric(descLimit, prometheus.GaugeValue, float64(cs.Limit), cs.Mode)
+		ch <- prometheus.MustNewConstMetric(descBaseline, prometheus.GaugeValue, cs.Baseline.Seconds())
+		ch <- prometheus.MustNewConstMetric(descWindowLat, prometheus.GaugeValue, cs.Latency.Seconds())
+		ch <- prometheus.MustNewConstMetric(descQueue, prometheus.GaugeValue, cs.Queue)
+	}
 }

@@ -19,8 +19,25 @@ type Status struct {
 	// Totals are the pipeline's counters; Totals.SkippedByReason splits
 	// the skipped records by reason (absent before the first skip).
 	Totals actors.StatsSnapshot
+	// Concurrency is the process-wide in-flight limit.
+	Concurrency ConcurrencyStatus `json:"concurrency"`
 	// Settings is the effective configuration, secrets redacted.
 	Settings []Setting `json:"settings"`
+}
+
+// ConcurrencyStatus is the process-wide in-flight limit: fixed at G, or
+// adaptive between its floor and G.
+type ConcurrencyStatus struct {
+	Mode     string  `json:"mode"`
+	Law      string  `json:"law,omitempty"`
+	Limit    int     `json:"limit"`
+	Floor    int     `json:"floor"`
+	Ceiling  int     `json:"ceiling"`
+	InFlight int     `json:"in_flight"`
+	Baseline float64 `json:"baseline_seconds"`
+	Latency  float64 `json:"latency_seconds"`
+	Queue    float64 `json:"queue_records"`
+	Probing  bool    `json:"probing"`
 }
 
 // PartitionStatus is one row of the partitions table.
@@ -76,6 +93,9 @@ func (s *statusSource) snapshot() Status {
 	now := time.Now()
 	ok, why := s.ready.Check(now)
 	st := Status{Now: now, Ready: ok, Why: why, Totals: s.ready.Bridge.Stats().Snapshot(), Settings: s.settings}
+	c := s.ready.Bridge.Concurrency()
+	st.Concurrency = ConcurrencyStatus{Mode: c.Mode, Law: c.Law, Limit: c.Limit, Floor: c.Floor, Ceiling: c.Ceiling,
+		InFlight: int(st.Totals.InFlight), Baseline: c.Baseline.Seconds(), Latency: c.Latency.Seconds(), Queue: c.Queue, Probing: c.Probing}
 	next := map[[2]any]int64{}
 	for _, p := range s.ready.Bridge.Partitions() {
 		ps := PartitionStatus{Topic: p.Topic, Partition: p.Partition, Generation: p.Generation, Committed: p.Committed,
@@ -107,7 +127,7 @@ func (s *statusSource) snapshot() Status {
 	return st
 }
 
-var statusPage = template.Must(template.New("status").Parse(`<!doctype html>
+var statusPage = template.Must(template.New("status").Funcs(template.FuncMap{"ms": func(s float64) float64 { return s * 1000 }}).Parse(`<!doctype html>
 <html><head><meta charset="utf-8"><meta http-equiv="refresh" content="2"><title>patchflow status</title>
 <style>
 body{font-family:system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}
@@ -116,6 +136,7 @@ td,th{border:1px solid #ccc;padding:.3em .7em;text-align:right}th{background:#f3
 </style></head><body>
 <h1>patchflow listener</h1>
 <p>Readiness: {{if .Ready}}<b class="ok">ready</b>{{else}}<b class="bad">not ready</b>{{end}} ({{.Why}}) &middot; {{.Now.Format "15:04:05"}} &middot; refreshes every 2 s &middot; <a href="status.json">JSON</a></p>
+{{with .Concurrency}}<p id="concurrency">Concurrency: <b>{{.Mode}}</b>{{if eq .Mode "adaptive"}} ({{.Law}}){{end}} &middot; limit {{.Limit}}{{if eq .Mode "adaptive"}} (floor {{.Floor}}, ceiling G {{.Ceiling}}){{if .Probing}} &middot; probing the baseline{{end}} &middot; handler latency {{printf "%.1f" (ms .Latency)}} ms against a no-load baseline of {{printf "%.1f" (ms .Baseline)}} ms &middot; estimated queue {{printf "%.1f" .Queue}}{{end}} &middot; in flight {{.InFlight}}</p>{{end}}
 <p>In flight {{.Totals.InFlight}} &middot; succeeded {{.Totals.Succeeded}} &middot; skipped {{.Totals.Skipped}} &middot; dead-lettered {{.Totals.DeadLettered}} &middot; retried {{.Totals.Retried}} ({{.Totals.RetriedOwn}} own failures, {{.Totals.RetriedShared}} shared outages) &middot; dead-letter write failures {{.Totals.DeadLetterWriteFailures}} &middot; resumed {{.Totals.Resumed}} (finished by an earlier owner, not run again) &middot; abandoned {{.Totals.Abandoned}} &middot; fenced {{.Totals.Fenced}}</p>
 <table id="partitions"><tr><th>topic</th><th>partition</th><th>generation</th><th>committed</th><th>admitted</th><th>high watermark</th><th>lag</th><th>in flight</th><th>oldest in flight</th><th>key</th><th>age (s)</th><th>records/s</th><th>trouble</th></tr>
 {{range .Partitions}}<tr class="partition"><td class="l">{{.Topic}}</td><td>{{.Partition}}</td><td>{{.Generation}}</td><td>{{.Committed}}</td><td>{{.Admitted}}</td><td>{{.HighWatermark}}</td><td>{{.Lag}}</td><td>{{.InFlight}}</td><td>{{with .PinnedOffset}}{{.}}{{end}}</td><td class="l">{{.PinnedKey}}</td><td>{{printf "%.1f" .PinnedSeconds}}</td><td>{{printf "%.0f" .RecordsPerSec}}</td><td class="l">{{with .DeadLetterBlocked}}<b class="bad">dead-letter write of offset {{.Offset}} failing for {{printf "%.0f" .Seconds}} s ({{.Writes}} writes): {{.Error}}</b>{{else}}{{$limit := .SpanLimit}}{{with .SpanBlockedSeconds}}<b class="bad">span-blocked for {{printf "%.0f" .}} s</b>: nothing is admitted {{$limit}} offsets past the oldest in flight. {{end}}{{.PinnedFailure}}{{end}}</td></tr>
