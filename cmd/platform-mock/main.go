@@ -1,7 +1,8 @@
 // Command platform-mock serves VMaaS POST /api/v3/updates and the inventory
 // GET /api/inventory/v1/hosts/{id}/system_profile from a generated,
-// deterministic advisory dataset, with configurable latency and injected
-// 503s (changeable at run time: POST /admin/faults {"error_rate":0.5,"latency":"fixed:2s"}).
+// deterministic advisory dataset, with configurable latency, a capacity
+// (VMaaS calls served at once; the rest queue) and injected 503s, changeable
+// at run time: POST /admin/faults {"error_rate":0.5,"latency":"fixed:2s","capacity":8}.
 package main
 
 import (
@@ -25,7 +26,7 @@ func main() {
 		addr, latency, invLatency string
 		seed, packages, repos     int
 		advisories, profPkgs      int
-		profRepos                 int
+		profRepos, capacity       int
 		errorRate                 string
 		bulk                      bool
 	)
@@ -34,6 +35,7 @@ func main() {
 	s.Int(&seed, "MOCK_SEED", "seed", 1, 0, "dataset seed; loadgen and checkers must use the same")
 	s.String(&latency, "MOCK_LATENCY", "latency", "longtail:100ms", "VMaaS latency: fixed:D, uniform:D1-D2 or longtail:D (log-normal around median D)", checkLatency)
 	s.String(&invLatency, "MOCK_INVENTORY_LATENCY", "inventory-latency", "fixed:20ms", "inventory latency, same forms", checkLatency)
+	s.Int(&capacity, "MOCK_CAPACITY", "capacity", 0, 0, "VMaaS calls served at once, each for its latency; the others queue first come first served, the wait adding to their latency (0: any number)")
 	s.String(&errorRate, "MOCK_ERROR_RATE", "error-rate", "0", "share of VMaaS calls answered 503 (0 to 1)", checkRate)
 	s.Int(&packages, "MOCK_PACKAGES", "packages", platform.DefaultSize().Packages, 1, "packages in the dataset")
 	s.Int(&repos, "MOCK_REPOS", "repos", platform.DefaultSize().Repos, 2, "repositories in the dataset")
@@ -56,7 +58,7 @@ func main() {
 	inv, _ := platform.ParseLatency(invLatency)
 	ds := platform.NewDataset(uint64(seed), platform.DatasetSize{Packages: packages, Repos: repos, Advisories: advisories})
 	srv, err := platform.NewServer(ds, platform.ServerOptions{
-		Faults:           platform.Faults{ErrorRate: rate, Latency: latency},
+		Faults:           platform.Faults{ErrorRate: rate, Latency: latency, Capacity: capacity},
 		InventoryLatency: inv, Shape: platform.ProfileShape{Packages: profPkgs, Repos: profRepos}, BulkProfiles: bulk,
 	})
 	if err != nil {
@@ -68,7 +70,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "platform-mock:", err)
 		os.Exit(1)
 	}
-	logger.Info("platform mock listening", "addr", ln.Addr().String(), "seed", seed, "vmaas_latency", latency, "error_rate", rate)
+	logger.Info("platform mock listening", "addr", ln.Addr().String(), "seed", seed, "vmaas_latency", latency, "capacity", capacity, "error_rate", rate)
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()

@@ -47,6 +47,9 @@ type Config struct {
 	EmbeddedPartitions int
 	SimulatedLatency   time.Duration
 	SimulatedJitter    time.Duration
+	// SimulatedCapacity is how many records the simulated handler serves
+	// at once; the others queue (0: any number).
+	SimulatedCapacity int
 	// SimulatedRecordLog and SimulatedPinOffset are measurement knobs of
 	// the simulated handler (see SimulatedHandler): a file that gets a line
 	// per completed record (empty: none), and the offset whose record waits
@@ -123,6 +126,7 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 	s.Int(&d.Validation.MaxMessageBytes, "MAX_MESSAGE_BYTES", "max-message-bytes", messages.DefaultValidationOptions().MaxMessageBytes, 1024, "larger events are dead-lettered as too large (Kafka refuses records over about 1 MB by default)")
 	s.Duration(&cfg.SimulatedLatency, "LISTENER_SIMULATED_LATENCY", "simulated-latency", 10*time.Millisecond, 0, "latency of the built-in simulated handler")
 	s.Duration(&cfg.SimulatedJitter, "LISTENER_SIMULATED_JITTER", "simulated-jitter", 0, 0, "uniform random extra latency of the simulated handler, up to this much")
+	s.Int(&cfg.SimulatedCapacity, "LISTENER_SIMULATED_CAPACITY", "simulated-capacity", 0, 0, "records the simulated handler serves at once, each for its latency; the others queue first come first served, the wait counting in their handler time, as in front of a downstream with this many workers (0: any number)")
 	s.String(&cfg.SimulatedRecordLog, "LISTENER_SIMULATED_RECORD_LOG", "simulated-record-log", "", "measurement only (benchmarks): the simulated handler appends a line \"partition offset\" to this file for every record it completes, unbuffered, so a SIGKILL loses none written (empty: none)", nil)
 	s.Int(&cfg.SimulatedPinOffset, "LISTENER_SIMULATED_PIN_OFFSET", "simulated-pin-offset", -1, -1, "measurement only (benchmarks): the simulated handler holds the record at this offset in every partition until its context ends (a drain cancels it, or LISTENER_ATTEMPT_TIMEOUT passes), pinning the watermark (-1: none)")
 	s.String(&cfg.HTTPAddr, "LISTENER_HTTP_ADDR", "http-addr", "127.0.0.1:9000", "address of /metrics, /healthz and /readyz (empty: none)", nil)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/patchflow/patchflow/actors"
 	"github.com/patchflow/patchflow/clients"
+	"github.com/patchflow/patchflow/cmd/internal/downstream"
 	"github.com/patchflow/patchflow/cmd/internal/evaluation"
 	"github.com/patchflow/patchflow/cmd/internal/telemetry"
 	"github.com/patchflow/patchflow/messages"
@@ -32,7 +33,11 @@ type Domain struct {
 	Handler   actors.Handler
 	Store     *persistence.Store // nil for the simulated handler
 	Evaluator *evaluation.Handler
-	close     func()
+	// Capacity is the simulated handler's capacity
+	// (LISTENER_SIMULATED_CAPACITY), whose limit may be changed while it
+	// runs; nil for the evaluating handler.
+	Capacity *downstream.Capacity
+	close    func()
 }
 
 // Ping checks the database; nil for the simulated handler.
@@ -94,11 +99,11 @@ func NewDomain(ctx context.Context, cfg *Config, logger *slog.Logger, metrics *t
 
 // newSimulated builds the simulated handler with its measurement knobs.
 func newSimulated(cfg *Config) (*Domain, error) {
-	h := SimulatedHandler{Latency: cfg.SimulatedLatency, Jitter: cfg.SimulatedJitter}
+	h := SimulatedHandler{Latency: cfg.SimulatedLatency, Jitter: cfg.SimulatedJitter, Capacity: downstream.NewCapacity(cfg.SimulatedCapacity)}
 	if cfg.SimulatedPinOffset >= 0 {
 		h.Pinned = PinAt(int64(cfg.SimulatedPinOffset))
 	}
-	d := &Domain{}
+	d := &Domain{Capacity: h.Capacity}
 	if cfg.SimulatedRecordLog != "" {
 		log, err := OpenRecordLog(cfg.SimulatedRecordLog)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/patchflow/patchflow/cmd/internal/downstream"
 	"github.com/patchflow/patchflow/messages"
 )
 
@@ -21,10 +22,18 @@ const PoisonPrefix = "poison:"
 // except for values starting with PoisonPrefix, which fail permanently. It
 // lets the pipeline be run and measured without PostgreSQL or VMaaS.
 //
+// With a Capacity, at most its limit of records wait their latency at once;
+// the others queue for a slot, first come first served, and the queueing is
+// part of Handle's time, as in front of a downstream with K workers.
+//
 // Pinned and Log are measurement knobs for the benchmark's crash-replay and
 // memory scenarios; neither belongs in production.
 type SimulatedHandler struct {
 	Latency, Jitter time.Duration
+	// Capacity, when set, bounds the records served at once (see
+	// downstream.Capacity; nil or limit 0: no bound). Its limit may change
+	// while the handler runs. Pinned records take no slot.
+	Capacity *downstream.Capacity
 	// Pinned, when set, names records that wait until their context ends
 	// (a drain cancels it, or the attempt deadline passes) instead of
 	// Latency: each holds its partition's watermark for as long as it runs.
@@ -48,19 +57,12 @@ func (h SimulatedHandler) Handle(ctx context.Context, r *messages.Record) error 
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	d := h.Latency
-	if h.Jitter > 0 {
-		d += rand.N(h.Jitter)
+	if err := h.Capacity.Acquire(ctx); err != nil {
+		return err
 	}
-	if d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	} else if err := ctx.Err(); err != nil {
+	err := h.serve(ctx)
+	h.Capacity.Release()
+	if err != nil {
 		return err
 	}
 	if h.Log != nil {
@@ -69,6 +71,26 @@ func (h SimulatedHandler) Handle(ctx context.Context, r *messages.Record) error 
 		}
 	}
 	return nil
+}
+
+// serve waits the record's service time: Latency plus a uniform random part
+// of Jitter, unless ctx ends first.
+func (h SimulatedHandler) serve(ctx context.Context) error {
+	d := h.Latency
+	if h.Jitter > 0 {
+		d += rand.N(h.Jitter)
+	}
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // RecordLog is the simulated handler's record log: one line "partition

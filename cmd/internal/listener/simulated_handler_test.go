@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patchflow/patchflow/cmd/internal/downstream"
 	"github.com/patchflow/patchflow/cmd/internal/listener"
 	"github.com/patchflow/patchflow/cmd/internal/settings"
 	"github.com/patchflow/patchflow/messages"
@@ -265,5 +266,117 @@ func TestSimulatedKnobsThroughTheListener(t *testing.T) {
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Fatalf("record log %q, want every offset but the pinned 3, once", got)
+	}
+}
+
+// With a capacity of 2 and a latency of 50 ms, six records at once are
+// served two at a time: never more than 2 in service, all six succeed, and
+// together they take at least three latencies. A pinned record takes no
+// slot, and a record whose context ends while it queues returns its error.
+func TestSimulatedCapacity(t *testing.T) {
+	const latency = 50 * time.Millisecond
+	gate := downstream.NewCapacity(2)
+	h := listener.SimulatedHandler{Latency: latency, Capacity: gate, Pinned: listener.PinAt(99)}
+
+	pinCtx, unpin := context.WithCancel(context.Background())
+	pinned := make(chan error, 1)
+	go func() { pinned <- h.Handle(pinCtx, rec(0, 99, "ok")) }()
+
+	var peak int
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-pinned:
+				t.Error("the pinned record returned before its context ended")
+				return
+			default:
+			}
+			peak = max(peak, gate.Serving())
+			if gate.Serving() == 0 && gate.Queued() == 0 && peak > 0 {
+				return
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}()
+	began := time.Now()
+	errs := make(chan error, 6)
+	var wg sync.WaitGroup
+	for o := range int64(6) {
+		wg.Go(func() { errs <- h.Handle(context.Background(), rec(1, o, "ok")) })
+	}
+	wg.Wait()
+	took := time.Since(began)
+	<-done
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("a record failed: %v", err)
+		}
+	}
+	if peak > 2 || peak == 0 {
+		t.Fatalf("%d records served at once with a capacity of 2", peak)
+	}
+	if took < 3*latency {
+		t.Fatalf("six records at a capacity of 2 took %v, less than three latencies (%v)", took, 3*latency)
+	}
+
+	// A record queued behind a full gate gives up with its context.
+	gate.SetLimit(1)
+	slowCtx, stopSlow := context.WithCancel(context.Background())
+	slow := h
+	slow.Latency = time.Hour
+	slowDone := make(chan error, 1)
+	go func() { slowDone <- slow.Handle(slowCtx, rec(2, 0, "ok")) }()
+	eventually(t, "the slow record holds the slot", func() bool { return gate.Serving() == 1 })
+	waitCtx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := h.Handle(waitCtx, rec(2, 1, "ok")); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a record queued past its deadline: %v, want context.DeadlineExceeded", err)
+	}
+	if gate.Queued() != 0 || gate.Serving() != 1 {
+		t.Fatalf("after the queued record gave up: serving %d, queued %d, want 1, 0", gate.Serving(), gate.Queued())
+	}
+	stopSlow()
+	if err := <-slowDone; !errors.Is(err, context.Canceled) {
+		t.Fatalf("slow record: %v", err)
+	}
+	unpin()
+	if err := <-pinned; !errors.Is(err, context.Canceled) {
+		t.Fatalf("pinned record: %v", err)
+	}
+	if gate.Serving() != 0 || gate.Queued() != 0 {
+		t.Fatalf("at the end: serving %d, queued %d", gate.Serving(), gate.Queued())
+	}
+}
+
+// LISTENER_SIMULATED_CAPACITY defaults to 0 (no bound), refuses a negative
+// value, and reaches the simulated handler's gate.
+func TestSimulatedCapacitySetting(t *testing.T) {
+	cfg, _, err := listener.Parse(nil, lookup(map[string]string{"KAFKA_BROKERS": "embedded"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.SimulatedCapacity != 0 {
+		t.Fatalf("default capacity %d, want 0", cfg.SimulatedCapacity)
+	}
+	_, _, err = listener.Parse(nil, lookup(map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_SIMULATED_CAPACITY": "-1"}))
+	var se *settings.Error
+	if !errors.As(err, &se) || se.Env != "LISTENER_SIMULATED_CAPACITY" {
+		t.Fatalf("capacity -1: %v", err)
+	}
+	cfg, _, err = listener.Parse([]string{"-simulated-capacity", "7"}, lookup(map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_SIMULATED_CAPACITY": "3"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	domain, err := listener.NewDomain(context.Background(), cfg, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer domain.Close()
+	h, ok := domain.Handler.(listener.SimulatedHandler)
+	if !ok || h.Capacity != domain.Capacity || domain.Capacity.Limit() != 7 {
+		t.Fatalf("handler %T, capacity limit %d, want the simulated handler with the domain's gate of 7", domain.Handler, domain.Capacity.Limit())
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/patchflow/patchflow/cmd/internal/downstream"
 	"github.com/patchflow/patchflow/messages"
 )
 
@@ -22,6 +24,13 @@ import (
 type Faults struct {
 	ErrorRate float64 `json:"error_rate"` // share of VMaaS calls answered 503
 	Latency   string  `json:"latency"`    // VMaaS latency distribution, see ParseLatency
+	// Capacity is how many VMaaS calls are served at once (0: any number):
+	// each holds one of Capacity slots for its latency, and the others
+	// queue for a slot, first come first served, the wait adding to their
+	// latency, as in front of a VMaaS with this many workers. A change
+	// applies to the calls that queue after it: lowering it lets the calls
+	// being served finish, raising it serves queued calls at once.
+	Capacity int `json:"capacity"`
 	// HangHosts are host ids whose evaluations never get an answer: a VMaaS
 	// call whose package list is one of these hosts' profiles (any revision
 	// up to HangRevisions) waits until the client gives up. The rest are
@@ -56,7 +65,10 @@ type Server struct {
 	faults  Faults
 	latency Latency
 	hang    map[string]bool // package-list fingerprints of HangHosts' profiles
-	mux     *http.ServeMux
+	// capacity gates the VMaaS latency sleeps; its limit is
+	// Faults.Capacity.
+	capacity *downstream.Capacity
+	mux      *http.ServeMux
 
 	vmaasCalls, vmaas503, vmaasHung, inventoryCalls atomic.Int64
 
@@ -83,7 +95,7 @@ var validCaller = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
 
 // NewServer returns the mock for ds.
 func NewServer(ds *Dataset, opts ServerOptions) (*Server, error) {
-	s := &Server{ds: ds, opts: opts, mux: http.NewServeMux()}
+	s := &Server{ds: ds, opts: opts, mux: http.NewServeMux(), capacity: downstream.NewCapacity(0)}
 	if err := s.setFaults(opts.Faults); err != nil {
 		return nil, err
 	}
@@ -127,6 +139,9 @@ func (s *Server) Evaluations() []Evaluation {
 }
 
 func (s *Server) setFaults(f Faults) error {
+	if f.Capacity < 0 {
+		return fmt.Errorf("capacity %d: must not be negative (0: any number)", f.Capacity)
+	}
 	if f.Latency == "" {
 		f.Latency = "fixed:0s"
 	}
@@ -145,6 +160,7 @@ func (s *Server) setFaults(f Faults) error {
 	}
 	s.mu.Lock()
 	s.faults, s.latency, s.hang = f, l, hang
+	s.capacity.SetLimit(f.Capacity)
 	s.mu.Unlock()
 	return nil
 }
@@ -214,7 +230,12 @@ func (s *Server) updates(w http.ResponseWriter, r *http.Request) {
 		<-r.Context().Done() // until the client gives up
 		return
 	}
-	if !sleep(r, latency.Sample()) {
+	if s.capacity.Acquire(r.Context()) != nil {
+		return // the client gave up while queued
+	}
+	served := sleep(r, latency.Sample())
+	s.capacity.Release()
+	if !served {
 		return
 	}
 	if errorRate > 0 && rand.Float64() < errorRate {
@@ -287,11 +308,18 @@ type Stats struct {
 	VMaaS503       int64 `json:"vmaas_503"`
 	VMaaSHung      int64 `json:"vmaas_hung"` // calls left unanswered (HangHosts)
 	InventoryCalls int64 `json:"inventory_calls"`
+	// VMaaSServing and VMaaSQueued are the VMaaS calls holding a slot of
+	// Faults.Capacity (waiting their latency; with no capacity, every call
+	// that does) and waiting for one, now.
+	// Hung calls are in neither.
+	VMaaSServing int `json:"vmaas_serving"`
+	VMaaSQueued  int `json:"vmaas_queued"`
 }
 
 // Stats returns the counts so far.
 func (s *Server) Stats() Stats {
-	return Stats{VMaaSCalls: s.vmaasCalls.Load(), VMaaS503: s.vmaas503.Load(), VMaaSHung: s.vmaasHung.Load(), InventoryCalls: s.inventoryCalls.Load()}
+	return Stats{VMaaSCalls: s.vmaasCalls.Load(), VMaaS503: s.vmaas503.Load(), VMaaSHung: s.vmaasHung.Load(), InventoryCalls: s.inventoryCalls.Load(),
+		VMaaSServing: s.capacity.Serving(), VMaaSQueued: s.capacity.Queued()}
 }
 
 func (s *Server) stats(w http.ResponseWriter, _ *http.Request) { writeJSON(w, s.Stats()) }
