@@ -33,7 +33,7 @@ func main() {
 	kafkaPID := flag.Int("kafka-pid", 0, "pid of the real broker's process, for its CPU in scenario 4 (0: not measured)")
 	allowNotDurable := flag.Bool("allow-not-durable", false, "run scenario 4 on a PostgreSQL with fsync, synchronous_commit or full_page_writes off instead of refusing; the report marks its figures not publishable (smoke runs only)")
 	kafkaVersion := flag.String("kafka-version", "", "version of the real broker, for the report")
-	only := flag.String("only", "core,end-to-end,memory,pinned,crash-replay,reads", "comma-separated scenarios to run: core (1-3), end-to-end (4), memory (5), pinned (5, a record that never finishes), crash-replay (6), reads (7, needs -database-url)")
+	only := flag.String("only", "core,end-to-end,memory,pinned,crash-replay,reads,adaptive", "comma-separated scenarios to run: core (1-3), end-to-end (4), memory (5), pinned (5, a record that never finishes), crash-replay (6), reads (7, needs -database-url), adaptive (8, on the real broker when -kafka is set)")
 	fromJSON := flag.String("from-json", "", "only rewrite the markdown and the plot from this benchmarks.json (no measuring)")
 	events := flag.Int("events", 0, "events per end-to-end configuration (0: the plan's)")
 	flag.Parse()
@@ -69,7 +69,7 @@ func main() {
 	chosen := map[string]bool{}
 	for _, s := range strings.Split(*only, ",") {
 		switch s = strings.TrimSpace(s); s {
-		case "core", "end-to-end", "memory", "pinned", "crash-replay", "reads":
+		case "core", "end-to-end", "memory", "pinned", "crash-replay", "reads", "adaptive":
 			chosen[s] = true
 		default:
 			must(fmt.Errorf("-only: unknown scenario %q", s))
@@ -160,6 +160,10 @@ func main() {
 	if run("reads") && *databaseURL != "" {
 		reads := &bench.Reads{DatabaseURL: *databaseURL, Plan: plan.Reads, Log: os.Stdout}
 		r.Reads, err = reads.Run(context.Background())
+		must(err)
+	}
+	if run("adaptive") {
+		r.Adaptive, err = plan.Adaptive.Run(sources[len(sources)-1], plan.Partitions, os.Stdout)
 		must(err)
 	}
 	_ = os.RemoveAll(work) // kept when a scenario failed: must exits first

@@ -47,6 +47,8 @@ type Plan struct {
 	CrashKillAt                                                                    float64
 	// Reads: the reads scenario (7).
 	Reads ReadsPlan
+	// Adaptive: the adaptive-limit scenario (8).
+	Adaptive AdaptivePlan
 }
 
 // FullPlan is what `make bench` runs.
@@ -67,7 +69,8 @@ func FullPlan() Plan {
 		CrashRecords: 200_000, CrashRecordBytes: 1024, CrashKeys: 10_000, CrashConcurrency: 1024, CrashPerPartition: 128,
 		CrashKills:   []string{KillAfterCommit, KillAnywhere},
 		CrashLatency: 100 * time.Millisecond, CrashKillAt: 0.5,
-		Reads: FullReadsPlan(),
+		Reads:    FullReadsPlan(),
+		Adaptive: FullAdaptivePlan(),
 	}
 }
 
@@ -85,6 +88,8 @@ func QuickPlan() Plan {
 	p.PinWindow, p.PinHold = 20*time.Second, 3*time.Second
 	p.CrashRecords = 40_000
 	p.Reads = QuickReadsPlan()
+	p.Adaptive.Fixed, p.Adaptive.Window = []int{32, 64, 1024}, Window{Warmup: time.Second, Measure: 2 * time.Second}
+	p.Adaptive.Step, p.Adaptive.Settle = 8*time.Second, 4*time.Second
 	return p
 }
 

@@ -43,6 +43,9 @@ type Report struct {
 	// Reads is scenario 7: the reads of a patch service before and after
 	// the storage change (nil when not run).
 	Reads *ReadsResult `json:"reads,omitempty"`
+	// Adaptive is scenario 8: the adaptive in-flight limit against a
+	// downstream with a capacity (nil when not run).
+	Adaptive *AdaptiveResult `json:"adaptive,omitempty"`
 	// Load is how busy the machine was during the run (nil: not sampled).
 	Load *Load `json:"load,omitempty"`
 	// Versions of what was measured.
