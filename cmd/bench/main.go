@@ -44,6 +44,7 @@ func main() {
 		must(err)
 		must(r.WriteMarkdown(filepath.Join(*out, "benchmarks.md")))
 		must(r.WritePlot(filepath.Join(*out, "throughput.png")))
+		must(r.WriteAdaptivePlot(filepath.Join(*out, "adaptive.png")))
 		fmt.Printf("report rewritten in %s from %s\n", *out, *fromJSON)
 		return
 	}
@@ -173,6 +174,7 @@ func main() {
 	must(r.WriteJSON(filepath.Join(*out, "benchmarks.json")))
 	must(r.WriteMarkdown(filepath.Join(*out, "benchmarks.md")))
 	must(r.WritePlot(filepath.Join(*out, "throughput.png")))
+	must(r.WriteAdaptivePlot(filepath.Join(*out, "adaptive.png")))
 	fmt.Printf("report written to %s in %s\n", *out, r.Took)
 }
 

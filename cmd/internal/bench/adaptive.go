@@ -111,8 +111,11 @@ type CapacityChange struct {
 
 // AdaptiveResult is scenario 8.
 type AdaptiveResult struct {
+	Window *Window         `json:"window"`
 	Sweep  []AdaptivePoint `json:"sweep"`
-	Change *CapacityChange `json:"capacity_change,omitempty"`
+	// Changes are the capacity-change runs, one per law, the default
+	// (gradient) first.
+	Changes []*CapacityChange `json:"capacity_changes,omitempty"`
 }
 
 // latencies records handler attempts that succeeded, with when they ended.
@@ -251,7 +254,7 @@ func (p AdaptivePlan) sweepPoint(src Source, partitions, k int, settings actors.
 
 // Run measures scenario 8 on src.
 func (p AdaptivePlan) Run(src Source, partitions int, log io.Writer) (*AdaptiveResult, error) {
-	res := &AdaptiveResult{}
+	res := &AdaptiveResult{Window: &p.Window}
 	report := func(pt AdaptivePoint) {
 		label := fmt.Sprintf("fixed C=%d", pt.Concurrency)
 		if pt.Mode == "adaptive" {
@@ -289,24 +292,27 @@ func (p AdaptivePlan) Run(src Source, partitions int, log io.Writer) (*AdaptiveR
 		report(pt)
 		res.Sweep = append(res.Sweep, pt)
 	}
-	if len(p.Steps) > 0 {
-		change, err := p.capacityChange(src, partitions, res.Sweep, log)
-		if err != nil {
-			return nil, fmt.Errorf("capacity change: %w", err)
+	for _, law := range p.Laws {
+		if len(p.Steps) == 0 {
+			break
 		}
-		res.Change = change
+		change, err := p.capacityChange(src, partitions, law, res.Sweep, log)
+		if err != nil {
+			return nil, fmt.Errorf("capacity change, %v: %w", law, err)
+		}
+		res.Changes = append(res.Changes, change)
 	}
 	return res, nil
 }
 
-// capacityChange runs the default law while the downstream's capacity
-// steps through p.Steps.
-func (p AdaptivePlan) capacityChange(src Source, partitions int, sweep []AdaptivePoint, log io.Writer) (*CapacityChange, error) {
+// capacityChange runs law while the downstream's capacity steps through
+// p.Steps.
+func (p AdaptivePlan) capacityChange(src Source, partitions int, law limit.Law, sweep []AdaptivePoint, log io.Writer) (*CapacityChange, error) {
 	var records float64
 	for _, k := range p.Steps {
 		records += float64(k) / p.Service.Seconds() * p.Step.Seconds()
 	}
-	settings := sweepSettings(partitions, p.Ceiling, true, limit.Gradient)
+	settings := sweepSettings(partitions, p.Ceiling, true, law)
 	run, err := startSimulated(src, partitions, int(records*1.3)+1000, settings, p.Steps[0], p.Service)
 	if err != nil {
 		return nil, err
@@ -349,8 +355,8 @@ func (p AdaptivePlan) capacityChange(src Source, partitions int, sweep []Adaptiv
 		if cnt > 0 {
 			st.MeanLimit = sum / cnt
 		}
-		fmt.Fprintf(log, "%-6s capacity  K=%-4d settled after %5.1f s, then %6.0f records/s (C=K fixed: %6.0f), handler p99 %6.1f ms, mean limit %6.1f\n",
-			src.Name(), k, st.SettledAfter, st.PerSecond, st.BestFixedPerSecond, st.HandlerP99, st.MeanLimit)
+		fmt.Fprintf(log, "%-6s capacity  %-8s K=%-4d settled after %5.1f s, then %6.0f records/s (C=K fixed: %6.0f), handler p99 %6.1f ms, mean limit %6.1f\n",
+			src.Name(), out.Law, k, st.SettledAfter, st.PerSecond, st.BestFixedPerSecond, st.HandlerP99, st.MeanLimit)
 		out.Steps = append(out.Steps, st)
 		out.Timeline = append(out.Timeline, timeline...)
 	}

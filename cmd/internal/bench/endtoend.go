@@ -75,6 +75,8 @@ type EndToEndConfig struct {
 	PerPartition int    `json:"per_partition_setting"`
 	Total        int    `json:"total_setting"`
 	Ordering     string `json:"ordering_setting"`
+	// Concurrency is LISTENER_CONCURRENCY ("" leaves the build's default).
+	Concurrency string `json:"concurrency_setting,omitempty"`
 	// Events are the timed events; Hosts the hosts they are about (for
 	// re-check-ins, created first, untimed).
 	Events int `json:"events"`
@@ -106,10 +108,13 @@ type EndToEndResult struct {
 	Broker     string `json:"broker"`
 	Partitions int    `json:"partitions"`
 	// The listener's effective S, G and database pool, from its status page.
-	InFlightPerPartition int   `json:"per_partition"`
-	InFlightTotal        int   `json:"total"`
-	DBConnections        int   `json:"database_connections"`
-	EventBytes           int64 `json:"mean_event_bytes"`
+	InFlightPerPartition int `json:"per_partition"`
+	InFlightTotal        int `json:"total"`
+	// Concurrency is the effective LISTENER_CONCURRENCY ("fixed" for a
+	// build that predates it).
+	Concurrency   string `json:"concurrency"`
+	DBConnections int    `json:"database_connections"`
+	EventBytes    int64  `json:"mean_event_bytes"`
 	// Seconds is the window, PerSecond the events over it (systems/s for
 	// new hosts).
 	Seconds   float64 `json:"seconds"`
@@ -314,6 +319,9 @@ func (e *EndToEnd) Run(ctx context.Context, listener, bin string, c EndToEndConf
 	if c.Ordering != "" {
 		env = append(env, "LISTENER_ORDERING="+c.Ordering)
 	}
+	if c.Concurrency != "" {
+		env = append(env, "LISTENER_CONCURRENCY="+c.Concurrency)
+	}
 	env = append(env, e.Env...)
 	produce := func(items []loadgen.Item) (loadgen.Result, error) {
 		return loadgen.Produce(ctx, ds, o, &loadgen.Plan{Items: items}, loadgen.ProduceOptions{Brokers: brokers, Topic: topic, Version: sarama.V3_6_0_0, Compression: "lz4"})
@@ -374,6 +382,10 @@ func (e *EndToEnd) Run(ctx context.Context, listener, bin string, c EndToEndConf
 		res.InFlightPerPartition, _ = strconv.Atoi(settings["LISTENER_INFLIGHT_PER_PARTITION"])
 		res.InFlightTotal, _ = strconv.Atoi(settings["LISTENER_INFLIGHT_TOTAL"])
 		res.DBConnections, _ = strconv.Atoi(settings["DB_MAX_OPEN_CONNS"])
+		res.Concurrency = settings["LISTENER_CONCURRENCY"]
+		if res.Concurrency == "" {
+			res.Concurrency = "fixed"
+		}
 	}
 	res.CommittedToEnd = waitCommitted(brokers, topic, l.proc) == nil
 	if err := l.proc.stop(time.Minute); err != nil {

@@ -56,6 +56,7 @@ func (r *Report) WriteMarkdown(path string) error {
 	r.pinnedTable(&b)
 	r.crashTable(&b)
 	r.readsTable(&b)
+	r.adaptiveTables(&b)
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
@@ -111,6 +112,7 @@ func (r *Report) targets() [][4]string {
 		rows = append(rows, [4]string{"4. end to end (" + best.Broker + ", new hosts)", fmt.Sprintf("≥ %d × patchman's %.0f systems/s = %.0f systems/s, every host right, PostgreSQL durable", endToEndTarget, PatchmanSystemsPerSecond, goal),
 			measured, verdict})
 	}
+	rows = append(rows, r.adaptiveTargets()...)
 	if len(r.Memory) >= 2 {
 		small, large := r.Memory[0], r.Memory[len(r.Memory)-1]
 		growth := large.PeakRSSMiB / small.PeakRSSMiB
@@ -310,12 +312,12 @@ func (r *Report) endToEndTable(b *strings.Builder) {
 		} else {
 			kinds = " unchanged / changed |"
 		}
-		fmt.Fprintf(b, "\n### %s\n\n| listener | configuration | S | G | database connections | events |%s hosts | %s |%s handler ms: mean | p50 | p99 | VMaaS ms/event | database ms/event | other ms/event | CPU ms/event: listener | platform mock | PostgreSQL | Kafka | benchmark | rest of the machine | machine cores | hosts wrong | handled twice | skipped | committed to end |\n",
+		fmt.Fprintf(b, "\n### %s\n\n| listener | configuration | S | G | concurrency | database connections | events |%s hosts | %s |%s handler ms: mean | p50 | p99 | VMaaS ms/event | database ms/event | other ms/event | CPU ms/event: listener | platform mock | PostgreSQL | Kafka | benchmark | rest of the machine | machine cores | hosts wrong | handled twice | skipped | committed to end |\n",
 			strings.ToUpper(w[:1])+w[1:], kinds, rate, patchman)
-		b.WriteString("|---|---|---|---|---|---|---|---|---|")
+		b.WriteString("|---|---|---|---|---|---|---|---|---|---|")
 		b.WriteString("---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, e := range rows {
-			fmt.Fprintf(b, "| %s | %s | %d | %d | %d | %d |", e.Listener, e.Name, e.InFlightPerPartition, e.InFlightTotal, e.DBConnections, e.Events)
+			fmt.Fprintf(b, "| %s | %s | %d | %d | %s | %d | %d |", e.Listener, e.Name, e.InFlightPerPartition, e.InFlightTotal, e.Concurrency, e.DBConnections, e.Events)
 			if kinds != "" {
 				fmt.Fprintf(b, " %d / %d |", e.Unchanged, e.Changed)
 			}

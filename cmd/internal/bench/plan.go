@@ -23,7 +23,10 @@ type Plan struct {
 	// sequential one gets SequentialEvents: it is slow) over Hosts hosts;
 	// re-check-in: RecheckHosts hosts created, then RecheckEvents timed;
 	// WarmupEvents for each listener's database first.
-	EndToEndEvents, SequentialEvents, Hosts   int
+	EndToEndEvents, SequentialEvents, Hosts int
+	// UnloadedEvents run one at a time in the whole process (G = 1): the
+	// handler's time with nothing else in flight.
+	UnloadedEvents                            int
 	RecheckEvents, RecheckHosts, WarmupEvents int
 	// Memory: backlogs of MemoryRecordBytes records at MemoryConcurrency,
 	// each watched for MemoryWindow with a handler of MemoryLatency.
@@ -61,7 +64,7 @@ func FullPlan() Plan {
 		Long:                Window{Warmup: 2 * time.Second, Measure: 5 * time.Second},
 		Members:             4,
 		OverheadConcurrency: 512, OverheadRecords: 1_000_000, Rounds: 2,
-		EndToEndEvents: 2000, SequentialEvents: 600, Hosts: 1000,
+		EndToEndEvents: 2000, SequentialEvents: 600, Hosts: 1000, UnloadedEvents: 150,
 		RecheckEvents: 2000, RecheckHosts: 1000, WarmupEvents: 400,
 		MemoryBacklogs: []int{100_000, 1_000_000}, MemoryRecordBytes: 1024, MemoryConcurrency: 1024,
 		MemoryLatency: 200 * time.Millisecond, MemoryWindow: 15 * time.Second,
@@ -82,7 +85,7 @@ func QuickPlan() Plan {
 	p.Short = Window{Warmup: 300 * time.Millisecond, Measure: time.Second}
 	p.Long = p.Short
 	p.OverheadRecords, p.Rounds = 200_000, 1
-	p.EndToEndEvents, p.SequentialEvents, p.Hosts = 300, 100, 150
+	p.EndToEndEvents, p.SequentialEvents, p.Hosts, p.UnloadedEvents = 300, 100, 150, 40
 	p.RecheckEvents, p.RecheckHosts, p.WarmupEvents = 300, 150, 50
 	p.MemoryBacklogs, p.MemoryWindow = []int{50_000, 500_000}, 5*time.Second
 	p.PinWindow, p.PinHold = 20*time.Second, 3*time.Second
@@ -169,11 +172,26 @@ func (p Plan) EndToEndWarmup() EndToEndConfig {
 // listener in turn (unless it names one): the listeners' default settings
 // on new hosts and on re-check-ins, and the old design (one event at a time
 // per partition) for this listener only.
+// Names of the end-to-end configurations that compare the adaptive limit
+// with fixed ones.
+const (
+	ConfigDefault      = "default"
+	ConfigFixedDefault = "fixed G=1024"
+	ConfigFixed32      = "fixed G=32"
+	ConfigUnloaded     = "unloaded (G=1)"
+)
+
 func (p Plan) EndToEndConfigs() []EndToEndConfig {
 	return []EndToEndConfig{
-		{Name: "default", Workload: WorkloadNewHosts, Events: p.EndToEndEvents, Hosts: p.Hosts},
-		{Name: "default", Workload: WorkloadRecheck, Events: p.RecheckEvents, Hosts: p.RecheckHosts},
+		{Name: ConfigDefault, Workload: WorkloadNewHosts, Events: p.EndToEndEvents, Hosts: p.Hosts},
+		{Name: ConfigDefault, Workload: WorkloadRecheck, Events: p.RecheckEvents, Hosts: p.RecheckHosts},
 		{Name: "sequential", Workload: WorkloadNewHosts, PerPartition: 1, Total: p.Partitions, Ordering: "partition", Events: p.SequentialEvents,
 			Hosts: max(p.SequentialEvents/2, 1), OnlyListener: ListenerAfter},
+		// Adaptive (the default above) against fixed settings, and the
+		// handler's time with nothing else in flight.
+		{Name: ConfigFixedDefault, Workload: WorkloadNewHosts, Concurrency: "fixed", Events: p.EndToEndEvents, Hosts: p.Hosts, OnlyListener: ListenerAfter},
+		{Name: ConfigFixed32, Workload: WorkloadNewHosts, Concurrency: "fixed", Total: 32, Events: p.EndToEndEvents, Hosts: p.Hosts, OnlyListener: ListenerAfter},
+		{Name: ConfigUnloaded, Workload: WorkloadNewHosts, Concurrency: "fixed", PerPartition: 1, Total: 1, Events: p.UnloadedEvents,
+			Hosts: max(p.UnloadedEvents/2, 1), OnlyListener: ListenerAfter},
 	}
 }

@@ -1,0 +1,93 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+)
+
+func sampleAdaptive(adaptivePerSecond, adaptiveMean, settled float64) *AdaptiveResult {
+	w := FullAdaptivePlan().Window
+	fixed := func(c int, perSecond, mean float64) AdaptivePoint {
+		return AdaptivePoint{Broker: "kafka", Capacity: 64, Service: 20, Mode: "fixed", Concurrency: c, PerSecond: perSecond, HandlerMean: mean, MeanLimit: float64(c)}
+	}
+	return &AdaptiveResult{Window: &w,
+		Sweep: []AdaptivePoint{fixed(64, 3000, 21), fixed(1024, 3100, 330),
+			{Broker: "kafka", Capacity: 64, Service: 20, Mode: "adaptive", Law: "gradient", Concurrency: 1024, PerSecond: adaptivePerSecond, HandlerMean: adaptiveMean, MeanLimit: 72}},
+		Changes: []*CapacityChange{{Broker: "kafka", Law: "gradient", Service: 20, Step: 20, Settle: 10,
+			Steps:    []CapacityStep{{Capacity: 16, BestFixed: 16, BestFixedPerSecond: 780, SettledAfter: settled, PerSecond: 770, HandlerP99: 40, MeanLimit: 20}},
+			Timeline: []CapacitySample{{T: 0, Capacity: 16, Limit: 32, InFlight: 32}, {T: 1, Capacity: 16, Limit: 20, InFlight: 20}}}},
+	}
+}
+
+// Scenario 8's verdicts follow the numbers: throughput under 0.95 of the
+// best fixed C, a mean handler time over 1.5 × L, or a limit that settles
+// later than 10 s after a change is "not met".
+func TestAdaptiveTargetsFollowTheNumbers(t *testing.T) {
+	for _, tc := range []struct {
+		name                     string
+		perSecond, mean, settled float64
+		sweepMet, changeMet      bool
+	}{
+		{"all met", 3050, 24, 1.5, true, true},
+		{"too slow", 2900, 24, 1.5, false, true},
+		{"queues too long", 3050, 31, 1.5, false, true},
+		{"settles too late", 3050, 24, 11, true, false},
+		{"never settles", 3050, 24, -1, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := sampleReport()
+			r.Adaptive = sampleAdaptive(tc.perSecond, tc.mean, tc.settled)
+			verdicts := map[string]string{}
+			for _, row := range r.targets() {
+				if strings.HasPrefix(row[0], "8. ") {
+					verdicts[strings.SplitN(row[0], ",", 2)[0]] = row[3]
+				}
+			}
+			want := func(met bool) string { return metText(met) }
+			if got := verdicts["8. adaptive limit"]; got != want(tc.sweepMet) {
+				t.Errorf("sweep verdict %q, want %q", got, want(tc.sweepMet))
+			}
+			if got := verdicts["8. capacity change"]; got != want(tc.changeMet) {
+				t.Errorf("capacity-change verdict %q, want %q", got, want(tc.changeMet))
+			}
+		})
+	}
+}
+
+// The end-to-end comparison is judged against the best fixed setting and
+// the unloaded handler time, both measured in the same run.
+func TestAdaptiveEndToEndTarget(t *testing.T) {
+	r := sampleReport()
+	base := r.EndToEnd[1]
+	add := func(name, mode string, perSecond, p50 float64) {
+		e := base
+		e.Name, e.Concurrency, e.PerSecond, e.HandlerP50MS = name, mode, perSecond, p50
+		r.EndToEnd = append(r.EndToEnd, e)
+	}
+	r.EndToEnd[1].Concurrency = "adaptive" // the default row: 80 systems/s, p50 700 ms
+	r.EndToEnd[2].PerSecond = 60           // C=32, fixed: slower than fixed G=1024 below
+	add(ConfigFixedDefault, "fixed", 82, 3000)
+	add(ConfigUnloaded, "fixed", 9, 300)
+	row := func() [4]string {
+		for _, row := range r.targets() {
+			if strings.HasPrefix(row[0], "8. adaptive limit end to end") {
+				return row
+			}
+		}
+		t.Fatal("no end-to-end adaptive target")
+		return [4]string{}
+	}
+	if got := row(); got[3] != "**not met**" { // 700 ms > 2 × 300 ms
+		t.Fatalf("p50 at 2.3 × unloaded judged %q: %v", got[3], got)
+	}
+	r.EndToEnd[1].HandlerP50MS = 550
+	if got := row(); got[3] != "met" {
+		t.Fatalf("80 of 82 systems/s at 1.8 × unloaded judged %q: %v", got[3], got)
+	}
+	var b strings.Builder
+	r.Adaptive = sampleAdaptive(3050, 24, 1.5)
+	r.adaptiveTables(&b)
+	if !strings.Contains(b.String(), "| gradient | 16 | 1.5 | 770 | 780 |") {
+		t.Fatalf("capacity-change table lacks its row:\n%s", b.String())
+	}
+}
