@@ -24,6 +24,9 @@ type listenerProc struct {
 	// samples are its recent /status.json reads (Scenario.SampleStatus),
 	// oldest first.
 	samples []statusSample
+	// limits are its concurrency limits over the whole run
+	// (Scenario.WatchLimit).
+	limits []limitSample
 }
 
 // startListener runs bin/listener with env, logging to <work>/<name>.log.

@@ -44,6 +44,10 @@ type Scenario struct {
 	// run looks at the broker (every 250 ms), keeping the last
 	// sampleHistory of samples (listenerProc.samples); needs StatusPorts.
 	SampleStatus bool
+	// WatchLimit records every live listener's concurrency limit from its
+	// /status.json each time the run looks (listenerProc.limits, the whole
+	// run); needs StatusPorts.
+	WatchLimit bool
 	// ListenerEnv is added to every listener's environment after the
 	// suite's own settings (a later value wins).
 	ListenerEnv []string
@@ -146,6 +150,9 @@ type run struct {
 	// What the revoke-starved fault did, for its judge.
 	paused, starved, resumed time.Time
 	joiner                   *listenerProc
+	// When the db-outage and vmaas-trouble scenarios' trouble began and
+	// ended, for judgeLimitThroughTrouble.
+	troubleFrom, troubleTo time.Time
 	// What the crash loop's kills saw, for its judge.
 	kills []killRecord
 	// watch is what the run has seen of the group's progress.
@@ -175,6 +182,9 @@ func (r *run) look() bool {
 	w, line := r.watch, r.watch.line
 	if r.sc.SampleStatus {
 		r.sampleStatus()
+	}
+	if r.sc.WatchLimit {
+		r.watchLimits()
 	}
 	progress, err := offsets.Read(r.env.Brokers, r.topic, r.group)
 	if err != nil {

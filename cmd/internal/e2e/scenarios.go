@@ -50,28 +50,36 @@ func Scenarios() []Scenario {
 			return r.env.script("kafka", "start", r.env.KafkaDir)
 		}},
 	}}
-	db := Scenario{Name: "db-outage", Events: 10000, Hosts: 2500, Listeners: 2, NoDeadLetters: true, Faults: []Fault{
-		{0.3, "stop PostgreSQL 15 s, start it again", func(r *run) error {
-			if err := r.env.script("postgres", "pause", r.env.PGDir); err != nil {
-				return err
-			}
-			r.wait(15 * time.Second)
-			return r.env.script("postgres", "resume", r.env.PGDir)
-		}},
-	}}
-	vmaas := Scenario{Name: "vmaas-trouble", Events: 10000, Hosts: 2500, Listeners: 2, NoDeadLetters: true, Faults: []Fault{
-		{0.2, "VMaaS 503 for 10 s, then 2 s per call for 15 s, then well", func(r *run) error {
-			if err := r.setFaults(platform.Faults{ErrorRate: 1, Latency: "fixed:5ms"}); err != nil {
-				return err
-			}
-			r.wait(10 * time.Second)
-			if err := r.setFaults(platform.Faults{Latency: "fixed:2s"}); err != nil {
-				return err
-			}
-			r.wait(15 * time.Second)
-			return r.setFaults(platform.Faults{Latency: "longtail:50ms"})
-		}},
-	}}
+	// The adaptive limit (the default) must fall in both troubles and
+	// rise again after them: judgeLimitThroughTrouble.
+	db := Scenario{Name: "db-outage", Events: 10000, Hosts: 2500, Listeners: 2, NoDeadLetters: true, StatusPorts: true, WatchLimit: true,
+		Judge: judgeLimitThroughTrouble, Faults: []Fault{
+			{0.3, "stop PostgreSQL 15 s, start it again", func(r *run) error {
+				if err := r.env.script("postgres", "pause", r.env.PGDir); err != nil {
+					return err
+				}
+				r.markTrouble(true)
+				r.wait(15 * time.Second)
+				defer r.markTrouble(false)
+				return r.env.script("postgres", "resume", r.env.PGDir)
+			}},
+		}}
+	vmaas := Scenario{Name: "vmaas-trouble", Events: 10000, Hosts: 2500, Listeners: 2, NoDeadLetters: true, StatusPorts: true, WatchLimit: true,
+		Judge: judgeLimitThroughTrouble, Faults: []Fault{
+			{0.2, "VMaaS 503 for 10 s, then 2 s per call for 15 s, then well", func(r *run) error {
+				if err := r.setFaults(platform.Faults{ErrorRate: 1, Latency: "fixed:5ms"}); err != nil {
+					return err
+				}
+				r.markTrouble(true)
+				r.wait(10 * time.Second)
+				if err := r.setFaults(platform.Faults{Latency: "fixed:2s"}); err != nil {
+					return err
+				}
+				r.wait(15 * time.Second)
+				defer r.markTrouble(false)
+				return r.setFaults(platform.Faults{Latency: "longtail:50ms"})
+			}},
+		}}
 	poison := Scenario{Name: "poison", Events: 10000, Hosts: 2500, Listeners: 2, BadShare: 0.01, SkipShare: 0.01, StatusPort: true, Faults: []Fault{
 		{0.3, "status page in a headless browser", func(r *run) error { return r.env.checkStatusPage(r.statusURL, r.env.Screenshot) }},
 	}}
