@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
+	"github.com/patchflow/patchflow/actors"
 	"github.com/patchflow/patchflow/cmd/internal/listener"
 	"github.com/patchflow/patchflow/cmd/internal/loadgen"
 	"github.com/patchflow/patchflow/cmd/internal/platform"
@@ -14,11 +16,14 @@ import (
 // comparison is the pipeline and the sequential design measured on the
 // same stream, in turn.
 type comparison struct {
-	events       int // good events per stream
-	hosts        int
-	messages     int // per stream, bad and skipped ones included
-	pipeline     streamResult
-	sequential   streamResult
+	events     int // good events per stream
+	hosts      int
+	messages   int // per stream, bad and skipped ones included
+	pipeline   streamResult
+	sequential streamResult
+	// fixed is the pipeline with its limit fixed at G, measured when the
+	// base configuration's limit is adaptive (nil otherwise).
+	fixed        *streamResult
 	perPartition int // the pipeline's records in flight per partition
 }
 
@@ -28,6 +33,7 @@ type comparison struct {
 const (
 	pipelineSeedOffset   = 0x1000
 	sequentialSeedOffset = 0x2000
+	fixedSeedOffset      = 0x3000
 )
 
 // compareLoads returns the comparison's two streams' options: the main
@@ -41,6 +47,14 @@ func compareLoads(opts Options) (pipeline, sequential loadgen.Options) {
 	pipeline.Seed += pipelineSeedOffset
 	sequential.Seed += sequentialSeedOffset
 	return pipeline, sequential
+}
+
+// fixedLoad is the stream of the pipeline with a fixed limit: the
+// pipeline's, with hosts of its own.
+func fixedLoad(opts Options) loadgen.Options {
+	o, _ := compareLoads(opts)
+	o.Seed += fixedSeedOffset - pipelineSeedOffset
+	return o
 }
 
 // compare measures the pipeline (base's settings) and then the sequential
@@ -59,10 +73,17 @@ func compare(ctx context.Context, base *listener.Config, ds *platform.Dataset, o
 		{name: "comparison, sequential", topic: k.Topic + ".compare-sequential", group: k.Group + "-compare-sequential",
 			load: sl, plan: loadgen.NewPlan(sl), perPartition: 1},
 	}
+	results := []*streamResult{&c.pipeline, &c.sequential}
+	if base.Pipeline.Concurrency == actors.ConcurrencyAdaptive {
+		fl := fixedLoad(opts)
+		c.fixed = &streamResult{}
+		streams = append(streams, stream{name: "comparison, fixed limit", topic: k.Topic + ".compare-fixed", group: k.Group + "-compare-fixed",
+			load: fl, plan: loadgen.NewPlan(fl), perPartition: base.Pipeline.InFlightPerPartition, fixed: true})
+		results = append(results, c.fixed)
+	}
 	c.messages = len(streams[0].plan.Items)
 	fmt.Fprintf(out, "\ncomparing the designs on %d messages each (%d events of %d hosts, the main stream's shape and shares of bad messages and messages to skip), produced up front, in turn:\n",
 		c.messages, c.events, c.hosts)
-	results := []*streamResult{&c.pipeline, &c.sequential}
 	for i, s := range streams {
 		s.dlq, s.upFront, s.lead, s.vmaasServed = s.topic+".dlq", true, opts.Lead, vmaasServed
 		res, err := runStream(ctx, base, ds, s, logger)
@@ -73,8 +94,12 @@ func compare(ctx context.Context, base *listener.Config, ds *platform.Dataset, o
 			return nil, err
 		}
 		*results[i] = res
-		fmt.Fprintf(out, "  %-24s in flight per partition %d: %d records in %v, %.1f records/s, mean handler time %v, %d VMaaS requests for %d evaluations stored; %s\n",
-			s.name, s.perPartition, res.total, res.finishedAfter.Round(1e6), res.rate(), res.meanHandler.Round(1e6), res.vmaasServed, res.evaluations, res.hosts)
+		limit := fmt.Sprintf("in all up to %d, %s", base.Pipeline.InFlightTotal, base.Pipeline.Concurrency)
+		if s.fixed {
+			limit = fmt.Sprintf("in all %d, fixed", base.Pipeline.InFlightTotal)
+		}
+		fmt.Fprintf(out, "  %-24s in flight per partition %d (%s): %d records in %v, %.1f records/s, mean handler time %v, %d VMaaS requests for %d evaluations stored; %s\n",
+			s.name, s.perPartition, limit, res.total, res.finishedAfter.Round(1e6), res.rate(), res.meanHandler.Round(1e6), res.vmaasServed, res.evaluations, res.hosts)
 	}
 	return c, nil
 }
@@ -88,9 +113,19 @@ func (c *comparison) line(base *listener.Config, opts Options) string {
 	}
 	return fmt.Sprintf("%d messages each (%d events of %d hosts, %d packages and %d repositories per profile, %s), in turn on the same broker, PostgreSQL and platform mock "+
 		"(VMaaS %s, cache %d, cold for each), produced up front, from the first record admitted to the last finished: "+
-		"the pipeline (%d in flight per partition, %d in all) %.1f records/s, one record at a time per partition %.1f records/s: %s",
+		"the pipeline (%d in flight per partition, %d in all, %s) %.1f records/s, mean handler time %v%s; one record at a time per partition %.1f records/s: %s",
 		c.messages, c.events, c.hosts, shape.Packages, shape.Repos, profile, opts.VMaaSLatency, base.Domain.VMaaSCacheSize,
-		c.perPartition, base.Pipeline.InFlightTotal, c.pipeline.rate(), c.sequential.rate(), ratioWords(c.pipeline.rate(), c.sequential.rate()))
+		c.perPartition, base.Pipeline.InFlightTotal, base.Pipeline.Concurrency, c.pipeline.rate(), c.pipeline.meanHandler.Round(time.Millisecond), c.fixedWords(base),
+		c.sequential.rate(), ratioWords(c.pipeline.rate(), c.sequential.rate()))
+}
+
+// fixedWords describes the fixed-limit run beside the adaptive one ("" when
+// there is none).
+func (c *comparison) fixedWords(base *listener.Config) string {
+	if c.fixed == nil {
+		return ""
+	}
+	return fmt.Sprintf("; with the limit fixed at %d, %.1f records/s, mean handler time %v", base.Pipeline.InFlightTotal, c.fixed.rate(), c.fixed.meanHandler.Round(time.Millisecond))
 }
 
 // ratioWords says how the pipeline's rate compares with the sequential

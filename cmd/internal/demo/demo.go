@@ -64,6 +64,9 @@ type Report struct {
 	Main       Measured
 	Pipeline   *Measured // the comparison's runs; nil without one
 	Sequential *Measured
+	// Fixed is the comparison's pipeline with its limit fixed at G, when
+	// the listener's limit is adaptive (nil otherwise).
+	Fixed *Measured
 }
 
 // Measured is one run of the listener.
@@ -149,6 +152,9 @@ func Run(ctx context.Context, env func(string) (string, bool), opts Options, out
 			return report, err
 		}
 		report.Pipeline, report.Sequential = measured(cmp.pipeline), measured(cmp.sequential)
+		if cmp.fixed != nil {
+			report.Fixed = measured(*cmp.fixed)
+		}
 	}
 
 	s := res.stats
@@ -171,8 +177,8 @@ func Run(ctx context.Context, env func(string) (string, bool), opts Options, out
 		res.evaluations, res.vmaasServed, cfg.Domain.VMaaSCacheSize)
 	fmt.Fprintf(out, "  time              %v to finish every record, %v until the last commit landed\n",
 		res.finishedAfter.Round(time.Millisecond), res.committedAfter.Round(time.Millisecond))
-	fmt.Fprintf(out, "  throughput        %.0f records/s while the events were produced on the same machine; mean handler time under this load %v (VMaaS %s, PostgreSQL, decoding)\n",
-		res.rate(), res.meanHandler.Round(time.Millisecond), opts.VMaaSLatency)
+	fmt.Fprintf(out, "  throughput        %.0f records/s while the events were produced on the same machine; mean handler time under this load %v (VMaaS %s, PostgreSQL, decoding); concurrency %s\n",
+		res.rate(), res.meanHandler.Round(time.Millisecond), opts.VMaaSLatency, cfg.Pipeline.Concurrency)
 	if cmp != nil {
 		fmt.Fprintf(out, "  comparison        %s\n", cmp.line(cfg, opts))
 	}

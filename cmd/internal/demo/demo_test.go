@@ -42,7 +42,7 @@ func TestDemoEndToEnd(t *testing.T) {
 		"skipped           20 records, not dead-lettered; reporter not allowed 7 of 7 sent; excluded host type 7 of 7 sent; nothing to evaluate 6 of 6 sent\n",
 		"; 6 without packages, 0 unevaluated)", " and 14 filtered out as expected", "committed to its end",
 		"  comparison        44 messages each (40 events of 6 hosts, 40 packages and 10 repositories per profile, only what the listener reads), in turn",
-		"(64 in flight per partition, 1024 in all)", "one record at a time per partition"} {
+		"(64 in flight per partition, 1024 in all, adaptive)", "; with the limit fixed at 1024, ", "one record at a time per partition", "concurrency adaptive\n"} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("summary lacks %q:\n%s", want, out.String())
 		}
@@ -53,7 +53,7 @@ func TestDemoEndToEnd(t *testing.T) {
 		t.Fatalf("main run: %d events, producer at most %d ahead, broker held at most %d: want 440, and both within the lead of %d\n%s",
 			m.Events, m.MaxLead, m.MaxHeld, opts.Lead, out.String())
 	}
-	if report.Pipeline == nil || report.Sequential == nil || report.Pipeline.Events != 44 || report.Sequential.Events != 44 {
-		t.Fatalf("comparison runs %+v %+v, want 44 events each", report.Pipeline, report.Sequential)
+	if report.Pipeline == nil || report.Sequential == nil || report.Fixed == nil || report.Pipeline.Events != 44 || report.Sequential.Events != 44 || report.Fixed.Events != 44 {
+		t.Fatalf("comparison runs %+v %+v %+v, want 44 events each", report.Pipeline, report.Sequential, report.Fixed)
 	}
 }

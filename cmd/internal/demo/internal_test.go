@@ -100,7 +100,11 @@ func TestCompareStreamsHaveHostsOfTheirOwn(t *testing.T) {
 		t.Fatalf("comparison streams differ from each other or from the main stream's shape: %+v %+v", pl, sl)
 	}
 	owner := map[string]string{}
-	for name, o := range map[string]loadgen.Options{"main": opts.Load, "pipeline": pl, "sequential": sl} {
+	fl := fixedLoad(opts)
+	if fl.Events != pl.Events || fl.Hosts != pl.Hosts || fl.Shape != pl.Shape {
+		t.Fatalf("the fixed-limit stream differs from the pipeline's: %+v %+v", fl, pl)
+	}
+	for name, o := range map[string]loadgen.Options{"main": opts.Load, "pipeline": pl, "sequential": sl, "fixed": fl} {
 		plan := loadgen.NewPlan(o)
 		for _, item := range plan.Items {
 			host := item.Key

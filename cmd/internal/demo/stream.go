@@ -30,6 +30,8 @@ type stream struct {
 	load         loadgen.Options
 	plan         *loadgen.Plan
 	perPartition int // LISTENER_INFLIGHT_PER_PARTITION of this run
+	// fixed runs with LISTENER_CONCURRENCY=fixed whatever the base says.
+	fixed bool
 	// upFront: every message is produced before the listener starts, so
 	// the run measures the listener alone; the plan must fit in lead.
 	// Otherwise the producer runs beside the listener, paced by lead.
@@ -91,6 +93,9 @@ func runStream(ctx context.Context, base *listener.Config, ds *platform.Dataset,
 	cfg.Kafka.Topic, cfg.Kafka.DLQTopic, cfg.Kafka.Group = s.topic, s.dlq, s.group
 	cfg.Pipeline.ConsumerGroup = s.group
 	cfg.Pipeline.InFlightPerPartition = s.perPartition
+	if s.fixed {
+		cfg.Pipeline.Concurrency = actors.ConcurrencyFixed
+	}
 	k := cfg.Kafka
 	res.total = int64(len(s.plan.Items))
 	if s.upFront && len(s.plan.Items) > s.lead {
