@@ -89,6 +89,7 @@ func TestPoolKeepsThePipelineGuarantees(t *testing.T) {
 		return nil
 	})
 	settings := actors.DefaultSettings()
+	settings.Concurrency = actors.ConcurrencyFixed // the pool has no partition actors to sample
 	settings.InFlightPerPartition, settings.InFlightTotal = 16, 32
 	p := newPool(settings.InFlightTotal, handler)
 	bridge, err := actors.NewBridge(actors.BridgeConfig{Settings: settings, Handler: handler, NewWorker: p.newWorker,

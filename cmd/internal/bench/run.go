@@ -154,6 +154,9 @@ func Pipeline(src Source, scenario, design string, latency time.Duration, partit
 	}
 	defer done()
 	settings := actors.DefaultSettings()
+	// A point is measured at its concurrency: the limit is fixed there
+	// (scenario 8 measures the adaptive limit).
+	settings.Concurrency = actors.ConcurrencyFixed
 	settings.Ordering = ordering.ByKey
 	settings.InFlightPerPartition = max(1, concurrency/partitions)
 	settings.InFlightTotal = concurrency
