@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patchflow/patchflow/actors"
+	"github.com/patchflow/patchflow/actors/limit"
 	"github.com/patchflow/patchflow/actors/ordering"
 	"github.com/patchflow/patchflow/cmd/internal/listener"
 	"github.com/patchflow/patchflow/cmd/internal/settings"
@@ -43,6 +45,17 @@ func TestParseDefaults(t *testing.T) {
 	}
 	if cfg.ReadyPinLimit != 5*time.Minute || cfg.ReadyDBGrace != 10*time.Second {
 		t.Fatalf("readiness: pin limit %v, database grace %v", cfg.ReadyPinLimit, cfg.ReadyDBGrace)
+	}
+	if p.Concurrency != actors.ConcurrencyAdaptive || p.ConcurrencyFloor != 8 || p.ConcurrencyLaw != limit.Gradient {
+		t.Fatalf("concurrency %v, floor %d, law %v; want adaptive, 8, gradient", p.Concurrency, p.ConcurrencyFloor, p.ConcurrencyLaw)
+	}
+	cfg, _, err = listener.Parse(nil, lookup(map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_CONCURRENCY": "fixed",
+		"LISTENER_CONCURRENCY_FLOOR": "4", "LISTENER_CONCURRENCY_LAW": "vegas"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := cfg.Pipeline; p.Concurrency != actors.ConcurrencyFixed || p.ConcurrencyFloor != 4 || p.ConcurrencyLaw != limit.Vegas {
+		t.Fatalf("concurrency %v, floor %d, law %v; want fixed, 4, vegas", p.Concurrency, p.ConcurrencyFloor, p.ConcurrencyLaw)
 	}
 }
 
@@ -89,6 +102,9 @@ func TestParseRejectsBadSettings(t *testing.T) {
 		{map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_INFLIGHT_PER_PARTITION": "-1"}, "LISTENER_INFLIGHT_PER_PARTITION"},
 		{map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_INFLIGHT_TOTAL": "x"}, "LISTENER_INFLIGHT_TOTAL"},
 		{map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_ORDERING": "fifo"}, "LISTENER_ORDERING"},
+		{map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_CONCURRENCY": "elastic"}, "LISTENER_CONCURRENCY"},
+		{map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_CONCURRENCY_FLOOR": "0"}, "LISTENER_CONCURRENCY_FLOOR"},
+		{map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_CONCURRENCY_LAW": "pid"}, "LISTENER_CONCURRENCY_LAW"},
 		{map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_DRAIN_TIMEOUT": "1ms"}, "LISTENER_DRAIN_TIMEOUT"},
 		{map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_MAX_ATTEMPTS": "0"}, "LISTENER_MAX_ATTEMPTS"},
 		{map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_BACKOFF_MIN": "fast"}, "LISTENER_BACKOFF_MIN"},
