@@ -83,8 +83,8 @@ type processPool interface {
 // Guarantee: every credit acquired comes back to the pool exactly once.
 // release after close is a no-op, since close already returned everything
 // still held, and acquiring after close fails; an over-release returns an
-// error and gives back nothing more. The book is one atomic counter, so the
-// per-record path takes no lock.
+// error and gives back nothing more. The book is one atomic counter; the
+// fixed pool is a channel, the adaptive one a mutex-guarded count.
 type claimCredits struct {
 	partition credits
 	total     processPool

@@ -213,17 +213,21 @@ func (a *PartitionActor) Receive(c actor.Context) {
 	case *messages.RecordAdmitted:
 		a.admit(c, m.GetRecord())
 	case *messages.RecordDone:
-		if m.GetOutcome() == messages.Outcome_OUTCOME_OK {
-			a.sample(c, m.GetHandlerTime(), false)
-		}
 		if st := a.answered(m.GetOffset(), m.GetAttempt(), m.GetOutcome() == messages.Outcome_OUTCOME_DEAD_LETTERED); st != nil {
+			if m.GetOutcome() == messages.Outcome_OUTCOME_OK {
+				a.sample(c, m.GetHandlerTime(), false)
+			}
 			a.finish(c, st, m)
 		}
 	case *messages.RecordFailed:
-		if m.GetCongested() || m.GetErrorClass() == messages.ErrorClass_ERROR_CLASS_TRANSIENT {
-			a.sample(c, m.GetHandlerTime(), true)
-		}
 		if st := a.answered(m.GetOffset(), m.GetAttempt(), false); st != nil {
+			// A cancellation (the drain's, or the handler's own context)
+			// says nothing of load, even when the wait it ended was for a
+			// shared resource.
+			if class := m.GetErrorClass(); class != messages.ErrorClass_ERROR_CLASS_CANCELLED &&
+				(m.GetCongested() || class == messages.ErrorClass_ERROR_CLASS_TRANSIENT) {
+				a.sample(c, m.GetHandlerTime(), true)
+			}
 			a.failed(c, st, m)
 		}
 	case *messages.DeadLetterFailed:

@@ -35,9 +35,10 @@ const (
 	// about √limit records, growing by √limit per window while latency
 	// stays at baseline.
 	Gradient Law = iota
-	// Vegas (TCP Vegas, as in Netflix's VegasLimit): the queue estimate
-	// limit × (1 − baseline/latency) is kept between 3·log10(limit) and
-	// 6·log10(limit), moving by log10(limit) per window.
+	// Vegas (TCP Vegas, as in Netflix's VegasLimit): with lg =
+	// max(1, log10(limit)) and the queue estimate q = limit × (1 −
+	// baseline/latency), the limit grows by 6·lg while q ≤ lg, by lg while
+	// q < 3·lg, and falls by lg once q > 6·lg.
 	Vegas
 	// AIMD on latency: +1 per window while latency stays under 1.25 ×
 	// baseline, × 0.9 when it passes it.
@@ -77,14 +78,14 @@ type Config struct {
 	Law     Law
 	// A window closes once it is MinWindow old (or twice the latest mean
 	// latency, if longer: a limit change shows only after a round trip) and
-	// holds MinSamples samples, or once it is MaxWindow old with at least
-	// one sample.
+	// holds MinSamples samples, or, with fewer, once it is MaxWindow old
+	// (or that round trip, if longer).
 	MinWindow, MaxWindow time.Duration
 	MinSamples           int
 	// ProbeInterval is how often the baseline is re-measured: the limit
-	// halves for one window to let the records over it finish, the next
-	// window's mean becomes the baseline, and the limit is restored. 0
-	// never probes (the baseline only falls).
+	// halves until a window ends with no more in flight than that (at most
+	// four windows), the next window's mean becomes the baseline, and the
+	// limit is restored. 0 never probes (the baseline only falls).
 	ProbeInterval time.Duration
 }
 
@@ -92,7 +93,8 @@ type Config struct {
 // says otherwise.
 const DefaultInitial = 32
 
-// DefaultConfig returns the defaults documented in docs/configuration.md.
+// DefaultConfig returns the defaults docs/architecture.md describes
+// ("Adaptive concurrency").
 func DefaultConfig(floor, ceiling int) Config {
 	return Config{Floor: floor, Ceiling: ceiling, Law: Gradient,
 		MinWindow: 50 * time.Millisecond, MaxWindow: time.Second, MinSamples: 16,
@@ -132,8 +134,9 @@ type Sample struct {
 	// timed out or had no connection free). Its latency is not used: a
 	// refusal is fast.
 	Congested bool
-	// InFlight is how many records the process had in flight when the
-	// attempt ended. A window whose largest InFlight is under half the limit
+	// InFlight is how many records hold a process credit as the sample is
+	// taken (records held back by the ordering gate or waiting to retry
+	// included). A window whose largest InFlight is under half the limit
 	// is app-limited: the backlog, not the downstream, kept the records few,
 	// and its latency says nothing about a larger limit, so it cannot raise
 	// the limit.
@@ -146,7 +149,7 @@ type Phase int
 const (
 	// Steady: the law moves the limit.
 	Steady Phase = iota
-	// Draining: the limit was halved for a probe; this window lets the
+	// Draining: the limit was halved for a probe; these windows let the
 	// records admitted over it finish.
 	Draining
 	// Measuring: this window's mean becomes the baseline.
@@ -172,9 +175,10 @@ type Controller struct {
 	sum                  time.Duration
 	maxInFlight, windows int
 
-	phase     Phase
-	saved     float64   // the limit to restore after a probe
-	nextProbe time.Time // zero until the first window closes
+	phase        Phase
+	saved        float64   // the limit to restore after a probe
+	drainWindows int       // windows the probe's drain has lasted
+	nextProbe    time.Time // zero until the first window closes
 }
 
 // New returns a controller at its initial limit.
@@ -222,8 +226,10 @@ func (c *Controller) Observe(now time.Time, s Sample) bool {
 		c.sum += max(s.Latency, time.Nanosecond) // a mean of 0 would make every ratio undefined
 	}
 	c.maxInFlight = max(c.maxInFlight, s.InFlight)
-	age := now.Sub(c.start)
-	if age < c.cfg.MaxWindow && (age < c.windowLength() || c.samples < c.cfg.MinSamples) {
+	age, length := now.Sub(c.start), c.windowLength()
+	full := age >= length && c.samples >= c.cfg.MinSamples
+	sparse := age >= max(c.cfg.MaxWindow, length)
+	if !full && !sparse {
 		return false
 	}
 	c.close(now)
@@ -231,9 +237,12 @@ func (c *Controller) Observe(now time.Time, s Sample) bool {
 }
 
 // windowLength is how old a window must be before it may close: MinWindow,
-// or two round trips at the last mean latency, at most MaxWindow.
+// or two round trips at the last mean latency, whichever is longer. It is
+// not capped: a window shorter than a round trip would judge a limit by
+// records admitted before it was set, and a probe's measuring window would
+// take loaded latency for the baseline.
 func (c *Controller) windowLength() time.Duration {
-	return min(c.cfg.MaxWindow, max(c.cfg.MinWindow, 2*c.latency))
+	return max(c.cfg.MinWindow, 2*c.latency)
 }
 
 func (c *Controller) close(now time.Time) {
@@ -244,7 +253,8 @@ func (c *Controller) close(now time.Time) {
 	if ok > 0 {
 		mean = c.sum / time.Duration(ok)
 	}
-	appLimited := float64(c.maxInFlight) < c.limit/2
+	maxInFlight := c.maxInFlight
+	appLimited := float64(maxInFlight) < c.limit/2
 	c.samples, c.congested, c.sum, c.maxInFlight = 0, 0, 0, 0
 	if c.nextProbe.IsZero() && c.cfg.ProbeInterval > 0 {
 		c.nextProbe = now.Add(c.cfg.ProbeInterval)
@@ -252,20 +262,25 @@ func (c *Controller) close(now time.Time) {
 
 	switch c.phase {
 	case Draining:
-		if failedShare > 0 {
+		c.drainWindows++
+		switch {
+		case failedShare >= troubleShare:
 			c.endProbe(now, failedShare)
-			return
+		case maxInFlight <= c.Limit() || c.drainWindows >= maxDrainWindows:
+			// The records admitted over the halved limit have finished
+			// (or the drain gave up waiting for those that do not):
+			// the next window's records all ran under it.
+			c.phase = Measuring
 		}
-		c.phase = Measuring
 		return
 	case Measuring:
-		if failedShare > 0 || ok == 0 {
+		if failedShare >= troubleShare || ok == 0 {
 			c.endProbe(now, failedShare)
 			return
 		}
 		c.baseline, c.latency = mean, mean
 		c.queue = 0
-		c.endProbe(now, 0)
+		c.endProbe(now, failedShare)
 		return
 	}
 
@@ -277,25 +292,34 @@ func (c *Controller) close(now time.Time) {
 		c.queue = max(0, c.limit*(1-float64(c.baseline)/float64(mean)))
 	}
 	next := c.limit
-	switch {
-	case failedShare > 0:
-		// Congestion: shrink in proportion to how much of the window
-		// failed, at most by half.
-		next = c.limit * (1 - failedShare/2)
-	case ok > 0:
+	if ok > 0 {
 		next = c.law(mean)
 		if appLimited && next > c.limit {
 			next = c.limit
 		}
 	}
-	c.limit = c.clamp(next)
+	// Congestion: shrink in proportion to how much of the window failed
+	// transiently, at most by half. A background of a few failures only
+	// trims what the law gives; an outage (every attempt failing) halves
+	// the limit each window.
+	c.limit = c.clamp(next * (1 - failedShare/2))
 
-	if c.cfg.ProbeInterval > 0 && !now.Before(c.nextProbe) && failedShare == 0 {
+	if c.cfg.ProbeInterval > 0 && !now.Before(c.nextProbe) && failedShare < troubleShare {
 		c.saved = c.limit
 		c.limit = c.clamp(c.limit / 2)
-		c.phase = Draining
+		c.phase, c.drainWindows = Draining, 0
 	}
 }
+
+// troubleShare is the share of a window's attempts failing transiently
+// above which the downstream is in trouble: no probe starts, and one under
+// way is abandoned (its latencies would say nothing of no load).
+const troubleShare = 0.1
+
+// maxDrainWindows bounds a probe's drain: records that never finish (held
+// by a pinned record's partition, retrying through backoff) must not keep
+// the limit halved.
+const maxDrainWindows = 4
 
 // endProbe restores the limit saved when the probe began, shrunk for the
 // share of the last window that failed.
