@@ -141,6 +141,9 @@ func (c *CrashReplay) env(group, recordLog string) []string {
 		"LISTENER_HANDLER=simulated", "LISTENER_SIMULATED_LATENCY=" + c.Latency.String(),
 		"LISTENER_SIMULATED_RECORD_LOG=" + recordLog, "LISTENER_SIMULATED_PIN_OFFSET=-1",
 		"LISTENER_INFLIGHT_TOTAL=" + strconv.Itoa(c.Concurrency), "LISTENER_INFLIGHT_PER_PARTITION=" + strconv.Itoa(c.PerPartition),
+		// At the configured concurrency, as the listener before it runs: the
+		// scenario measures what a crash replays with that many in flight.
+		"LISTENER_CONCURRENCY=fixed",
 		"LISTENER_ORDERING=key", "LISTENER_HTTP_ADDR=", "LISTENER_PROGRESS_INTERVAL=0", "LOG_LEVEL=warn", "LOG_FORMAT=json",
 	}, c.Env...)
 }

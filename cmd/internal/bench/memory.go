@@ -47,7 +47,7 @@ func Memory(listenerBin string, brokers []string, backlog, recordBytes, concurre
 	cmd.Env = append(os.Environ(),
 		"KAFKA_BROKERS="+strings.Join(brokers, ","), "KAFKA_TOPIC="+topic, "KAFKA_GROUP="+topic,
 		"LISTENER_HANDLER=simulated", "LISTENER_SIMULATED_LATENCY="+latency.String(),
-		"LISTENER_INFLIGHT_PER_PARTITION="+strconv.Itoa(concurrency/partitions), "LISTENER_INFLIGHT_TOTAL="+strconv.Itoa(concurrency),
+		"LISTENER_INFLIGHT_PER_PARTITION="+strconv.Itoa(concurrency/partitions), "LISTENER_INFLIGHT_TOTAL="+strconv.Itoa(concurrency), "LISTENER_CONCURRENCY=fixed",
 		"LISTENER_HTTP_ADDR=", "LOG_LEVEL=warn", "LOG_FORMAT=json")
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = io.Discard, &stderr

@@ -140,7 +140,7 @@ func (c *Pinned) Run(listener, bin string) (PinnedResult, error) {
 	env := append([]string{"KAFKA_BROKERS=" + strings.Join(c.Brokers, ","), "KAFKA_TOPIC=" + c.Topic, "KAFKA_GROUP=" + group,
 		"LISTENER_HANDLER=simulated", "LISTENER_SIMULATED_LATENCY=" + c.Latency.String(), "LISTENER_SIMULATED_RECORD_LOG=",
 		"LISTENER_SIMULATED_PIN_OFFSET=" + strconv.FormatInt(c.PinOffset, 10),
-		"LISTENER_INFLIGHT_PER_PARTITION=" + strconv.Itoa(c.PerPartition), "LISTENER_INFLIGHT_TOTAL=" + strconv.Itoa(c.Concurrency),
+		"LISTENER_INFLIGHT_PER_PARTITION=" + strconv.Itoa(c.PerPartition), "LISTENER_INFLIGHT_TOTAL=" + strconv.Itoa(c.Concurrency), "LISTENER_CONCURRENCY=fixed",
 		"LISTENER_ORDERING=key", "LISTENER_HTTP_ADDR=" + addr, "LISTENER_PROGRESS_INTERVAL=0", "LOG_LEVEL=warn", "LOG_FORMAT=json"}, c.Env...)
 	p, err := startListener(listener+" listener (pinned)", bin, filepath.Join(c.Work, group+".log"), env...)
 	if err != nil {
