@@ -111,10 +111,16 @@ type EndToEndResult struct {
 	InFlightPerPartition int `json:"per_partition"`
 	InFlightTotal        int `json:"total"`
 	// Concurrency is the effective LISTENER_CONCURRENCY ("fixed" for a
-	// build that predates it).
-	Concurrency   string `json:"concurrency"`
-	DBConnections int    `json:"database_connections"`
-	EventBytes    int64  `json:"mean_event_bytes"`
+	// build that predates it); MeanLimit, MeanBaselineMS and MeanInFlight
+	// average its patchflow_concurrency_limit, _baseline_seconds and
+	// patchflow_in_flight_records over the window's scrapes (0 for a build
+	// without them).
+	Concurrency    string  `json:"concurrency"`
+	MeanLimit      float64 `json:"mean_limit"`
+	MeanBaselineMS float64 `json:"mean_baseline_ms"`
+	MeanInFlight   float64 `json:"mean_in_flight"`
+	DBConnections  int     `json:"database_connections"`
+	EventBytes     int64   `json:"mean_event_bytes"`
 	// Seconds is the window, PerSecond the events over it (systems/s for
 	// new hosts).
 	Seconds   float64 `json:"seconds"`
@@ -377,6 +383,7 @@ func (e *EndToEnd) Run(ctx context.Context, listener, bin string, c EndToEndConf
 	if err != nil {
 		return fail(withLog(err, l.proc))
 	}
+	res.MeanLimit, res.MeanBaselineMS, res.MeanInFlight = l.limits.means()
 	elapsed, cpu1 := time.Since(began), meter.read()
 	if settings, err := l.settings(); err == nil {
 		res.InFlightPerPartition, _ = strconv.Atoi(settings["LISTENER_INFLIGHT_PER_PARTITION"])
@@ -421,10 +428,10 @@ func (e *EndToEnd) Run(ctx context.Context, listener, bin string, c EndToEndConf
 	}
 	res.HostsChecked, res.HostsWrong = rep.Hosts, rep.Missing+rep.Wrong
 	if e.Log != nil {
-		fmt.Fprintf(e.Log, "%-6s end-to-end     %-6s %-11s %-10s S=%-4d G=%-5d %7.1f events/s  handler mean %.0f ms, p50 %.0f, p99 %.0f (VMaaS %.0f, database %.0f, other %.0f per event)  CPU ms/event: listener %.1f, mock %.1f, PostgreSQL %s, Kafka %s, bench %.1f, rest %.1f  hosts wrong %d/%d%s\n",
+		fmt.Fprintf(e.Log, "%-6s end-to-end     %-6s %-11s %-10s S=%-4d G=%-5d %7.1f events/s  handler mean %.0f ms, p50 %.0f, p99 %.0f (VMaaS %.0f, database %.0f, other %.0f per event)  CPU ms/event: listener %.1f, mock %.1f, PostgreSQL %s, Kafka %s, bench %.1f, rest %.1f  %s limit %.0f (baseline %.0f ms), in flight %.0f  hosts wrong %d/%d%s\n",
 			res.Broker, listener, c.Workload, c.Name, res.InFlightPerPartition, res.InFlightTotal, res.PerSecond, res.HandlerMeanMS, res.HandlerP50MS, res.HandlerP99MS,
 			res.VMaaSMS, res.DatabaseMS, res.OtherMS, res.CPU.Listener, res.CPU.Mock, msText(res.CPU.Postgres), msText(res.CPU.Kafka), res.CPU.Bench, res.CPU.Rest,
-			res.HostsWrong, res.HostsChecked, map[bool]string{true: "", false: "  NOT PUBLISHABLE: PostgreSQL with " + res.Postgres.NotDurable()}[res.Publishable])
+			res.Concurrency, res.MeanLimit, res.MeanBaselineMS, res.MeanInFlight, res.HostsWrong, res.HostsChecked, map[bool]string{true: "", false: "  NOT PUBLISHABLE: PostgreSQL with " + res.Postgres.NotDurable()}[res.Publishable])
 	}
 	if !rep.OK() && e.Log != nil {
 		fmt.Fprintf(e.Log, "       end-to-end     %s listener, %s (%s): %s; for example %v\n", listener, c.Name, c.Workload, rep, rep.Examples)
@@ -489,8 +496,9 @@ func (e *EndToEnd) startMock(name string, o loadgen.Options) (*listenerProc, str
 
 // e2eListener is a listener process of the scenario and its HTTP address.
 type e2eListener struct {
-	proc *listenerProc
-	addr string
+	proc   *listenerProc
+	addr   string
+	limits limitWatch
 }
 
 func (e *EndToEnd) startListener(name, bin, logPath string, env []string) (*e2eListener, error) {
@@ -534,9 +542,33 @@ func (l *e2eListener) waitFinished(total int64, limit time.Duration) (scrape, er
 			return false, nil // alive: try again
 		}
 		last = m
+		l.limits.add(m)
 		return int64(m.sum("patchflow_records_total", outcomeIn("ok", "skipped", "dead_lettered"))) >= total, nil
 	})
 	return last, err
+}
+
+// limitWatch averages the listener's concurrency limit and its baseline
+// over the window's scrapes.
+type limitWatch struct {
+	n                   int
+	limit, baseline, in float64
+}
+
+func (w *limitWatch) add(m scrape) {
+	w.n++
+	w.limit += m.sum("patchflow_concurrency_limit", nil)
+	w.baseline += m.sum("patchflow_concurrency_baseline_seconds", nil)
+	w.in += m.sum("patchflow_in_flight_records", nil)
+}
+
+// means returns the mean limit, baseline (ms) and records in flight.
+func (w *limitWatch) means() (limit, baselineMS, inFlight float64) {
+	if w.n == 0 {
+		return 0, 0, 0
+	}
+	n := float64(w.n)
+	return w.limit / n, w.baseline / n * 1000, w.in / n
 }
 
 // settings reads the listener's effective settings from /status.json.

@@ -289,7 +289,8 @@ func (r *Report) endToEndTable(b *strings.Builder) {
 		"The events are realistic inventory events (about %d KB of JSON each: 400 packages, 150 repositories, the whole system profile; sent lz4-compressed) on %d partitions (broker: %s), all produced before the timed listener process starts; "+
 		"each configuration has a topic, a consumer group and hosts of its own, so none is skipped as already applied. "+
 		"The configurations run one after the other, each with every listener in turn (before, then after). Before them each build handles a warm-up of events of its own, not reported: package and advisory names are shared by every host, and the first configuration in a database would pay alone for inserting them. "+
-		"**default** leaves every listener setting at the build's default (S, G and the database pool below are what its `/status.json` said); **sequential** is the old design, one event at a time per partition (S = 1, partition ordering), for this listener only.\n\n",
+		"**default** leaves every listener setting at the build's default (S, G and the database pool below are what its `/status.json` said); **sequential** is the old design, one event at a time per partition (S = 1, partition ordering), for this listener only. "+
+		"For this listener only, to judge its adaptive limit (the default since issue 13; **concurrency** says which ran): **fixed G=1024** is the default before it (`LISTENER_CONCURRENCY=fixed`), **fixed G=32** a hand-tuned fixed limit, and **unloaded (G=1)** one event at a time in the whole process, the handler's time with nothing else in flight. **Mean limit** and **mean in flight** average the listener's `patchflow_concurrency_limit` and `patchflow_in_flight_records` over the window's scrapes.\n\n",
 		BeforeEndToEndCommit, e.EventBytes/1024, e.Partitions, e.Broker)
 	fmt.Fprintf(b, "- **%s**: each host created, then hosts drawn at random updated with their next profile revision (about one package in twenty updated); every event evaluates one system, so events/s is systems/s.\n", WorkloadNewHosts)
 	fmt.Fprintf(b, "- **%s**, what a real fleet mostly sends: the hosts are first created by a listener process of the same build, untimed, which commits to the end and stops; then a new listener process is timed over re-check-ins of hosts drawn at random, each one with a chance of %.0f %% repeating the host's profile with a new timestamp (**unchanged**) and of %.0f %% changing a few of its packages (**changed**: 1 to %d bumped, removed or added).\n\n",
@@ -312,12 +313,13 @@ func (r *Report) endToEndTable(b *strings.Builder) {
 		} else {
 			kinds = " unchanged / changed |"
 		}
-		fmt.Fprintf(b, "\n### %s\n\n| listener | configuration | S | G | concurrency | database connections | events |%s hosts | %s |%s handler ms: mean | p50 | p99 | VMaaS ms/event | database ms/event | other ms/event | CPU ms/event: listener | platform mock | PostgreSQL | Kafka | benchmark | rest of the machine | machine cores | hosts wrong | handled twice | skipped | committed to end |\n",
+		fmt.Fprintf(b, "\n### %s\n\n| listener | configuration | S | G | concurrency | mean limit | mean in flight | database connections | events |%s hosts | %s |%s handler ms: mean | p50 | p99 | VMaaS ms/event | database ms/event | other ms/event | CPU ms/event: listener | platform mock | PostgreSQL | Kafka | benchmark | rest of the machine | machine cores | hosts wrong | handled twice | skipped | committed to end |\n",
 			strings.ToUpper(w[:1])+w[1:], kinds, rate, patchman)
-		b.WriteString("|---|---|---|---|---|---|---|---|---|---|")
+		b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|")
 		b.WriteString("---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, e := range rows {
-			fmt.Fprintf(b, "| %s | %s | %d | %d | %s | %d | %d |", e.Listener, e.Name, e.InFlightPerPartition, e.InFlightTotal, e.Concurrency, e.DBConnections, e.Events)
+			fmt.Fprintf(b, "| %s | %s | %d | %d | %s | %s | %s | %d | %d |", e.Listener, e.Name, e.InFlightPerPartition, e.InFlightTotal, e.Concurrency,
+				measuredText(e.MeanLimit), measuredText(e.MeanInFlight), e.DBConnections, e.Events)
 			if kinds != "" {
 				fmt.Fprintf(b, " %d / %d |", e.Unchanged, e.Changed)
 			}
@@ -343,6 +345,15 @@ func (r *Report) endToEndTable(b *strings.Builder) {
 				after.HandlerP50MS, before.HandlerP50MS, after.CPU.Listener, before.CPU.Listener, msText(after.CPU.Postgres), msText(before.CPU.Postgres))
 		}
 	}
+}
+
+// measuredText prints v, or – when it was not measured (0: a build without the
+// metric).
+func measuredText(v float64) string {
+	if v == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f", v)
 }
 
 // byOperation lists the database ms per event of each operation, " (op

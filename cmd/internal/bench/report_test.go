@@ -138,8 +138,8 @@ func TestReportFiles(t *testing.T) {
 		"| after | after a commit | 0 | 0 | 0 | 120 | 0 | 900 | 400 (60) | 150 | 30 | 150 | 0 | 0 | 0.0 | 0.0 | 0 |", "| kafka | 100 ms | sequential-per-partition | 8 | 80.0 | 1.00 | 9000 | 112 × |",
 		"- PostgreSQL, as `current_setting` reads it on the server: PostgreSQL 17.6: fsync on, synchronous_commit on, full_page_writes on, wal_level replica, wal_sync_method fdatasync, shared_buffers 256MB, max_connections 300.\n",
 		"### New hosts\n", "### Re-check-in\n",
-		"| before | default | 64 | 1024 | fixed | 32 | 2000 | 1000 | 70.0 | 11.7 | 900 | 700 | 3000 | 150 | 740 (store_evaluation 240 + store_system 500) | 10 | 9.5 | 1.2 | – | 2.0 | 0.5 | 3.0 | 1.90 | 0 of 1000 | 0 | 0 | true |",
-		"| after | default | 64 | 1024 | fixed | 32 | 2000 | 1610 / 390 | 1000 | 120.0 | 900 | 700 | 3000 | 150 | 740 (store_evaluation 240 + store_system 500) | 10 | 9.5 | 1.2 | 25.0 | 2.0 | 0.5 | 3.0 | 1.90 | 0 of 1000 | 0 | 0 | true |",
+		"| before | default | 64 | 1024 | fixed | – | – | 32 | 2000 | 1000 | 70.0 | 11.7 | 900 | 700 | 3000 | 150 | 740 (store_evaluation 240 + store_system 500) | 10 | 9.5 | 1.2 | – | 2.0 | 0.5 | 3.0 | 1.90 | 0 of 1000 | 0 | 0 | true |",
+		"| after | default | 64 | 1024 | fixed | – | – | 32 | 2000 | 1610 / 390 | 1000 | 120.0 | 900 | 700 | 3000 | 150 | 740 (store_evaluation 240 + store_system 500) | 10 | 9.5 | 1.2 | 25.0 | 2.0 | 0.5 | 3.0 | 1.90 | 0 of 1000 | 0 | 0 | true |",
 		"New hosts, default: 80.0 systems/s after, 70.0 before (1.14 ×); handler p50 700 ms after, 700 before; CPU ms per event after / before: listener 9.5 / 9.5, PostgreSQL 25.0 / –.",
 		"Re-check-in, default: 120.0 events/s after, 100.0 before (1.20 ×)"} {
 		if !strings.Contains(string(md), want) {
