@@ -101,8 +101,11 @@ fmt-check:
 ## end with a throwaway PostgreSQL at its default durability (PATCHFLOW_PG_DURABLE=1: fsync and
 ## synchronous_commit on) beside the listener before issue 12 ($(BENCH_BEFORE12)), memory under a backlog and
 ## behind a record that never finishes, crash replay (kill -9 and restart); the last two beside the listener
-## before issue 11 ($(BENCH_BEFORE)); writes docs/benchmarks.md, .json and throughput.png. BENCH_FLAGS=-quick
-## for a smoke run, BENCH_FLAGS=-only=crash-replay (core, end-to-end, memory, pinned, crash-replay) for some
+## before issue 11 ($(BENCH_BEFORE)), reads on 50,000 systems, and the adaptive limit against a downstream
+## with a capacity; writes docs/benchmarks.md, .json, throughput.png and adaptive.png. BENCH_FLAGS=-quick for a
+## smoke run, BENCH_FLAGS=-only=crash-replay (core, end-to-end, memory, pinned, crash-replay, reads, adaptive)
+## for some, BENCH_FLAGS='-only=end-to-end,adaptive -merge docs/benchmarks.json' to measure those again into
+## the report (it says which run measured what)
 bench: build $(BIN)/listener-before $(BIN)/listener-before12
 	@set -e; \
 	kafka=$$(.ci/kafka start); trap '.ci/kafka down '"$$kafka" EXIT; \

@@ -36,6 +36,7 @@ func main() {
 	only := flag.String("only", "core,end-to-end,memory,pinned,crash-replay,reads,adaptive", "comma-separated scenarios to run: core (1-3), end-to-end (4), memory (5), pinned (5, a record that never finishes), crash-replay (6), reads (7, needs -database-url), adaptive (8, on the real broker when -kafka is set)")
 	fromJSON := flag.String("from-json", "", "only rewrite the markdown and the plot from this benchmarks.json (no measuring)")
 	events := flag.Int("events", 0, "events per end-to-end configuration (0: the plan's)")
+	merge := flag.String("merge", "", "a benchmarks.json whose sections of the -only scenarios this run replaces, keeping the others and saying which run measured what (empty: a report of this run alone)")
 	flag.Parse()
 	metrics.UseNilMetrics = true // sarama's go-metrics would cost CPU in every measurement
 
@@ -170,6 +171,16 @@ func main() {
 	_ = os.RemoveAll(work) // kept when a scenario failed: must exits first
 	r.Took = time.Since(started).Round(time.Second).String()
 	r.Load = stopSampling()
+	if *merge != "" {
+		base, err := bench.ReadReport(*merge)
+		must(err)
+		var names []string
+		for _, s := range strings.Split(*only, ",") {
+			names = append(names, strings.TrimSpace(s))
+		}
+		must(base.Merge(r, names))
+		r = base
+	}
 	must(os.MkdirAll(*out, 0o755))
 	must(r.WriteJSON(filepath.Join(*out, "benchmarks.json")))
 	must(r.WriteMarkdown(filepath.Join(*out, "benchmarks.md")))

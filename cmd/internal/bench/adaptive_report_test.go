@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -89,5 +90,34 @@ func TestAdaptiveEndToEndTarget(t *testing.T) {
 	r.adaptiveTables(&b)
 	if !strings.Contains(b.String(), "| gradient | 16 | 1.5 | 770 | 780 |") {
 		t.Fatalf("capacity-change table lacks its row:\n%s", b.String())
+	}
+}
+
+// A merge replaces only the scenarios measured again, keeps the rest, and
+// the report says which run measured what.
+func TestMergeReplacesOnlyTheScenariosMeasuredAgain(t *testing.T) {
+	base := sampleReport()
+	later := NewReport("later")
+	later.Took = "9m"
+	later.Adaptive = sampleAdaptive(3050, 24, 1.5)
+	later.EndToEnd = base.EndToEnd[:1]
+	points, crash := len(base.Points), len(base.Crash)
+	if err := base.Merge(later, []string{"end-to-end", "adaptive"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(base.EndToEnd) != 1 || base.Adaptive == nil || len(base.Points) != points || len(base.Crash) != crash {
+		t.Fatalf("after the merge: %d end-to-end, adaptive %v, %d points (want %d), %d crash (want %d)",
+			len(base.EndToEnd), base.Adaptive != nil, len(base.Points), points, len(base.Crash), crash)
+	}
+	if err := base.Merge(later, []string{"nonsense"}); err == nil {
+		t.Fatal("a merge of an unknown scenario was accepted")
+	}
+	dir := t.TempDir()
+	if err := base.WriteMarkdown(dir + "/b.md"); err != nil {
+		t.Fatal(err)
+	}
+	md, _ := os.ReadFile(dir + "/b.md")
+	if !strings.Contains(string(md), "in 9m (`-only end-to-end,adaptive -merge`): end-to-end, adaptive.") {
+		t.Fatalf("the report does not say what the later run measured:\n%.600s", md)
 	}
 }

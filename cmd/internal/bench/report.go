@@ -48,6 +48,9 @@ type Report struct {
 	Adaptive *AdaptiveResult `json:"adaptive,omitempty"`
 	// Load is how busy the machine was during the run (nil: not sampled).
 	Load *Load `json:"load,omitempty"`
+	// Updates are later runs that measured some scenarios again and
+	// replaced their sections (cmd/bench -merge), oldest first.
+	Updates []Update `json:"updates,omitempty"`
 	// Versions of what was measured.
 	Versions map[string]string `json:"versions"`
 }
@@ -74,6 +77,45 @@ func NewReport(settings string) *Report {
 	}
 	return &Report{Started: time.Now().UTC(), Machine: fmt.Sprintf("%d cores, %s", runtime.NumCPU(), cpu), Cores: runtime.NumCPU(), Go: runtime.Version(),
 		Settings: settings, Versions: versions}
+}
+
+// Update is a later run that replaced some scenarios' sections.
+type Update struct {
+	Scenarios []string  `json:"scenarios"`
+	Started   time.Time `json:"started"`
+	Took      string    `json:"took"`
+	Load      *Load     `json:"load,omitempty"`
+}
+
+// Merge replaces the sections of r that the scenarios of later measured
+// (core, end-to-end, memory, pinned, crash-replay, reads, adaptive: the
+// names of cmd/bench -only) with later's, and records the update.
+func (r *Report) Merge(later *Report, scenarios []string) error {
+	for _, s := range scenarios {
+		switch s {
+		case "core":
+			r.Points = later.Points
+		case "end-to-end":
+			r.EndToEnd, r.Postgres = later.EndToEnd, later.Postgres
+		case "memory":
+			r.Memory = later.Memory
+		case "pinned":
+			r.Pinned = later.Pinned
+		case "crash-replay":
+			r.Crash = later.Crash
+		case "reads":
+			r.Reads = later.Reads
+		case "adaptive":
+			r.Adaptive = later.Adaptive
+		default:
+			return fmt.Errorf("merge: unknown scenario %q", s)
+		}
+	}
+	for k, v := range later.Versions {
+		r.Versions[k] = v
+	}
+	r.Updates = append(r.Updates, Update{Scenarios: scenarios, Started: later.Started, Took: later.Took, Load: later.Load})
+	return nil
 }
 
 // ReadReport reads a report written by WriteJSON.
