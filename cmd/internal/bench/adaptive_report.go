@@ -77,7 +77,7 @@ func (r *Report) adaptiveTargets() [][4]string {
 			var parts []string
 			for _, st := range c.Steps {
 				all = all && c.stepPasses(st)
-				parts = append(parts, fmt.Sprintf("K = %d: settled in %.1f s, %.0f records/s (%.2f × C = K), p99 %.0f ms", st.Capacity, st.SettledAfter, st.PerSecond,
+				parts = append(parts, fmt.Sprintf("K = %d: %s, %.0f records/s (%.2f × C = K), p99 %.0f ms", st.Capacity, settledText(st.SettledAfter), st.PerSecond,
 					st.PerSecond/max(st.BestFixedPerSecond, 1e-9), st.HandlerP99))
 			}
 			rows = append(rows, [4]string{fmt.Sprintf("8. capacity change, %s (%s)", c.Law, c.Broker),
@@ -145,15 +145,24 @@ func (r *Report) adaptiveTables(b *strings.Builder) {
 		c := a.Changes[0]
 		fmt.Fprintf(b, "\n### Capacity change\n\nOne run per control law (G = %d) while the downstream's capacity steps through the capacities below, %.0f s each (`Capacity.SetLimit` at run time). **settled after** is how long after the change the limit entered ±50 %% of the best fixed C for the new capacity (K: the sweep shows throughput flat and latency climbing past it) and stayed there to the step's end; the rest is measured from %.0f s after the change to the step's end, against fixed C = K at that capacity measured above.\n\n",
 			a.ceiling(), c.Step, c.Settle)
-		b.WriteString("| law | K | settled after s | records/s | fixed C = K records/s | × | handler p99 ms | × L | mean limit | |\n|---|---|---|---|---|---|---|---|---|---|\n")
+		b.WriteString("| law | K | limit within ±50 % of K | records/s | fixed C = K records/s | × | handler p99 ms | × L | mean limit | |\n|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, c := range a.Changes {
 			for _, st := range c.Steps {
-				fmt.Fprintf(b, "| %s | %d | %.1f | %.0f | %.0f | %.2f | %.1f | %.2f | %.1f | %s |\n", c.Law, st.Capacity, st.SettledAfter, st.PerSecond, st.BestFixedPerSecond,
+				fmt.Fprintf(b, "| %s | %d | %s | %.0f | %.0f | %.2f | %.1f | %.2f | %.1f | %s |\n", c.Law, st.Capacity, settledText(st.SettledAfter), st.PerSecond, st.BestFixedPerSecond,
 					st.PerSecond/max(st.BestFixedPerSecond, 1e-9), st.HandlerP99, st.HandlerP99/c.Service, st.MeanLimit, metText(c.stepPasses(st)))
 			}
 		}
 		b.WriteString("\n![the adaptive limit and the records in flight while the capacity changes](adaptive.png)\n")
 	}
+}
+
+// settledText says when a step settled: "settled in N s", or that it did
+// not settle within the step.
+func settledText(after float64) string {
+	if after < 0 {
+		return "did not settle"
+	}
+	return fmt.Sprintf("settled in %.1f s", after)
 }
 
 func (a *AdaptiveResult) ceiling() int {
@@ -197,7 +206,8 @@ func (r *Report) WriteAdaptivePlot(path string) error {
 	p.Title.Text = fmt.Sprintf("patchflow: the adaptive limit (%s) while the downstream's capacity changes (L = %.0f ms, broker: %s)", c.Law, c.Service, c.Broker)
 	p.X.Label.Text = "seconds"
 	p.Y.Label.Text = "records"
-	p.Legend.Top = true
+	p.Y.Min = 0
+	p.Legend.Top, p.Legend.Left = true, true
 	var lim, inFlight, capacity plotter.XYs
 	for _, s := range c.Timeline {
 		lim = append(lim, plotter.XY{X: s.T, Y: float64(s.Limit)})

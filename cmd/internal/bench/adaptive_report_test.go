@@ -88,7 +88,7 @@ func TestAdaptiveEndToEndTarget(t *testing.T) {
 	var b strings.Builder
 	r.Adaptive = sampleAdaptive(3050, 24, 1.5)
 	r.adaptiveTables(&b)
-	if !strings.Contains(b.String(), "| gradient | 16 | 1.5 | 770 | 780 |") {
+	if !strings.Contains(b.String(), "| gradient | 16 | settled in 1.5 s | 770 | 780 |") {
 		t.Fatalf("capacity-change table lacks its row:\n%s", b.String())
 	}
 }
