@@ -87,10 +87,12 @@ type Bridge struct {
 	// and empty when the limit is fixed.
 	concurrency      *actor.PID
 	concurrencyState atomic.Pointer[ConcurrencyState]
-	epochs           atomic.Int64
-	logger           *slog.Logger
-	claims           sync.Map // epoch -> *claimEntry, the claims running now
-	sessions         atomic.Int64
+	// running counts the handler calls running, for the adaptive limit.
+	running  atomic.Int64
+	epochs   atomic.Int64
+	logger   *slog.Logger
+	claims   sync.Map // epoch -> *claimEntry, the claims running now
+	sessions atomic.Int64
 }
 
 // claimEntry is what Partitions reads of a running claim.
@@ -172,13 +174,22 @@ func NewBridge(cfg BridgeConfig) (*Bridge, error) {
 		return nil, fmt.Errorf("adaptive concurrency needs an actor system: its samples come from partition actors")
 	}
 	pool := newAdaptiveCredits(cfg.Settings.InFlightTotal)
-	a, err := newConcurrencyActor(cfg.Settings.LimitConfig(), pool, &b.concurrencyState)
+	a, err := newConcurrencyActor(cfg.Settings.LimitConfig(), pool, &b.running, &b.concurrencyState)
 	if err != nil {
 		return nil, err
 	}
 	b.total = pool
 	b.concurrency = cfg.System.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return a }))
 	return b, nil
+}
+
+// runningCalls is the counter of running handler calls when the limit is
+// adaptive; nil (nothing counted) when it is fixed.
+func (b *Bridge) runningCalls() *atomic.Int64 {
+	if b.concurrency == nil {
+		return nil
+	}
+	return &b.running
 }
 
 // Close stops the adaptive limit's actor, if any. Call it once every claim
@@ -276,7 +287,7 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 		Resume: resume, Span: span,
 		Settings: b.cfg.Settings, Handler: b.cfg.Handler, DeadLetters: b.cfg.DeadLetters,
 		Marker: fence, Logger: b.logger.With("generation", generation), Stats: b.cfg.Stats,
-		Observer: b.cfg.Observer, Dependencies: b.cfg.Dependencies, Samples: b.concurrency,
+		Observer: b.cfg.Observer, Dependencies: b.cfg.Dependencies, Samples: b.concurrency, Running: b.runningCalls(),
 		Release: func(n int) {
 			if err := cc.release(n); err != nil {
 				b.creditFault(log, err)

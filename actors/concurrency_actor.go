@@ -9,9 +9,11 @@ package actors
 // One ConcurrencyActor lives per Bridge whose Settings.Concurrency is
 // ConcurrencyAdaptive. It alone owns the controller (limit.Controller);
 // serialising the samples through its mailbox is what lets the controller
-// be a plain data structure. It reads the records in flight from the pool
-// with each sample, so the controller can tell a window the downstream
-// limited from one the backlog did.
+// be a plain data structure. With each sample it reads how many handler
+// calls are running (not the credits held: records held back by the key
+// gate or waiting to retry hold credits and reach no downstream), so the
+// controller can tell a window the downstream limited from one the backlog
+// or the gate did.
 
 import (
 	"sync/atomic"
@@ -45,20 +47,21 @@ type ConcurrencyState struct {
 }
 
 type concurrencyActor struct {
-	ctl   *limit.Controller
-	pool  *adaptiveCredits
-	state *atomic.Pointer[ConcurrencyState]
-	law   string
-	floor int
-	ceil  int
+	ctl     *limit.Controller
+	pool    *adaptiveCredits
+	running *atomic.Int64
+	state   *atomic.Pointer[ConcurrencyState]
+	law     string
+	floor   int
+	ceil    int
 }
 
-func newConcurrencyActor(cfg limit.Config, pool *adaptiveCredits, state *atomic.Pointer[ConcurrencyState]) (*concurrencyActor, error) {
+func newConcurrencyActor(cfg limit.Config, pool *adaptiveCredits, running *atomic.Int64, state *atomic.Pointer[ConcurrencyState]) (*concurrencyActor, error) {
 	ctl, err := limit.New(cfg)
 	if err != nil {
 		return nil, err
 	}
-	a := &concurrencyActor{ctl: ctl, pool: pool, state: state, law: cfg.Law.String(), floor: cfg.Floor, ceil: cfg.Ceiling}
+	a := &concurrencyActor{ctl: ctl, pool: pool, running: running, state: state, law: cfg.Law.String(), floor: cfg.Floor, ceil: cfg.Ceiling}
 	pool.setLimit(ctl.Limit())
 	a.publish()
 	return a, nil
@@ -70,7 +73,7 @@ func (a *concurrencyActor) Receive(c actor.Context) {
 	if !ok {
 		return
 	}
-	s := limit.Sample{Latency: m.GetHandlerTime().AsDuration(), Congested: m.GetCongested(), InFlight: a.pool.inUse()}
+	s := limit.Sample{Latency: m.GetHandlerTime().AsDuration(), Congested: m.GetCongested(), InFlight: int(a.running.Load())}
 	if a.ctl.Observe(time.Now(), s) {
 		a.pool.setLimit(a.ctl.Limit())
 		a.publish()

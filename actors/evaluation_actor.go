@@ -41,6 +41,9 @@ type evaluationEnv struct {
 	handler     Handler
 	deadLetters DeadLetterWriter
 	observer    Observer
+	// running counts the handler calls running in the process, for the
+	// adaptive limit; nil when nothing counts them.
+	running *atomic.Int64
 	// oldest is the offset of the record holding the partition's committed
 	// offset back, published by the partition actor; its attempts are urgent
 	// (messages.Urgency) for the handler's shared resources.
@@ -105,6 +108,10 @@ func (a *evaluationActor) evaluate(m *messages.EvaluateRecord) any {
 func (a *evaluationActor) handle(r *messages.Record, start time.Time) (err error) {
 	outcome := "panic" // if the handler panics, the deferred report still runs
 	defer func() { a.env.observer.HandlerDone(outcome, time.Since(start)) }()
+	if r := a.env.running; r != nil {
+		r.Add(1)
+		defer r.Add(-1)
+	}
 	ctx := messages.WithUrgency(a.env.deadlines.context(start), recordUrgency{env: a.env, offset: r.GetOffset()})
 	err = a.env.handler.Handle(ctx, r)
 	switch _, skipped := messages.SkipReasonOf(err); {

@@ -15,7 +15,8 @@ package actors
 //	out Span.Advance                the watermark, for the bridge's span limit, as soon as it moves
 //	out messages.Urgency            the record at the watermark is urgent in its handler's context
 //	out PartitionConfig.Release     one credit per record, when it finishes or is abandoned
-//	out *messages.HandlerSample     to PartitionConfig.Samples: each attempt that succeeded or failed transiently
+//	out *messages.HandlerSample     to PartitionConfig.Samples: each answered attempt that succeeded, or failed
+//	                                transiently or waiting for a shared resource (never a cancellation)
 //	out *messages.DrainResult       to the Drain requester, after the final mark; then it stops
 //
 // It alone owns its ledger, its ordering gate, the state of its records
@@ -31,6 +32,7 @@ package actors
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -68,9 +70,14 @@ type PartitionConfig struct {
 	// optional (nil: only record successes are known).
 	Dependencies *Dependencies
 	// Samples, when set, is the concurrency actor: it gets a
-	// *messages.HandlerSample for each attempt that succeeded or failed
-	// transiently.
+	// *messages.HandlerSample for each answered attempt that succeeded, or
+	// failed transiently or waiting for a shared resource (not cancelled).
 	Samples *actor.PID
+	// Running, when set, counts the handler calls running in the process
+	// (shared by every claim): what the downstream sees, unlike the
+	// credits, which records held back by the gate or waiting to retry
+	// also hold.
+	Running *atomic.Int64
 	// Release returns n records' credits (one partition and one process
 	// credit each) to the bridge; nil when nothing holds credits (actor
 	// tests without a bridge).
@@ -178,6 +185,7 @@ func NewPartitionActor(cfg PartitionConfig) *PartitionActor {
 		draining:    a.draining,
 		handler:     cfg.Handler,
 		deadLetters: cfg.DeadLetters,
+		running:     cfg.Running,
 	}
 	env.oldest.Store(-1)
 	a.env = env

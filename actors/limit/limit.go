@@ -11,9 +11,10 @@
 // the limit, so a downstream that became slower for everyone raises the
 // baseline instead of pinning the limit at the floor, and a long stretch of
 // queueing cannot ratchet it upward. A transient failure (the downstream
-// refused or timed out) is a congestion signal and shrinks the limit in
-// proportion to the share of a window that failed; permanent failures and
-// records skipped on purpose say nothing about congestion and are not
+// refused or timed out) is a congestion signal: a window's share f of them
+// multiplies what the law gives by 1 − f/2 (an outage halves the limit
+// each window), and from 5 % the law may not raise it; permanent failures
+// and records skipped on purpose say nothing about congestion and are not
 // samples at all.
 package limit
 
@@ -82,10 +83,11 @@ type Config struct {
 	// (or that round trip, if longer).
 	MinWindow, MaxWindow time.Duration
 	MinSamples           int
-	// ProbeInterval is how often the baseline is re-measured: the limit
-	// halves until a window ends with no more in flight than that (at most
-	// four windows), the next window's mean becomes the baseline, and the
-	// limit is restored. 0 never probes (the baseline only falls).
+	// ProbeInterval is how long after a probe ends the next begins (at
+	// least twelve windows): the limit halves until a whole window had no
+	// more in flight than that (at most four windows), the next window's
+	// mean becomes the baseline unless a tenth of its attempts failed, and
+	// the limit is restored. 0 never probes (the baseline only falls).
 	ProbeInterval time.Duration
 }
 
@@ -134,9 +136,10 @@ type Sample struct {
 	// timed out or had no connection free). Its latency is not used: a
 	// refusal is fast.
 	Congested bool
-	// InFlight is how many records hold a process credit as the sample is
-	// taken (records held back by the ordering gate or waiting to retry
-	// included). A window whose largest InFlight is under half the limit
+	// InFlight is how many handler calls the process is running as the
+	// sample is taken: what the downstream sees (records held back by the
+	// ordering gate or waiting to retry are not counted). A window whose
+	// largest InFlight is under half the limit
 	// is app-limited: the backlog, not the downstream, kept the records few,
 	// and its latency says nothing about a larger limit, so it cannot raise
 	// the limit.
@@ -229,7 +232,11 @@ func (c *Controller) Observe(now time.Time, s Sample) bool {
 	age, length := now.Sub(c.start), c.windowLength()
 	full := age >= length && c.samples >= c.cfg.MinSamples
 	sparse := age >= max(c.cfg.MaxWindow, length)
-	if !full && !sparse {
+	// Two limits' worth of completions are two round trips under load,
+	// however a few slow samples skewed the last mean: without this, one
+	// slow period would stretch the windows (and the reaction) for minutes.
+	busy := age >= c.cfg.MinWindow && c.samples >= max(c.cfg.MinSamples, 2*c.Limit())
+	if !full && !sparse && !busy {
 		return false
 	}
 	c.close(now)
@@ -294,7 +301,10 @@ func (c *Controller) close(now time.Time) {
 	next := c.limit
 	if ok > 0 {
 		next = c.law(mean)
-		if appLimited && next > c.limit {
+		// An app-limited window says nothing of a larger limit; nor does
+		// one with a share of failures near trouble, where a downstream
+		// that refuses what is over its capacity would be kept over it.
+		if (appLimited || failedShare >= troubleShare/2) && next > c.limit {
 			next = c.limit
 		}
 	}
@@ -312,8 +322,9 @@ func (c *Controller) close(now time.Time) {
 }
 
 // troubleShare is the share of a window's attempts failing transiently
-// above which the downstream is in trouble: no probe starts, and one under
-// way is abandoned (its latencies would say nothing of no load).
+// from which the downstream is in trouble: no probe starts, and one under
+// way is abandoned (its latencies would say nothing of no load). From half
+// of it the law may not raise the limit.
 const troubleShare = 0.1
 
 // maxDrainWindows bounds a probe's drain: records that never finish (held
@@ -326,7 +337,10 @@ const maxDrainWindows = 4
 func (c *Controller) endProbe(now time.Time, failedShare float64) {
 	c.limit = c.clamp(c.saved * (1 - failedShare/2))
 	c.phase = Steady
-	c.nextProbe = now.Add(c.cfg.ProbeInterval)
+	// A probe lasts at least three windows; against a slow downstream
+	// (windows of seconds) a fixed interval would keep the limit halved
+	// most of the time.
+	c.nextProbe = now.Add(max(c.cfg.ProbeInterval, 12*c.windowLength()))
 }
 
 // law returns the limit the configured law wants after a window of the given
