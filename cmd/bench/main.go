@@ -186,7 +186,7 @@ func main() {
 	must(r.WriteMarkdown(filepath.Join(*out, "benchmarks.md")))
 	must(r.WritePlot(filepath.Join(*out, "throughput.png")))
 	must(r.WriteAdaptivePlot(filepath.Join(*out, "adaptive.png")))
-	fmt.Printf("report written to %s in %s\n", *out, r.Took)
+	fmt.Printf("report written to %s in %s\n", *out, time.Since(started).Round(time.Second))
 }
 
 func must(err error) {

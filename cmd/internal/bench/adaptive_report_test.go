@@ -109,6 +109,9 @@ func TestMergeReplacesOnlyTheScenariosMeasuredAgain(t *testing.T) {
 		t.Fatalf("after the merge: %d end-to-end, adaptive %v, %d points (want %d), %d crash (want %d)",
 			len(base.EndToEnd), base.Adaptive != nil, len(base.Points), points, len(base.Crash), crash)
 	}
+	if err := base.Merge(later, []string{"adaptive", "end-to-end", "reads"}); err != nil || len(base.Updates) != 1 {
+		t.Fatalf("a later merge of a superset: %v, %d updates kept, want only the later one", err, len(base.Updates))
+	}
 	if err := base.Merge(later, []string{"nonsense"}); err == nil {
 		t.Fatal("a merge of an unknown scenario was accepted")
 	}
@@ -117,7 +120,8 @@ func TestMergeReplacesOnlyTheScenariosMeasuredAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	md, _ := os.ReadFile(dir + "/b.md")
-	if !strings.Contains(string(md), "in 9m (`-only end-to-end,adaptive -merge`): end-to-end, adaptive.") {
+	if !strings.Contains(string(md), "in 9m (`-only adaptive,end-to-end,reads -merge`): adaptive, end-to-end, reads.") ||
+		strings.Contains(string(md), "`-only end-to-end,adaptive -merge`") {
 		t.Fatalf("the report does not say what the later run measured:\n%.600s", md)
 	}
 }

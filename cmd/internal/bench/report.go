@@ -114,6 +114,11 @@ func (r *Report) Merge(later *Report, scenarios []string) error {
 	for k, v := range later.Versions {
 		r.Versions[k] = v
 	}
+	// An earlier update whose every scenario this one measured again says
+	// nothing of the report any more.
+	r.Updates = slices.DeleteFunc(r.Updates, func(u Update) bool {
+		return !slices.ContainsFunc(u.Scenarios, func(s string) bool { return !slices.Contains(scenarios, s) })
+	})
 	r.Updates = append(r.Updates, Update{Scenarios: scenarios, Started: later.Started, Took: later.Took, Load: later.Load})
 	return nil
 }
