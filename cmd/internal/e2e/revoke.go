@@ -83,6 +83,12 @@ type listenerStatus struct {
 		Lag       int64 `json:"lag"`
 		InFlight  int   `json:"in_flight"`
 	} `json:"partitions"`
+	// Concurrency is the process-wide limit (absent from listeners before
+	// the adaptive limit: zero).
+	Concurrency struct {
+		Limit    int `json:"limit"`
+		InFlight int `json:"in_flight"`
+	} `json:"concurrency"`
 	Totals struct {
 		Admitted, Succeeded, Skipped, DeadLettered, RetriedShared int64
 		// Resumed: finished without running, as an earlier owner's commit
@@ -113,9 +119,11 @@ const starveQuiet = 2 * time.Second
 
 // waitStarved waits until each member is starved: it has finished no record
 // for starveQuiet, its records have failed and been retried as a shared
-// outage since the wait began, and every partition it claims has all the
-// records it may hold in flight (its perPartition credits, or all it has
-// left) admitted and unfinished.
+// outage since the wait began, and it can admit nothing more: every
+// partition it claims has all the records it may hold in flight (its
+// perPartition credits, or all it has left) admitted and unfinished, or the
+// process holds its whole concurrency limit with records unfinished in
+// every partition.
 func waitStarved(members []*listenerProc, perPartition int, limit time.Duration) error {
 	type seen struct {
 		finished, retried int64
@@ -144,10 +152,16 @@ func waitStarved(members []*listenerProc, perPartition int, limit time.Duration)
 			if finished != w.finished {
 				w.finished, w.since = finished, time.Now()
 			}
-			full := len(st.Partitions) > 0
+			// Starved of credits: every partition holds all it may (S, or
+			// what it has left), or the process holds its whole limit (the
+			// adaptive limit falls in an outage) with records in flight in
+			// every partition.
+			full, atLimit := len(st.Partitions) > 0, len(st.Partitions) > 0 && st.Concurrency.Limit > 0 && st.Concurrency.InFlight >= st.Concurrency.Limit
 			for _, ps := range st.Partitions {
 				full = full && ps.Lag > 0 && int64(ps.InFlight) >= min(int64(perPartition), ps.Lag)
+				atLimit = atLimit && ps.Lag > 0 && ps.InFlight > 0
 			}
+			full = full || atLimit
 			quiet := time.Since(w.since)
 			w.state = fmt.Sprintf("nothing finished for %.1fs, %d shared-outage retries, partitions %+v",
 				quiet.Seconds(), st.Totals.RetriedShared-w.retried, st.Partitions)
