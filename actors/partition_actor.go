@@ -229,14 +229,7 @@ func (a *PartitionActor) Receive(c actor.Context) {
 		}
 	case *messages.RecordFailed:
 		if st := a.answered(m.GetOffset(), m.GetAttempt(), false); st != nil {
-			// A cancellation (the drain's, or the handler's own context)
-			// says nothing of load, even when the wait it ended was for a
-			// shared resource.
-			if class := m.GetErrorClass(); class != messages.ErrorClass_ERROR_CLASS_CANCELLED &&
-				(m.GetCongested() || class == messages.ErrorClass_ERROR_CLASS_TRANSIENT) {
-				a.sample(c, m.GetHandlerTime(), true)
-			}
-			a.failed(c, st, m)
+			a.failed(c, st, m) // samples the attempt once it knows whether the failure was the record's own
 		}
 	case *messages.DeadLetterFailed:
 		if st := a.answered(m.GetOffset(), m.GetAttempt(), true); st != nil {

@@ -49,6 +49,16 @@ func (a *PartitionActor) failed(c actor.Context, st *recordState, m *messages.Re
 		since = st.failures.last.GetTime().AsTime()
 	}
 	own := a.isOwnFailure(class, m, since)
+	// A congestion signal for the adaptive limit: a wait for a shared
+	// resource, or a transient failure the record does not own (its
+	// dependency is failing others too). A record's own failures (a host
+	// whose calls hang while the rest are served) are not load: counting
+	// them shrank the limit until the failing record's calls were most of
+	// the dependency's, which then read as a shared outage, retried
+	// without limit instead of dead-lettered.
+	if m.GetCongested() || (class == messages.ErrorClass_ERROR_CLASS_TRANSIENT && !own) {
+		a.sample(c, m.GetHandlerTime(), true)
+	}
 	if class == messages.ErrorClass_ERROR_CLASS_TRANSIENT && st.failures == nil {
 		// A record adds one failure at most, however often it is retried:
 		// one retried often must not weigh more than one that failed once.
