@@ -196,3 +196,47 @@ func TestFixedConcurrencyHasNoController(t *testing.T) {
 		t.Fatalf("fixed pool limit %d, want %d", c.Limit, s.InFlightTotal)
 	}
 }
+
+// A record's own transient failure (its dependency keeps serving the
+// others) is not a congestion sample; the same failure while the
+// dependency fails everyone is. Counting a hanging host's timeouts shrank
+// the limit until its calls were most of the dependency's, and its failures
+// then read as a shared outage, retried without limit.
+func TestOwnFailuresAreNotCongestionSamples(t *testing.T) {
+	for _, serving := range []bool{true, false} {
+		system := newTestSystem(t)
+		probe := actortest.NewProbe(t, system)
+		deps := &actors.Dependencies{}
+		var once atomic.Bool
+		h := actors.HandlerFunc(func(context.Context, *messages.Record) error {
+			// Just before the attempt fails, the dependency serves (or
+			// fails) the others' calls.
+			for range 20 {
+				deps.Observe(messages.DependencyVMaaS, serving)
+			}
+			if once.CompareAndSwap(false, true) {
+				return messages.FailedIn(messages.DependencyVMaaS, messages.Transient(errors.New("timed out")))
+			}
+			return nil
+		})
+		pa := actors.NewPartitionActor(actors.PartitionConfig{
+			Topic: "events", Partition: 0, Epoch: 1, Settings: testSettings(ordering.Unordered), Handler: h, Dependencies: deps,
+			DeadLetters: actors.DeadLetterFunc(func(context.Context, *messages.DeadLetter) error { return nil }),
+			Marker:      &recordingMarker{}, Samples: probe.PID(),
+		})
+		pid := system.Root.Spawn(pa.Props())
+		system.Root.Send(pid, &messages.RecordAdmitted{Record: &messages.Record{Topic: "events", Offset: 0, Value: []byte("v")}})
+		congested := 0
+		for {
+			m := actortest.ExpectMsg[*messages.HandlerSample](probe, 0)
+			if !m.GetCongested() {
+				break // the retry that succeeded
+			}
+			congested++
+		}
+		if want := map[bool]int{true: 0, false: 1}[serving]; congested != want {
+			t.Errorf("dependency serving others %v: %d congested samples, want %d", serving, congested, want)
+		}
+		_ = system.Root.StopFuture(pid).Wait()
+	}
+}
