@@ -16,7 +16,7 @@ package actors
 //	out messages.Urgency            the record at the watermark is urgent in its handler's context
 //	out PartitionConfig.Release     one credit per record, when it finishes or is abandoned
 //	out *messages.HandlerSample     to PartitionConfig.Samples: each answered attempt that succeeded, or failed
-//	                                transiently or waiting for a shared resource (never a cancellation)
+//	                                waiting for a shared resource or transiently, not its own (never a cancellation)
 //	out *messages.DrainResult       to the Drain requester, after the final mark; then it stops
 //
 // It alone owns its ledger, its ordering gate, the state of its records
@@ -71,7 +71,8 @@ type PartitionConfig struct {
 	Dependencies *Dependencies
 	// Samples, when set, is the concurrency actor: it gets a
 	// *messages.HandlerSample for each answered attempt that succeeded, or
-	// failed transiently or waiting for a shared resource (not cancelled).
+	// failed waiting for a shared resource or transiently without the
+	// failure being the record's own (never a cancellation).
 	Samples *actor.PID
 	// Running, when set, counts the handler calls running in the process
 	// (shared by every claim): what the downstream sees, unlike the

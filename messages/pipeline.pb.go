@@ -688,9 +688,11 @@ func (x *DeadLetterFailed) GetCancelled() bool {
 
 // HandlerSample: partition actor -> concurrency actor. One handler attempt
 // that tells the adaptive in-flight limit something: it succeeded (its time
-// is a latency sample) or it failed transiently (a congestion signal).
-// Skipped records, permanent failures and cancellations are not sent: they
-// say nothing about how loaded the downstream is.
+// is a latency sample), or it failed waiting for a shared resource or
+// transiently in a way the record does not own (a congestion signal).
+// Skipped records, permanent failures, a record's own failures and
+// cancellations are not sent: they say nothing about how loaded the
+// downstream is.
 type HandlerSample struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	HandlerTime *durationpb.Duration   `protobuf:"bytes,1,opt,name=handler_time,json=handlerTime,proto3" json:"handler_time,omitempty"`
