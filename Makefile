@@ -60,11 +60,21 @@ e2e: build
 	PATCHFLOW_KAFKA_BROKERS=$$(cat $$kafka/brokers) PATCHFLOW_KAFKA_VERSION=$$(cat $$kafka/version) \
 	$(GO) test -race -count=1 -run RealBroker ./actors ./cmd/internal/listener
 
-## kafka-up: start a real Kafka broker on 127.0.0.1:$${KAFKA_PORT:-19092} (fetched with Maven once); kafka-down stops it
+## kafka-up: start a real Kafka broker on 127.0.0.1:$${KAFKA_PORT:-19092} (fetched with Maven once) with the
+## topic of inventory events, $(KAFKA_TOPIC) in $(KAFKA_PARTITIONS) partitions (the broker creates no topic on
+## first use); it prints the plaintext and SASL addresses and the SASL test user; kafka-down stops it
+KAFKA_TOPIC ?= platform.inventory.events
+KAFKA_PARTITIONS ?= 8
 kafka-up:
 	@mkdir -p $(dir $(KAFKA_STATE))
 	@if [ -f $(KAFKA_STATE) ]; then echo "a broker is already up: $$(cat $(KAFKA_STATE))"; exit 1; fi
-	@dir=$$(.ci/kafka start) && echo $$dir > $(KAFKA_STATE) && echo "Kafka at $$(cat $$dir/brokers), log $$dir/server.log"
+	@dir=$$(.ci/kafka start) && echo $$dir > $(KAFKA_STATE) && \
+	if ! .ci/kafka topic $$dir $(KAFKA_TOPIC) $(KAFKA_PARTITIONS) 2>$$dir/topic.log; then \
+		cat $$dir/topic.log >&2; .ci/kafka down $$dir; rm -f $(KAFKA_STATE); echo "could not create topic $(KAFKA_TOPIC); broker stopped" >&2; exit 1; fi; \
+	echo "Kafka at $$(cat $$dir/brokers) (plaintext), log $$dir/server.log"; \
+	echo "topic $(KAFKA_TOPIC): $(KAFKA_PARTITIONS) partitions (the listener creates $(KAFKA_TOPIC).dlq itself)"; \
+	echo "SASL at $$(cat $$dir/brokers-sasl) (SASL_PLAINTEXT: SCRAM-SHA-256, SCRAM-SHA-512, PLAIN), test-only user $${KAFKA_SASL_TEST_USER:-patchflow}, password $${KAFKA_SASL_TEST_PASSWORD:-patchflow-test-secret}"; \
+	echo "stop it with: make kafka-down"
 
 kafka-down:
 	@if [ -f $(KAFKA_STATE) ]; then .ci/kafka down $$(cat $(KAFKA_STATE)); rm -f $(KAFKA_STATE); echo "Kafka stopped"; else echo "no broker up"; fi

@@ -29,6 +29,14 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	created, err := loadgen.CheckTopic(cfg.Produce.Brokers, cfg.Produce.Version, cfg.Produce.Topic, cfg.CreateTopic, cfg.Partitions)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "loadgen:", err)
+		os.Exit(1)
+	}
+	if created {
+		fmt.Fprintf(os.Stderr, "loadgen: created topic %s with %d partitions\n", cfg.Produce.Topic, cfg.Partitions)
+	}
 	ds := platform.NewDataset(cfg.Options.Seed, platform.DefaultSize())
 	plan := loadgen.NewPlan(cfg.Options)
 	cfg.Produce.Progress = os.Stderr

@@ -400,6 +400,28 @@ func TestDeadLetterTopicNotCreatable(t *testing.T) {
 	}
 }
 
+// A missing event topic stops the listener with an error that says how to
+// create it (the brokers of production clusters, and make kafka-up's, do not
+// create topics on first use).
+func TestMissingTopicSaysHowToCreateIt(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	admin := testAdmin(t, c.ListenAddrs(), "3.6.0")
+	_, err = ensureDeadLetterTopic(admin, "platform.inventory.events", "platform.inventory.events.dlq", slog.New(slog.DiscardHandler))
+	if err == nil {
+		t.Fatal("no error for a missing topic")
+	}
+	for _, want := range []string{`topic "platform.inventory.events" does not exist`, "--create --topic platform.inventory.events",
+		"bin/loadgen -create-topic", "make kafka-up", "KAFKA_TOPIC"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+}
+
 // The producer RunWith builds takes records as large as the dead-letter
 // topic does: the embedded broker's dead-letter topic, sized by
 // StartEmbedded, accepts an envelope around a record of the source's

@@ -50,7 +50,10 @@ func ensureDeadLetterTopic(admin sarama.ClusterAdmin, topic, dlq string, logger 
 		}
 	}
 	if source == nil || errors.Is(source.Err, sarama.ErrUnknownTopicOrPartition) || len(source.Partitions) == 0 {
-		return 0, fmt.Errorf("topic %q does not exist: create it, or set KAFKA_TOPIC to the topic of inventory events", topic)
+		return 0, fmt.Errorf("topic %q does not exist, and the listener does not create it: create it "+
+			"(kafka-topics.sh --bootstrap-server <broker> --create --topic %s --partitions 8; bin/loadgen -create-topic "+
+			"creates it before producing; make kafka-up creates it on its broker), or set KAFKA_TOPIC to the topic of inventory events",
+			topic, topic)
 	}
 	sourceLimit, err := maxMessageBytes(admin, topic)
 	if err != nil {

@@ -15,6 +15,10 @@ type Config struct {
 	Options  Options
 	Produce  ProduceOptions
 	Expected string // path of the expected-state file; empty: none
+	// CreateTopic creates the topic with Partitions partitions when it is
+	// missing; without it a missing topic stops loadgen before it sends.
+	CreateTopic bool
+	Partitions  int
 }
 
 // Parse reads the configuration from lookup (the environment) and args.
@@ -48,6 +52,8 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 	s.Bool(&o.Bulk, "LOADGEN_BULK", "bulk", o.Bulk, "send the whole (about 100 KB) system profile, not only what the listener reads")
 	s.Float(&c.Produce.Rate, "LOADGEN_RATE", "rate", 0, 0, 1e9, "messages per second (0: as fast as possible)")
 	s.String(&c.Produce.Compression, "LOADGEN_COMPRESSION", "compression", "lz4", "none, gzip, snappy, lz4 or zstd", nil)
+	s.Bool(&c.CreateTopic, "LOADGEN_CREATE_TOPIC", "create-topic", false, "create the topic when it does not exist (otherwise a missing topic stops loadgen before it sends anything)")
+	s.Int(&c.Partitions, "LOADGEN_PARTITIONS", "partitions", DefaultPartitions, 1, "partitions of a topic -create-topic creates")
 	s.String(&c.Expected, "LOADGEN_EXPECTED", "expected", "", "write the final state every host must end in to this file (JSON lines)", nil)
 	if err := s.Parse(args, lookup); err != nil {
 		return nil, s, err
