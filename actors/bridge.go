@@ -210,6 +210,10 @@ func (b *Bridge) Concurrency() ConcurrencyState {
 	return ConcurrencyState{Mode: ConcurrencyFixed.String(), Limit: g, Floor: g, Ceiling: g}
 }
 
+// Dependencies returns where the handler's calls and the records' retried
+// failures are recorded per dependency.
+func (b *Bridge) Dependencies() *Dependencies { return b.cfg.Dependencies }
+
 // Stats returns the counters the bridge's partition actors update.
 func (b *Bridge) Stats() *Stats { return b.cfg.Stats }
 

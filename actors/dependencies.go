@@ -29,6 +29,8 @@ type Dependencies struct {
 	// reports to it, and a field costs less than a map lookup.
 	records     dependencyHealth
 	recordsOnce sync.Once
+	// failures tallies retried failures for the listener's warnings.
+	failures failureTally
 }
 
 // RecordsDependency is the entry for the records themselves: a success per

@@ -448,17 +448,35 @@ func (f *partitionFixture) admit(offset int64, key string) {
 type logLines struct {
 	mu    sync.Mutex
 	lines []string
+	warns []string // the messages at level warn or above
 }
 
 func (l *logLines) Enabled(context.Context, slog.Level) bool { return true }
 func (l *logLines) Handle(_ context.Context, r slog.Record) error {
 	l.mu.Lock()
 	l.lines = append(l.lines, r.Message)
+	if r.Level >= slog.LevelWarn {
+		l.warns = append(l.warns, r.Message)
+	}
 	l.mu.Unlock()
 	return nil
 }
 func (l *logLines) WithAttrs([]slog.Attr) slog.Handler { return l }
 func (l *logLines) WithGroup(string) slog.Handler      { return l }
+
+// warned returns how many records were logged at warn level or above with
+// a message starting with prefix.
+func (l *logLines) warned(prefix string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, m := range l.warns {
+		if strings.HasPrefix(m, prefix) {
+			n++
+		}
+	}
+	return n
+}
 
 // count returns how many records were logged with msg.
 func (l *logLines) count(msg string) int {

@@ -155,6 +155,9 @@ func TestPartitionDrainDeadlineLeavesCancelledUnmarked(t *testing.T) {
 	if !res.GetTimedOut() || res.GetWatermark() != 1 || res.GetAbandoned() != 2 {
 		t.Fatalf("drain result %v; want timed out, watermark 1, 2 abandoned", res)
 	}
+	if n := f.logs.warned("drain timed out"); n != 1 {
+		t.Fatalf("%d warnings of the timed-out drain; want 1", n)
+	}
 	select {
 	case o := <-f.handler.cancelled:
 		if o != 1 {

@@ -66,7 +66,12 @@ func (a *PartitionActor) completeDrain(c actor.Context, timedOut bool) {
 	a.commit()
 	abandoned := a.releaseUnfinished()
 	result := &messages.DrainResult{Watermark: a.marked, Finished: a.drainFinish, Abandoned: int64(abandoned), TimedOut: timedOut}
-	a.logger.Debug("partition drained", "watermark", a.marked, "finished", a.drainFinish, "abandoned", abandoned, "timed_out", timedOut)
+	if timedOut && abandoned > 0 {
+		a.logger.Warn("drain timed out: records abandoned unfinished (not committed; Kafka redelivers them to the partition's next owner)",
+			"abandoned", abandoned, "finished", a.drainFinish, "watermark", a.marked)
+	} else {
+		a.logger.Debug("partition drained", "watermark", a.marked, "finished", a.drainFinish, "abandoned", abandoned, "timed_out", timedOut)
+	}
 	if a.drainReply != nil {
 		c.Send(a.drainReply, result)
 	}

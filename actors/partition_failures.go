@@ -82,9 +82,15 @@ func (a *PartitionActor) failed(c actor.Context, st *recordState, m *messages.Re
 		} else {
 			a.stats.retriedShared.Add(1)
 		}
-		a.logger.Debug("attempt failed; retrying", "offset", st.record.GetOffset(), "key", string(st.record.GetKey()),
-			"attempt", m.GetAttempt(), "error_class", class.String(), "dependency", m.GetDependency(), "own", own,
-			"own_failures", st.failures.own, "error", m.GetError())
+		a.deps.failedAttempt(m.GetDependency(), recordID{a.cfg.Topic, a.cfg.Partition, st.record.GetOffset()}, !own, m.GetError())
+		// Sampled: attempts 1, 2, 4, 8... of a record, so an outage
+		// retried for minutes does not print a line per attempt; the
+		// listener's warning per dependency counts them all.
+		if attempt := m.GetAttempt(); attempt&(attempt-1) == 0 {
+			a.logger.Debug("attempt failed; retrying", "offset", st.record.GetOffset(), "key", string(st.record.GetKey()),
+				"attempt", attempt, "error_class", class.String(), "dependency", m.GetDependency(), "own", own,
+				"own_failures", st.failures.own, "error", m.GetError())
+		}
 		a.start(c, st)
 		return
 	}

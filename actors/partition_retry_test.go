@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/patchflow/patchflow/actors"
 	"github.com/patchflow/patchflow/actors/ordering"
 	"github.com/patchflow/patchflow/messages"
 )
@@ -114,6 +116,21 @@ func TestPartitionSharedOutageDeadLettersNothing(t *testing.T) {
 	}
 	if s := f.stats.Snapshot(); s.DeadLettered != 0 || s.RetriedShared != 2*failures || s.RetriedOwn != 0 {
 		t.Fatalf("stats %+v; want %d shared retries and no dead letter", s, 2*failures)
+	}
+	// The listener's warning is fed every retried failure; the debug line
+	// is sampled per record at attempts 1, 2, 4 and 8.
+	got := f.deps.TakeFailures()
+	want := actors.DependencyFailures{Dependency: messages.DependencyDatabase, Attempts: 2 * failures, Shared: 2 * failures,
+		Records: []string{"events/3@0", "events/3@1"}, LastError: "connection refused"}
+	if len(got) != 1 || got[0].Dependency != want.Dependency || got[0].Attempts != want.Attempts || got[0].Shared != want.Shared ||
+		!slices.Equal(got[0].Records, want.Records) || !strings.Contains(got[0].LastError, want.LastError) {
+		t.Fatalf("failures taken %+v; want one entry like %+v", got, want)
+	}
+	if again := f.deps.TakeFailures(); len(again) != 0 {
+		t.Fatalf("second take %+v; want nothing new", again)
+	}
+	if n := f.logs.count("attempt failed; retrying"); n != 2*4 {
+		t.Fatalf("%d per-attempt lines for %d failed attempts; want 8 (attempts 1, 2, 4, 8 of each record)", n, 2*failures)
 	}
 }
 

@@ -169,33 +169,22 @@ func RunWith(ctx context.Context, cfg *Config, handler actors.Handler, logger *s
 			}
 		})
 	}
-	if cfg.ProgressInterval > 0 {
-		wg.Go(func() { logProgress(ctx, bridge, cfg.ProgressInterval, logger) })
-	}
+	wg.Go(func() { logProgress(ctx, bridge, cfg.ProgressInterval, logger) })
+	wg.Go(func() {
+		<-ctx.Done()
+		parts := bridge.Partitions()
+		var inFlight int
+		for _, p := range parts {
+			inFlight += p.InFlight
+		}
+		logger.Info(fmt.Sprintf("draining %d partitions", len(parts)), "partitions", len(parts), "in_flight", inFlight,
+			"timeout", cfg.Pipeline.DrainTimeout.String())
+	})
 	wg.Wait()
 	s := bridge.Stats().Snapshot()
 	logger.Info("listener stopped", "succeeded", s.Succeeded, "skipped", s.Skipped, "skipped_by_reason", s.SkippedByReason, "resumed", s.Resumed,
 		"dead_lettered", s.DeadLettered, "retried", s.Retried, "abandoned", s.Abandoned, "fenced", s.Fenced, "panics", s.Panics)
 	return nil
-}
-
-func logProgress(ctx context.Context, bridge *actors.Bridge, every time.Duration, logger *slog.Logger) {
-	stats := bridge.Stats()
-	t := time.NewTicker(every)
-	defer t.Stop()
-	prev, prevAt := stats.Snapshot(), time.Now()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			s := stats.Snapshot()
-			done := (s.Succeeded + s.Skipped + s.DeadLettered) - (prev.Succeeded + prev.Skipped + prev.DeadLettered)
-			logger.Info("progress", "records_per_second", int64(float64(done)/now.Sub(prevAt).Seconds()),
-				"in_flight", s.InFlight, "limit", bridge.Concurrency().Limit, "succeeded", s.Succeeded, "skipped", s.Skipped, "dead_lettered", s.DeadLettered, "retried", s.Retried, "resumed", s.Resumed)
-			prev, prevAt = s, now
-		}
-	}
 }
 
 // watchReadiness checks the database and re-judges readiness in the
