@@ -34,6 +34,9 @@ func (s *syncBuffer) lines(t *testing.T, prefix string) []map[string]any {
 	defer s.mu.Unlock()
 	var out []map[string]any
 	for _, l := range strings.Split(strings.TrimSpace(s.b.String()), "\n") {
+		if l == "" {
+			continue // nothing logged yet
+		}
 		var m map[string]any
 		if err := json.Unmarshal([]byte(l), &m); err != nil {
 			t.Fatalf("log line %q: %v", l, err)
