@@ -7,7 +7,7 @@ STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BIN       := bin
 PKGS      := ./...
 
-.PHONY: all build test test-kafka demo e2e bench kafka-up kafka-down proto proto-check lint vet fmt-check race bench-pipeline clean
+.PHONY: all build test test-kafka demo e2e bench docs kafka-up kafka-down proto proto-check lint vet fmt-check race bench-pipeline clean
 
 KAFKA_STATE := .cache/kafka-dir
 
@@ -78,6 +78,11 @@ kafka-up:
 
 kafka-down:
 	@if [ -f $(KAFKA_STATE) ]; then .ci/kafka down $$(cat $(KAFKA_STATE)); rm -f $(KAFKA_STATE); echo "Kafka stopped"; else echo "no broker up"; fi
+
+## docs: rewrite the settings tables of docs/configuration.md from the settings' definitions (the
+## text between its GENERATED markers); make test fails while they differ (cmd/internal/docs)
+docs:
+	$(GO) run ./cmd/docgen
 
 ## proto: regenerate messages/*.pb.go from proto/ (buf and protoc-gen-go via `go run`, pinned)
 proto:

@@ -2,9 +2,6 @@ package listener_test
 
 import (
 	"errors"
-	"fmt"
-	"os"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -56,31 +53,6 @@ func TestParseDefaults(t *testing.T) {
 	}
 	if p := cfg.Pipeline; p.Concurrency != actors.ConcurrencyFixed || p.ConcurrencyFloor != 4 || p.ConcurrencyLaw != limit.Vegas {
 		t.Fatalf("concurrency %v, floor %d, law %v; want fixed, 4, vegas", p.Concurrency, p.ConcurrencyFloor, p.ConcurrencyLaw)
-	}
-}
-
-// docs/configuration.md's settings table has a row for every setting.
-func TestEverySettingIsDocumented(t *testing.T) {
-	doc, err := os.ReadFile("../../../docs/configuration.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var envCells []string // the environment column of each table row
-	for _, line := range strings.Split(string(doc), "\n") {
-		if cells := strings.Split(line, " | "); strings.HasPrefix(line, "| `") && len(cells) >= 4 {
-			envCells = append(envCells, cells[1])
-		}
-	}
-	_, set, err := listener.Parse(nil, lookup(map[string]string{"KAFKA_BROKERS": "embedded"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv := set.Effective()
-	for i := 0; i < len(kv); i += 2 {
-		name := "`" + fmt.Sprint(kv[i]) + "`"
-		if !slices.ContainsFunc(envCells, func(c string) bool { return strings.Contains(c, name) }) {
-			t.Errorf("%s has no row in docs/configuration.md", name)
-		}
 	}
 }
 

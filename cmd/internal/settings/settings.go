@@ -3,6 +3,10 @@
 // package. Every setting has both names, a default and a check; a bad value
 // is reported naming the setting, and the caller exits with code 2.
 //
+// Usage strings are Markdown: backquotes mark code (values, names, paths).
+// PrintUsage prints a set for -h as plain text, without them; PrintMarkdown
+// as a table for the documentation (cmd/internal/docs), with them.
+//
 // It imports only the standard library; the cmd/ programs use it.
 package settings
 
@@ -14,8 +18,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 )
 
 // ExitUsage is the exit code for a configuration error.
@@ -43,6 +47,7 @@ type Set struct {
 
 type entry struct {
 	env, flag, usage, def string
+	shownDef              string // how the default is shown; empty: def itself
 	secret                bool
 	redact                func(string) string // how a secret is shown; nil: not at all
 	set                   func(string) error
@@ -166,7 +171,7 @@ func (s *Set) Float(p *float64, env, flagName string, def, minimum, maximum floa
 // inclusive lower bound.
 func (s *Set) Duration(p *time.Duration, env, flagName string, def, minimum time.Duration, usage string) {
 	*p = def
-	s.add(&entry{env: env, flag: flagName, usage: usage, def: def.String(),
+	s.add(&entry{env: env, flag: flagName, usage: usage, def: shortDuration(def),
 		set: func(v string) error {
 			d, err := time.ParseDuration(strings.TrimSpace(v))
 			if err != nil {
@@ -179,6 +184,19 @@ func (s *Set) Duration(p *time.Duration, env, flagName string, def, minimum time
 			return nil
 		},
 		get: func() string { return p.String() }})
+}
+
+// shortDuration is d as time.Duration.String writes it without zero
+// trailing units: 2m, not 2m0s; 24h, not 24h0m0s. It parses back to d.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // Bool registers a boolean setting.
@@ -259,19 +277,98 @@ func (s *Set) Invalid(flagName string, err error) *Error {
 	return &Error{Env: e.env, Flag: e.flag, Value: s.shown(e, e.get()), Err: err}
 }
 
-// PrintUsage writes every setting with its flag, environment variable,
-// default and meaning.
-func (s *Set) PrintUsage(w io.Writer) {
-	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "FLAG\tENVIRONMENT\tDEFAULT\tMEANING")
-	for _, e := range s.entries {
-		def := e.def
-		if def == "" {
-			def = "(none)"
-		}
-		fmt.Fprintf(tw, "-%s\t%s\t%s\t%s\n", e.flag, e.env, def, e.usage)
+// ShowDefault sets how flagName's default is shown by PrintUsage and
+// PrintMarkdown, for a default that is no value of its own: "(required)", or
+// one derived from another setting. text is Markdown, like a usage string.
+func (s *Set) ShowDefault(flagName, text string) {
+	e := s.byFlag[flagName]
+	if e == nil {
+		panic("settings: unknown flag " + flagName)
 	}
-	tw.Flush()
+	e.shownDef = text
+}
+
+// usageWidth is the width PrintUsage wraps meanings at, indent included.
+const usageWidth = 80
+
+// PrintUsage writes every setting as a plain-text table: its flag,
+// environment variable and default aligned on one line, its meaning wrapped
+// below it, indented.
+func (s *Set) PrintUsage(w io.Writer) {
+	rows := [][3]string{{"FLAG", "ENVIRONMENT", "DEFAULT"}}
+	for _, e := range s.entries {
+		rows = append(rows, [3]string{"-" + e.flag, e.env, plain(s.defaultText(e))})
+	}
+	var width [2]int
+	for _, r := range rows {
+		width[0], width[1] = max(width[0], len(r[0])), max(width[1], len(r[1]))
+	}
+	for i, r := range rows {
+		fmt.Fprintf(w, "%-*s  %-*s  %s\n", width[0], r[0], width[1], r[1], r[2])
+		if i == 0 {
+			fmt.Fprintln(w, "    MEANING")
+			continue
+		}
+		for _, line := range wrap(plain(s.entries[i-1].usage), usageWidth-4) {
+			fmt.Fprintln(w, "    "+line)
+		}
+	}
+}
+
+// PrintMarkdown writes every setting as a Markdown table, one row each in
+// the order of PrintUsage: flag, environment variable, default, meaning.
+func (s *Set) PrintMarkdown(w io.Writer) {
+	fmt.Fprintln(w, "| flag | environment | default | meaning |")
+	fmt.Fprintln(w, "|---|---|---|---|")
+	for _, e := range s.entries {
+		def := s.defaultText(e)
+		if e.shownDef == "" && e.def != "" {
+			def = "`" + e.def + "`"
+		}
+		fmt.Fprintf(w, "| `-%s` | `%s` | %s | %s |\n", e.flag, e.env, cell(def), cell(e.usage))
+	}
+}
+
+// defaultText is the default as PrintUsage shows it, before backquotes are
+// dropped.
+func (s *Set) defaultText(e *entry) string {
+	switch {
+	case e.shownDef != "":
+		return e.shownDef
+	case e.def == "":
+		return "(none)"
+	}
+	return e.def
+}
+
+// plain drops the backquotes that mark code in Markdown.
+func plain(md string) string { return strings.ReplaceAll(md, "`", "") }
+
+// cell makes text safe inside a Markdown table cell.
+func cell(text string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(text, "|", `\|`), "\n", " ")
+}
+
+// wrap breaks text into lines of at most width characters at spaces; a
+// word longer than width gets a line of its own.
+func wrap(text string, width int) []string {
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(text) {
+		switch {
+		case line == "":
+			line = word
+		case utf8.RuneCountInString(line)+1+utf8.RuneCountInString(word) <= width:
+			line += " " + word
+		default:
+			lines = append(lines, line)
+			line = word
+		}
+	}
+	if line != "" {
+		lines = append(lines, line)
+	}
+	return lines
 }
 
 // Effective returns key/value pairs of the configuration in force, secrets

@@ -134,3 +134,67 @@ func TestHelpAndStrayArguments(t *testing.T) {
 		t.Fatal("a stray argument was accepted")
 	}
 }
+
+// PrintMarkdown writes a row per setting: flag, variable, default as code
+// (or as ShowDefault says, or "(none)"), the usage as Markdown with its
+// pipes escaped.
+func TestPrintMarkdown(t *testing.T) {
+	var c conf
+	var url string
+	s := newSet(&c)
+	s.String(&url, "APP_URL", "url", "", "where to go: `http://host` | `https://host`", nil)
+	s.ShowDefault("url", "(required)")
+	var buf bytes.Buffer
+	s.PrintMarkdown(&buf)
+	want := "| flag | environment | default | meaning |\n|---|---|---|---|\n" +
+		"| `-name` | `APP_NAME` | `def` | a name |\n" +
+		"| `-n` | `APP_N` | `4` | a count |\n" +
+		"| `-wait` | `APP_WAIT` | `1s` | a wait |\n" +
+		"| `-on` | `APP_ON` | `false` | a switch |\n" +
+		"| `-password` | `APP_PASSWORD` | (none) | a password |\n" +
+		"| `-url` | `APP_URL` | (required) | where to go: `http://host` \\| `https://host` |\n"
+	if buf.String() != want {
+		t.Fatalf("got\n%s\nwant\n%s", buf.String(), want)
+	}
+}
+
+// PrintUsage aligns flag, variable and default, and wraps the usage below
+// them without the Markdown backquotes.
+func TestPrintUsageIsPlainAndWrapped(t *testing.T) {
+	var long string
+	s := settings.New("t")
+	s.String(&long, "APP_LONG_SETTING", "long-setting", "x", strings.Repeat("`word` ", 40), nil)
+	s.ShowDefault("long-setting", "`APP_NAME` + `.x`")
+	var d time.Duration
+	s.Duration(&d, "APP_DAY", "day", 24*time.Hour, 0, "a day")
+	var buf bytes.Buffer
+	s.PrintUsage(&buf)
+	out := buf.String()
+	if strings.Contains(out, "`") {
+		t.Errorf("backquotes in the plain usage:\n%s", out)
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	for _, l := range lines {
+		if len(l) > 80 {
+			t.Errorf("line of %d characters: %q", len(l), l)
+		}
+	}
+	if len(lines) < 6 {
+		t.Fatalf("%d lines: want a header, two rows and the long usage wrapped:\n%s", len(lines), out)
+	}
+	col := strings.Index(lines[0], "ENVIRONMENT")
+	for _, l := range []string{lines[2], lines[len(lines)-2]} {
+		if !strings.HasPrefix(l, "-") || strings.Index(l, "APP_") != col {
+			t.Errorf("row %q: variable not in the ENVIRONMENT column (%d)", l, col)
+		}
+	}
+	if !strings.Contains(lines[2], "APP_NAME + .x") || !strings.HasSuffix(lines[len(lines)-2], " 24h") {
+		t.Errorf("defaults not shown as set:\n%s", out)
+	}
+	if got := strings.Count(out, "word"); got != 40 {
+		t.Errorf("%d of 40 words of the usage printed:\n%s", got, out)
+	}
+	if !strings.HasPrefix(lines[3], "    word word") || !strings.HasPrefix(lines[4], "    word") {
+		t.Errorf("usage not wrapped below its row:\n%s", out)
+	}
+}
