@@ -18,6 +18,7 @@ import (
 	"github.com/patchflow/patchflow/actors/limit"
 	"github.com/patchflow/patchflow/actors/ordering"
 	"github.com/patchflow/patchflow/cmd/internal/settings"
+	"github.com/patchflow/patchflow/internal/redact"
 	"github.com/patchflow/patchflow/messages"
 	"github.com/patchflow/patchflow/persistence"
 )
@@ -73,6 +74,7 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 	p := &cfg.Pipeline
 	s := settings.New("listener")
 	s.String(&brokers, "KAFKA_BROKERS", "kafka-brokers", "", "comma-separated host:port list of Kafka brokers, or 'embedded' for an in-process broker (required)", nil)
+	s.ShowWith("kafka-brokers", redactBrokers)
 	s.String(&topic, "KAFKA_TOPIC", "kafka-topic", "platform.inventory.events", "topic of inventory events", nonEmpty)
 	s.String(&group, "KAFKA_GROUP", "kafka-group", "patchflow-listener", "consumer group id", nonEmpty)
 	s.String(&dlq, "KAFKA_DLQ_TOPIC", "kafka-dlq-topic", "", "dead-letter topic (default: the topic name + '.dlq')", nil)
@@ -108,18 +110,20 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 	s.String(&cfg.Handler, "LISTENER_HANDLER", "handler", "evaluate", "evaluate (store and evaluate events: needs DATABASE_URL and VMAAS_URL) or simulated (only waits; measures the pipeline alone)", oneOf([]string{"evaluate", "simulated"}))
 	var reporters, excluded string
 	d := &cfg.Domain
-	s.SecretURL(&d.DatabaseURL, "DATABASE_URL", "database-url", "PostgreSQL connection URL (TLS via sslmode, sslrootcert...); its password is never logged")
+	s.SecretURL(&d.DatabaseURL, "DATABASE_URL", "database-url", "PostgreSQL connection: a postgres:// or postgresql:// URL that names its host "+
+		"(postgres://user:password@host:5432/database?sslmode=verify-full, the password's special characters percent-encoded), "+
+		"or a libpq key=value string (host=... user=... password='...'); checked at start, its password never printed", persistence.CheckURL)
 	s.Int(&d.Pool.MaxOpen, "DB_MAX_OPEN_CONNS", "db-max-open-conns", 32, 1, "database connections open at most")
 	s.Int(&d.Pool.MaxIdle, "DB_MAX_IDLE_CONNS", "db-max-idle-conns", 32, 0, "database connections kept idle")
 	s.Duration(&d.Pool.MaxLifetime, "DB_CONN_MAX_LIFETIME", "db-conn-max-lifetime", 30*time.Minute, 0, "recycle database connections after this long (0: never)")
 	s.Int(&d.Pool.IDCacheSize, "DB_ID_CACHE_SIZE", "db-id-cache-size", persistence.DefaultIDCacheSize, 1,
 		"ids of packages and advisories (each) kept in memory, so events whose packages were seen before look none up (about 150 bytes each)")
 	s.Duration(&d.Pool.DeletedTTL, "DELETED_SYSTEM_TTL", "deleted-system-ttl", 24*time.Hour, time.Minute, "how long a deleted host is remembered so late events for it are ignored")
-	s.String(&d.VMaaSURL, "VMAAS_URL", "vmaas-url", "", "VMaaS base URL (POST /api/v3/updates)", nil)
+	s.SecretURL(&d.VMaaSURL, "VMAAS_URL", "vmaas-url", "VMaaS base URL (POST /api/v3/updates); a password in it is never printed", checkURL)
 	s.Duration(&d.VMaaSTimeout, "VMAAS_TIMEOUT", "vmaas-timeout", 10*time.Second, time.Millisecond, "timeout of one VMaaS call")
 	s.Int(&d.VMaaSAttempts, "VMAAS_MAX_ATTEMPTS", "vmaas-max-attempts", 3, 1, "VMaaS attempts per evaluation before the record is retried by the pipeline")
 	s.Int(&d.VMaaSCacheSize, "VMAAS_CACHE_SIZE", "vmaas-cache-size", 10000, 0, "VMaaS answers cached by request (0: no cache)")
-	s.String(&d.InventoryURL, "INVENTORY_URL", "inventory-url", "", "inventory base URL, for events that carry only the host id (optional)", nil)
+	s.SecretURL(&d.InventoryURL, "INVENTORY_URL", "inventory-url", "inventory base URL, for events that carry only the host id (optional); a password in it is never printed", checkURL)
 	s.Duration(&d.InventoryTimeout, "INVENTORY_TIMEOUT", "inventory-timeout", 10*time.Second, time.Millisecond, "timeout of one inventory call")
 	s.String(&reporters, "ALLOWED_REPORTERS", "allowed-reporters", "puptoo,rhsm-system-profile-bridge", "comma-separated reporters whose uploads are evaluated; others are skipped and counted (reason \"reporter not allowed\"), not dead-lettered", nil)
 	s.String(&excluded, "EXCLUDED_HOST_TYPES", "excluded-host-types", "edge", "comma-separated host types that are not stored or evaluated; their events are skipped and counted (reason \"excluded host type\"), not dead-lettered", nil)
@@ -149,6 +153,9 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 	default:
 		for _, b := range strings.Split(brokers, ",") {
 			b = strings.TrimSpace(b)
+			if strings.Contains(b, "@") || strings.Contains(b, "://") {
+				return nil, s, s.Invalid("kafka-brokers", errors.New("a broker is host:port, without a scheme or credentials (KAFKA_SASL_USER and KAFKA_SASL_PASSWORD log in)"))
+			}
 			if !strings.Contains(b, ":") {
 				return nil, s, s.Invalid("kafka-brokers", fmt.Errorf("%q is not host:port", b))
 			}
@@ -158,16 +165,12 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 	d.Validation.AllowedReporters = splitList(reporters)
 	d.Validation.ExcludedHostTypes = splitList(excluded)
 	if cfg.Handler == "evaluate" {
+		// Values given were checked as they were read (persistence.CheckURL, checkURL).
 		if d.DatabaseURL == "" {
 			return nil, s, s.Invalid("database-url", errors.New("required by LISTENER_HANDLER=evaluate (or run LISTENER_HANDLER=simulated)"))
 		}
-		if err := checkURL(d.VMaaSURL); err != nil {
-			return nil, s, s.Invalid("vmaas-url", fmt.Errorf("required by LISTENER_HANDLER=evaluate: %w", err))
-		}
-		if d.InventoryURL != "" {
-			if err := checkURL(d.InventoryURL); err != nil {
-				return nil, s, s.Invalid("inventory-url", err)
-			}
+		if d.VMaaSURL == "" {
+			return nil, s, s.Invalid("vmaas-url", errors.New("required by LISTENER_HANDLER=evaluate"))
 		}
 	}
 	if cfg.Handler != "simulated" {
@@ -222,12 +225,29 @@ func splitList(v string) []string {
 	return out
 }
 
+// checkURL accepts an http(s) URL with a host. Its error does not quote
+// the value, which may carry a password (the setting's error shows it
+// redacted).
 func checkURL(v string) error {
 	u, err := url.Parse(v)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("%q is not an http(s) URL", v)
+		return errors.New("not an http(s) URL with a host (http://host:port)")
 	}
 	return nil
+}
+
+// redactBrokers shows a KAFKA_BROKERS value with whatever comes before an
+// '@' of a broker masked: credentials that do not belong there.
+func redactBrokers(v string) string {
+	items := strings.Split(v, ",")
+	for i, b := range items {
+		if _, isURL := redact.Scheme(strings.TrimSpace(b)); isURL {
+			items[i] = redact.URL(b)
+		} else if at := strings.LastIndex(b, "@"); at >= 0 {
+			items[i] = redact.Mask + b[at:]
+		}
+	}
+	return strings.Join(items, ",")
 }
 
 func nonEmpty(v string) error {
