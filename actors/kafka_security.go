@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"log/slog"
 	"os"
 
 	"github.com/IBM/sarama"
@@ -27,8 +28,25 @@ type KafkaSecurity struct {
 	InsecureSkipVerify bool
 	SASLMechanism      string // "", PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512
 	SASLUser           string
-	SASLPassword       string
+	// SASLPassword is never shown: String, GoString and LogValue mask it
+	// (and so a KafkaSettings printed or logged whole), JSON leaves it out.
+	SASLPassword string `json:"-"`
 }
+
+// String shows the settings with the SASL password masked.
+func (s KafkaSecurity) String() string {
+	if s.SASLPassword != "" {
+		s.SASLPassword = "xxxxx"
+	}
+	type plain KafkaSecurity // without the methods, so that %+v does not recurse
+	return fmt.Sprintf("%+v", plain(s))
+}
+
+// GoString is String, for %#v.
+func (s KafkaSecurity) GoString() string { return s.String() }
+
+// LogValue is String, for log/slog.
+func (s KafkaSecurity) LogValue() slog.Value { return slog.StringValue(s.String()) }
 
 // apply configures cfg's network security.
 func (s KafkaSecurity) apply(cfg *sarama.Config) error {

@@ -1,15 +1,20 @@
 package actors_test
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
+	"fmt"
+	"log/slog"
 	"math/big"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,5 +75,28 @@ func TestKafkaSecurityConfiguresSarama(t *testing.T) {
 		if _, err := actors.NewProducerConfig(actors.KafkaSettings{Version: sarama.V3_6_0_0, Security: s}); err == nil {
 			t.Errorf("%+v accepted", s)
 		}
+	}
+}
+
+// The SASL password never shows when the settings are printed or logged,
+// whole or inside KafkaSettings.
+func TestKafkaSecurityNeverShowsThePassword(t *testing.T) {
+	const password = "Gt5pKsXa"
+	k := actors.KafkaSettings{Topic: "t", Security: actors.KafkaSecurity{SASLMechanism: actors.SASLPlain, SASLUser: "patch", SASLPassword: password}}
+	var logged bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logged, nil))
+	logger.Info("settings", "kafka", k, "security", k.Security)
+	slog.New(slog.NewJSONHandler(&logged, nil)).Info("settings", "kafka", k, "security", k.Security)
+	js, err := json.Marshal(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, out := range []string{fmt.Sprint(k), fmt.Sprintf("%+v", k), fmt.Sprintf("%#v", k), fmt.Sprint(k.Security), fmt.Sprintf("%#v", k.Security), logged.String(), string(js)} {
+		if strings.Contains(out, password) || !strings.Contains(out, "patch") {
+			t.Errorf("shows the password, or not the user: %s", out)
+		}
+	}
+	if k.Security.SASLPassword != password {
+		t.Fatal("String changed the password itself")
 	}
 }

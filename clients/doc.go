@@ -13,7 +13,7 @@
 // messages.ClassOf reports it as cancelled.
 //
 // What it may import: the standard library, github.com/hashicorp/golang-lru/v2
-// (the VMaaS answer cache) and messages (the error classes). It never imports
-// actors or persistence: callers hand it plain values and get plain values
-// back.
+// (the VMaaS answer cache), messages (the error classes) and internal/redact
+// (a base URL's password is masked in every error). It never imports actors
+// or persistence: callers hand it plain values and get plain values back.
 package clients

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/patchflow/patchflow/internal/redact"
 	"github.com/patchflow/patchflow/messages"
 )
 
@@ -62,7 +63,7 @@ func NewInventory(baseURL string, opts InventoryOptions) (*Inventory, error) {
 	return &Inventory{
 		hostsURL: base + "/api/inventory/v1/hosts/",
 		http:     hc,
-		retry:    &retrier{cfg: cfg, client: hc},
+		retry:    &retrier{cfg: cfg, client: hc, secrets: redact.Secrets(base)},
 	}, nil
 }
 

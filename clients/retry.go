@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/patchflow/patchflow/internal/redact"
 	"github.com/patchflow/patchflow/messages"
 )
 
@@ -77,8 +78,11 @@ type requestFunc func(ctx context.Context) (*http.Request, error)
 // retrier sends one logical request as up to maxAttempts HTTP attempts. It is
 // safe for concurrent use; the counters are for the clients' Stats.
 type retrier struct {
-	cfg      retryConfig
-	client   *http.Client
+	cfg    retryConfig
+	client *http.Client
+	// secrets are the base URL's (its password, in every form: see
+	// redact.Secrets); the errors of an attempt have them masked.
+	secrets  []string
 	requests atomic.Uint64 // attempts sent
 	retries  atomic.Uint64 // attempts after the first
 	// report, when set, hears each attempt's outcome for the service:
@@ -179,13 +183,15 @@ func (r *retrier) attempt(ctx context.Context, newRequest requestFunc, buf []byt
 
 	req, err := newRequest(actx)
 	if err != nil {
-		return attemptResult{outcome: permanent, err: fmt.Errorf("building request: %w", err)}
+		return attemptResult{outcome: permanent, err: redact.Error(fmt.Errorf("building request: %w", err), r.secrets)}
 	}
 	resp, err := r.client.Do(req)
 	if err != nil {
 		// Connection refused or reset, DNS failure, TLS failure, attempt
 		// timeout: all worth another try against a service that restarts.
-		return attemptResult{outcome: retryable, err: r.annotateTimeout(actx, err)}
+		// net/http's *url.Error quotes the URL with the password as ***;
+		// the redaction is for any other form it may take.
+		return attemptResult{outcome: retryable, err: redact.Error(r.annotateTimeout(actx, err), r.secrets)}
 	}
 	defer drainAndClose(resp.Body)
 
@@ -195,7 +201,7 @@ func (r *retrier) attempt(ctx context.Context, newRequest requestFunc, buf []byt
 		case errors.Is(err, errTooLarge):
 			return attemptResult{outcome: permanent, err: err}
 		case err != nil:
-			return attemptResult{outcome: retryable, err: r.annotateTimeout(actx, fmt.Errorf("reading response: %w", err))}
+			return attemptResult{outcome: retryable, err: redact.Error(r.annotateTimeout(actx, fmt.Errorf("reading response: %w", err)), r.secrets)}
 		}
 		return attemptResult{outcome: succeeded, body: body}
 	}

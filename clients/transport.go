@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/patchflow/patchflow/internal/redact"
 )
 
 // newDefaultHTTPClient returns the client used when the options carry none.
@@ -37,23 +39,37 @@ func newDefaultHTTPClient() *http.Client {
 // parseBaseURL checks that raw is an absolute http(s) URL without query or
 // fragment and returns it without a trailing slash, ready for a path to be
 // appended. Checking here turns a typo in the configuration into a start-up
-// error instead of one failed record per evaluation.
+// error instead of one failed record per evaluation. Its errors show raw
+// with its password masked (internal/redact), malformed or not.
 func parseBaseURL(raw string) (string, error) {
 	if raw == "" {
 		return "", errors.New("base URL is empty")
 	}
+	if err := redact.Check(raw, checkBaseURL); err != nil {
+		return "", fmt.Errorf("base URL %s: %w", redact.URL(raw), err)
+	}
+	u, _ := url.Parse(raw) // checkBaseURL parsed it
+	return strings.TrimRight(u.String(), "/"), nil
+}
+
+// checkBaseURL is parseBaseURL's test; its errors do not quote raw.
+func checkBaseURL(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return "", fmt.Errorf("base URL: %w", err)
+		var uerr *url.Error
+		if errors.As(err, &uerr) { // its text quotes the whole URL
+			err = uerr.Err
+		}
+		return err
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return "", fmt.Errorf("base URL %q: scheme must be http or https", raw)
+		return errors.New("scheme must be http or https")
 	}
 	if u.Host == "" {
-		return "", fmt.Errorf("base URL %q: no host", raw)
+		return errors.New("no host")
 	}
 	if u.RawQuery != "" || u.Fragment != "" || u.ForceQuery {
-		return "", fmt.Errorf("base URL %q: must not have a query or fragment", raw)
+		return errors.New("must not have a query or fragment")
 	}
-	return strings.TrimRight(u.String(), "/"), nil
+	return nil
 }

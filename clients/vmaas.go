@@ -12,6 +12,7 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 
+	"github.com/patchflow/patchflow/internal/redact"
 	"github.com/patchflow/patchflow/messages"
 )
 
@@ -83,7 +84,7 @@ func NewVMaaS(baseURL string, opts VMaaSOptions) (*VMaaS, error) {
 	c := &VMaaS{
 		updatesURL: base + "/api/v3/updates",
 		http:       hc,
-		retry:      &retrier{cfg: cfg, client: hc},
+		retry:      &retrier{cfg: cfg, client: hc, secrets: redact.Secrets(base)},
 	}
 	if opts.CacheSize > 0 {
 		if c.cache, err = lru.New[cacheKey, *UpdatesResponse](opts.CacheSize); err != nil {

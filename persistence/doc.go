@@ -7,6 +7,6 @@
 // or serialization failure still happen, or the database be unreachable, the
 // error is classified transient (messages.Transient) and the record retried.
 //
-// What it may import: messages, database/sql, lib/pq, golang-migrate. Never
-// actors or clients.
+// What it may import: messages, internal/redact, database/sql, lib/pq,
+// golang-migrate. Never actors or clients.
 package persistence

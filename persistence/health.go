@@ -6,12 +6,9 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"net/url"
-	"slices"
-	"strings"
 	"time"
 
-	"github.com/lib/pq"
+	"github.com/patchflow/patchflow/internal/redact"
 )
 
 // health is the Store's connection for health checks: a pool of its own,
@@ -23,19 +20,19 @@ import (
 type health struct {
 	db *sql.DB
 	// secrets are the URL's password in the forms an error text could
-	// carry it; Ping's errors have them replaced.
+	// carry it (see secretsOf); Ping's errors have them replaced.
 	secrets []string
 }
 
-func openHealth(ctx context.Context, dsn string, lifetime time.Duration) (*health, error) {
+func openHealth(ctx context.Context, dsn string, secrets []string, lifetime time.Duration) (*health, error) {
 	db, err := sql.Open("postgres", dsn)
 	if err != nil {
-		return nil, fmt.Errorf("database url: %w", err)
+		return nil, redact.Error(fmt.Errorf("database url: %w", err), secrets)
 	}
 	db.SetMaxOpenConns(1)
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxLifetime(lifetime)
-	h := &health{db: db, secrets: passwordForms(dsn)}
+	h := &health{db: db, secrets: secrets}
 	// Connect now, before the workload fills the server's connection slots.
 	if err := h.ping(ctx); err != nil {
 		db.Close()
@@ -72,35 +69,6 @@ func (h *health) ping(ctx context.Context) error {
 }
 
 // redact returns err with the URL's password replaced by xxxxx, so a
-// readiness reason or a log line never shows it.
-func (h *health) redact(err error) error {
-	if err == nil {
-		return nil
-	}
-	msg := err.Error()
-	hidden := msg
-	for _, s := range h.secrets {
-		hidden = strings.ReplaceAll(hidden, s, "xxxxx")
-	}
-	if hidden == msg {
-		return err
-	}
-	return errors.New(hidden)
-}
-
-// passwordForms returns the password of dsn (a URL or key=value DSN, or
-// PGPASSWORD) as written and URL-escaped; none when there is no password.
-func passwordForms(dsn string) []string {
-	cfg, err := pq.NewConfig(dsn)
-	if err != nil || cfg.Password == "" {
-		return nil
-	}
-	p := cfg.Password
-	forms := []string{p}
-	for _, f := range []string{url.QueryEscape(p), url.PathEscape(p), url.UserPassword("", p).String()[1:]} {
-		if !slices.Contains(forms, f) {
-			forms = append(forms, f)
-		}
-	}
-	return forms
-}
+// readiness reason or a log line never shows it; the causes stay in its
+// chain.
+func (h *health) redact(err error) error { return redact.Error(err, h.secrets) }

@@ -78,7 +78,7 @@ func TestHealthErrorsNeverShowThePassword(t *testing.T) {
 		"postgres://patch:s3cr%40t%2Fpa%20ss@db.example:5432/patch",
 		"host=db.example user=patch password='s3cr@t/pa ss' dbname=patch",
 	} {
-		h := &health{secrets: passwordForms(dsn)}
+		h := &health{secrets: secretsOf(dsn)}
 		if len(h.secrets) == 0 {
 			t.Fatalf("%s: no password found", dsn)
 		}
@@ -99,7 +99,7 @@ func TestHealthErrorsNeverShowThePassword(t *testing.T) {
 		}
 	}
 	// An error without the password comes back untouched, wrapping intact.
-	h := &health{secrets: passwordForms("postgres://patch:pw@db/patch")}
+	h := &health{secrets: secretsOf("postgres://patch:pw@db/patch")}
 	if err := h.redact(fmt.Errorf("ping: %w", context.DeadlineExceeded)); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("an error without the password lost its cause: %v", err)
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	_ "github.com/lib/pq" // registers the "postgres" driver
+
+	"github.com/patchflow/patchflow/internal/redact"
 )
 
 // PoolSettings size the connection pool.
@@ -40,26 +42,31 @@ type Store struct {
 	ids        *idCache
 }
 
-// Open connects to url (a lib/pq connection URL or DSN; TLS through sslmode
-// and friends), checks the connection, applies migrations, opens the
-// health-check connection and returns a Store.
+// Open connects to url (a lib/pq connection URL or key=value string, as
+// CheckURL accepts; TLS through sslmode and friends), checks the
+// connection, applies migrations, opens the health-check connection and
+// returns a Store. Its errors never contain the password.
 func Open(ctx context.Context, url string, pool PoolSettings) (*Store, error) {
+	if err := CheckURL(url); err != nil {
+		return nil, fmt.Errorf("database url %s: %w", redact.URL(url), err)
+	}
+	secrets := secretsOf(url)
 	db, err := sql.Open("postgres", url)
 	if err != nil {
-		return nil, fmt.Errorf("database url: %w", err)
+		return nil, redact.Error(fmt.Errorf("database url: %w", err), secrets)
 	}
 	db.SetMaxOpenConns(pool.MaxOpen)
 	db.SetMaxIdleConns(pool.MaxIdle)
 	db.SetConnMaxLifetime(pool.MaxLifetime)
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("connect to database: %w", err)
+		return nil, redact.Error(fmt.Errorf("connect to database: %w", err), secrets)
 	}
 	if err := Migrate(db); err != nil {
 		db.Close()
-		return nil, err
+		return nil, redact.Error(err, secrets)
 	}
-	h, err := openHealth(ctx, url, pool.MaxLifetime)
+	h, err := openHealth(ctx, url, secrets, pool.MaxLifetime)
 	if err != nil {
 		db.Close()
 		return nil, err

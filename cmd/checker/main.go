@@ -17,6 +17,7 @@ import (
 
 	"github.com/patchflow/patchflow/cmd/internal/checker"
 	"github.com/patchflow/patchflow/cmd/internal/settings"
+	"github.com/patchflow/patchflow/internal/redact"
 )
 
 func main() {
@@ -32,15 +33,16 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	secrets := redact.Secrets(cfg.DatabaseURL)
 	db, err := sql.Open("postgres", cfg.DatabaseURL)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "checker: open the database:", settings.RedactURL(cfg.DatabaseURL))
+		fmt.Fprintln(os.Stderr, "checker: open the database:", redact.Error(err, secrets))
 		os.Exit(1)
 	}
 	defer db.Close()
 	rep, err := checker.Run(ctx, cfg, db, os.Stdout)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "checker:", err)
+		fmt.Fprintln(os.Stderr, "checker:", redact.Error(err, secrets))
 		os.Exit(1)
 	}
 	if !rep.OK() {

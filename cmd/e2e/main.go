@@ -22,7 +22,7 @@ func main() {
 	var brokers, only string
 	s := settings.New("e2e")
 	s.String(&brokers, "E2E_BROKERS", "brokers", "", "the real broker's bootstrap address", nil)
-	s.SecretURL(&env.AdminURL, "E2E_DATABASE_URL", "database-url", "a PostgreSQL URL that may create databases")
+	s.SecretURL(&env.AdminURL, "E2E_DATABASE_URL", "database-url", "a PostgreSQL URL that may create databases", nil)
 	s.String(&env.Bin, "E2E_BIN", "bin", "bin", "directory holding the listener binary", nil)
 	s.String(&env.CI, "E2E_CI", "ci", ".ci", "directory holding the kafka and postgres scripts", nil)
 	s.String(&env.KafkaDir, "E2E_KAFKA_DIR", "kafka-dir", "", "the broker's directory, for the restart scenario", nil)

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -47,6 +50,115 @@ func TestBadConfigurationExitsWithCode2(t *testing.T) {
 		}
 		if !strings.Contains(stderr.String(), c.want) {
 			t.Errorf("env %v: message %q does not name %s", c.env, stderr.String(), c.want)
+		}
+	}
+}
+
+// runListener runs bin with only env (and PATH) and args, and returns its
+// exit code and everything it wrote to stdout and stderr.
+func runListener(t *testing.T, bin string, env []string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	default:
+		t.Fatal(err)
+	}
+	return code, out.String(), errOut.String()
+}
+
+// showsPassword returns what of password output shows: all of it, or a
+// piece of 4 bytes with a letter in it (not a port, not an escape).
+func showsPassword(output, password string) string {
+	if strings.Contains(output, password) {
+		return password
+	}
+	for i := 0; i+4 <= len(password); i++ {
+		p := password[i : i+4]
+		if strings.ContainsAny(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") && strings.Contains(output, p) {
+			return p
+		}
+	}
+	return ""
+}
+
+// A malformed DATABASE_URL, given as the variable or as the flag, is a
+// settings error: exit code 2, a message naming DATABASE_URL, and the
+// password nowhere in what the listener writes.
+func TestMalformedDatabaseURLExitsWithCode2WithoutThePassword(t *testing.T) {
+	bin := buildListener(t)
+	cases := []struct {
+		name, url, password string
+	}{
+		{"bad port", "postgres://patchflow:Jq4vTzWk@db.example:54x2/patchflow", "Jq4vTzWk"},
+		{"port out of range", "postgres://patchflow:Rm8bYxQe@db.example:99999/patchflow", "Rm8bYxQe"},
+		{"missing host", "postgres://patchflow:Hd2nLcVu@/patchflow", "Hd2nLcVu"},
+		{"bad scheme", "mysql://patchflow:Gt5pKsXa@db.example:3306/patchflow", "Gt5pKsXa"},
+		{"not a URL", "patchflow:Bw3mZrYo@db.example:5432/patchflow", "Bw3mZrYo"},
+		{"unparsable escape in the password", "postgres://patchflow:Nf6h%zzQjLd@db.example/patchflow", "Nf6h%zzQjLd"},
+		{"unparsable escape in the database", "postgres://patchflow:Cv9kPxTs@db.example/patch%zzflow", "Cv9kPxTs"},
+		{"key=value with a bad value", "host=db.example port=fivefour user=patchflow password=Ok8cMzRb", "Ok8cMzRb"},
+		{"key=value with an unquoted space", "host=db.example user=patchflow password=Uh5yG nXeQ dbname=patchflow", "Uh5yG nXeQ"},
+		{"special characters unescaped", "postgres://patchflow:Wy2r/Dm?Fq#Zx@db.example:5432/patchflow", "Wy2r/Dm?Fq#Zx"},
+		{"special characters unescaped, parsing as another host", "postgres://patchflow:1234/Lz7gHbNc@db.example/patchflow", "1234/Lz7gHbNc"},
+		{"an '@' in the password", "postgres://patchflow:Ts4j@VwKp@db.example:54x2/patchflow", "Ts4j@VwKp"},
+	}
+	base := []string{"KAFKA_BROKERS=embedded", "LISTENER_HANDLER=evaluate", "VMAAS_URL=http://127.0.0.1:1", "LISTENER_HTTP_ADDR="}
+	for _, c := range cases {
+		for _, how := range []string{"env", "flag"} {
+			env, args := base, []string(nil)
+			if how == "env" {
+				env = append(slices.Clone(base), "DATABASE_URL="+c.url)
+			} else {
+				args = []string{"-database-url", c.url}
+			}
+			code, stdout, stderr := runListener(t, bin, env, args...)
+			if code != 2 {
+				t.Errorf("%s (%s): exit code %d, want 2\n%s", c.name, how, code, stderr)
+			}
+			if !strings.Contains(stderr, "DATABASE_URL") {
+				t.Errorf("%s (%s): the message does not name DATABASE_URL: %s", c.name, how, stderr)
+			}
+			if shown := showsPassword(stdout+stderr, c.password); shown != "" {
+				t.Errorf("%s (%s): the output shows %q of the password:\n%s%s", c.name, how, shown, stdout, stderr)
+			}
+		}
+	}
+}
+
+// A well-formed DATABASE_URL to a port where nothing listens: the listener
+// fails to start (exit code 1) and says why, without the password.
+func TestDatabaseConnectErrorShowsNoPassword(t *testing.T) {
+	bin := buildListener(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	const password = "p@ss/w0rd Kx9vQ"
+	for _, dsn := range []string{
+		"postgres://patchflow:" + url.PathEscape(password) + "@" + closed + "/patchflow?sslmode=disable",
+		"postgres://patchflow@" + closed + "/patchflow?sslmode=disable&password=" + url.QueryEscape(password),
+		"host=127.0.0.1 port=" + closed[strings.LastIndex(closed, ":")+1:] + " user=patchflow password='" + password + "' sslmode=disable",
+	} {
+		code, stdout, stderr := runListener(t, bin, []string{"KAFKA_BROKERS=embedded", "LISTENER_HANDLER=evaluate",
+			"VMAAS_URL=http://127.0.0.1:1", "LISTENER_HTTP_ADDR=", "LOG_FORMAT=text", "DATABASE_URL=" + dsn})
+		if code != 1 || !strings.Contains(stderr, "listener failed to start") || !strings.Contains(stderr, "connection refused") {
+			t.Errorf("exit code %d, want 1 with the connection refused:\n%s", code, stderr)
+		}
+		out := stdout + stderr
+		for _, form := range []string{password, url.PathEscape(password), url.QueryEscape(password), "Kx9vQ", "p@ss"} {
+			if strings.Contains(out, form) {
+				t.Errorf("the output shows %q:\n%s", form, out)
+			}
 		}
 	}
 }

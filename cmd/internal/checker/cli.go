@@ -11,6 +11,7 @@ import (
 	"github.com/patchflow/patchflow/cmd/internal/loadgen"
 	"github.com/patchflow/patchflow/cmd/internal/platform"
 	"github.com/patchflow/patchflow/cmd/internal/settings"
+	"github.com/patchflow/patchflow/persistence"
 )
 
 // Config is the checker command's configuration: where the database is,
@@ -33,7 +34,7 @@ type Config struct {
 func Parse(args []string, lookup func(string) (string, bool)) (*Config, *settings.Set, error) {
 	c := &Config{Shape: platform.DefaultShape()}
 	s := settings.New("checker")
-	s.SecretURL(&c.DatabaseURL, "DATABASE_URL", "database-url", "PostgreSQL the listener writes to (required); its password is never printed")
+	s.SecretURL(&c.DatabaseURL, "DATABASE_URL", "database-url", "PostgreSQL the listener writes to (required), in the forms the listener takes; its password is never printed", persistence.CheckURL)
 	s.String(&c.Expected, "LOADGEN_EXPECTED", "expected", "", "the expected-state file loadgen -expected wrote (required)", nil)
 	s.Int(&c.Seed, "LOADGEN_SEED", "seed", 1, 0, "seed loadgen and the platform mock used")
 	s.Int(&c.Shape.Packages, "LOADGEN_PACKAGES", "packages", c.Shape.Packages, 1, "installed packages per host loadgen used")

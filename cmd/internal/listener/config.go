@@ -18,6 +18,7 @@ import (
 	"github.com/patchflow/patchflow/actors/limit"
 	"github.com/patchflow/patchflow/actors/ordering"
 	"github.com/patchflow/patchflow/cmd/internal/settings"
+	"github.com/patchflow/patchflow/internal/redact"
 	"github.com/patchflow/patchflow/messages"
 	"github.com/patchflow/patchflow/persistence"
 )
@@ -72,8 +73,10 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 	def := actors.DefaultSettings()
 	p := &cfg.Pipeline
 	s := settings.New("listener")
-	s.String(&brokers, "KAFKA_BROKERS", "kafka-brokers", "", "comma-separated `host:port` list of Kafka brokers, or `embedded` for an in-process broker (kfake, in memory: demos and tests only)", nil)
+	s.String(&brokers, "KAFKA_BROKERS", "kafka-brokers", "", "comma-separated `host:port` list of Kafka brokers, or `embedded` for an in-process broker (kfake, in memory: demos and tests only). "+
+		"No scheme and no credentials (`user:password@` is refused, shown masked): SASL logs in with the settings below", nil)
 	s.ShowDefault("kafka-brokers", "(required)")
+	s.ShowWith("kafka-brokers", redactBrokers)
 	s.String(&topic, "KAFKA_TOPIC", "kafka-topic", "platform.inventory.events", "topic of inventory events", nonEmpty)
 	s.String(&group, "KAFKA_GROUP", "kafka-group", "patchflow-listener", "consumer group id", nonEmpty)
 	s.String(&dlq, "KAFKA_DLQ_TOPIC", "kafka-dlq-topic", "", "dead-letter topic, other than `KAFKA_TOPIC`; created at start if missing, with the source topic's partition count and room for its largest record", nil)
@@ -111,7 +114,13 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 	s.String(&cfg.Handler, "LISTENER_HANDLER", "handler", "evaluate", "`evaluate`: store and evaluate events (needs `DATABASE_URL` and `VMAAS_URL`). `simulated`: only wait, to measure the pipeline alone", oneOf([]string{"evaluate", "simulated"}))
 	var reporters, excluded string
 	d := &cfg.Domain
-	s.SecretURL(&d.DatabaseURL, "DATABASE_URL", "database-url", "PostgreSQL URL; TLS through `sslmode`, `sslrootcert`, `sslcert`, `sslkey`. The password is shown as `xxxxx` wherever settings are printed (a value that does not parse as a URL is hidden whole), and never logged")
+	s.SecretURL(&d.DatabaseURL, "DATABASE_URL", "database-url", "PostgreSQL connection, in either of lib/pq's forms: a `postgres://` or `postgresql://` URL that names its host "+
+		"(`postgres://user:password@host:5432/database?sslmode=verify-full`; a Unix socket as `postgres:///database?host=/run/postgresql`), "+
+		"with the password's special characters percent-encoded (`@` `:` `/` `?` `#` `%` `&`, spaces: `p@ss` as `p%40ss`); "+
+		"or a libpq key=value string (`host=db user=patch password='p@ss w0rd' dbname=patch`), a value with spaces or quotes in single quotes. "+
+		"TLS through `sslmode`, `sslrootcert`, `sslcert`, `sslkey`. Checked at start as lib/pq will read it (the `PG*` environment variables included): "+
+		"another scheme, a URL without a host, a bad port or escape, an `@` after the host (an unescaped password), a bad value are settings errors (exit code 2). "+
+		"The password (of the user info, or `password=`) is shown as `xxxxx` wherever settings are printed and in every error", persistence.CheckURL)
 	s.ShowDefault("database-url", "(required by `evaluate`)")
 	s.Int(&d.Pool.MaxOpen, "DB_MAX_OPEN_CONNS", "db-max-open-conns", 32, 1, "database connections open at most: bounds database concurrency below the pipeline's. The readiness check has one more connection of its own")
 	s.Int(&d.Pool.MaxIdle, "DB_MAX_IDLE_CONNS", "db-max-idle-conns", 32, 0, "database connections kept idle")
@@ -119,12 +128,12 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 	s.Int(&d.Pool.IDCacheSize, "DB_ID_CACHE_SIZE", "db-id-cache-size", persistence.DefaultIDCacheSize, 1,
 		"ids of packages and of advisories (each) kept in memory, so an event whose packages were seen before looks none of them up; about 150 bytes an entry")
 	s.Duration(&d.Pool.DeletedTTL, "DELETED_SYSTEM_TTL", "deleted-system-ttl", 24*time.Hour, time.Minute, "how long a deleted host is remembered, so a late event for it does not resurrect it")
-	s.String(&d.VMaaSURL, "VMAAS_URL", "vmaas-url", "", "VMaaS base URL; the listener calls `POST /api/v3/updates`", nil)
+	s.SecretURL(&d.VMaaSURL, "VMAAS_URL", "vmaas-url", "VMaaS base URL (`http` or `https`, with a host, no query); the listener calls `POST /api/v3/updates`. A password in it is shown as `xxxxx`, in settings and errors alike", checkURL)
 	s.ShowDefault("vmaas-url", "(required by `evaluate`)")
 	s.Duration(&d.VMaaSTimeout, "VMAAS_TIMEOUT", "vmaas-timeout", 10*time.Second, time.Millisecond, "timeout of one VMaaS call")
 	s.Int(&d.VMaaSAttempts, "VMAAS_MAX_ATTEMPTS", "vmaas-max-attempts", 3, 1, "VMaaS attempts inside one handler attempt (429, 502, 503, 504, connection errors, timeouts); after them the pipeline retries the record with its own backoff")
 	s.Int(&d.VMaaSCacheSize, "VMAAS_CACHE_SIZE", "vmaas-cache-size", 10000, 0, "VMaaS answers cached, keyed by the canonical request (`0`: no cache)")
-	s.String(&d.InventoryURL, "INVENTORY_URL", "inventory-url", "", "inventory base URL, for events carrying only the host id; without it such events are dead-lettered", nil)
+	s.SecretURL(&d.InventoryURL, "INVENTORY_URL", "inventory-url", "inventory base URL, for events carrying only the host id; without it such events are dead-lettered. Checked and shown as `VMAAS_URL` is", checkURL)
 	s.Duration(&d.InventoryTimeout, "INVENTORY_TIMEOUT", "inventory-timeout", 10*time.Second, time.Millisecond, "timeout of one inventory call")
 	s.String(&reporters, "ALLOWED_REPORTERS", "allowed-reporters", "puptoo,rhsm-system-profile-bridge", "comma-separated reporters whose uploads are evaluated; uploads from others are skipped and counted (`reporter not allowed`), not stored, never dead-lettered", nil)
 	s.String(&excluded, "EXCLUDED_HOST_TYPES", "excluded-host-types", "edge", "comma-separated host types whose events are skipped and counted (`excluded host type`), not stored, never dead-lettered", nil)
@@ -154,6 +163,9 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 	default:
 		for _, b := range strings.Split(brokers, ",") {
 			b = strings.TrimSpace(b)
+			if strings.Contains(b, "@") || strings.Contains(b, "://") {
+				return nil, s, s.Invalid("kafka-brokers", errors.New("a broker is host:port, without a scheme or credentials (KAFKA_SASL_USER and KAFKA_SASL_PASSWORD log in)"))
+			}
 			if !strings.Contains(b, ":") {
 				return nil, s, s.Invalid("kafka-brokers", fmt.Errorf("%q is not host:port", b))
 			}
@@ -163,16 +175,12 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 	d.Validation.AllowedReporters = splitList(reporters)
 	d.Validation.ExcludedHostTypes = splitList(excluded)
 	if cfg.Handler == "evaluate" {
+		// Values given were checked as they were read (persistence.CheckURL, checkURL).
 		if d.DatabaseURL == "" {
 			return nil, s, s.Invalid("database-url", errors.New("required by LISTENER_HANDLER=evaluate (or run LISTENER_HANDLER=simulated)"))
 		}
-		if err := checkURL(d.VMaaSURL); err != nil {
-			return nil, s, s.Invalid("vmaas-url", fmt.Errorf("required by LISTENER_HANDLER=evaluate: %w", err))
-		}
-		if d.InventoryURL != "" {
-			if err := checkURL(d.InventoryURL); err != nil {
-				return nil, s, s.Invalid("inventory-url", err)
-			}
+		if d.VMaaSURL == "" {
+			return nil, s, s.Invalid("vmaas-url", errors.New("required by LISTENER_HANDLER=evaluate"))
 		}
 	}
 	if cfg.Handler != "simulated" {
@@ -227,12 +235,29 @@ func splitList(v string) []string {
 	return out
 }
 
+// checkURL accepts an http(s) URL with a host. Its error does not quote
+// the value, which may carry a password (the setting's error shows it
+// redacted).
 func checkURL(v string) error {
 	u, err := url.Parse(v)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("%q is not an http(s) URL", v)
+		return errors.New("not an http(s) URL with a host (http://host:port)")
 	}
 	return nil
+}
+
+// redactBrokers shows a KAFKA_BROKERS value with whatever comes before an
+// '@' of a broker masked: credentials that do not belong there.
+func redactBrokers(v string) string {
+	items := strings.Split(v, ",")
+	for i, b := range items {
+		if _, isURL := redact.Scheme(strings.TrimSpace(b)); isURL {
+			items[i] = redact.URL(b)
+		} else if at := strings.LastIndex(b, "@"); at >= 0 {
+			items[i] = redact.Mask + b[at:]
+		}
+	}
+	return strings.Join(items, ",")
 }
 
 func nonEmpty(v string) error {

@@ -2,6 +2,8 @@ package listener_test
 
 import (
 	"errors"
+	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -134,5 +136,91 @@ func TestFlagsOverrideEnvironment(t *testing.T) {
 	}
 	if cfg.Kafka.Isolation != "read_uncommitted" {
 		t.Fatalf("isolation %q, want the flag's read_uncommitted", cfg.Kafka.Isolation)
+	}
+}
+
+// DATABASE_URL is checked with the other settings: the forms lib/pq takes
+// are accepted, a malformed one is a settings error naming DATABASE_URL,
+// whose text never shows the password.
+func TestParseChecksDatabaseURL(t *testing.T) {
+	for _, ok := range []string{
+		"postgres://patch:p%40ss%2Fw%3Fr%23d@db.example:5432/patch?sslmode=verify-full",
+		"postgresql://patch@db.example/patch",
+		"host=db.example user=patch password='p@ss w0rd' dbname=patch",
+	} {
+		cfg, set, err := listener.Parse(nil, lookup(map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_HANDLER": "evaluate",
+			"DATABASE_URL": ok, "VMAAS_URL": "http://vmaas:8080"}))
+		if err != nil {
+			t.Errorf("DATABASE_URL=%s: %v", ok, err)
+			continue
+		}
+		if cfg.Domain.DatabaseURL != ok {
+			t.Errorf("DATABASE_URL read as %q, want %q", cfg.Domain.DatabaseURL, ok)
+		}
+		if eff := fmt.Sprint(set.Effective()...); strings.Contains(eff, "p%40ss") || strings.Contains(eff, "p@ss") || !strings.Contains(eff, "db.example") {
+			t.Errorf("effective configuration %s", eff)
+		}
+	}
+	const password = "Jq4vTzWk"
+	for _, bad := range []string{
+		"postgres://patch:" + password + "@db.example:54x2/patch",
+		"mysql://patch:" + password + "@db.example/patch",
+		"postgres://patch:" + password + "/x@db.example/patch",
+		"host=db.example port=x password=" + password,
+	} {
+		// with either handler: a value given is checked
+		for _, handler := range []string{"evaluate", "simulated"} {
+			_, _, err := listener.Parse(nil, lookup(map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_HANDLER": handler,
+				"DATABASE_URL": bad, "VMAAS_URL": "http://vmaas:8080"}))
+			var se *settings.Error
+			if !errors.As(err, &se) || se.Env != "DATABASE_URL" {
+				t.Errorf("DATABASE_URL=%s (%s): got %v, want an error naming DATABASE_URL", bad, handler, err)
+				continue
+			}
+			if strings.Contains(err.Error(), password) || strings.Contains(err.Error(), "Jq4v") {
+				t.Errorf("the error shows the password: %v", err)
+			}
+		}
+	}
+}
+
+// The HTTP base URLs and the brokers may carry credentials: their errors
+// and the effective configuration never show them.
+func TestParseHidesCredentialsOfOtherURLs(t *testing.T) {
+	const password = "Rm8bYxQe"
+	base := map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_HANDLER": "evaluate", "DATABASE_URL": "postgres://db/x", "VMAAS_URL": "http://vmaas:8080"}
+	cases := []struct {
+		env, value string
+	}{
+		{"VMAAS_URL", "ftp://user:" + password + "@vmaas:8080"},
+		{"VMAAS_URL", "http://user:" + password + "@vmaas:80x0"},
+		{"VMAAS_URL", "user:" + password + "@vmaas:8080"},
+		{"INVENTORY_URL", "ftp://user:" + password + "@inventory"},
+		{"INVENTORY_URL", "http://user:" + password + "/x@inventory:80x0"},
+		{"KAFKA_BROKERS", "user:" + password + "@kafka-1:9092"},
+		{"KAFKA_BROKERS", "kafka-1:9092,SASL_SSL://user:" + password + "@kafka-2:9093"},
+	}
+	for _, c := range cases {
+		env := maps.Clone(base)
+		env[c.env] = c.value
+		_, _, err := listener.Parse(nil, lookup(env))
+		var se *settings.Error
+		if !errors.As(err, &se) || se.Env != c.env {
+			t.Errorf("%s=%s: got %v, want an error naming %s", c.env, c.value, err, c.env)
+			continue
+		}
+		if strings.Contains(err.Error(), password) {
+			t.Errorf("%s: the error shows the password: %v", c.env, err)
+		}
+	}
+	env := maps.Clone(base)
+	env["VMAAS_URL"] = "http://user:" + password + "@vmaas:8080"
+	env["INVENTORY_URL"] = "https://user:" + password + "@inventory"
+	_, set, err := listener.Parse(nil, lookup(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if eff := fmt.Sprint(set.Effective()...); strings.Contains(eff, password) || !strings.Contains(eff, "@vmaas:8080") || !strings.Contains(eff, "@inventory") {
+		t.Errorf("effective configuration %s", eff)
 	}
 }

@@ -7,7 +7,11 @@
 // PrintUsage prints a set for -h as plain text, without them; PrintMarkdown
 // as a table for the documentation (cmd/internal/docs), with them.
 //
-// It imports only the standard library; the cmd/ programs use it.
+// A secret is never printed: not in the effective configuration, not in an
+// error. A secret URL is shown with its password masked (internal/redact).
+//
+// It imports only the standard library and internal/redact; the cmd/
+// programs use it.
 package settings
 
 import (
@@ -15,17 +19,21 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/patchflow/patchflow/internal/redact"
 )
 
 // ExitUsage is the exit code for a configuration error.
 const ExitUsage = 2
 
-// Error is a bad value for one setting.
+// Error is a bad value for one setting. Value is the value as shown: a
+// secret's redacted (a secret URL's password masked, other secrets
+// hidden), so Error prints no secret as long as Err carries none (a
+// setting's check must not quote a secret value).
 type Error struct {
 	Env, Flag string
 	Value     string
@@ -43,6 +51,9 @@ type Set struct {
 	fs      *flag.FlagSet
 	entries []*entry
 	byFlag  map[string]*entry
+	// flagErr is the bad flag value the flag package is reporting, as an
+	// *Error (its own message quotes the value whole).
+	flagErr *Error
 }
 
 type entry struct {
@@ -66,18 +77,30 @@ func (s *Set) add(e *entry) {
 	e.from = "default"
 	s.entries = append(s.entries, e)
 	s.byFlag[e.flag] = e
-	s.fs.Var(flagValue{e}, e.flag, e.usage)
+	s.fs.Var(flagValue{s, e}, e.flag, e.usage)
 }
 
-type flagValue struct{ e *entry }
+type flagValue struct {
+	s *Set
+	e *entry
+}
 
+// String is the flag package's view of the value (it compares it with the
+// zero value's for its own usage text, which Set never prints).
 func (v flagValue) String() string {
 	if v.e == nil || v.e.get == nil {
 		return ""
 	}
 	return v.e.get()
 }
-func (v flagValue) Set(s string) error { return v.e.set(s) }
+
+func (v flagValue) Set(x string) error {
+	if err := v.e.set(x); err != nil {
+		v.s.flagErr = &Error{Env: v.e.env, Flag: v.e.flag, Value: v.s.shown(v.e, x), Err: err}
+		return err
+	}
+	return nil
+}
 
 // String registers a string setting. check may be nil.
 func (s *Set) String(p *string, env, flagName, def, usage string, check func(string) error) {
@@ -101,35 +124,30 @@ func (s *Set) Secret(p *string, env, flagName, usage string) {
 	s.entries[len(s.entries)-1].secret = true
 }
 
-// SecretURL registers a URL setting whose password, if any, is never
-// printed (the rest is, so operators can see where it points).
-func (s *Set) SecretURL(p *string, env, flagName, usage string) {
-	s.String(p, env, flagName, "", usage, nil)
-	e := s.entries[len(s.entries)-1]
-	e.secret = true
-	e.redact = RedactURL
+// SecretURL registers a URL (or key=value connection string) setting whose
+// password, if any, is never printed (the rest is, so operators can see
+// where it points): see RedactURL. check may be nil; its error must not
+// quote the value (persistence.CheckURL does not).
+func (s *Set) SecretURL(p *string, env, flagName, usage string, check func(string) error) {
+	s.String(p, env, flagName, "", usage, check)
+	s.ShowWith(flagName, RedactURL)
 }
 
-// RedactURL returns u with the password of its user info replaced; a value
-// that does not parse as a URL is hidden whole.
-func RedactURL(u string) string {
-	if u == "" {
-		return ""
+// ShowWith makes flagName's setting a secret shown through show, wherever
+// settings are printed: for values that may carry a secret in part.
+func (s *Set) ShowWith(flagName string, show func(string) string) {
+	e := s.byFlag[flagName]
+	if e == nil {
+		panic("settings: unknown flag " + flagName)
 	}
-	parsed, err := url.Parse(u)
-	if err != nil || parsed.Scheme == "" {
-		return "(redacted)"
-	}
-	if _, has := parsed.User.Password(); has {
-		parsed.User = url.UserPassword(parsed.User.Username(), "xxxxx")
-	}
-	q := parsed.Query()
-	if q.Has("password") {
-		q.Set("password", "xxxxx")
-		parsed.RawQuery = q.Encode()
-	}
-	return parsed.String()
+	e.secret, e.redact = true, show
 }
+
+// RedactURL returns u with its password (of the user info, or a
+// password=, token=... value of its query or key=value string) masked as
+// xxxxx, well formed or not; a value that is neither a URL nor a key=value
+// string is hidden whole (see internal/redact).
+func RedactURL(u string) string { return redact.URL(u) }
 
 // Int registers an integer setting with an inclusive lower bound.
 func (s *Set) Int(p *int, env, flagName string, def, minimum int, usage string) {
@@ -228,34 +246,40 @@ func (s *Set) Parse(args []string, lookup func(string) (string, bool)) error {
 			e.from = "env"
 		}
 	}
+	s.flagErr = nil
 	if err := s.fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return ErrHelp
 		}
-		return s.flagError(err)
-	}
-	if s.fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q: every setting is a flag or an environment variable", s.fs.Arg(0))
-	}
-	s.fs.Visit(func(f *flag.Flag) { s.byFlag[f.Name].from = "flag" })
-	return nil
-}
-
-// flagError turns the flag package's message into an *Error when it can tell
-// which flag was bad.
-func (s *Set) flagError(err error) error {
-	msg := err.Error()
-	// flag's format: invalid value "x" for flag -name: reason
-	if i := strings.Index(msg, " for flag -"); i >= 0 && strings.HasPrefix(msg, "invalid value ") {
-		rest := msg[i+len(" for flag -"):]
-		if j := strings.Index(rest, ": "); j >= 0 {
-			if e := s.byFlag[rest[:j]]; e != nil {
-				value, _ := strconv.Unquote(msg[len("invalid value "):i])
-				return &Error{Env: e.env, Flag: e.flag, Value: s.shown(e, value), Err: errors.New(rest[j+2:])}
-			}
+		if s.flagErr != nil {
+			return s.flagErr
 		}
+		// "bad flag syntax: ---name=value" quotes the argument whole.
+		if arg, ok := strings.CutPrefix(err.Error(), "bad flag syntax: "); ok {
+			name, _, _ := strings.Cut(arg, "=")
+			return fmt.Errorf("bad flag syntax: %s", name)
+		}
+		return err
 	}
-	return err
+	secretFlag := false
+	s.fs.Visit(func(f *flag.Flag) {
+		e := s.byFlag[f.Name]
+		e.from = "flag"
+		secretFlag = secretFlag || e.secret
+	})
+	if s.fs.NArg() > 0 {
+		// A stray word may be a connection string, or part of a secret
+		// flag's value that missed its quotes.
+		stray := s.fs.Arg(0)
+		if _, isURL := redact.Scheme(stray); isURL || strings.Contains(stray, "=") {
+			stray = redact.URL(stray)
+		}
+		if secretFlag {
+			stray = redact.Hidden
+		}
+		return fmt.Errorf("unexpected argument %q: every setting is a flag or an environment variable", stray)
+	}
+	return nil
 }
 
 func (s *Set) shown(e *entry, v string) string {

@@ -107,7 +107,7 @@ func TestSecretsAreRedacted(t *testing.T) {
 func TestSecretURLShowsWhereButNotThePassword(t *testing.T) {
 	var u string
 	s := settings.New("t")
-	s.SecretURL(&u, "DATABASE_URL", "database-url", "database")
+	s.SecretURL(&u, "DATABASE_URL", "database-url", "database", nil)
 	if err := s.Parse(nil, env("DATABASE_URL", "postgres://app:s3cr3t@db:5432/patch?sslmode=require")); err != nil {
 		t.Fatal(err)
 	}
@@ -196,5 +196,87 @@ func TestPrintUsageIsPlainAndWrapped(t *testing.T) {
 	}
 	if !strings.HasPrefix(lines[3], "    word word") || !strings.HasPrefix(lines[4], "    word") {
 		t.Errorf("usage not wrapped below its row:\n%s", out)
+	}
+}
+
+// A secret URL's check runs on the value from the environment and from the
+// flag alike, and the error shows the value redacted.
+func TestSecretURLCheckAndItsErrors(t *testing.T) {
+	const password = "Jq4vTzWk"
+	bad := "postgres://app:" + password + "@db:54x2/patch"
+	check := func(v string) error {
+		if strings.Contains(v, "54x2") {
+			return errors.New("bad port")
+		}
+		return nil
+	}
+	for _, c := range []struct {
+		args []string
+		env  []string
+	}{
+		{nil, []string{"DATABASE_URL", bad}},
+		{[]string{"-database-url", bad}, nil},
+		{[]string{"-database-url=" + bad}, nil},
+		{[]string{"--database-url", bad}, nil},
+	} {
+		var u string
+		s := settings.New("t")
+		s.SecretURL(&u, "DATABASE_URL", "database-url", "database", check)
+		err := s.Parse(c.args, env(c.env...))
+		var se *settings.Error
+		if !errors.As(err, &se) || se.Env != "DATABASE_URL" || !strings.Contains(err.Error(), "bad port") {
+			t.Errorf("args %v env %v: %v, want DATABASE_URL's bad port", c.args, c.env, err)
+			continue
+		}
+		if strings.Contains(err.Error(), password) || se.Value != "postgres://app:xxxxx@db:54x2/patch" {
+			t.Errorf("args %v env %v: %v", c.args, c.env, err)
+		}
+	}
+}
+
+// The flag package's own messages quote arguments whole: a mistyped flag
+// or a stray argument carrying a secret is reported without it.
+func TestFlagErrorsDoNotQuoteSecrets(t *testing.T) {
+	const password = "Rm8bYxQe"
+	for _, args := range [][]string{
+		{"---database-url=postgres://app:" + password + "@db/patch"},
+		{"postgres://app:" + password + "@db/patch"},
+		{"host=db", "password=" + password},
+		{"-password", "two words", password}, // a secret's value that missed its quotes
+	} {
+		var c conf
+		s := newSet(&c)
+		var u string
+		s.SecretURL(&u, "DATABASE_URL", "database-url", "database", nil)
+		err := s.Parse(args, env())
+		if err == nil {
+			t.Errorf("args %v accepted", args)
+			continue
+		}
+		if strings.Contains(err.Error(), password) {
+			t.Errorf("args %v: %v", args, err)
+		}
+	}
+	var c conf
+	if err := newSet(&c).Parse([]string{"extra"}, env()); err == nil || !strings.Contains(err.Error(), `"extra"`) {
+		t.Errorf("a plain stray argument is named: %v", err)
+	}
+}
+
+// ShowWith shows a setting through its function wherever settings are
+// printed: in the effective configuration and in its errors.
+func TestShowWith(t *testing.T) {
+	var v string
+	s := settings.New("t")
+	s.String(&v, "APP_HOSTS", "hosts", "", "hosts", nil)
+	s.ShowWith("hosts", func(string) string { return "shown" })
+	if err := s.Parse(nil, env("APP_HOSTS", "user:pw@h:1")); err != nil {
+		t.Fatal(err)
+	}
+	if eff := fmt.Sprint(s.Effective()...); eff != "APP_HOSTSshown" {
+		t.Errorf("effective %q", eff)
+	}
+	if err := s.Invalid("hosts", errors.New("no")); err.Value != "shown" {
+		t.Errorf("error %v", err)
 	}
 }
