@@ -44,6 +44,7 @@ type Set struct {
 type entry struct {
 	env, flag, usage, def string
 	secret                bool
+	boolean               bool                // a switch: the flag alone means true
 	redact                func(string) string // how a secret is shown; nil: not at all
 	set                   func(string) error
 	get                   func() string
@@ -73,6 +74,10 @@ func (v flagValue) String() string {
 	return v.e.get()
 }
 func (v flagValue) Set(s string) error { return v.e.set(s) }
+
+// IsBoolFlag lets a Bool setting's flag stand alone (-json for -json=true),
+// as the flag package's own booleans do.
+func (v flagValue) IsBoolFlag() bool { return v.e != nil && v.e.boolean }
 
 // String registers a string setting. check may be nil.
 func (s *Set) String(p *string, env, flagName, def, usage string, check func(string) error) {
@@ -181,10 +186,11 @@ func (s *Set) Duration(p *time.Duration, env, flagName string, def, minimum time
 		get: func() string { return p.String() }})
 }
 
-// Bool registers a boolean setting.
+// Bool registers a boolean setting. Its flag alone means true (-name is
+// -name=true); a value goes after "=" (-name=false).
 func (s *Set) Bool(p *bool, env, flagName string, def bool, usage string) {
 	*p = def
-	s.add(&entry{env: env, flag: flagName, usage: usage, def: strconv.FormatBool(def),
+	s.add(&entry{env: env, flag: flagName, usage: usage, def: strconv.FormatBool(def), boolean: true,
 		set: func(v string) error {
 			b, err := strconv.ParseBool(strings.TrimSpace(v))
 			if err != nil {
