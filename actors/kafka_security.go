@@ -30,8 +30,10 @@ type KafkaSecurity struct {
 	SASLPassword       string
 }
 
-// apply configures cfg's network security.
-func (s KafkaSecurity) apply(cfg *sarama.Config) error {
+// Apply configures cfg's network security (TLS, SASL) as the listener's
+// consumers and dead-letter producer have it; other clients of the same
+// brokers (cmd/dlq) use it too.
+func (s KafkaSecurity) Apply(cfg *sarama.Config) error {
 	if s.TLS {
 		tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: s.InsecureSkipVerify} //nolint:gosec // an explicit operator choice
 		if s.CAFile != "" {

@@ -17,6 +17,7 @@ import (
 	"github.com/patchflow/patchflow/actors"
 	"github.com/patchflow/patchflow/actors/limit"
 	"github.com/patchflow/patchflow/actors/ordering"
+	"github.com/patchflow/patchflow/cmd/internal/kafkaflags"
 	"github.com/patchflow/patchflow/cmd/internal/settings"
 	"github.com/patchflow/patchflow/messages"
 	"github.com/patchflow/patchflow/persistence"
@@ -73,7 +74,7 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 	p := &cfg.Pipeline
 	s := settings.New("listener")
 	s.String(&brokers, "KAFKA_BROKERS", "kafka-brokers", "", "comma-separated host:port list of Kafka brokers, or 'embedded' for an in-process broker (required)", nil)
-	s.String(&topic, "KAFKA_TOPIC", "kafka-topic", "platform.inventory.events", "topic of inventory events", nonEmpty)
+	s.String(&topic, "KAFKA_TOPIC", "kafka-topic", kafkaflags.DefaultTopic, "topic of inventory events", nonEmpty)
 	s.String(&group, "KAFKA_GROUP", "kafka-group", "patchflow-listener", "consumer group id", nonEmpty)
 	s.String(&dlq, "KAFKA_DLQ_TOPIC", "kafka-dlq-topic", "", "dead-letter topic (default: the topic name + '.dlq')", nil)
 	s.String(&version, "KAFKA_VERSION", "kafka-version", "3.6.0", "Kafka protocol version to speak (at least 2.4.0 for cooperative rebalancing)", checkVersion)
@@ -83,14 +84,7 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 	s.Duration(&cfg.Kafka.SessionTimeout, "KAFKA_SESSION_TIMEOUT", "kafka-session-timeout", 10*time.Second, time.Second, "how long the group waits for a silent member (a crashed process) before moving its partitions")
 	s.Duration(&cfg.Kafka.HeartbeatInterval, "KAFKA_HEARTBEAT_INTERVAL", "kafka-heartbeat-interval", 3*time.Second, 100*time.Millisecond, "heartbeat interval; keep it under a third of the session timeout")
 	sec := &cfg.Kafka.Security
-	s.Bool(&sec.TLS, "KAFKA_TLS", "kafka-tls", false, "connect to the brokers over TLS")
-	s.String(&sec.CAFile, "KAFKA_TLS_CA_FILE", "kafka-tls-ca-file", "", "PEM file of the CAs that sign the brokers' certificates (default: the system's)", nil)
-	s.String(&sec.CertFile, "KAFKA_TLS_CERT_FILE", "kafka-tls-cert-file", "", "PEM client certificate, for brokers that require mutual TLS", nil)
-	s.String(&sec.KeyFile, "KAFKA_TLS_KEY_FILE", "kafka-tls-key-file", "", "PEM key of the client certificate", nil)
-	s.Bool(&sec.InsecureSkipVerify, "KAFKA_TLS_INSECURE_SKIP_VERIFY", "kafka-tls-insecure-skip-verify", false, "do not verify the brokers' certificates (testing only)")
-	s.String(&sec.SASLMechanism, "KAFKA_SASL_MECHANISM", "kafka-sasl-mechanism", "", "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (empty: none)", oneOf([]string{"", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}))
-	s.String(&sec.SASLUser, "KAFKA_SASL_USER", "kafka-sasl-user", "", "SASL user", nil)
-	s.Secret(&sec.SASLPassword, "KAFKA_SASL_PASSWORD", "kafka-sasl-password", "SASL password (never logged)")
+	kafkaflags.Security(s, sec)
 	s.Int(&cfg.Consumers, "LISTENER_CONSUMERS", "consumers", 1, 1, "consumer-group members (M) in this process")
 	s.Int(&p.InFlightPerPartition, "LISTENER_INFLIGHT_PER_PARTITION", "inflight-per-partition", def.InFlightPerPartition, 1, "records in flight per partition (S)")
 	s.Int(&p.InFlightTotal, "LISTENER_INFLIGHT_TOTAL", "inflight-total", def.InFlightTotal, 1, "records in flight in the whole process (G): the limit with LISTENER_CONCURRENCY=fixed, the ceiling with adaptive")
@@ -147,13 +141,11 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 	case EmbeddedBrokers:
 		cfg.Embedded = true
 	default:
-		for _, b := range strings.Split(brokers, ",") {
-			b = strings.TrimSpace(b)
-			if !strings.Contains(b, ":") {
-				return nil, s, s.Invalid("kafka-brokers", fmt.Errorf("%q is not host:port", b))
-			}
-			cfg.Brokers = append(cfg.Brokers, b)
+		list, err := kafkaflags.Brokers(brokers)
+		if err != nil {
+			return nil, s, s.Invalid("kafka-brokers", err)
 		}
+		cfg.Brokers = list
 	}
 	d.Validation.AllowedReporters = splitList(reporters)
 	d.Validation.ExcludedHostTypes = splitList(excluded)
@@ -182,7 +174,7 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 		return nil, s, s.Invalid("backoff-max", fmt.Errorf("must not be below LISTENER_BACKOFF_MIN (%v)", p.BackoffMin))
 	}
 	if dlq == "" {
-		dlq = topic + ".dlq"
+		dlq = kafkaflags.DeadLetterTopic(topic)
 	}
 	if dlq == topic {
 		return nil, s, s.Invalid("kafka-dlq-topic", errors.New("must differ from KAFKA_TOPIC"))
@@ -198,11 +190,8 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 	if cfg.Kafka.HeartbeatInterval*3 > cfg.Kafka.SessionTimeout {
 		return nil, s, s.Invalid("kafka-heartbeat-interval", fmt.Errorf("must be at most a third of KAFKA_SESSION_TIMEOUT (%v)", cfg.Kafka.SessionTimeout))
 	}
-	if sec.SASLMechanism != "" && sec.SASLUser == "" {
-		return nil, s, s.Invalid("kafka-sasl-user", fmt.Errorf("required by KAFKA_SASL_MECHANISM=%s", sec.SASLMechanism))
-	}
-	if (sec.CertFile == "") != (sec.KeyFile == "") {
-		return nil, s, s.Invalid("kafka-tls-key-file", errors.New("a client certificate needs both KAFKA_TLS_CERT_FILE and KAFKA_TLS_KEY_FILE"))
+	if err := kafkaflags.CheckSecurity(s, *sec); err != nil {
+		return nil, s, err
 	}
 	cfg.Kafka = actors.KafkaSettings{Brokers: cfg.Brokers, Topic: topic, Group: group, DLQTopic: dlq, Version: kv, Assignor: assignor,
 		Isolation: isolation, CommitInterval: cfg.Kafka.CommitInterval, SessionTimeout: cfg.Kafka.SessionTimeout, HeartbeatInterval: cfg.Kafka.HeartbeatInterval, Security: *sec}
