@@ -92,8 +92,9 @@ func (h *failureHistory) attempts() []*messages.FailedAttempt {
 }
 
 // newDeadLetter builds the envelope for record after its failures (h is
-// never nil: a record is dead-lettered only after a failure).
-func newDeadLetter(record *messages.Record, h *failureHistory, group string) *messages.DeadLetter {
+// never nil: a record is dead-lettered only after a failure), given up for
+// reason.
+func newDeadLetter(record *messages.Record, h *failureHistory, group string, reason messages.Reason) *messages.DeadLetter {
 	last := h.last
 	return &messages.DeadLetter{
 		OriginalTopic:     record.GetTopic(),
@@ -113,5 +114,6 @@ func newDeadLetter(record *messages.Record, h *failureHistory, group string) *me
 		History:           h.attempts(),
 		HistoryDropped:    h.dropped,
 		OwnFailures:       h.own,
+		Reason:            string(reason),
 	}
 }

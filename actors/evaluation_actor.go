@@ -6,7 +6,8 @@ package actors
 //	in  *messages.WriteDeadLetter   from its PartitionActor: wait the backoff, write to the dead-letter topic once
 //	out *messages.RecordDone        to its parent: handled (OUTCOME_OK), skipped (OUTCOME_SKIPPED) or
 //	                                dead-lettered and acknowledged (OUTCOME_DEAD_LETTERED)
-//	out *messages.RecordFailed      to its parent: the attempt failed, with its class and dependency
+//	out *messages.RecordFailed      to its parent: the attempt failed, with its class, dependency and, for a
+//	                                broken message, its validation reason
 //	out *messages.DeadLetterFailed  to its parent: the dead-letter write failed or was cancelled
 //	panic                           escalates to the parent, whose HandleFailure decides (never a restart)
 //
@@ -101,6 +102,9 @@ func (a *evaluationActor) evaluate(m *messages.EvaluateRecord) any {
 	f.Congested = messages.IsCongestion(err)
 	f.Started = timestamppb.New(started)
 	f.HandlerTime = took
+	if reason, ok := messages.ValidationReasonOf(err); ok {
+		f.ValidationReason = string(reason)
+	}
 	return f
 }
 

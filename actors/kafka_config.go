@@ -121,7 +121,7 @@ func NewConsumerConfig(k KafkaSettings, s Settings) (*sarama.Config, error) {
 	if k.HeartbeatInterval > 0 {
 		cfg.Consumer.Group.Heartbeat.Interval = k.HeartbeatInterval
 	}
-	if err := k.Security.apply(cfg); err != nil {
+	if err := k.Security.Apply(cfg); err != nil {
 		return nil, err
 	}
 	if err := cfg.Validate(); err != nil {
@@ -162,7 +162,7 @@ func NewProducerConfig(k KafkaSettings) (*sarama.Config, error) {
 		cfg.Producer.MaxMessageBytes = min(k.DeadLetterMaxBytes, int(sarama.MaxRequestSize)-1)
 	}
 	cfg.Net.MaxOpenRequests = 1
-	if err := k.Security.apply(cfg); err != nil {
+	if err := k.Security.Apply(cfg); err != nil {
 		return nil, err
 	}
 	if err := cfg.Validate(); err != nil {

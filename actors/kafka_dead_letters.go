@@ -61,6 +61,7 @@ func (k *KafkaDeadLetters) send(ctx context.Context, letter *messages.DeadLetter
 		Value: sarama.ByteEncoder(body),
 		Headers: []sarama.RecordHeader{
 			{Key: []byte("patchflow-error-class"), Value: []byte(letter.GetErrorClass().String())},
+			{Key: []byte("patchflow-reason"), Value: []byte(letter.GetReason())},
 			{Key: []byte("patchflow-original-topic"), Value: []byte(letter.GetOriginalTopic())},
 			{Key: []byte("patchflow-original-partition"), Value: []byte(strconv.Itoa(int(letter.GetOriginalPartition())))},
 			{Key: []byte("patchflow-original-offset"), Value: []byte(strconv.FormatInt(letter.GetOriginalOffset(), 10))},

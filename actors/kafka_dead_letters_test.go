@@ -69,7 +69,7 @@ func fullLetter(value []byte) *messages.DeadLetter {
 		Attempts: 5, FirstFailureTime: at, LastFailureTime: at, ConsumerGroup: "g",
 		History: []*messages.FailedAttempt{{Attempt: 1, ErrorClass: messages.ErrorClass_ERROR_CLASS_UNKNOWN,
 			Error: "vmaas: 500", Dependency: "vmaas", Time: at, Own: true}},
-		HistoryDropped: 2, OwnFailures: 5,
+		HistoryDropped: 2, OwnFailures: 5, Reason: string(messages.ReasonUnknown),
 	}
 }
 
@@ -99,7 +99,8 @@ func TestDeadLetterSmallEnvelopeWrittenWhole(t *testing.T) {
 		headers[string(h.Key)] = string(h.Value)
 	}
 	if headers["patchflow-original-offset"] != "42" || headers["patchflow-original-partition"] != "3" ||
-		headers["patchflow-error-class"] != "ERROR_CLASS_UNKNOWN" || headers["patchflow-original-topic"] != "events" {
+		headers["patchflow-error-class"] != "ERROR_CLASS_UNKNOWN" || headers["patchflow-original-topic"] != "events" ||
+		headers["patchflow-reason"] != "unknown" {
 		t.Fatalf("headers %v", headers)
 	}
 }

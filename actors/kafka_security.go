@@ -48,8 +48,10 @@ func (s KafkaSecurity) GoString() string { return s.String() }
 // LogValue is String, for log/slog.
 func (s KafkaSecurity) LogValue() slog.Value { return slog.StringValue(s.String()) }
 
-// apply configures cfg's network security.
-func (s KafkaSecurity) apply(cfg *sarama.Config) error {
+// Apply configures cfg's network security (TLS, SASL) as the listener's
+// consumers and dead-letter producer have it; other clients of the same
+// brokers (cmd/dlq) use it too.
+func (s KafkaSecurity) Apply(cfg *sarama.Config) error {
 	if s.TLS {
 		tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: s.InsecureSkipVerify} //nolint:gosec // an explicit operator choice
 		if s.CAFile != "" {

@@ -356,7 +356,7 @@ func (a *PartitionActor) finish(c actor.Context, st *recordState, done *messages
 	a.stats.inFlight.Add(-1)
 	switch done.GetOutcome() {
 	case messages.Outcome_OUTCOME_DEAD_LETTERED:
-		a.stats.deadLettered.Add(1)
+		a.stats.deadLetter(st.letter.letter.GetReason())
 		a.deadLettered(st)
 	case messages.Outcome_OUTCOME_SKIPPED:
 		a.stats.skip(done.GetSkipReason())

@@ -39,10 +39,11 @@ type deadLetterTrouble struct {
 	suppressed int // failures not logged since lastLogged
 }
 
-// startDeadLetter gives up on st's record: its envelope is written to the
-// dead-letter topic; the record finishes once the write is acknowledged.
-func (a *PartitionActor) startDeadLetter(c actor.Context, st *recordState) {
-	st.letter = &deadLetterState{letter: newDeadLetter(st.record, st.failures, a.cfg.Settings.ConsumerGroup)}
+// startDeadLetter gives up on st's record for reason (one of
+// messages.DeadLetterReasons): its envelope is written to the dead-letter
+// topic; the record finishes once the write is acknowledged.
+func (a *PartitionActor) startDeadLetter(c actor.Context, st *recordState, reason messages.Reason) {
+	st.letter = &deadLetterState{letter: newDeadLetter(st.record, st.failures, a.cfg.Settings.ConsumerGroup, reason)}
 	a.writeDeadLetter(c, st)
 }
 
@@ -122,6 +123,6 @@ func (a *PartitionActor) deadLettered(st *recordState) {
 	}
 	last := st.failures.lastAttempt()
 	a.logger.Warn("record dead-lettered", "offset", st.record.GetOffset(), "key", string(st.record.GetKey()),
-		"attempts", st.attempt, "own_failures", st.failures.ownCount(), "error_class", last.GetErrorClass().String(),
+		"reason", dl.letter.GetReason(), "attempts", st.attempt, "own_failures", st.failures.ownCount(), "error_class", last.GetErrorClass().String(),
 		"dependency", last.GetDependency(), "error", last.GetError())
 }

@@ -94,7 +94,7 @@ func (a *PartitionActor) failed(c actor.Context, st *recordState, m *messages.Re
 		a.start(c, st)
 		return
 	}
-	a.startDeadLetter(c, st)
+	a.startDeadLetter(c, st, messages.DeadLetterReason(class, messages.Reason(m.GetValidationReason())))
 }
 
 // isOwnFailure applies the rule above to one failed attempt; since is when

@@ -60,8 +60,9 @@ func TestPartitionDeadLettersOwnTransientFailure(t *testing.T) {
 		})
 	}
 	l := expectLetter(t, dlq)
-	if l.GetOwnFailures() != 3 || l.GetAttempts() != 3 || l.GetErrorClass() != messages.ErrorClass_ERROR_CLASS_TRANSIENT {
-		t.Fatalf("envelope: own %d, attempts %d, class %v", l.GetOwnFailures(), l.GetAttempts(), l.GetErrorClass())
+	if l.GetOwnFailures() != 3 || l.GetAttempts() != 3 || l.GetErrorClass() != messages.ErrorClass_ERROR_CLASS_TRANSIENT ||
+		l.GetReason() != string(messages.ReasonTransient) {
+		t.Fatalf("envelope: own %d, attempts %d, class %v, reason %q", l.GetOwnFailures(), l.GetAttempts(), l.GetErrorClass(), l.GetReason())
 	}
 	if len(l.GetHistory()) != 3 {
 		t.Fatalf("history has %d entries, want 3", len(l.GetHistory()))
@@ -72,7 +73,8 @@ func TestPartitionDeadLettersOwnTransientFailure(t *testing.T) {
 		}
 	}
 	f.marker.expectMark(t, 4)
-	if s := f.stats.Snapshot(); s.DeadLettered != 1 || s.RetriedOwn != 2 || s.RetriedShared != 0 || s.Succeeded != 3 {
+	if s := f.stats.Snapshot(); s.DeadLettered != 1 || s.RetriedOwn != 2 || s.RetriedShared != 0 || s.Succeeded != 3 ||
+		s.DeadLetteredByReason[string(messages.ReasonTransient)] != 1 {
 		t.Fatalf("stats %+v", s)
 	}
 }

@@ -21,6 +21,7 @@ type Stats struct {
 	skipped                 atomic.Int64
 	resumed                 atomic.Int64
 	skipReasons             sync.Map // reason string -> *atomic.Int64
+	deadLetterReasons       sync.Map // reason string -> *atomic.Int64
 	refusedFinishes         atomic.Int64
 	creditErrors            atomic.Int64
 }
@@ -28,9 +29,21 @@ type Stats struct {
 // skip counts one record skipped for reason.
 func (s *Stats) skip(reason string) {
 	s.skipped.Add(1)
-	v, ok := s.skipReasons.Load(reason)
+	count(&s.skipReasons, reason)
+}
+
+// deadLetter counts one record dead-lettered (its envelope acknowledged) for
+// reason, one of messages.DeadLetterReasons.
+func (s *Stats) deadLetter(reason string) {
+	s.deadLettered.Add(1)
+	count(&s.deadLetterReasons, reason)
+}
+
+// count adds one to reason's counter in m.
+func count(m *sync.Map, reason string) {
+	v, ok := m.Load(reason)
 	if !ok {
-		v, _ = s.skipReasons.LoadOrStore(reason, new(atomic.Int64))
+		v, _ = m.LoadOrStore(reason, new(atomic.Int64))
 	}
 	v.(*atomic.Int64).Add(1)
 }
@@ -51,11 +64,14 @@ type StatsSnapshot struct {
 	// shared outage).
 	RetriedOwn, RetriedShared int64
 	DeadLettered              int64 // records written to the dead-letter topic (acknowledged)
-	DeadLetterWriteFailures   int64 // dead-letter writes that failed and were retried
-	Abandoned                 int64 // records left unfinished at a drain; Kafka redelivers them
-	Fenced                    int64 // completions dropped because their claim had drained, or its actor was stopping
-	Panics                    int64 // panics of evaluation actors caught by supervision
-	InFlight                  int64 // records admitted and not yet finished or abandoned
+	// DeadLetteredByReason splits DeadLettered by the envelope's reason (one
+	// of messages.DeadLetterReasons); nil when none.
+	DeadLetteredByReason    map[string]int64
+	DeadLetterWriteFailures int64 // dead-letter writes that failed and were retried
+	Abandoned               int64 // records left unfinished at a drain; Kafka redelivers them
+	Fenced                  int64 // completions dropped because their claim had drained, or its actor was stopping
+	Panics                  int64 // panics of evaluation actors caught by supervision
+	InFlight                int64 // records admitted and not yet finished or abandoned
 	// RefusedFinishes and CreditErrors count accounting faults (a finish the
 	// ledger refused, a credit given back twice): always zero unless there is
 	// a bug, each logged at error level.
@@ -70,11 +86,12 @@ func (s *Stats) Snapshot() StatsSnapshot {
 		Succeeded:               s.succeeded.Load(),
 		Skipped:                 s.skipped.Load(),
 		Resumed:                 s.resumed.Load(),
-		SkippedByReason:         s.skipCounts(),
+		SkippedByReason:         counts(&s.skipReasons),
 		Retried:                 own + shared,
 		RetriedOwn:              own,
 		RetriedShared:           shared,
 		DeadLettered:            s.deadLettered.Load(),
+		DeadLetteredByReason:    counts(&s.deadLetterReasons),
 		DeadLetterWriteFailures: s.deadLetterWriteFailures.Load(),
 		Abandoned:               s.abandoned.Load(),
 		Fenced:                  s.fenced.Load(),
@@ -85,9 +102,10 @@ func (s *Stats) Snapshot() StatsSnapshot {
 	}
 }
 
-func (s *Stats) skipCounts() map[string]int64 {
+// counts copies m's counters; nil when m has none.
+func counts(m *sync.Map) map[string]int64 {
 	var out map[string]int64
-	s.skipReasons.Range(func(k, v any) bool {
+	m.Range(func(k, v any) bool {
 		if out == nil {
 			out = map[string]int64{}
 		}

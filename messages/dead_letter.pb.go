@@ -58,7 +58,14 @@ type DeadLetter struct {
 	// How many failures counted towards the own-failure limit: unclassified
 	// failures, panics, and transient failures while the same dependency
 	// served other records.
-	OwnFailures   int32 `protobuf:"varint,18,opt,name=own_failures,json=ownFailures,proto3" json:"own_failures,omitempty"`
+	OwnFailures int32 `protobuf:"varint,18,opt,name=own_failures,json=ownFailures,proto3" json:"own_failures,omitempty"`
+	// Why, as one value of a bounded set (messages.DeadLetterReasons, the
+	// reason label of patchflow_records_dead_lettered_total): the validation
+	// reason of a broken message ("malformed JSON", "missing host id", ...),
+	// or else the class of the failure that decided: "permanent", "transient",
+	// "unknown" or "panic". Never free text: the text is in error. Empty in
+	// envelopes written before the field existed.
+	Reason        string `protobuf:"bytes,19,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -219,6 +226,13 @@ func (x *DeadLetter) GetOwnFailures() int32 {
 	return 0
 }
 
+func (x *DeadLetter) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // FailedAttempt is one failed handler attempt of a dead-lettered record.
 type FailedAttempt struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -310,7 +324,7 @@ var File_patchflow_v1_dead_letter_proto protoreflect.FileDescriptor
 
 const file_patchflow_v1_dead_letter_proto_rawDesc = "" +
 	"\n" +
-	"\x1epatchflow/v1/dead_letter.proto\x12\fpatchflow.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19patchflow/v1/record.proto\"\x9f\x06\n" +
+	"\x1epatchflow/v1/dead_letter.proto\x12\fpatchflow.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19patchflow/v1/record.proto\"\xb7\x06\n" +
 	"\n" +
 	"DeadLetter\x12%\n" +
 	"\x0eoriginal_topic\x18\x01 \x01(\tR\roriginalTopic\x12-\n" +
@@ -333,7 +347,8 @@ const file_patchflow_v1_dead_letter_proto_rawDesc = "" +
 	"value_size\x18\x0f \x01(\x03R\tvalueSize\x125\n" +
 	"\ahistory\x18\x10 \x03(\v2\x1b.patchflow.v1.FailedAttemptR\ahistory\x12'\n" +
 	"\x0fhistory_dropped\x18\x11 \x01(\x05R\x0ehistoryDropped\x12!\n" +
-	"\fown_failures\x18\x12 \x01(\x05R\vownFailures\"\xdc\x01\n" +
+	"\fown_failures\x18\x12 \x01(\x05R\vownFailures\x12\x16\n" +
+	"\x06reason\x18\x13 \x01(\tR\x06reason\"\xdc\x01\n" +
 	"\rFailedAttempt\x12\x18\n" +
 	"\aattempt\x18\x01 \x01(\x05R\aattempt\x129\n" +
 	"\verror_class\x18\x02 \x01(\x0e2\x18.patchflow.v1.ErrorClassR\n" +

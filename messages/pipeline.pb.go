@@ -244,9 +244,12 @@ type RecordFailed struct {
 	// (a connection of the pool): congestion, never the record's own failure.
 	Congested bool `protobuf:"varint,8,opt,name=congested,proto3" json:"congested,omitempty"`
 	// How long the handler ran before it failed.
-	HandlerTime   *durationpb.Duration `protobuf:"bytes,9,opt,name=handler_time,json=handlerTime,proto3" json:"handler_time,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	HandlerTime *durationpb.Duration `protobuf:"bytes,9,opt,name=handler_time,json=handlerTime,proto3" json:"handler_time,omitempty"`
+	// The reason of a broken message (the *messages.ValidationError in the
+	// handler's error: one of messages.ValidationReasons); empty otherwise.
+	ValidationReason string `protobuf:"bytes,10,opt,name=validation_reason,json=validationReason,proto3" json:"validation_reason,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *RecordFailed) Reset() {
@@ -340,6 +343,13 @@ func (x *RecordFailed) GetHandlerTime() *durationpb.Duration {
 		return x.HandlerTime
 	}
 	return nil
+}
+
+func (x *RecordFailed) GetValidationReason() string {
+	if x != nil {
+		return x.ValidationReason
+	}
+	return ""
 }
 
 // Drain: claim bridge -> partition actor. Stop admitting, wait for in-flight
@@ -761,7 +771,7 @@ const file_patchflow_v1_pipeline_proto_rawDesc = "" +
 	"\aoutcome\x18\x04 \x01(\x0e2\x15.patchflow.v1.OutcomeR\aoutcome\x12\x1f\n" +
 	"\vskip_reason\x18\x05 \x01(\tR\n" +
 	"skipReason\x12<\n" +
-	"\fhandler_time\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\vhandlerTime\"\xd9\x02\n" +
+	"\fhandler_time\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\vhandlerTime\"\x86\x03\n" +
 	"\fRecordFailed\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12\x18\n" +
@@ -774,7 +784,9 @@ const file_patchflow_v1_pipeline_proto_rawDesc = "" +
 	"dependency\x124\n" +
 	"\astarted\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\astarted\x12\x1c\n" +
 	"\tcongested\x18\b \x01(\bR\tcongested\x12<\n" +
-	"\fhandler_time\x18\t \x01(\v2\x19.google.protobuf.DurationR\vhandlerTime\"<\n" +
+	"\fhandler_time\x18\t \x01(\v2\x19.google.protobuf.DurationR\vhandlerTime\x12+\n" +
+	"\x11validation_reason\x18\n" +
+	" \x01(\tR\x10validationReason\"<\n" +
 	"\x05Drain\x123\n" +
 	"\atimeout\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\x82\x01\n" +
 	"\vDrainResult\x12\x1c\n" +

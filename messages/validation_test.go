@@ -11,9 +11,9 @@ import (
 	"github.com/patchflow/patchflow/messages"
 )
 
-// brokenReasons and skipReasons name every constant, so a reason left out
-// of ValidationReasons or SkipReasons, or listed in both, fails
-// TestReasonLists.
+// brokenReasons, skipReasons and failureReasons name every constant, so a
+// reason left out of ValidationReasons, SkipReasons or DeadLetterReasons,
+// or listed twice, fails TestReasonLists.
 var (
 	brokenReasons = []messages.Reason{
 		messages.ReasonMalformedJSON,
@@ -31,6 +31,12 @@ var (
 		messages.ReasonAlreadyApplied,
 		messages.ReasonHostDeleted,
 	}
+	failureReasons = []messages.Reason{
+		messages.ReasonPermanent,
+		messages.ReasonTransient,
+		messages.ReasonUnknown,
+		messages.ReasonPanic,
+	}
 )
 
 func TestReasonLists(t *testing.T) {
@@ -41,8 +47,11 @@ func TestReasonLists(t *testing.T) {
 	if got, want := sorted(messages.SkipReasons()), sorted(skipReasons); !slices.Equal(got, want) {
 		t.Errorf("SkipReasons() = %q, want %q", got, want)
 	}
+	if got, want := sorted(messages.DeadLetterReasons()), sorted(append(slices.Clone(brokenReasons), failureReasons...)); !slices.Equal(got, want) {
+		t.Errorf("DeadLetterReasons() = %q, want %q", got, want)
+	}
 	seen := map[messages.Reason]bool{}
-	for _, r := range append(slices.Clone(brokenReasons), skipReasons...) {
+	for _, r := range slices.Concat(brokenReasons, skipReasons, failureReasons) {
 		if r == "" || seen[r] {
 			t.Errorf("reason %q is empty or named twice", r)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/patchflow/patchflow/actors"
 	"github.com/patchflow/patchflow/actors/limit"
 	"github.com/patchflow/patchflow/actors/ordering"
+	"github.com/patchflow/patchflow/cmd/internal/kafkaflags"
 	"github.com/patchflow/patchflow/cmd/internal/settings"
 	"github.com/patchflow/patchflow/internal/redact"
 	"github.com/patchflow/patchflow/messages"
@@ -77,7 +78,7 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 		"No scheme and no credentials (`user:password@` is refused, shown masked): SASL logs in with the settings below", nil)
 	s.ShowDefault("kafka-brokers", "(required)")
 	s.ShowWith("kafka-brokers", redactBrokers)
-	s.String(&topic, "KAFKA_TOPIC", "kafka-topic", "platform.inventory.events", "topic of inventory events", nonEmpty)
+	s.String(&topic, "KAFKA_TOPIC", "kafka-topic", kafkaflags.DefaultTopic, "topic of inventory events", nonEmpty)
 	s.String(&group, "KAFKA_GROUP", "kafka-group", "patchflow-listener", "consumer group id", nonEmpty)
 	s.String(&dlq, "KAFKA_DLQ_TOPIC", "kafka-dlq-topic", "", "dead-letter topic, other than `KAFKA_TOPIC`; created at start if missing, with the source topic's partition count and room for its largest record", nil)
 	s.ShowDefault("kafka-dlq-topic", "`KAFKA_TOPIC` + `.dlq`")
@@ -88,15 +89,7 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 	s.Duration(&cfg.Kafka.SessionTimeout, "KAFKA_SESSION_TIMEOUT", "kafka-session-timeout", 10*time.Second, time.Second, "how long the group waits for a silent member (a crashed process) before moving its partitions")
 	s.Duration(&cfg.Kafka.HeartbeatInterval, "KAFKA_HEARTBEAT_INTERVAL", "kafka-heartbeat-interval", 3*time.Second, 100*time.Millisecond, "how often a member tells the group it is alive; at most a third of `KAFKA_SESSION_TIMEOUT`")
 	sec := &cfg.Kafka.Security
-	s.Bool(&sec.TLS, "KAFKA_TLS", "kafka-tls", false, "connect to the brokers over TLS (1.2 or later)")
-	s.String(&sec.CAFile, "KAFKA_TLS_CA_FILE", "kafka-tls-ca-file", "", "PEM file of the CAs that sign the brokers' certificates", nil)
-	s.ShowDefault("kafka-tls-ca-file", "(system roots)")
-	s.String(&sec.CertFile, "KAFKA_TLS_CERT_FILE", "kafka-tls-cert-file", "", "PEM client certificate, for brokers that require mutual TLS; needs `KAFKA_TLS_KEY_FILE`", nil)
-	s.String(&sec.KeyFile, "KAFKA_TLS_KEY_FILE", "kafka-tls-key-file", "", "PEM key of the client certificate; needs `KAFKA_TLS_CERT_FILE`", nil)
-	s.Bool(&sec.InsecureSkipVerify, "KAFKA_TLS_INSECURE_SKIP_VERIFY", "kafka-tls-insecure-skip-verify", false, "do not verify the brokers' certificates (testing only)")
-	s.String(&sec.SASLMechanism, "KAFKA_SASL_MECHANISM", "kafka-sasl-mechanism", "", "SASL mechanism: `PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512`; with `KAFKA_TLS` for SASL_SSL", oneOf([]string{"", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}))
-	s.String(&sec.SASLUser, "KAFKA_SASL_USER", "kafka-sasl-user", "", "SASL user; required with a mechanism", nil)
-	s.Secret(&sec.SASLPassword, "KAFKA_SASL_PASSWORD", "kafka-sasl-password", "SASL password; never logged, never shown on the status page")
+	kafkaflags.Security(s, sec)
 	s.Int(&cfg.Consumers, "LISTENER_CONSUMERS", "consumers", 1, 1, "consumer-group members (M) in the process; they share the process-wide limit G")
 	s.Int(&p.InFlightPerPartition, "LISTENER_INFLIGHT_PER_PARTITION", "inflight-per-partition", def.InFlightPerPartition, 1, "records admitted and not finished per partition (S), held-back ones included")
 	s.Int(&p.InFlightTotal, "LISTENER_INFLIGHT_TOTAL", "inflight-total", def.InFlightTotal, 1, "records admitted and not finished in the whole process (G): the limit with `LISTENER_CONCURRENCY=fixed`, the adaptive limit's ceiling otherwise")
@@ -161,16 +154,11 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 	case EmbeddedBrokers:
 		cfg.Embedded = true
 	default:
-		for _, b := range strings.Split(brokers, ",") {
-			b = strings.TrimSpace(b)
-			if strings.Contains(b, "@") || strings.Contains(b, "://") {
-				return nil, s, s.Invalid("kafka-brokers", errors.New("a broker is host:port, without a scheme or credentials (KAFKA_SASL_USER and KAFKA_SASL_PASSWORD log in)"))
-			}
-			if !strings.Contains(b, ":") {
-				return nil, s, s.Invalid("kafka-brokers", fmt.Errorf("%q is not host:port", b))
-			}
-			cfg.Brokers = append(cfg.Brokers, b)
+		list, err := kafkaflags.Brokers(brokers)
+		if err != nil {
+			return nil, s, s.Invalid("kafka-brokers", err)
 		}
+		cfg.Brokers = list
 	}
 	d.Validation.AllowedReporters = splitList(reporters)
 	d.Validation.ExcludedHostTypes = splitList(excluded)
@@ -195,7 +183,7 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 		return nil, s, s.Invalid("backoff-max", fmt.Errorf("must not be below LISTENER_BACKOFF_MIN (%v)", p.BackoffMin))
 	}
 	if dlq == "" {
-		dlq = topic + ".dlq"
+		dlq = kafkaflags.DeadLetterTopic(topic)
 	}
 	if dlq == topic {
 		return nil, s, s.Invalid("kafka-dlq-topic", errors.New("must differ from KAFKA_TOPIC"))
@@ -211,11 +199,8 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 	if cfg.Kafka.HeartbeatInterval*3 > cfg.Kafka.SessionTimeout {
 		return nil, s, s.Invalid("kafka-heartbeat-interval", fmt.Errorf("must be at most a third of KAFKA_SESSION_TIMEOUT (%v)", cfg.Kafka.SessionTimeout))
 	}
-	if sec.SASLMechanism != "" && sec.SASLUser == "" {
-		return nil, s, s.Invalid("kafka-sasl-user", fmt.Errorf("required by KAFKA_SASL_MECHANISM=%s", sec.SASLMechanism))
-	}
-	if (sec.CertFile == "") != (sec.KeyFile == "") {
-		return nil, s, s.Invalid("kafka-tls-key-file", errors.New("a client certificate needs both KAFKA_TLS_CERT_FILE and KAFKA_TLS_KEY_FILE"))
+	if err := kafkaflags.CheckSecurity(s, *sec); err != nil {
+		return nil, s, err
 	}
 	cfg.Kafka = actors.KafkaSettings{Brokers: cfg.Brokers, Topic: topic, Group: group, DLQTopic: dlq, Version: kv, Assignor: assignor,
 		Isolation: isolation, CommitInterval: cfg.Kafka.CommitInterval, SessionTimeout: cfg.Kafka.SessionTimeout, HeartbeatInterval: cfg.Kafka.HeartbeatInterval, Security: *sec}

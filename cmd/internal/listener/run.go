@@ -183,7 +183,7 @@ func RunWith(ctx context.Context, cfg *Config, handler actors.Handler, logger *s
 	wg.Wait()
 	s := bridge.Stats().Snapshot()
 	logger.Info("listener stopped", "succeeded", s.Succeeded, "skipped", s.Skipped, "skipped_by_reason", s.SkippedByReason, "resumed", s.Resumed,
-		"dead_lettered", s.DeadLettered, "retried", s.Retried, "abandoned", s.Abandoned, "fenced", s.Fenced, "panics", s.Panics)
+		"dead_lettered", s.DeadLettered, "dead_lettered_by_reason", s.DeadLetteredByReason, "retried", s.Retried, "abandoned", s.Abandoned, "fenced", s.Fenced, "panics", s.Panics)
 	return nil
 }
 

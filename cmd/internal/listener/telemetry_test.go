@@ -295,6 +295,63 @@ func TestSkippedRecordsAreCommittedCountedNotDeadLettered(t *testing.T) {
 	}
 }
 
+// Dead letters are counted by reason through the whole pipeline: a broken
+// message's validation reason, however the handler wrapped it, or the class
+// of the failure; every reason is on /metrics from the start, the reasons
+// sum to the dead_lettered outcome, and /status keeps its total beside the
+// split.
+func TestDeadLettersCountedByReason(t *testing.T) {
+	handler := actors.HandlerFunc(func(ctx context.Context, r *messages.Record) error {
+		switch v := string(r.GetValue()); v {
+		case "not json":
+			return fmt.Errorf("decode event: %w", messages.Permanent(&messages.ValidationError{Reason: messages.ReasonMalformedJSON, Detail: "invalid character"}))
+		case "unknown host":
+			return messages.Permanent(errors.New("host not found in inventory"))
+		}
+		return nil
+	})
+	cfg, bridge, metrics := startEmbeddedListener(t, nil, handler)
+	srv := httptest.NewServer(telemetry.Handler(metrics, &telemetry.Readiness{Bridge: bridge}, nil))
+	defer srv.Close()
+	if got := scrape(t, srv.URL, `patchflow_records_dead_lettered_total{reason="missing org id"}`); got != 0 {
+		t.Fatalf("missing org id before any record: %v, want 0", got)
+	}
+
+	produceValues(t, cfg, "fine", "not json", "unknown host", "fine", "not json")
+	committed := fmt.Sprintf(`patchflow_partition_committed_offset{partition="0",topic=%q}`, cfg.Kafka.Topic)
+	eventually(t, "every record committed", func() bool { return scrape(t, srv.URL, committed) == 5 })
+
+	want := map[string]float64{`patchflow_records_total{outcome="dead_lettered"}`: 3}
+	for _, r := range messages.DeadLetterReasons() {
+		want[fmt.Sprintf("patchflow_records_dead_lettered_total{reason=%q}", r)] = 0
+	}
+	want[`patchflow_records_dead_lettered_total{reason="malformed JSON"}`] = 2
+	want[`patchflow_records_dead_lettered_total{reason="permanent"}`] = 1
+	for sample, v := range want {
+		if got := scrape(t, srv.URL, sample); got != v {
+			t.Errorf("%s = %v, want %v", sample, got, v)
+		}
+	}
+
+	var st telemetry.Status
+	resp, err := http.Get(srv.URL + "/status.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	wantByReason := map[string]int64{"malformed JSON": 2, "permanent": 1}
+	if err != nil || st.Totals.DeadLettered != 3 || !maps.Equal(st.Totals.DeadLetteredByReason, wantByReason) {
+		t.Fatalf("status.json totals %+v (%v), want 3 dead-lettered: %v", st.Totals, err, wantByReason)
+	}
+	code, body := get(t, srv.URL+"/status")
+	if code != 200 || !strings.Contains(body, "dead-lettered 3") ||
+		!strings.Contains(body, `<tr class="dead-letter"><td class="l">malformed JSON</td><td>2</td></tr>`) ||
+		!strings.Contains(body, `<tr class="dead-letter"><td class="l">permanent</td><td>1</td></tr>`) {
+		t.Fatalf("status page %d lacks the dead-lettered totals:\n%s", code, body)
+	}
+}
+
 // A dead-letter write that cannot succeed (the topic was deleted under the
 // listener) keeps its record unfinished and the partition's commits behind
 // it; /readyz, /status and a metric say so with the reason; once the topic

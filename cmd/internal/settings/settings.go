@@ -60,6 +60,7 @@ type entry struct {
 	env, flag, usage, def string
 	shownDef              string // how the default is shown; empty: def itself
 	secret                bool
+	boolean               bool                // a switch: the flag alone means true
 	redact                func(string) string // how a secret is shown; nil: not at all
 	set                   func(string) error
 	get                   func() string
@@ -101,6 +102,10 @@ func (v flagValue) Set(x string) error {
 	}
 	return nil
 }
+
+// IsBoolFlag lets a Bool setting's flag stand alone (-json for -json=true),
+// as the flag package's own booleans do.
+func (v flagValue) IsBoolFlag() bool { return v.e != nil && v.e.boolean }
 
 // String registers a string setting. check may be nil.
 func (s *Set) String(p *string, env, flagName, def, usage string, check func(string) error) {
@@ -217,10 +222,11 @@ func shortDuration(d time.Duration) string {
 	return s
 }
 
-// Bool registers a boolean setting.
+// Bool registers a boolean setting. Its flag alone means true (-name is
+// -name=true); a value goes after "=" (-name=false).
 func (s *Set) Bool(p *bool, env, flagName string, def bool, usage string) {
 	*p = def
-	s.add(&entry{env: env, flag: flagName, usage: usage, def: strconv.FormatBool(def),
+	s.add(&entry{env: env, flag: flagName, usage: usage, def: strconv.FormatBool(def), boolean: true,
 		set: func(v string) error {
 			b, err := strconv.ParseBool(strings.TrimSpace(v))
 			if err != nil {

@@ -55,6 +55,19 @@ func TestDefaultsEnvAndFlags(t *testing.T) {
 	}
 }
 
+// A switch's flag alone turns it on, and =false turns off what the
+// environment turned on.
+func TestBoolFlagStandsAlone(t *testing.T) {
+	var c conf
+	if err := newSet(&c).Parse([]string{"-on", "-n", "5"}, env()); err != nil || !c.on || c.n != 5 {
+		t.Fatalf("-on -n 5: %+v, %v; want on and n 5", c, err)
+	}
+	var d conf
+	if err := newSet(&d).Parse([]string{"-on=false"}, env("APP_ON", "true")); err != nil || d.on {
+		t.Fatalf("-on=false over APP_ON=true: %+v, %v; want off", d, err)
+	}
+}
+
 func TestBadValuesNameTheSetting(t *testing.T) {
 	cases := []struct {
 		args []string

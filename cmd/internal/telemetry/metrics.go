@@ -93,6 +93,20 @@ func skippedByReason(s actors.StatsSnapshot) map[string]int64 {
 	return out
 }
 
+// deadLetteredByReason is the snapshot's count per dead-letter reason, every
+// one of messages.DeadLetterReasons present from the start (at 0). The set
+// is bounded: the pipeline gives no other reason.
+func deadLetteredByReason(s actors.StatsSnapshot) map[string]int64 {
+	out := make(map[string]int64, len(messages.DeadLetterReasons()))
+	for _, r := range messages.DeadLetterReasons() {
+		out[string(r)] = 0
+	}
+	for r, n := range s.DeadLetteredByReason {
+		out[r] = n
+	}
+	return out
+}
+
 func result(err error) string {
 	if err != nil {
 		return "error"
@@ -112,6 +126,7 @@ var (
 	descSpanBlocked = prometheus.NewDesc("patchflow_partition_span_blocked", "1 while the partition admits nothing because its next record is a span (LISTENER_SPAN_PER_PARTITION) past the oldest unfinished one, which patchflow_partition_pinned_offset names.", partitionLabels, nil)
 	descMetaBytes   = prometheus.NewDesc("patchflow_partition_commit_metadata_bytes", "Size of the commit metadata last marked: the offsets finished above the committed one, which a new owner does not run again.", partitionLabels, nil)
 	descSkipped     = prometheus.NewDesc("patchflow_records_skipped_total", "Records the handler skipped by design (filtered, superseded, nothing to evaluate), by reason: committed, never dead-lettered.", []string{"reason"}, nil)
+	descDeadLetters = prometheus.NewDesc("patchflow_records_dead_lettered_total", "Records dead-lettered (the envelope acknowledged), by reason: a broken message's validation reason, or the class of the failure that decided (permanent, transient, unknown, panic). Sums to patchflow_records_total{outcome=\"dead_lettered\"}.", []string{"reason"}, nil)
 	descRetries     = prometheus.NewDesc("patchflow_retries_total", "Failed attempts that were retried, by whether the failure counted towards the record's own-failure limit (own) or came from an outage shared with other records (shared).", []string{"counted"}, nil)
 	descDLQFailures = prometheus.NewDesc("patchflow_dead_letter_write_failures_total", "Dead-letter writes that failed and are being retried (the record stays unfinished).", nil, nil)
 	descDLQBlocked  = prometheus.NewDesc("patchflow_partition_dead_letter_blocked", "1 while a dead-letter write of the partition keeps failing (its record stays unfinished until a write succeeds).", partitionLabels, nil)
@@ -132,7 +147,7 @@ type bridgeCollector struct {
 }
 
 func (c *bridgeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descCommitted, descAdmitted, descInFlight, descPinnedAge, descPinned, descLag, descRecords, descSkipped, descRetries, descPanics, descProcessIn,
+	for _, d := range []*prometheus.Desc{descCommitted, descAdmitted, descInFlight, descPinnedAge, descPinned, descLag, descRecords, descSkipped, descDeadLetters, descRetries, descPanics, descProcessIn,
 		descDLQFailures, descDLQBlocked, descFaults, descSpanBlocked, descMetaBytes, descLimit, descBaseline, descWindowLat, descQueue} {
 		ch <- d
 	}
@@ -168,6 +183,9 @@ func (c *bridgeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for reason, v := range skippedByReason(s) {
 		ch <- prometheus.MustNewConstMetric(descSkipped, prometheus.CounterValue, float64(v), reason)
+	}
+	for reason, v := range deadLetteredByReason(s) {
+		ch <- prometheus.MustNewConstMetric(descDeadLetters, prometheus.CounterValue, float64(v), reason)
 	}
 	ch <- prometheus.MustNewConstMetric(descRetries, prometheus.CounterValue, float64(s.RetriedOwn), "own")
 	ch <- prometheus.MustNewConstMetric(descRetries, prometheus.CounterValue, float64(s.RetriedShared), "shared")

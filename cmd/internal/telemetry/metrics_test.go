@@ -67,3 +67,31 @@ func TestSkippedRecordsByReason(t *testing.T) {
 		t.Fatal("the reporter filter's count is not exported")
 	}
 }
+
+// Dead-lettered records are counted by reason, each of the bounded set
+// present from the start (at 0); the reasons sum to the dead_lettered
+// outcome, which stays as it was.
+func TestDeadLetteredRecordsByReason(t *testing.T) {
+	snap := actors.StatsSnapshot{DeadLettered: 5,
+		DeadLetteredByReason: map[string]int64{string(messages.ReasonMissingHostID): 3, string(messages.ReasonTransient): 2}}
+	c := &bridgeCollector{partitions: func() []actors.PartitionState { return nil }, stats: func() actors.StatsSnapshot { return snap }}
+	got := samples(t, c, "patchflow_records_total", "patchflow_records_dead_lettered_total")
+	want := map[string]float64{}
+	for _, r := range messages.DeadLetterReasons() {
+		want[fmt.Sprintf("patchflow_records_dead_lettered_total{reason=%q}", r)] = float64(snap.DeadLetteredByReason[string(r)])
+	}
+	var sum float64
+	for k, v := range got {
+		if strings.HasPrefix(k, "patchflow_records_dead_lettered_total") {
+			sum += v
+			continue
+		}
+		want[k] = v // the outcomes, checked by TestSkippedRecordsByReason
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("samples\n%v\nwant\n%v", got, want)
+	}
+	if dl := got[`patchflow_records_total{outcome="dead_lettered"}`]; dl != 5 || sum != dl {
+		t.Fatalf("dead_lettered outcome %v, reasons sum to %v; want both 5", dl, sum)
+	}
+}

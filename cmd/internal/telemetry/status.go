@@ -16,8 +16,9 @@ type Status struct {
 	Ready      bool              `json:"ready"`
 	Why        string            `json:"why"`
 	Partitions []PartitionStatus `json:"partitions"`
-	// Totals are the pipeline's counters; Totals.SkippedByReason splits
-	// the skipped records by reason (absent before the first skip).
+	// Totals are the pipeline's counters; Totals.SkippedByReason and
+	// Totals.DeadLetteredByReason split the skipped and the dead-lettered
+	// records by reason (absent before the first of each).
 	Totals actors.StatsSnapshot
 	// Concurrency is the process-wide in-flight limit.
 	Concurrency ConcurrencyStatus `json:"concurrency"`
@@ -145,6 +146,11 @@ td,th{border:1px solid #ccc;padding:.3em .7em;text-align:right}th{background:#f3
 <h2>Skipped by reason</h2><p>Ignored by design: committed, counted, never dead-lettered.</p>
 <table id="skipped"><tr><th>reason</th><th>records</th></tr>
 {{range $reason, $n := .Totals.SkippedByReason}}<tr class="skip"><td class="l">{{$reason}}</td><td>{{$n}}</td></tr>
+{{else}}<tr><td colspan="2" class="l">none yet</td></tr>{{end}}
+</table>
+<h2>Dead-lettered by reason</h2><p>Written to the dead-letter topic for a person to look at: a broken message's reason, or the class of the failure that gave it up.</p>
+<table id="dead-lettered"><tr><th>reason</th><th>records</th></tr>
+{{range $reason, $n := .Totals.DeadLetteredByReason}}<tr class="dead-letter"><td class="l">{{$reason}}</td><td>{{$n}}</td></tr>
 {{else}}<tr><td colspan="2" class="l">none yet</td></tr>{{end}}
 </table>
 <h2>Settings</h2><table>{{range .Settings}}<tr><td class="l">{{.Name}}</td><td class="l">{{.Value}}</td></tr>{{end}}</table>

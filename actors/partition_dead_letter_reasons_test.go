@@ -1,0 +1,60 @@
+package actors_test
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"testing"
+
+	"github.com/patchflow/patchflow/actors/ordering"
+	"github.com/patchflow/patchflow/messages"
+)
+
+// A dead-lettered record's envelope says why in one value of a bounded set:
+// a broken message's validation reason, however the handler wrapped its
+// error, or else the class of the failure that decided; the stats count
+// dead letters by that reason once their write is acknowledged, never the
+// error's text.
+func TestPartitionDeadLetterReasons(t *testing.T) {
+	broken := func() error {
+		return fmt.Errorf("decode event: %w", messages.Permanent(&messages.ValidationError{Reason: messages.ReasonMissingHostID, Detail: "host.id is missing"}))
+	}
+	cases := []struct {
+		name     string
+		attempts int // failed attempts until the record is given up
+		fail     func() error
+		want     messages.Reason
+	}{
+		{"broken message", 1, broken, messages.ReasonMissingHostID},
+		{"permanent, not broken", 1, func() error { return messages.Permanent(errors.New("host 42 not found in inventory")) }, messages.ReasonPermanent},
+		{"own failures, unclassified", 3, func() error { return errors.New("nil map in handler") }, messages.ReasonUnknown},
+		{"own failures, panics", 3, func() error { panic("index out of range") }, messages.ReasonPanic},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dlq := newScriptedDeadLetters(1, false)                        // the first write fails: counted only once acknowledged
+			f := newPartitionFixture(t, testSettings(ordering.ByKey), dlq) // MaxAttempts 3
+			f.admit(0, "host")
+			for attempt := 1; attempt <= c.attempts; attempt++ {
+				if call := expectCall(t, f.handler); call.attempt != attempt {
+					t.Fatalf("attempt %d, want %d", call.attempt, attempt)
+				}
+				f.handler.answer(0, c.fail)
+			}
+			if l := expectLetter(t, dlq); l.GetReason() != string(c.want) {
+				t.Fatalf("first write: envelope reason %q, want %q", l.GetReason(), c.want)
+			}
+			if s := f.stats.Snapshot(); s.DeadLettered != 0 || s.DeadLetteredByReason != nil {
+				t.Fatalf("counted before the write was acknowledged: %+v", s)
+			}
+			if l := expectLetter(t, dlq); l.GetReason() != string(c.want) || int(l.GetAttempts()) != c.attempts {
+				t.Fatalf("envelope reason %q after %d attempts, want %q after %d", l.GetReason(), l.GetAttempts(), c.want, c.attempts)
+			}
+			f.marker.expectMark(t, 1)
+			s := f.stats.Snapshot()
+			if want := map[string]int64{string(c.want): 1}; s.DeadLettered != 1 || !maps.Equal(s.DeadLetteredByReason, want) {
+				t.Fatalf("dead-lettered %d by reason %v, want 1 by %v", s.DeadLettered, s.DeadLetteredByReason, want)
+			}
+		})
+	}
+}

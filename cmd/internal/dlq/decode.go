@@ -1,0 +1,192 @@
+package dlq
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/IBM/sarama"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/patchflow/patchflow/messages"
+)
+
+// Entry is one record of the dead-letter topic, decoded.
+type Entry struct {
+	Partition int32 // where in the dead-letter topic
+	Offset    int64
+	Timestamp time.Time // the dead-letter record's own
+	Size      int       // of its value
+	// Letter is the envelope; nil when the record is not one (Problem says
+	// why).
+	Letter  *messages.DeadLetter
+	Problem string
+}
+
+// Decode decodes one record of the dead-letter topic. A record is an
+// envelope when its value decodes as a patchflow.v1.DeadLetter that names
+// its original topic, as every envelope the listener writes does; anything
+// else (another producer's record, a damaged one) comes back with Problem
+// set, never as an error: one bad record must not stop the reading.
+func Decode(m *sarama.ConsumerMessage) Entry {
+	e := Entry{Partition: m.Partition, Offset: m.Offset, Timestamp: m.Timestamp, Size: len(m.Value)}
+	l := &messages.DeadLetter{}
+	switch err := proto.Unmarshal(m.Value, l); {
+	case err != nil:
+		e.Problem = err.Error()
+	case l.GetOriginalTopic() == "":
+		e.Problem = "no original topic"
+	default:
+		e.Letter = l
+	}
+	return e
+}
+
+// Reason returns the envelope's reason (one of messages.DeadLetterReasons).
+// An envelope written before the field existed gets it from its class and,
+// for a permanent failure, the validation reason its error text names.
+func Reason(l *messages.DeadLetter) string {
+	if r := l.GetReason(); r != "" {
+		return r
+	}
+	var validation messages.Reason
+	for _, r := range messages.ValidationReasons() {
+		if strings.Contains(l.GetError(), string(r)+":") {
+			validation = r
+			break
+		}
+	}
+	return string(messages.DeadLetterReason(l.GetErrorClass(), validation))
+}
+
+// when is the time a line shows: when the record was given up (its last
+// failure), or the dead-letter record's own timestamp when the envelope
+// has none.
+func (e Entry) when() time.Time {
+	if t := e.Letter.GetLastFailureTime(); t != nil {
+		return t.AsTime()
+	}
+	return e.Timestamp
+}
+
+const timeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// Line formats e as one line of text (no newline): the time, the original
+// topic/partition/offset, then key, reason, attempts and the last error,
+// quoted, and where the record is in the dead-letter topic (dlq=partition/
+// offset, for -partition and -offset); with value, the original value too
+// (or its size when the envelope was written without it).
+func (e Entry) Line(value bool) string {
+	if e.Letter == nil {
+		return fmt.Sprintf("%s dlq=%d/%d not a dead-letter envelope (%d bytes): %s", e.Timestamp.UTC().Format(timeFormat),
+			e.Partition, e.Offset, e.Size, strconv.Quote(e.Problem))
+	}
+	l := e.Letter
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s/%d/%d key=%s reason=%s attempts=%d error=%s dlq=%d/%d", e.when().UTC().Format(timeFormat),
+		l.GetOriginalTopic(), l.GetOriginalPartition(), l.GetOriginalOffset(), strconv.Quote(string(l.GetKey())),
+		strconv.Quote(Reason(l)), l.GetAttempts(), strconv.Quote(l.GetError()), e.Partition, e.Offset)
+	if value {
+		if l.GetValueTruncated() {
+			fmt.Fprintf(&b, " value_truncated=true value_size=%d", l.GetValueSize())
+		} else {
+			fmt.Fprintf(&b, " value=%s", strconv.Quote(string(l.GetValue())))
+		}
+	}
+	return b.String()
+}
+
+// jsonLetter is the JSON form of an envelope. Bytes are a string when they
+// are UTF-8 (an inventory event, a host id), base64 otherwise (the _base64
+// fields).
+type jsonLetter struct {
+	Time             time.Time     `json:"time"`
+	DLQPartition     int32         `json:"dlq_partition"`
+	DLQOffset        int64         `json:"dlq_offset"`
+	Topic            string        `json:"topic"`
+	Partition        int32         `json:"partition"`
+	Offset           int64         `json:"offset"`
+	Key              *string       `json:"key,omitempty"`
+	KeyBase64        *string       `json:"key_base64,omitempty"`
+	Reason           string        `json:"reason"`
+	Error            string        `json:"error"`
+	ErrorClass       string        `json:"error_class"`
+	Attempts         int32         `json:"attempts"`
+	OwnFailures      int32         `json:"own_failures"`
+	FirstFailureTime *time.Time    `json:"first_failure_time,omitempty"`
+	ConsumerGroup    string        `json:"consumer_group"`
+	History          []jsonAttempt `json:"history"`
+	HistoryDropped   int32         `json:"history_dropped"`
+	ValueSize        int64         `json:"value_size"`
+	ValueTruncated   bool          `json:"value_truncated"`
+	Value            *string       `json:"value,omitempty"`
+	ValueBase64      *string       `json:"value_base64,omitempty"`
+}
+
+type jsonAttempt struct {
+	Attempt    int32     `json:"attempt"`
+	ErrorClass string    `json:"error_class"`
+	Error      string    `json:"error"`
+	Dependency string    `json:"dependency,omitempty"`
+	Time       time.Time `json:"time"`
+	Own        bool      `json:"own"`
+}
+
+// jsonProblem is the JSON form of a record that is not an envelope.
+type jsonProblem struct {
+	Time         time.Time `json:"time"`
+	DLQPartition int32     `json:"dlq_partition"`
+	DLQOffset    int64     `json:"dlq_offset"`
+	NotEnvelope  string    `json:"not_envelope"`
+	Size         int       `json:"size"`
+}
+
+// JSON formats e as one JSON object (no newline): the fields of Line, the
+// error class, own failures, first failure time, consumer group and the
+// failure history; with value, the original value.
+func (e Entry) JSON(value bool) ([]byte, error) {
+	if e.Letter == nil {
+		return json.Marshal(jsonProblem{Time: e.Timestamp.UTC(), DLQPartition: e.Partition, DLQOffset: e.Offset, NotEnvelope: e.Problem, Size: e.Size})
+	}
+	l := e.Letter
+	j := jsonLetter{Time: e.when().UTC(), DLQPartition: e.Partition, DLQOffset: e.Offset,
+		Topic: l.GetOriginalTopic(), Partition: l.GetOriginalPartition(), Offset: l.GetOriginalOffset(),
+		Reason: Reason(l), Error: l.GetError(), ErrorClass: className(l.GetErrorClass()), Attempts: l.GetAttempts(),
+		OwnFailures: l.GetOwnFailures(), ConsumerGroup: l.GetConsumerGroup(), HistoryDropped: l.GetHistoryDropped(),
+		ValueSize: l.GetValueSize(), ValueTruncated: l.GetValueTruncated(), History: []jsonAttempt{}}
+	if l.GetKey() != nil {
+		j.Key, j.KeyBase64 = text(l.GetKey())
+	}
+	if t := l.GetFirstFailureTime(); t != nil {
+		at := t.AsTime().UTC()
+		j.FirstFailureTime = &at
+	}
+	for _, h := range l.GetHistory() {
+		j.History = append(j.History, jsonAttempt{Attempt: h.GetAttempt(), ErrorClass: className(h.GetErrorClass()),
+			Error: h.GetError(), Dependency: h.GetDependency(), Time: h.GetTime().AsTime().UTC(), Own: h.GetOwn()})
+	}
+	if value && !l.GetValueTruncated() {
+		j.Value, j.ValueBase64 = text(l.GetValue())
+	}
+	return json.Marshal(j)
+}
+
+// text returns b as a string when it is UTF-8, else as base64.
+func text(b []byte) (str, b64 *string) {
+	if utf8.Valid(b) {
+		s := string(b)
+		return &s, nil
+	}
+	s := base64.StdEncoding.EncodeToString(b)
+	return nil, &s
+}
+
+// className is an error class as the metrics name it: permanent,
+// transient, unknown, panic, cancelled.
+func className(c messages.ErrorClass) string {
+	return strings.ToLower(strings.TrimPrefix(c.String(), "ERROR_CLASS_"))
+}

@@ -1,0 +1,246 @@
+package dlq_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/patchflow/patchflow/actors"
+	"github.com/patchflow/patchflow/cmd/internal/dlq"
+	"github.com/patchflow/patchflow/cmd/internal/listener"
+	"github.com/patchflow/patchflow/cmd/internal/offsets"
+	"github.com/patchflow/patchflow/messages"
+)
+
+func env(kv map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := kv[k]; return v, ok }
+}
+
+// startListener runs the listener on an in-process broker (kfake) with its
+// default topics and a handler that fails records by their value: "not
+// json" is a broken message, "unknown host" a permanent failure, "flaky"
+// fails unclassified every time; the rest succeed.
+func startListener(t *testing.T) *listener.Config {
+	t.Helper()
+	cfg, _, err := listener.Parse(nil, env(map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_HANDLER": "simulated",
+		"LISTENER_HTTP_ADDR": "", "LISTENER_PROGRESS_INTERVAL": "0", "LISTENER_MAX_ATTEMPTS": "2",
+		"LISTENER_BACKOFF_MIN": "1ms", "LISTENER_BACKOFF_MAX": "1ms"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster, err := listener.StartEmbedded(cfg.Kafka.Topic, cfg.Kafka.DLQTopic, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cluster.Close)
+	cfg.Brokers, cfg.Kafka.Brokers = cluster.ListenAddrs(), cluster.ListenAddrs()
+	handler := actors.HandlerFunc(func(ctx context.Context, r *messages.Record) error {
+		switch string(r.GetValue()) {
+		case "not json":
+			return fmt.Errorf("decode event: %w", messages.Permanent(&messages.ValidationError{Reason: messages.ReasonMalformedJSON, Detail: "invalid character 'o' in literal null"}))
+		case "unknown host":
+			return messages.Permanent(errors.New("host not found in inventory"))
+		case "flaky":
+			return errors.New("nil map in handler")
+		}
+		return nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- listener.RunWith(ctx, cfg, handler, slog.New(slog.DiscardHandler), listener.Hooks{}) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return cfg
+}
+
+// produce writes key=value records to topic.
+func produce(t *testing.T, brokers []string, topic string, kv ...string) {
+	t.Helper()
+	pcfg := sarama.NewConfig()
+	pcfg.Producer.Return.Successes = true
+	p, err := sarama.NewSyncProducer(brokers, pcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for i := 0; i+1 < len(kv); i += 2 {
+		if _, _, err := p.SendMessage(&sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(kv[i]), Value: sarama.StringEncoder(kv[i+1])}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// waitDeadLetters waits until the dead-letter topic holds n records.
+func waitDeadLetters(t *testing.T, cfg *listener.Config, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		p, err := offsets.Read(cfg.Brokers, cfg.Kafka.DLQTopic, "")
+		if err == nil && p.Total() == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the dead-letter topic never held %d records (%v, %v)", n, p.Ends, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func lines(b []byte) []string {
+	var out []string
+	for s := bufio.NewScanner(bytes.NewReader(b)); s.Scan(); {
+		out = append(out, s.Text())
+	}
+	return out
+}
+
+// The command reads the dead-letter topic the listener wrote, with the
+// listener's settings and defaults, and prints a line per record, in
+// order; a record that is not an envelope gets a line saying so and the
+// reading goes on to the end, where the command stops. -offset starts
+// further on, -json prints objects, -partition must name a partition.
+func TestRunPrintsTheDeadLetterTopic(t *testing.T) {
+	lcfg := startListener(t)
+	produce(t, lcfg.Brokers, lcfg.Kafka.Topic, "host-0", "fine", "host-1", "not json")
+	waitDeadLetters(t, lcfg, 1)
+	produce(t, lcfg.Brokers, lcfg.Kafka.DLQTopic, "stray", `{"type":"created"}`) // another producer's record
+	produce(t, lcfg.Brokers, lcfg.Kafka.Topic, "host-3", "unknown host")
+	waitDeadLetters(t, lcfg, 3) // one at a time: records of different keys finish in any order
+	produce(t, lcfg.Brokers, lcfg.Kafka.Topic, "host-4", "fine", "host-5", "flaky")
+	waitDeadLetters(t, lcfg, 4)
+
+	brokers := strings.Join(lcfg.Brokers, ",")
+	run := func(args ...string) (dlq.Summary, []string, error) {
+		t.Helper()
+		cfg, _, err := dlq.Parse(args, env(map[string]string{"KAFKA_BROKERS": brokers}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Topic != lcfg.Kafka.DLQTopic {
+			t.Fatalf("reads %s by default, the listener writes %s", cfg.Topic, lcfg.Kafka.DLQTopic)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		var out bytes.Buffer
+		sum, err := dlq.Run(ctx, cfg, &out)
+		if ctx.Err() != nil {
+			t.Fatal("the command did not stop at the end of the topic")
+		}
+		return sum, lines(out.Bytes()), err
+	}
+
+	sum, got, err := run()
+	if err != nil || sum != (dlq.Summary{Letters: 3, NotEnvelope: 1}) || len(got) != 4 {
+		t.Fatalf("summary %+v, error %v, lines:\n%s", sum, err, strings.Join(got, "\n"))
+	}
+	for i, want := range []string{
+		` platform.inventory.events/0/1 key="host-1" reason="malformed JSON" attempts=1 error="decode event: malformed JSON: invalid character 'o' in literal null" dlq=0/0`,
+		` dlq=0/1 not a dead-letter envelope (18 bytes): `,
+		` platform.inventory.events/0/2 key="host-3" reason="permanent" attempts=1 error="host not found in inventory" dlq=0/2`,
+		` platform.inventory.events/0/4 key="host-5" reason="unknown" attempts=2 error="nil map in handler" dlq=0/3`,
+	} {
+		if !strings.Contains(got[i], want) {
+			t.Errorf("line %d\n%s\nlacks\n%s", i, got[i], want)
+		}
+		if strings.Contains(got[i], "value=") || strings.Contains(got[i], "fine") {
+			t.Errorf("line %d prints a value without -value: %s", i, got[i])
+		}
+	}
+
+	sum, got, err = run("-offset", "2", "-json", "-value")
+	if err != nil || sum != (dlq.Summary{Letters: 2}) || len(got) != 2 {
+		t.Fatalf("-offset 2: summary %+v, error %v, lines:\n%s", sum, err, strings.Join(got, "\n"))
+	}
+	for i, want := range []struct {
+		offset float64
+		reason string
+		value  string
+	}{{2, "permanent", "unknown host"}, {4, "unknown", "flaky"}} {
+		var j map[string]any
+		if err := json.Unmarshal([]byte(got[i]), &j); err != nil {
+			t.Fatalf("line %d is not JSON: %v\n%s", i, err, got[i])
+		}
+		if j["offset"] != want.offset || j["reason"] != want.reason || j["value"] != want.value {
+			t.Errorf("json line %d: offset %v, reason %v, value %v; want %v %s %q", i, j["offset"], j["reason"], j["value"], want.offset, want.reason, want.value)
+		}
+	}
+
+	if _, _, err := run("-partition", "5"); err == nil || !strings.Contains(err.Error(), "has no partition 5") {
+		t.Fatalf("-partition 5 of a topic of one: %v", err)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) lines() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return lines(b.buf.Bytes())
+}
+
+// With -follow the command prints dead letters as they come, and stops
+// without an error when interrupted.
+func TestRunFollows(t *testing.T) {
+	lcfg := startListener(t)
+	cfg, _, err := dlq.Parse([]string{"-follow", "-offset", "0"}, env(map[string]string{"KAFKA_BROKERS": strings.Join(lcfg.Brokers, ",")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out syncBuffer
+	type result struct {
+		sum dlq.Summary
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		sum, err := dlq.Run(ctx, cfg, &out)
+		done <- result{sum, err}
+	}()
+	produce(t, lcfg.Brokers, lcfg.Kafka.Topic, "host-0", "not json", "host-1", "fine", "host-2", "unknown host")
+	deadline := time.Now().Add(20 * time.Second)
+	for len(out.lines()) < 2 {
+		select {
+		case r := <-done:
+			t.Fatalf("the command stopped while following: %+v, %v", r.sum, r.err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("followed lines: %q, want 2", out.lines())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case r := <-done:
+		if r.err != nil || r.sum != (dlq.Summary{Letters: 2}) {
+			t.Fatalf("after the interrupt: %+v, %v", r.sum, r.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the command did not stop when interrupted")
+	}
+	got := strings.Join(out.lines(), "\n") // records of different keys are dead-lettered in any order
+	if !strings.Contains(got, `key="host-0" reason="malformed JSON"`) || !strings.Contains(got, `key="host-2" reason="permanent"`) {
+		t.Fatalf("followed lines:\n%s", got)
+	}
+}
