@@ -66,7 +66,11 @@ func (a *PartitionActor) completeDrain(c actor.Context, timedOut bool) {
 	a.commit()
 	abandoned := a.releaseUnfinished()
 	result := &messages.DrainResult{Watermark: a.marked, Finished: a.drainFinish, Abandoned: int64(abandoned), TimedOut: timedOut}
-	a.logger.Debug("partition drained", "watermark", a.marked, "finished", a.drainFinish, "abandoned", abandoned, "timed_out", timedOut)
+	if a.marked >= 0 {
+		a.logger.Debug("partition drained", "watermark", a.marked, "finished", a.drainFinish, "abandoned", abandoned, "timed_out", timedOut)
+	} else {
+		a.logger.Debug("partition drained; nothing marked", "finished", a.drainFinish, "abandoned", abandoned, "timed_out", timedOut)
+	}
 	if a.drainReply != nil {
 		c.Send(a.drainReply, result)
 	}

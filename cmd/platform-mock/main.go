@@ -84,7 +84,9 @@ func main() {
 		logger.Error("serve", "error", err)
 		os.Exit(1)
 	}
-	logger.Info("platform mock stopped", "stats", srv.Stats())
+	st := srv.Stats()
+	logger.Info("platform mock stopped", slog.Group("stats", "vmaas_calls", st.VMaaSCalls, "vmaas_503", st.VMaaS503, "vmaas_hung", st.VMaaSHung,
+		"inventory_calls", st.InventoryCalls))
 }
 
 func checkLatency(v string) error { _, err := platform.ParseLatency(v); return err }
