@@ -64,7 +64,10 @@ type BridgeConfig struct {
 	// Committed, when set, reads the group's committed offset and metadata
 	// of a partition as a claim starts, so the records an earlier owner
 	// finished above the committed offset are not run again (see
-	// resumeOf). Nil: every claim replays from its committed offset.
+	// resumeOf), and so a claim sarama began at the oldest or newest offset
+	// shows the group's committed offset, if any (see readStart). Nil:
+	// every claim replays from its committed offset, and one begun
+	// elsewhere shows none until its first mark.
 	Committed CommittedReader
 	// NewWorker, when set, replaces the PartitionActor as the worker of each
 	// claim. The benchmark uses it to run a plain goroutine pool behind the
@@ -104,6 +107,9 @@ type claimEntry struct {
 	claim      sarama.ConsumerGroupClaim
 	credits    *claimCredits
 	span       *Span
+	// committed is the group's committed offset as the claim began; -1
+	// when it had none.
+	committed int64
 	// waitingSince is when the bridge began to wait for a credit with a
 	// record in hand (unix nanoseconds); 0 when it is not waiting.
 	waitingSince atomic.Int64
@@ -214,6 +220,9 @@ func (b *Bridge) Concurrency() ConcurrencyState {
 // failures are recorded per dependency.
 func (b *Bridge) Dependencies() *Dependencies { return b.cfg.Dependencies }
 
+// Settings returns the pipeline's settings the bridge runs with.
+func (b *Bridge) Settings() Settings { return b.cfg.Settings }
+
 // Stats returns the counters the bridge's partition actors update.
 func (b *Bridge) Stats() *Stats { return b.cfg.Stats }
 
@@ -225,8 +234,8 @@ func (b *Bridge) Partitions() []PartitionState {
 	b.claims.Range(func(_, v any) bool {
 		e := v.(*claimEntry)
 		s := PartitionState{Topic: e.topic, Partition: e.partition, Generation: e.generation,
-			Start: e.claim.InitialOffset(), HighWatermark: e.claim.HighWaterMarkOffset(),
-			Buffered: len(e.claim.Messages())}
+			Committed: -1, Admitted: -1, Start: e.claim.InitialOffset(), HighWatermark: e.claim.HighWaterMarkOffset(),
+			Buffered: len(e.claim.Messages()), InFlightLimit: b.cfg.Settings.InFlightPerPartition}
 		if ns := e.waitingSince.Load(); ns > 0 {
 			s.WaitingForCredit = time.Unix(0, ns)
 		}
@@ -240,6 +249,9 @@ func (b *Bridge) Partitions() []PartitionState {
 		}
 		if e.gauges != nil {
 			e.gauges.snapshot(&s)
+		}
+		if s.Committed < 0 {
+			s.Committed = e.committed // nothing marked yet: what the group committed stands
 		}
 		s.Settled = s.idle(now, b.cfg.IdleSettle) && b.confirmSettled(e, s.Position(), s.HighWatermark, now)
 		out = append(out, s)
@@ -261,7 +273,7 @@ func (b *Bridge) Joined() bool { return b.sessions.Load() > 0 }
 // Setup implements sarama.ConsumerGroupHandler.
 func (b *Bridge) Setup(s sarama.ConsumerGroupSession) error {
 	b.sessions.Add(1)
-	b.logger.Info("joined consumer group", "member_id", s.MemberID(), "generation", s.GenerationID(), "claims", s.Claims())
+	b.logger.Info("joined consumer group", "member_id", s.MemberID(), "generation", s.GenerationID(), "claims", formatClaims(s.Claims()))
 	return nil
 }
 
@@ -284,7 +296,7 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 	fence := &fencedMarker{inner: marker}
 	cc := newClaimCredits(b.cfg.Settings.InFlightPerPartition, b.total)
 	log := b.logger.With("topic", claim.Topic(), "partition", claim.Partition(), "generation", generation)
-	resume := b.readResume(session.Context(), claim, log)
+	committed, resume := b.readStart(session.Context(), claim, log)
 	span := NewSpan(b.cfg.Settings.Span())
 	wc := PartitionConfig{
 		Topic: claim.Topic(), Partition: claim.Partition(), Generation: generation, Epoch: epoch,
@@ -313,13 +325,14 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 		}
 		worker, gauges = w, w.pa.gauges
 	}
-	started := []any{"initial_offset", claim.InitialOffset(), "high_watermark", claim.HighWaterMarkOffset()}
+	started := claimStartAttrs(committed, claim.InitialOffset(), claim.HighWaterMarkOffset())
 	if resume != nil {
 		started = append(started, "resume_finished", resume.FinishedCount(), "resume_unfinished", resume.Unfinished(), "resume_end", resume.End)
 	}
 	log.Info("claim started", started...)
 	b.cfg.Observer.ClaimStarted(claim.Topic(), claim.Partition())
-	entry := &claimEntry{topic: claim.Topic(), partition: claim.Partition(), generation: generation, gauges: gauges, claim: claim, credits: cc, span: span}
+	entry := &claimEntry{topic: claim.Topic(), partition: claim.Partition(), generation: generation, gauges: gauges, claim: claim, credits: cc, span: span,
+		committed: committed}
 	entry.lastDelivered.Store(time.Now().UnixNano())
 	b.claims.Store(epoch, entry)
 	defer b.claims.Delete(epoch)
@@ -342,8 +355,14 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 		return nil
 	}
 	if r != nil {
-		log.Info("claim ended", "reason", reason, "watermark", r.GetWatermark(), "finished_in_drain", r.GetFinished(),
-			"abandoned", r.GetAbandoned(), "timed_out", r.GetTimedOut(), "drain", time.Since(start).Round(time.Millisecond))
+		ended := []any{"reason", reason}
+		// What the claim leaves committed: its last mark, or else what the
+		// group had committed as it began (omitted when there is neither).
+		if c := max(r.GetWatermark(), committed); c >= 0 {
+			ended = append(ended, "committed", c)
+		}
+		log.Info("claim ended", append(ended, "finished_in_drain", r.GetFinished(), "abandoned", r.GetAbandoned(),
+			"timed_out", r.GetTimedOut(), "drain", time.Since(start).Round(time.Millisecond))...)
 	}
 	// The session may live on (a cooperative revoke): returning is what lets
 	// sarama commit the final mark and hand the partition over.

@@ -13,3 +13,6 @@ func SpanWait(s *Span, ctx context.Context, offset, last int64) bool {
 
 // ResumeOf exposes resumeOf.
 var ResumeOf = resumeOf
+
+// FormatClaims exposes formatClaims.
+var FormatClaims = formatClaims

@@ -454,8 +454,10 @@ func isClosed(ch <-chan struct{}) bool {
 	}
 }
 
-// State returns what the actor has published about its partition (the
-// same snapshot the bridge serves): safe to call from any goroutine.
+// State returns what the actor has published about its partition: safe to
+// call from any goroutine. It is the actor's part of the bridge's snapshot;
+// before the first mark its Committed is -1, where the bridge shows the
+// offset the group had committed as the claim began.
 func (a *PartitionActor) State() PartitionState {
 	s := PartitionState{Topic: a.cfg.Topic, Partition: a.cfg.Partition, Generation: a.cfg.Generation}
 	a.gauges.snapshot(&s)

@@ -66,11 +66,17 @@ func (a *PartitionActor) completeDrain(c actor.Context, timedOut bool) {
 	a.commit()
 	abandoned := a.releaseUnfinished()
 	result := &messages.DrainResult{Watermark: a.marked, Finished: a.drainFinish, Abandoned: int64(abandoned), TimedOut: timedOut}
-	if timedOut && abandoned > 0 {
-		a.logger.Warn("drain timed out: records abandoned unfinished (not committed; Kafka redelivers them to the partition's next owner)",
-			"abandoned", abandoned, "finished", a.drainFinish, "watermark", a.marked)
-	} else {
+	switch {
+	case timedOut && abandoned > 0:
+		attrs := []any{"abandoned", abandoned, "finished", a.drainFinish}
+		if a.marked >= 0 {
+			attrs = append(attrs, "watermark", a.marked)
+		}
+		a.logger.Warn("drain timed out: records abandoned unfinished (not committed; Kafka redelivers them to the partition's next owner)", attrs...)
+	case a.marked >= 0:
 		a.logger.Debug("partition drained", "watermark", a.marked, "finished", a.drainFinish, "abandoned", abandoned, "timed_out", timedOut)
+	default:
+		a.logger.Debug("partition drained; nothing marked", "finished", a.drainFinish, "abandoned", abandoned, "timed_out", timedOut)
 	}
 	if a.drainReply != nil {
 		c.Send(a.drainReply, result)

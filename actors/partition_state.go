@@ -14,17 +14,26 @@ type PartitionState struct {
 	Topic      string
 	Partition  int32
 	Generation int32
-	// Committed is the last offset marked (the next to consume); -1 before the first mark.
+	// Committed is the group's committed offset (the next to consume): the
+	// last offset marked, or before the first mark the offset the group had
+	// committed when the claim began. -1 when there is none (the group
+	// committed nothing and nothing was marked yet): no output shows it as
+	// an offset.
 	Committed int64
-	// Admitted is the highest offset admitted; -1 before the first.
+	// Admitted is the highest offset admitted; -1 before the first (no
+	// output shows it as an offset).
 	Admitted int64
-	// Start is the offset the claim began at (the group's committed offset
-	// then); negative when the group had none and consumption began at the
-	// oldest or newest offset.
+	// Start is sarama's InitialOffset, the offset the claim began at (the
+	// group's committed offset then); negative (sarama.OffsetOldest or
+	// OffsetNewest) when the group had none in the log's range and
+	// consumption began at the oldest or newest offset.
 	Start int64
 	// HighWatermark is the partition's end offset as the consumer last saw it.
 	HighWatermark int64
 	InFlight      int
+	// InFlightLimit is how many records the partition may hold in flight:
+	// S, Settings.InFlightPerPartition.
+	InFlightLimit int
 	// Buffered is how many fetched records wait in the claim's channel.
 	Buffered int
 	// WaitingForCredit is when the bridge began to wait for a credit with
@@ -71,8 +80,8 @@ type DeadLetterBlock struct {
 	Error  string    // the last write's error, which says what to fix
 }
 
-// Position is the next offset this claim will commit: the last mark, or
-// where the claim began before its first mark.
+// Position is the next offset this claim will commit: the committed offset,
+// or where the claim began when the group has none.
 func (s PartitionState) Position() int64 {
 	if s.Committed >= 0 {
 		return s.Committed
@@ -81,9 +90,10 @@ func (s PartitionState) Position() int64 {
 }
 
 // Lag is the number of records behind the end of the partition. Before the
-// claim's first mark it counts from where the claim began, so a partition
-// claimed at its end shows no lag; a settled claim shows none either (see
-// Settled), so a partition ending in a transaction marker reads as caught up.
+// claim's first mark it counts from the committed offset the claim began
+// at, so a partition claimed at its end shows no lag; a settled claim shows
+// none either (see Settled), so a partition ending in a transaction marker
+// reads as caught up.
 func (s PartitionState) Lag() int64 {
 	if s.HighWatermark <= 0 || s.Settled {
 		return 0

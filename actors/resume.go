@@ -117,22 +117,46 @@ func resumeOf(initial int64, c Committed) (resume *ledger.Resume, why string) {
 	return &r, ""
 }
 
-// readResume reads the committed metadata of a claim about to start. A read
-// that fails or takes too long leaves the claim without it, with a warning.
-func (b *Bridge) readResume(ctx context.Context, claim sarama.ConsumerGroupClaim, log *slog.Logger) *ledger.Resume {
-	if b.cfg.Committed == nil || claim.InitialOffset() < 0 {
-		return nil
+// readStart reads what the group committed for a claim about to start: its
+// committed offset (-1 when it has none), and the commit metadata when it
+// may skip records (see resumeOf). sarama begins a claim at the group's
+// committed offset when there is one in the log's range; otherwise (none, or
+// one fallen out of range) at the oldest or newest offset, a negative
+// InitialOffset, and then only the CommittedReader can tell which. A read
+// that fails or takes too long leaves the claim without metadata, with a
+// warning, and the committed offset as sarama's start says.
+func (b *Bridge) readStart(ctx context.Context, claim sarama.ConsumerGroupClaim, log *slog.Logger) (committed int64, resume *ledger.Resume) {
+	initial := claim.InitialOffset()
+	committed = max(initial, -1)
+	if b.cfg.Committed == nil {
+		return committed, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, resumeReadTimeout)
 	defer cancel()
 	c, err := b.cfg.Committed(ctx, claim.Topic(), claim.Partition())
-	if err != nil {
+	switch {
+	case err != nil && initial < 0:
+		log.Warn("could not read the group's committed offset; the claim starts at the "+startPolicy(initial)+" offset", "error", err)
+		return committed, nil
+	case err != nil:
 		log.Warn("could not read the commit metadata; replaying every record above the committed offset", "error", err)
-		return nil
+		return committed, nil
+	case initial < 0:
+		// Not begun at a committed offset: no metadata applies.
+		return max(c.Offset, -1), nil
 	}
-	r, why := resumeOf(claim.InitialOffset(), c)
+	r, why := resumeOf(initial, c)
 	if why != "" {
 		log.Warn("commit metadata ignored; replaying every record above the committed offset", "why", why, "metadata_bytes", len(c.Metadata))
 	}
-	return r
+	return committed, r
+}
+
+// startPolicy names where sarama begins a claim whose InitialOffset is
+// negative: sarama.OffsetOldest or sarama.OffsetNewest.
+func startPolicy(initial int64) string {
+	if initial == sarama.OffsetNewest {
+		return "newest"
+	}
+	return "oldest"
 }

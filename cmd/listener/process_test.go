@@ -143,7 +143,7 @@ func (p *listenerProcess) WaitExit(within time.Duration) int {
 	}
 }
 
-var brokersField = regexp.MustCompile(`brokers=\[([^\]]+)\]`)
+var brokersField = regexp.MustCompile(`brokers=(\S+)`) // comma-separated
 
 // Produce writes n records, each with a key of its own, to the embedded
 // broker's topic once the listener has claimed its partitions.
@@ -156,7 +156,7 @@ func (p *listenerProcess) Produce(n int) {
 	p.WaitLine("claim started", 20*time.Second)
 	cfg := sarama.NewConfig()
 	cfg.Producer.Return.Successes = true
-	producer, err := sarama.NewSyncProducer(strings.Fields(m[1]), cfg)
+	producer, err := sarama.NewSyncProducer(strings.Split(m[1], ","), cfg)
 	if err != nil {
 		p.t.Fatal(err)
 	}
@@ -177,7 +177,11 @@ func (p *listenerProcess) InFlight() int64 {
 		p.t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var st struct{ Totals struct{ InFlight int64 } }
+	var st struct {
+		Totals struct {
+			InFlight int64 `json:"in_flight"`
+		} `json:"totals"`
+	}
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
 		p.t.Fatal(err)
 	}

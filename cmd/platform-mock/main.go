@@ -59,5 +59,7 @@ func main() {
 		logger.Error("serve", "error", err)
 		os.Exit(1)
 	}
-	logger.Info("platform mock stopped", "stats", srv.Stats())
+	st := srv.Stats()
+	logger.Info("platform mock stopped", slog.Group("stats", "vmaas_calls", st.VMaaSCalls, "vmaas_503", st.VMaaS503, "vmaas_hung", st.VMaaSHung,
+		"inventory_calls", st.InventoryCalls))
 }

@@ -112,9 +112,18 @@ func (s pinnedStatus) spanBlocked() int {
 func (s pinnedStatus) admitted() int64 {
 	var n int64
 	for _, r := range s.rows {
-		n += r.Admitted + 1
+		n += offsetOf(r.Admitted) + 1
 	}
 	return n
+}
+
+// offsetOf reads an offset of a status row: -1 when there is none (absent
+// from this listener's rows; -1 in those of earlier builds).
+func offsetOf(off *int64) int64 {
+	if off == nil {
+		return -1
+	}
+	return max(*off, -1)
 }
 
 // Run runs the listener binary bin (named listener in the report) on the
@@ -203,9 +212,9 @@ func (c *Pinned) Run(listener, bin string) (PinnedResult, error) {
 	res.AdmittedInHold = res.Admitted - before.admitted()
 	res.MaxPastPin = -1
 	for _, r := range after.rows {
-		res.MaxPastPin = max(res.MaxPastPin, r.Admitted-c.PinOffset)
+		res.MaxPastPin = max(res.MaxPastPin, offsetOf(r.Admitted)-c.PinOffset)
 		res.InFlight += int64(r.InFlight)
-		res.Committed += r.Committed
+		res.Committed += max(offsetOf(r.Committed), 0)
 	}
 	if after.spans() {
 		res.SpanBlocked = after.spanBlocked()

@@ -18,7 +18,9 @@ func chromiumArgs(profile string, extra ...string) []string {
 		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--user-data-dir=" + profile}, extra...)
 }
 
-var partitionRow = regexp.MustCompile(`(?s)<tr class="partition"><td class="l">[^<]+</td><td>(\d+)</td><td>\d+</td><td>(-?\d+)</td>`)
+// partitionRow matches a row of the partitions table: its partition and
+// committed offset ("none" while the group has none).
+var partitionRow = regexp.MustCompile(`(?s)<tr class="partition"><td class="l">[^<]+</td><td>(\d+)</td><td>\d+</td><td>(\d+|none)</td>`)
 
 // checkStatusPage loads the status page in a real headless browser while
 // the listener works: the partitions table must show live numbers (a

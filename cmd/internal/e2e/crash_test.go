@@ -31,13 +31,7 @@ func commitOf(t *testing.T, from, to int64, done ...int64) (int64, string) {
 func statusOf(parts ...[3]int64) listenerStatus {
 	var st listenerStatus
 	for _, p := range parts {
-		st.Partitions = append(st.Partitions, struct {
-			Partition int32 `json:"partition"`
-			Committed int64 `json:"committed"`
-			Admitted  int64 `json:"admitted"`
-			Lag       int64 `json:"lag"`
-			InFlight  int   `json:"in_flight"`
-		}{Partition: int32(p[0]), Admitted: p[1], InFlight: int(p[2])})
+		st.Partitions = append(st.Partitions, partitionStatus{Partition: int32(p[0]), Admitted: p[1], InFlight: int(p[2])})
 	}
 	return st
 }

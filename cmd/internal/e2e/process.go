@@ -105,11 +105,31 @@ type logEntry struct {
 	Level  string    `json:"level"`
 	Msg    string    `json:"msg"`
 	Reason string    `json:"reason"` // "claim ended": why
-	// Drain is how long a claim's drain took ("claim ended"); slog's JSON
-	// handler writes a time.Duration as integer nanoseconds.
-	Drain     time.Duration `json:"drain"`
-	Partition *int32        `json:"partition"`
-	Error     string        `json:"error"`
+	// Drain is how long a claim's drain took ("claim ended").
+	Drain     logDuration `json:"drain"`
+	Partition *int32      `json:"partition"`
+	Error     string      `json:"error"`
+}
+
+// logDuration is a duration of a listener's JSON log: a string such as
+// "1.5s" (NewLogger writes durations so), or integer nanoseconds (slog's
+// JSON handler's own way, which listeners before that wrote). Any other
+// value reads as zero, as a field of another type does (logEntries).
+type logDuration time.Duration
+
+func (d *logDuration) UnmarshalJSON(b []byte) error {
+	var s string
+	var ns int64
+	switch {
+	case json.Unmarshal(b, &s) == nil:
+		v, err := time.ParseDuration(s)
+		if err == nil {
+			*d = logDuration(v)
+		}
+	case json.Unmarshal(b, &ns) == nil:
+		*d = logDuration(ns)
+	}
+	return nil
 }
 
 // logEntries reads the process's log so far. Lines that are not JSON (a

@@ -74,28 +74,76 @@ func revokeWhileStarved(pause time.Duration) func(r *run) error {
 }
 
 // listenerStatus is what the suite reads of a listener's /status.json
-// (telemetry.Status; its Totals are actors.StatsSnapshot).
+// (telemetry.Status).
 type listenerStatus struct {
-	Partitions []struct {
-		Partition int32 `json:"partition"`
-		Committed int64 `json:"committed"`
-		Admitted  int64 `json:"admitted"` // the highest offset admitted; -1 before the first
-		Lag       int64 `json:"lag"`
-		InFlight  int   `json:"in_flight"`
-	} `json:"partitions"`
+	Partitions []partitionStatus `json:"partitions"`
 	// Concurrency is the process-wide limit (absent from listeners before
 	// the adaptive limit: zero).
 	Concurrency struct {
 		Limit    int `json:"limit"`
 		InFlight int `json:"in_flight"`
 	} `json:"concurrency"`
-	Totals struct {
-		Admitted, Succeeded, Skipped, DeadLettered, RetriedShared int64
-		// Resumed: finished without running, as an earlier owner's commit
-		// metadata said (absent from listeners before commit metadata).
-		Resumed         int64
-		SkippedByReason map[string]int64
+	Totals totalsStatus `json:"totals"`
+}
+
+// partitionStatus is one partition of a listenerStatus.
+type partitionStatus struct {
+	Partition int32 `json:"partition"`
+	Committed int64 `json:"committed"` // -1: none
+	Admitted  int64 `json:"admitted"`  // the highest offset admitted; -1 before the first
+	Lag       int64 `json:"lag"`
+	InFlight  int   `json:"in_flight"`
+}
+
+// UnmarshalJSON reads an offset the listener shows none of (absent; -1 in
+// listeners before the status page omitted it) as -1.
+func (p *partitionStatus) UnmarshalJSON(b []byte) error {
+	type plain partitionStatus
+	v := plain{Committed: -1, Admitted: -1}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
 	}
+	*p = partitionStatus(v)
+	return nil
+}
+
+// totalsStatus is what the suite reads of a listener's totals.
+type totalsStatus struct {
+	Admitted      int64 `json:"admitted"`
+	Succeeded     int64 `json:"succeeded"`
+	Skipped       int64 `json:"skipped"`
+	DeadLettered  int64 `json:"dead_lettered"`
+	RetriedShared int64 `json:"retried_shared"`
+	// Resumed: finished without running, as an earlier owner's commit
+	// metadata said (absent from listeners before commit metadata).
+	Resumed         int64            `json:"resumed"`
+	SkippedByReason map[string]int64 `json:"skipped_by_reason"`
+}
+
+// UnmarshalJSON also reads the totals of listeners before /status.json's
+// names were snake_case (E2E_BIN may name one): their names of more than
+// one word were Go's (single words match either way, as encoding/json
+// matches names regardless of case).
+func (t *totalsStatus) UnmarshalJSON(b []byte) error {
+	type plain totalsStatus
+	var v plain
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	var old struct {
+		DeadLettered, RetriedShared int64
+		SkippedByReason             map[string]int64
+	}
+	if err := json.Unmarshal(b, &old); err != nil {
+		return err
+	}
+	v.DeadLettered = max(v.DeadLettered, old.DeadLettered)
+	v.RetriedShared = max(v.RetriedShared, old.RetriedShared)
+	if v.SkippedByReason == nil {
+		v.SkippedByReason = old.SkippedByReason
+	}
+	*t = totalsStatus(v)
+	return nil
 }
 
 // finished is what the listener finished by running it: succeeded,
@@ -239,9 +287,10 @@ func judgeRevokeStarved(r *run, line *Line) error {
 				problem("%s left its consumer group session at %s, before the run's end: its whole session was torn down", p.name, e.Time.Format("15:04:05.000"))
 			case e.Msg == "claim ended" && e.Reason == "revoked":
 				revoked++
-				longest = max(longest, e.Drain)
-				if e.Drain > drainLimit {
-					problem("%s: a revoked claim of partition %v took %v to drain, more than %v", p.name, deref(e.Partition), e.Drain, drainLimit)
+				drain := time.Duration(e.Drain)
+				longest = max(longest, drain)
+				if drain > drainLimit {
+					problem("%s: a revoked claim of partition %v took %v to drain, more than %v", p.name, deref(e.Partition), drain, drainLimit)
 				}
 				if !e.Time.Before(r.joiner.started) && e.Time.Before(r.resumed) {
 					revokedInOutage++

@@ -142,7 +142,7 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 	s.Int(&cfg.EmbeddedPartitions, "EMBEDDED_PARTITIONS", "embedded-partitions", 8, 1, "partitions of the topic on the embedded broker")
 	s.Duration(&cfg.ProgressInterval, "LISTENER_PROGRESS_INTERVAL", "progress-interval", 10*time.Second, 0, "how often progress is logged (`0`: never)")
 	s.String(&cfg.LogLevel, "LOG_LEVEL", "log-level", "info", "`debug`, `info`, `warn` or `error`", oneOf([]string{"debug", "info", "warn", "error"}))
-	s.String(&cfg.LogFormat, "LOG_FORMAT", "log-format", "auto", "`json`, `text`, or `auto` (text on a terminal, json otherwise)", oneOf([]string{"auto", "json", "text"}))
+	s.String(&cfg.LogFormat, "LOG_FORMAT", "log-format", "auto", "`json`, `text`, or `auto` (text on a terminal, json otherwise). Either way a duration is a string (`\"drain\":\"1.5s\"`), not nanoseconds", oneOf([]string{"auto", "json", "text"}))
 
 	if err := s.Parse(args, lookup); err != nil {
 		return nil, s, err

@@ -3,15 +3,18 @@ package listener
 import (
 	"io"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 )
 
 // NewLogger returns the process logger: JSON for machines, text on a
-// terminal (format auto), at level.
+// terminal (format auto), at level. Either way a time.Duration is written
+// as its string ("1.5s"), not as slog's JSON integer of nanoseconds.
 func NewLogger(w io.Writer, level, format string) *slog.Logger {
 	var lv slog.Level
 	_ = lv.UnmarshalText([]byte(level))
-	opts := &slog.HandlerOptions{Level: lv}
+	opts := &slog.HandlerOptions{Level: lv, ReplaceAttr: durationsAsStrings}
 	if format == "auto" {
 		format = "json"
 		if f, ok := w.(*os.File); ok && isTerminal(f) {
@@ -22,6 +25,24 @@ func NewLogger(w io.Writer, level, format string) *slog.Logger {
 		return slog.New(slog.NewTextHandler(w, opts))
 	}
 	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// durationsAsStrings is NewLogger's slog.HandlerOptions.ReplaceAttr.
+func durationsAsStrings(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
+}
+
+// countsGroup renders counts by name (skipped records by reason, say) as
+// a group of a log line, names in order: name=n in text, an object in JSON.
+func countsGroup(key string, counts map[string]int64) slog.Attr {
+	attrs := make([]any, 0, len(counts))
+	for _, name := range slices.Sorted(maps.Keys(counts)) {
+		attrs = append(attrs, slog.Int64(name, counts[name]))
+	}
+	return slog.Group(key, attrs...)
 }
 
 func isTerminal(f *os.File) bool {

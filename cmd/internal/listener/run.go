@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,7 +57,7 @@ func Run(ctx context.Context, cfg *Config, handler actors.Handler, logger *slog.
 		defer cluster.Close()
 		cfg.Brokers = cluster.ListenAddrs()
 		cfg.Kafka.Brokers = cfg.Brokers
-		logger.Info("embedded Kafka broker started (in-process, in-memory)", "brokers", cfg.Brokers,
+		logger.Info("embedded Kafka broker started (in-process, in-memory)", "brokers", strings.Join(cfg.Brokers, ","),
 			"topic", cfg.Kafka.Topic, "partitions", cfg.EmbeddedPartitions)
 	}
 	return RunWith(ctx, cfg, handler, logger, hooks)
@@ -182,8 +183,8 @@ func RunWith(ctx context.Context, cfg *Config, handler actors.Handler, logger *s
 	})
 	wg.Wait()
 	s := bridge.Stats().Snapshot()
-	logger.Info("listener stopped", "succeeded", s.Succeeded, "skipped", s.Skipped, "skipped_by_reason", s.SkippedByReason, "resumed", s.Resumed,
-		"dead_lettered", s.DeadLettered, "dead_lettered_by_reason", s.DeadLetteredByReason, "retried", s.Retried, "abandoned", s.Abandoned, "fenced", s.Fenced, "panics", s.Panics)
+	logger.Info("listener stopped", "succeeded", s.Succeeded, "skipped", s.Skipped, countsGroup("skipped_by_reason", s.SkippedByReason), "resumed", s.Resumed,
+		"dead_lettered", s.DeadLettered, countsGroup("dead_lettered_by_reason", s.DeadLetteredByReason), "retried", s.Retried, "abandoned", s.Abandoned, "fenced", s.Fenced, "panics", s.Panics)
 	return nil
 }
 

@@ -116,8 +116,8 @@ func result(err error) string {
 
 var (
 	partitionLabels = []string{"topic", "partition"}
-	descCommitted   = prometheus.NewDesc("patchflow_partition_committed_offset", "Last offset marked for commit (the next to consume).", partitionLabels, nil)
-	descAdmitted    = prometheus.NewDesc("patchflow_partition_admitted_offset", "Highest offset admitted to the pipeline.", partitionLabels, nil)
+	descCommitted   = prometheus.NewDesc("patchflow_partition_committed_offset", "The group's committed offset (the next to consume): the last marked, or before the claim's first mark the one committed when it began; absent while the group has none.", partitionLabels, nil)
+	descAdmitted    = prometheus.NewDesc("patchflow_partition_admitted_offset", "Highest offset admitted to the pipeline; absent before the claim's first.", partitionLabels, nil)
 	descInFlight    = prometheus.NewDesc("patchflow_partition_in_flight_records", "Records admitted and not finished.", partitionLabels, nil)
 	descPinnedAge   = prometheus.NewDesc("patchflow_partition_oldest_in_flight_age_seconds", "How long the oldest unfinished record has held the watermark.", partitionLabels, nil)
 	descPinned      = prometheus.NewDesc("patchflow_partition_pinned_offset", "Offset of the oldest unfinished record (the one holding the watermark).", partitionLabels, nil)
@@ -157,8 +157,13 @@ func (c *bridgeCollector) Collect(ch chan<- prometheus.Metric) {
 	now := time.Now()
 	for _, p := range c.partitions() {
 		labels := []string{p.Topic, strconv.Itoa(int(p.Partition))}
-		ch <- prometheus.MustNewConstMetric(descCommitted, prometheus.GaugeValue, float64(p.Committed), labels...)
-		ch <- prometheus.MustNewConstMetric(descAdmitted, prometheus.GaugeValue, float64(p.Admitted), labels...)
+		// No sample rather than a made-up offset: -1 is "none" in the state.
+		if p.Committed >= 0 {
+			ch <- prometheus.MustNewConstMetric(descCommitted, prometheus.GaugeValue, float64(p.Committed), labels...)
+		}
+		if p.Admitted >= 0 {
+			ch <- prometheus.MustNewConstMetric(descAdmitted, prometheus.GaugeValue, float64(p.Admitted), labels...)
+		}
 		ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(p.InFlight), labels...)
 		ch <- prometheus.MustNewConstMetric(descPinnedAge, prometheus.GaugeValue, p.PinnedFor(now).Seconds(), labels...)
 		ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, float64(p.Lag()), labels...)

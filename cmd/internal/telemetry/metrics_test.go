@@ -3,10 +3,12 @@ package telemetry
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
 
+	"github.com/IBM/sarama"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/patchflow/patchflow/actors"
@@ -93,5 +95,52 @@ func TestDeadLetteredRecordsByReason(t *testing.T) {
 	}
 	if dl := got[`patchflow_records_total{outcome="dead_lettered"}`]; dl != 5 || sum != dl {
 		t.Fatalf("dead_lettered outcome %v, reasons sum to %v; want both 5", dl, sum)
+	}
+}
+
+// gauges gathers c and returns every gauge sample of the named families.
+func gauges(t *testing.T, c prometheus.Collector, names ...string) map[string]float64 {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, f := range families {
+		if !slices.Contains(names, f.GetName()) {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+			}
+			sort.Strings(labels)
+			out[f.GetName()+"{"+strings.Join(labels, ",")+"}"] = m.GetGauge().GetValue()
+		}
+	}
+	return out
+}
+
+// A partition with no committed offset and nothing admitted has no sample
+// of either: no -1 for a dashboard to draw. One with a committed offset and
+// nothing admitted (claimed at its end) has the committed one alone.
+func TestNoPlaceholderOffsetSamples(t *testing.T) {
+	parts := []actors.PartitionState{
+		{Topic: "t", Partition: 0, Committed: -1, Admitted: -1, Start: sarama.OffsetOldest},
+		{Topic: "t", Partition: 1, Committed: 42, Admitted: -1, Start: 42, HighWatermark: 42},
+		{Topic: "t", Partition: 2, Committed: 7, Admitted: 9, Start: 5, HighWatermark: 10, InFlight: 1},
+	}
+	c := &bridgeCollector{partitions: func() []actors.PartitionState { return parts }, stats: func() actors.StatsSnapshot { return actors.StatsSnapshot{} }}
+	got := gauges(t, c, "patchflow_partition_committed_offset", "patchflow_partition_admitted_offset")
+	want := map[string]float64{
+		`patchflow_partition_committed_offset{partition="1",topic="t"}`: 42,
+		`patchflow_partition_committed_offset{partition="2",topic="t"}`: 7,
+		`patchflow_partition_admitted_offset{partition="2",topic="t"}`:  9,
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("offset samples\n%v\nwant\n%v", got, want)
 	}
 }

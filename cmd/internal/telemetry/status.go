@@ -10,47 +10,92 @@ import (
 	"github.com/patchflow/patchflow/actors"
 )
 
-// Status is what /status shows, and /status.json serves.
+// Status is what /status shows, and /status.json serves. Its JSON names
+// are snake_case throughout; a value that does not exist (no committed
+// offset yet, no record pinning the watermark) is absent, never a
+// placeholder number.
 type Status struct {
-	Now        time.Time         `json:"now"`
-	Ready      bool              `json:"ready"`
-	Why        string            `json:"why"`
+	Now   time.Time `json:"now"`
+	Ready bool      `json:"ready"`
+	// Why says why the process is not ready; empty (absent) when it is.
+	Why        string            `json:"why,omitempty"`
 	Partitions []PartitionStatus `json:"partitions"`
 	// Totals are the pipeline's counters; Totals.SkippedByReason and
 	// Totals.DeadLetteredByReason split the skipped and the dead-lettered
-	// records by reason (absent before the first of each).
-	Totals actors.StatsSnapshot
+	// records by reason.
+	Totals TotalsStatus `json:"totals"`
 	// Concurrency is the process-wide in-flight limit.
 	Concurrency ConcurrencyStatus `json:"concurrency"`
 	// Settings is the effective configuration, secrets redacted.
 	Settings []Setting `json:"settings"`
 }
 
+// TotalsStatus is actors.StatsSnapshot under /status.json's names.
+type TotalsStatus struct {
+	Admitted  int64 `json:"admitted"`
+	Succeeded int64 `json:"succeeded"`
+	Skipped   int64 `json:"skipped"`
+	// SkippedByReason splits Skipped by reason (absent before the first
+	// skip); its keys are the reasons, not names of this format.
+	SkippedByReason map[string]int64 `json:"skipped_by_reason,omitempty"`
+	Resumed         int64            `json:"resumed"`
+	Retried         int64            `json:"retried"`
+	RetriedOwn      int64            `json:"retried_own"`
+	RetriedShared   int64            `json:"retried_shared"`
+	DeadLettered    int64            `json:"dead_lettered"`
+	// DeadLetteredByReason splits DeadLettered by reason, every reason
+	// present; its keys are the reasons, not names of this format.
+	DeadLetteredByReason    map[string]int64 `json:"dead_lettered_by_reason,omitempty"`
+	DeadLetterWriteFailures int64            `json:"dead_letter_write_failures"`
+	Abandoned               int64            `json:"abandoned"`
+	Fenced                  int64            `json:"fenced"`
+	Panics                  int64            `json:"panics"`
+	InFlight                int64            `json:"in_flight"`
+	RefusedFinishes         int64            `json:"refused_finishes"`
+	CreditErrors            int64            `json:"credit_errors"`
+}
+
+func totalsOf(s actors.StatsSnapshot) TotalsStatus {
+	return TotalsStatus{Admitted: s.Admitted, Succeeded: s.Succeeded, Skipped: s.Skipped, SkippedByReason: s.SkippedByReason,
+		Resumed: s.Resumed, Retried: s.Retried, RetriedOwn: s.RetriedOwn, RetriedShared: s.RetriedShared,
+		DeadLettered: s.DeadLettered, DeadLetteredByReason: s.DeadLetteredByReason, DeadLetterWriteFailures: s.DeadLetterWriteFailures, Abandoned: s.Abandoned,
+		Fenced: s.Fenced, Panics: s.Panics, InFlight: s.InFlight, RefusedFinishes: s.RefusedFinishes, CreditErrors: s.CreditErrors}
+}
+
 // ConcurrencyStatus is the process-wide in-flight limit: fixed at G, or
-// adaptive between its floor and G.
+// adaptive between its floor and G; and S, the limit of each partition.
 type ConcurrencyStatus struct {
-	Mode     string  `json:"mode"`
-	Law      string  `json:"law,omitempty"`
-	Limit    int     `json:"limit"`
-	Floor    int     `json:"floor"`
-	Ceiling  int     `json:"ceiling"`
-	InFlight int     `json:"in_flight"`
-	Baseline float64 `json:"baseline_seconds"`
-	Latency  float64 `json:"latency_seconds"`
-	Queue    float64 `json:"queue_records"`
-	Probing  bool    `json:"probing"`
+	Mode    string `json:"mode"`
+	Law     string `json:"law,omitempty"`
+	Limit   int    `json:"limit"`
+	Floor   int    `json:"floor"`
+	Ceiling int    `json:"ceiling"` // G, LISTENER_INFLIGHT_TOTAL
+	// PerPartition is S, LISTENER_INFLIGHT_PER_PARTITION.
+	PerPartition int     `json:"per_partition_limit"`
+	InFlight     int     `json:"in_flight"`
+	Baseline     float64 `json:"baseline_seconds"`
+	Latency      float64 `json:"latency_seconds"`
+	Queue        float64 `json:"queue_records"`
+	Probing      bool    `json:"probing"`
 }
 
 // PartitionStatus is one row of the partitions table.
 type PartitionStatus struct {
-	Topic         string  `json:"topic"`
-	Partition     int32   `json:"partition"`
-	Generation    int32   `json:"generation"`
-	Committed     int64   `json:"committed"`
-	Admitted      int64   `json:"admitted"`
-	HighWatermark int64   `json:"high_watermark"`
-	Lag           int64   `json:"lag"`
-	InFlight      int     `json:"in_flight"`
+	Topic      string `json:"topic"`
+	Partition  int32  `json:"partition"`
+	Generation int32  `json:"generation"`
+	// Committed is the group's committed offset (see
+	// actors.PartitionState); nil (absent) while the group has none.
+	Committed *int64 `json:"committed,omitempty"`
+	// Admitted is the highest offset admitted; nil (absent) before the first.
+	Admitted      *int64 `json:"admitted,omitempty"`
+	HighWatermark int64  `json:"high_watermark"`
+	Lag           int64  `json:"lag"`
+	InFlight      int    `json:"in_flight"`
+	// InFlightLimit is the partition's limit, S.
+	InFlightLimit int `json:"in_flight_limit"`
+	// PinnedOffset is the oldest unfinished offset, the record holding the
+	// watermark; nil (absent) when nothing is in flight.
 	PinnedOffset  *int64  `json:"pinned_offset,omitempty"`
 	PinnedKey     string  `json:"pinned_key,omitempty"`
 	PinnedSeconds float64 `json:"pinned_seconds"`
@@ -93,14 +138,19 @@ type statusSource struct {
 func (s *statusSource) snapshot() Status {
 	now := time.Now()
 	ok, why := s.ready.Check(now)
-	st := Status{Now: now, Ready: ok, Why: why, Totals: s.ready.Bridge.Stats().Snapshot(), Settings: s.settings}
+	if ok {
+		why = "" // the verdict says it
+	}
+	st := Status{Now: now, Ready: ok, Why: why, Totals: totalsOf(s.ready.Bridge.Stats().Snapshot()), Settings: s.settings}
 	c := s.ready.Bridge.Concurrency()
 	st.Concurrency = ConcurrencyStatus{Mode: c.Mode, Law: c.Law, Limit: c.Limit, Floor: c.Floor, Ceiling: c.Ceiling,
-		InFlight: int(st.Totals.InFlight), Baseline: c.Baseline.Seconds(), Latency: c.Latency.Seconds(), Queue: c.Queue, Probing: c.Probing}
+		PerPartition: s.ready.Bridge.Settings().InFlightPerPartition, InFlight: int(st.Totals.InFlight),
+		Baseline: c.Baseline.Seconds(), Latency: c.Latency.Seconds(), Queue: c.Queue, Probing: c.Probing}
 	next := map[[2]any]int64{}
 	for _, p := range s.ready.Bridge.Partitions() {
-		ps := PartitionStatus{Topic: p.Topic, Partition: p.Partition, Generation: p.Generation, Committed: p.Committed,
-			Admitted: p.Admitted, HighWatermark: p.HighWatermark, Lag: p.Lag(), InFlight: p.InFlight,
+		ps := PartitionStatus{Topic: p.Topic, Partition: p.Partition, Generation: p.Generation,
+			Committed: offsetOrNil(p.Committed), Admitted: offsetOrNil(p.Admitted), HighWatermark: p.HighWatermark,
+			Lag: p.Lag(), InFlight: p.InFlight, InFlightLimit: p.InFlightLimit,
 			PinnedKey: p.PinnedKey, PinnedSeconds: p.PinnedFor(now).Seconds()}
 		if p.InFlight > 0 {
 			off := p.PinnedOffset
@@ -118,7 +168,9 @@ func (s *statusSource) snapshot() Status {
 		}
 		ps.SpanLimit, ps.MetadataBytes = p.SpanLimit, p.MetadataBytes
 		k := [2]any{p.Topic, p.Partition}
-		next[k] = p.Committed
+		if p.Committed >= 0 {
+			next[k] = p.Committed
+		}
 		if before, seen := s.prev[k]; seen && now.After(s.prevAt) && p.Committed >= before {
 			ps.RecordsPerSec = float64(p.Committed-before) / now.Sub(s.prevAt).Seconds()
 		}
@@ -126,6 +178,14 @@ func (s *statusSource) snapshot() Status {
 	}
 	s.prev, s.prevAt = next, now
 	return st
+}
+
+// offsetOrNil is off, or nil for the state's "none" (-1).
+func offsetOrNil(off int64) *int64 {
+	if off < 0 {
+		return nil
+	}
+	return &off
 }
 
 var statusPage = template.Must(template.New("status").Funcs(template.FuncMap{"ms": func(s float64) float64 { return s * 1000 }}).Parse(`<!doctype html>
@@ -136,11 +196,11 @@ td,th{border:1px solid #ccc;padding:.3em .7em;text-align:right}th{background:#f3
 .ok{color:#080}.bad{color:#b00}
 </style></head><body>
 <h1>patchflow listener</h1>
-<p>Readiness: {{if .Ready}}<b class="ok">ready</b>{{else}}<b class="bad">not ready</b>{{end}} ({{.Why}}) &middot; {{.Now.Format "15:04:05"}} &middot; refreshes every 2 s &middot; <a href="status.json">JSON</a></p>
-{{with .Concurrency}}<p id="concurrency">Concurrency: <b>{{.Mode}}</b>{{if eq .Mode "adaptive"}} ({{.Law}}){{end}} &middot; limit {{.Limit}}{{if eq .Mode "adaptive"}} (floor {{.Floor}}, ceiling G {{.Ceiling}}){{if .Probing}} &middot; probing the baseline{{end}} &middot; handler latency {{printf "%.1f" (ms .Latency)}} ms against a no-load baseline of {{printf "%.1f" (ms .Baseline)}} ms &middot; estimated queue {{printf "%.1f" .Queue}}{{end}} &middot; in flight {{.InFlight}}</p>{{end}}
-<p>In flight {{.Totals.InFlight}} &middot; succeeded {{.Totals.Succeeded}} &middot; skipped {{.Totals.Skipped}} &middot; dead-lettered {{.Totals.DeadLettered}} &middot; retried {{.Totals.Retried}} ({{.Totals.RetriedOwn}} own failures, {{.Totals.RetriedShared}} shared outages) &middot; dead-letter write failures {{.Totals.DeadLetterWriteFailures}} &middot; resumed {{.Totals.Resumed}} (finished by an earlier owner, not run again) &middot; abandoned {{.Totals.Abandoned}} &middot; fenced {{.Totals.Fenced}}</p>
-<table id="partitions"><tr><th>topic</th><th>partition</th><th>generation</th><th>committed</th><th>admitted</th><th>high watermark</th><th>lag</th><th>in flight</th><th>oldest in flight</th><th>key</th><th>age (s)</th><th>records/s</th><th>trouble</th></tr>
-{{range .Partitions}}<tr class="partition"><td class="l">{{.Topic}}</td><td>{{.Partition}}</td><td>{{.Generation}}</td><td>{{.Committed}}</td><td>{{.Admitted}}</td><td>{{.HighWatermark}}</td><td>{{.Lag}}</td><td>{{.InFlight}}</td><td>{{with .PinnedOffset}}{{.}}{{end}}</td><td class="l">{{.PinnedKey}}</td><td>{{printf "%.1f" .PinnedSeconds}}</td><td>{{printf "%.0f" .RecordsPerSec}}</td><td class="l">{{with .DeadLetterBlocked}}<b class="bad">dead-letter write of offset {{.Offset}} failing for {{printf "%.0f" .Seconds}} s ({{.Writes}} writes): {{.Error}}</b>{{else}}{{$limit := .SpanLimit}}{{with .SpanBlockedSeconds}}<b class="bad">span-blocked for {{printf "%.0f" .}} s</b>: nothing is admitted {{$limit}} offsets past the oldest in flight. {{end}}{{.PinnedFailure}}{{end}}</td></tr>
+<p>Readiness: {{if .Ready}}<b class="ok">ready</b>{{else}}<b class="bad">not ready</b>: {{.Why}}{{end}} &middot; {{.Now.Format "15:04:05"}} &middot; refreshes every 2 s &middot; <a href="status.json">JSON</a></p>
+{{with .Concurrency}}<p id="concurrency">Concurrency: <b>{{.Mode}}</b>{{if eq .Mode "adaptive"}} ({{.Law}}){{end}} &middot; in flight {{.InFlight}} of the limit {{.Limit}}{{if eq .Mode "adaptive"}} (floor {{.Floor}}, ceiling G {{.Ceiling}}){{else}} (G){{end}} &middot; at most S {{.PerPartition}} per partition{{if eq .Mode "adaptive"}}{{if .Probing}} &middot; probing the baseline{{end}} &middot; handler latency {{printf "%.1f" (ms .Latency)}} ms against a no-load baseline of {{printf "%.1f" (ms .Baseline)}} ms &middot; estimated queue {{printf "%.1f" .Queue}}{{end}}</p>{{end}}
+<p id="totals">Succeeded {{.Totals.Succeeded}} &middot; skipped {{.Totals.Skipped}} &middot; dead-lettered {{.Totals.DeadLettered}} &middot; retried {{.Totals.Retried}} ({{.Totals.RetriedOwn}} own failures, {{.Totals.RetriedShared}} shared outages) &middot; panics {{.Totals.Panics}} &middot; dead-letter write failures {{.Totals.DeadLetterWriteFailures}} &middot; resumed {{.Totals.Resumed}} (finished by an earlier owner, not run again) &middot; abandoned {{.Totals.Abandoned}} &middot; fenced {{.Totals.Fenced}}</p>
+<table id="partitions"><tr><th>topic</th><th>partition</th><th>generation</th><th>committed</th><th>admitted</th><th>high watermark</th><th>lag</th><th>in flight / S</th><th>oldest unfinished offset</th><th>its key</th><th>its age (s)</th><th>records/s</th><th>trouble</th></tr>
+{{range .Partitions}}<tr class="partition"><td class="l">{{.Topic}}</td><td>{{.Partition}}</td><td>{{.Generation}}</td><td>{{with .Committed}}{{.}}{{else}}none{{end}}</td><td>{{with .Admitted}}{{.}}{{else}}none{{end}}</td><td>{{.HighWatermark}}</td><td>{{.Lag}}</td><td>{{.InFlight}} / {{.InFlightLimit}}</td><td>{{with .PinnedOffset}}{{.}}{{end}}</td><td class="l">{{.PinnedKey}}</td><td>{{printf "%.1f" .PinnedSeconds}}</td><td>{{printf "%.0f" .RecordsPerSec}}</td><td class="l">{{with .DeadLetterBlocked}}<b class="bad">dead-letter write of offset {{.Offset}} failing for {{printf "%.0f" .Seconds}} s ({{.Writes}} writes): {{.Error}}</b>{{else}}{{$limit := .SpanLimit}}{{with .SpanBlockedSeconds}}<b class="bad">span-blocked for {{printf "%.0f" .}} s</b>: nothing is admitted {{$limit}} offsets past the oldest unfinished offset. {{end}}{{.PinnedFailure}}{{end}}</td></tr>
 {{else}}<tr><td colspan="13" class="l">no partition claimed</td></tr>{{end}}
 </table>
 <h2>Skipped by reason</h2><p>Ignored by design: committed, counted, never dead-lettered.</p>

@@ -1,0 +1,104 @@
+package telemetry
+
+import (
+	"encoding/json"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fill sets every exported field of v, recursively: pointers allocated,
+// one element in each slice and one entry in each map, so that v marshals
+// with every key its type can have, the omitempty ones included.
+func fill(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fill(v.Elem())
+	case reflect.Struct:
+		if v.Type() == reflect.TypeFor[time.Time]() {
+			v.Set(reflect.ValueOf(time.Unix(1, 0)))
+			return
+		}
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				fill(v.Field(i))
+			}
+		}
+	case reflect.Slice:
+		v.Set(reflect.MakeSlice(v.Type(), 1, 1))
+		fill(v.Index(0))
+	case reflect.Map:
+		m := reflect.MakeMap(v.Type())
+		k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
+		fill(k)
+		fill(e)
+		m.SetMapIndex(k, e)
+		v.Set(m)
+	case reflect.String:
+		v.SetString("some value")
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		v.SetInt(1)
+	case reflect.Float32, reflect.Float64:
+		v.SetFloat(1)
+	}
+}
+
+var snakeCase = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
+
+// dataKeyed are the objects of /status.json whose keys are data (skip
+// reasons), not names of the format.
+var dataKeyed = map[string]bool{"totals.skipped_by_reason": true, "totals.dead_lettered_by_reason": true}
+
+// nonSnakeKeys returns the path of every key of the JSON value v, at any
+// depth, that is not snake_case.
+func nonSnakeKeys(path string, v any) []string {
+	var bad []string
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			p := strings.TrimPrefix(path+"."+k, ".")
+			if !snakeCase.MatchString(k) {
+				bad = append(bad, p)
+			}
+			if !dataKeyed[p] {
+				bad = append(bad, nonSnakeKeys(p, e)...)
+			}
+		}
+	case []any:
+		for _, e := range v {
+			bad = append(bad, nonSnakeKeys(path+"[]", e)...)
+		}
+	}
+	return bad
+}
+
+// /status.json names every field in snake_case, nested ones and those
+// absent unless set included: a Status with every field set marshals with
+// no other key.
+func TestStatusJSONIsSnakeCase(t *testing.T) {
+	var st Status
+	fill(reflect.ValueOf(&st).Elem())
+	raw, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatal(err)
+	}
+	if bad := nonSnakeKeys("", v); len(bad) > 0 {
+		t.Fatalf("keys not in snake_case: %v\n%s", bad, raw)
+	}
+	// The walk reaches every level: a key of each nested object is seen.
+	for _, want := range []string{`"totals":{`, `"panics":1`, `"concurrency":{`, `"per_partition_limit":1`, `"partitions":[{`,
+		`"in_flight_limit":1`, `"dead_letter_blocked":{`, `"committed":1`, `"settings":[{`} {
+		if !strings.Contains(string(raw), want) {
+			t.Errorf("%s lacks %s", raw, want)
+		}
+	}
+}
