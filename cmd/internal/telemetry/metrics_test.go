@@ -3,7 +3,6 @@ package telemetry
 import (
 	"fmt"
 	"maps"
-	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -15,8 +14,8 @@ import (
 	"github.com/patchflow/patchflow/messages"
 )
 
-// samples gathers c and returns every sample of the named families as
-// `name{label="value",...}` -> value.
+// samples gathers c and returns every counter or gauge sample of the named
+// families as `name{label="value",...}` -> value.
 func samples(t *testing.T, c prometheus.Collector, names ...string) map[string]float64 {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
@@ -36,7 +35,11 @@ func samples(t *testing.T, c prometheus.Collector, names ...string) map[string]f
 				labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
 			}
 			sort.Strings(labels)
-			out[f.GetName()+"{"+strings.Join(labels, ",")+"}"] = m.GetCounter().GetValue()
+			v := m.GetCounter().GetValue()
+			if m.GetGauge() != nil {
+				v = m.GetGauge().GetValue()
+			}
+			out[f.GetName()+"{"+strings.Join(labels, ",")+"}"] = v
 		}
 	}
 	return out
@@ -98,32 +101,6 @@ func TestDeadLetteredRecordsByReason(t *testing.T) {
 	}
 }
 
-// gauges gathers c and returns every gauge sample of the named families.
-func gauges(t *testing.T, c prometheus.Collector, names ...string) map[string]float64 {
-	t.Helper()
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(c)
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]float64{}
-	for _, f := range families {
-		if !slices.Contains(names, f.GetName()) {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			var labels []string
-			for _, l := range m.GetLabel() {
-				labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
-			}
-			sort.Strings(labels)
-			out[f.GetName()+"{"+strings.Join(labels, ",")+"}"] = m.GetGauge().GetValue()
-		}
-	}
-	return out
-}
-
 // A partition with no committed offset and nothing admitted has no sample
 // of either: no -1 for a dashboard to draw. One with a committed offset and
 // nothing admitted (claimed at its end) has the committed one alone.
@@ -134,7 +111,7 @@ func TestNoPlaceholderOffsetSamples(t *testing.T) {
 		{Topic: "t", Partition: 2, Committed: 7, Admitted: 9, Start: 5, HighWatermark: 10, InFlight: 1},
 	}
 	c := &bridgeCollector{partitions: func() []actors.PartitionState { return parts }, stats: func() actors.StatsSnapshot { return actors.StatsSnapshot{} }}
-	got := gauges(t, c, "patchflow_partition_committed_offset", "patchflow_partition_admitted_offset")
+	got := samples(t, c, "patchflow_partition_committed_offset", "patchflow_partition_admitted_offset")
 	want := map[string]float64{
 		`patchflow_partition_committed_offset{partition="1",topic="t"}`: 42,
 		`patchflow_partition_committed_offset{partition="2",topic="t"}`: 7,
