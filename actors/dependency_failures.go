@@ -17,14 +17,18 @@ type DependencyFailures struct {
 	Dependency string
 	Attempts   int64
 	Shared     int64
-	// Records names each record that failed once, as topic/partition@offset.
+	// Records names each record that failed, once, as
+	// topic/partition@offset (at most maxTalliedRecords of them).
 	Records   []string
 	LastError string
 }
 
-// failureTally collects DependencyFailures between takes. Only records in
-// flight fail, so its record sets hold at most the records in flight over
-// one period (TakeFailures empties them).
+// failureTally collects DependencyFailures between takes (TakeFailures
+// empties it). Only records in flight fail, so over one period of the
+// listener's takes its record sets hold about the records in flight; a
+// bridge nobody takes from (benchmarks, tests) is bounded by
+// maxTalliedRecords per dependency, past which records are counted in
+// Attempts but not named.
 type failureTally struct {
 	mu   sync.Mutex
 	deps map[string]*tallyEntry
@@ -34,6 +38,9 @@ type tallyEntry struct {
 	DependencyFailures
 	records map[recordID]struct{}
 }
+
+// maxTalliedRecords bounds the records named per dependency between takes.
+const maxTalliedRecords = 10_000
 
 type recordID struct {
 	topic     string
@@ -62,7 +69,9 @@ func (d *Dependencies) failedAttempt(dependency string, id recordID, shared bool
 	if shared {
 		e.Shared++
 	}
-	e.records[id] = struct{}{}
+	if len(e.records) < maxTalliedRecords {
+		e.records[id] = struct{}{}
+	}
 	e.LastError = err
 }
 

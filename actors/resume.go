@@ -120,36 +120,32 @@ func resumeOf(initial int64, c Committed) (resume *ledger.Resume, why string) {
 // readStart reads what the group committed for a claim about to start: its
 // committed offset (-1 when it has none), and the commit metadata when it
 // may skip records (see resumeOf). sarama begins a claim at the group's
-// committed offset when there is one in the log's range; otherwise (none, or
-// one fallen out of range) at the oldest or newest offset, a negative
-// InitialOffset, and then only the CommittedReader can tell which. A read
-// that fails or takes too long leaves the claim without metadata, with a
-// warning, and the committed offset as sarama's start says.
+// committed offset when there is one in the log's range, its InitialOffset;
+// otherwise (none, or one fallen out of range: past the end, or below a log
+// start that retention moved) at the oldest or newest offset, a negative
+// InitialOffset. Then the group's offset says nothing of where this claim
+// reads, and shown as its position it would hide the records before it
+// (a commit past the end would read as no lag with a backlog unread), so
+// it is not read at all: the claim has no committed offset until its first
+// mark. A read that fails or takes too long leaves the claim without
+// metadata, with a warning, and the committed offset as sarama's start says.
 func (b *Bridge) readStart(ctx context.Context, claim sarama.ConsumerGroupClaim, log *slog.Logger) (committed int64, resume *ledger.Resume) {
 	initial := claim.InitialOffset()
-	committed = max(initial, -1)
-	if b.cfg.Committed == nil {
-		return committed, nil
+	if initial < 0 || b.cfg.Committed == nil {
+		return -1, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, resumeReadTimeout)
 	defer cancel()
 	c, err := b.cfg.Committed(ctx, claim.Topic(), claim.Partition())
-	switch {
-	case err != nil && initial < 0:
-		log.Warn("could not read the group's committed offset; the claim starts at the "+startPolicy(initial)+" offset", "error", err)
-		return committed, nil
-	case err != nil:
+	if err != nil {
 		log.Warn("could not read the commit metadata; replaying every record above the committed offset", "error", err)
-		return committed, nil
-	case initial < 0:
-		// Not begun at a committed offset: no metadata applies.
-		return max(c.Offset, -1), nil
+		return initial, nil
 	}
 	r, why := resumeOf(initial, c)
 	if why != "" {
 		log.Warn("commit metadata ignored; replaying every record above the committed offset", "why", why, "metadata_bytes", len(c.Metadata))
 	}
-	return committed, r
+	return initial, r
 }
 
 // startPolicy names where sarama begins a claim whose InitialOffset is

@@ -54,10 +54,10 @@ func look(bridge *actors.Bridge) view {
 }
 
 // caughtUp reports whether every partition has read and finished all there
-// is: nothing in flight and no lag against a high watermark the consumer
-// has seen, or settled (the broker confirmed nothing is left). A partition
-// whose high watermark is not known yet (0) must settle: before its first
-// fetch it would read as caught up.
+// is: nothing in flight, fetched and waiting, or held back, and no lag
+// against a high watermark the consumer has seen; or settled (the broker
+// confirmed nothing is left). A partition whose high watermark is not known
+// yet (0) must settle.
 func caughtUp(parts []actors.PartitionState) bool {
 	if len(parts) == 0 {
 		return false
@@ -66,7 +66,8 @@ func caughtUp(parts []actors.PartitionState) bool {
 		if p.Settled {
 			continue
 		}
-		if p.InFlight > 0 || p.HighWatermark <= 0 || p.Lag() > 0 {
+		if p.InFlight > 0 || p.Buffered > 0 || !p.WaitingForCredit.IsZero() || !p.SpanBlocked.IsZero() ||
+			p.HighWatermark <= 0 || p.Lag() > 0 {
 			return false
 		}
 	}
@@ -126,20 +127,27 @@ func (c *catchUp) step(now time.Time, up bool) string {
 }
 
 // troubleWatch decides the dependency warnings from the failures taken
-// every WatchInterval: at most one warning per dependency per TroubleEvery,
-// counting every failure since the previous one, and a line when a warned
-// dependency has been quiet for TroubleQuiet. Only shared failures (the
-// dependency failing for others too) warn: a record's own failures end in
-// its dead letter, which is logged by itself.
+// every WatchInterval. Only shared failures (the dependency failing for
+// others too) warn: a record's own failures end in its dead letter, which
+// is logged by itself. A dependency warns at most once per TroubleEvery,
+// counting every failure since its previous warning; once it has had no
+// failure for TroubleQuiet, one line says it recovered and how long it
+// failed. Its entry is kept (one per dependency name), so a warning right
+// after a recovery still waits for TroubleEvery since the last one; what it
+// gathers of own failures alone is dropped every TroubleEvery.
 type troubleWatch struct {
 	deps map[string]*trouble
 }
 
 type trouble struct {
-	pending     actors.DependencyFailures // since the last warning (Records unused)
-	records     map[string]struct{}       // the records failing since the last warning
-	warnedAt    time.Time                 // zero: not warned (or recovered since)
-	since       time.Time                 // the start of the pending failures' period
+	pending  actors.DependencyFailures // since the last warning (Records unused)
+	records  map[string]struct{}       // the records failing since the last warning
+	since    time.Time                 // the start of the pending failures' period
+	warnedAt time.Time                 // the last warning; zero: never
+	// failing is set from a warning until the recovery line; episode is
+	// when the failures it warned of began.
+	failing     bool
+	episode     time.Time
 	lastFailure time.Time
 }
 
@@ -148,7 +156,7 @@ type troubleLine struct {
 	warn bool // a warning; otherwise the recovery
 	actors.DependencyFailures
 	records int           // distinct records failing over the period
-	over    time.Duration // the failures' period
+	over    time.Duration // a warning's period; a recovery's: how long it failed
 }
 
 func (w *troubleWatch) step(now time.Time, taken []actors.DependencyFailures) []troubleLine {
@@ -158,10 +166,12 @@ func (w *troubleWatch) step(now time.Time, taken []actors.DependencyFailures) []
 	for _, f := range taken {
 		t := w.deps[f.Dependency]
 		if t == nil {
-			t = &trouble{pending: actors.DependencyFailures{Dependency: f.Dependency}, records: map[string]struct{}{}}
+			t = &trouble{}
 			w.deps[f.Dependency] = t
 		}
 		if t.pending.Attempts == 0 {
+			t.pending = actors.DependencyFailures{Dependency: f.Dependency}
+			t.records = map[string]struct{}{}
 			t.since = now.Add(-WatchInterval) // a take covers the interval before it
 		}
 		t.pending.Attempts += f.Attempts
@@ -176,14 +186,16 @@ func (w *troubleWatch) step(now time.Time, taken []actors.DependencyFailures) []
 	for name, t := range w.deps {
 		switch {
 		case t.pending.Shared > 0 && (t.warnedAt.IsZero() || now.Sub(t.warnedAt) >= TroubleEvery):
+			if !t.failing {
+				t.failing, t.episode = true, t.since
+			}
 			out = append(out, troubleLine{warn: true, DependencyFailures: t.pending, records: len(t.records), over: now.Sub(t.since)})
-			t.warnedAt, t.records = now, map[string]struct{}{}
-			t.pending = actors.DependencyFailures{Dependency: name}
-		case !t.warnedAt.IsZero() && now.Sub(t.lastFailure) >= TroubleQuiet:
-			out = append(out, troubleLine{DependencyFailures: actors.DependencyFailures{Dependency: name}, over: now.Sub(t.warnedAt)})
-			delete(w.deps, name)
-		case t.warnedAt.IsZero() && t.pending.Shared == 0 && now.Sub(t.lastFailure) >= TroubleQuiet:
-			delete(w.deps, name) // own failures only: forgotten
+			t.warnedAt, t.pending, t.records = now, actors.DependencyFailures{}, nil
+		case t.failing && now.Sub(t.lastFailure) >= TroubleQuiet:
+			out = append(out, troubleLine{DependencyFailures: actors.DependencyFailures{Dependency: name}, over: t.lastFailure.Sub(t.episode)})
+			t.failing = false
+		case t.pending.Attempts > 0 && t.pending.Shared == 0 && now.Sub(t.since) >= TroubleEvery:
+			t.pending, t.records = actors.DependencyFailures{}, nil // own failures only: dropped
 		}
 	}
 	return out
@@ -225,12 +237,12 @@ func logProgress(ctx context.Context, bridge *actors.Bridge, every time.Duration
 			}
 			for _, l := range trouble.step(now, deps.TakeFailures()) {
 				if l.warn {
-					logger.Warn(fmt.Sprintf("dependency %s failing for many records; retrying them until it recovers", l.Dependency),
+					logger.Warn(fmt.Sprintf("dependency %s failing for others too; retrying its records until it recovers", l.Dependency),
 						"dependency", l.Dependency, "error", l.LastError, "records_retrying", l.records,
 						"failed_attempts", l.Attempts, "over", l.over.Round(time.Second).String())
 				} else {
 					logger.Info(fmt.Sprintf("dependency %s recovered", l.Dependency), "dependency", l.Dependency,
-						"after", l.over.Round(time.Second).String())
+						"failed_for", l.over.Round(time.Second).String())
 				}
 			}
 		}

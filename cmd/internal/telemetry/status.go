@@ -44,8 +44,9 @@ type TotalsStatus struct {
 	RetriedShared   int64            `json:"retried_shared"`
 	DeadLettered    int64            `json:"dead_lettered"`
 	// DeadLetteredByReason splits DeadLettered by reason, every reason
-	// present; its keys are the reasons, not names of this format.
-	DeadLetteredByReason    map[string]int64 `json:"dead_lettered_by_reason,omitempty"`
+	// present from the start; its keys are the reasons, not names of this
+	// format.
+	DeadLetteredByReason    map[string]int64 `json:"dead_lettered_by_reason"`
 	DeadLetterWriteFailures int64            `json:"dead_letter_write_failures"`
 	Abandoned               int64            `json:"abandoned"`
 	Fenced                  int64            `json:"fenced"`
@@ -58,7 +59,7 @@ type TotalsStatus struct {
 func totalsOf(s actors.StatsSnapshot) TotalsStatus {
 	return TotalsStatus{Admitted: s.Admitted, Succeeded: s.Succeeded, Skipped: s.Skipped, SkippedByReason: s.SkippedByReason,
 		Resumed: s.Resumed, Retried: s.Retried, RetriedOwn: s.RetriedOwn, RetriedShared: s.RetriedShared,
-		DeadLettered: s.DeadLettered, DeadLetteredByReason: s.DeadLetteredByReason, DeadLetterWriteFailures: s.DeadLetterWriteFailures, Abandoned: s.Abandoned,
+		DeadLettered: s.DeadLettered, DeadLetteredByReason: deadLetteredByReason(s), DeadLetterWriteFailures: s.DeadLetterWriteFailures, Abandoned: s.Abandoned,
 		Fenced: s.Fenced, Panics: s.Panics, InFlight: s.InFlight, RefusedFinishes: s.RefusedFinishes, CreditErrors: s.CreditErrors}
 }
 
@@ -141,7 +142,9 @@ func (s *statusSource) snapshot() Status {
 	if ok {
 		why = "" // the verdict says it
 	}
-	st := Status{Now: now, Ready: ok, Why: why, Totals: totalsOf(s.ready.Bridge.Stats().Snapshot()), Settings: s.settings}
+	// Empty lists, not null, before the first claim and without settings.
+	st := Status{Now: now, Ready: ok, Why: why, Totals: totalsOf(s.ready.Bridge.Stats().Snapshot()),
+		Partitions: []PartitionStatus{}, Settings: append([]Setting{}, s.settings...)}
 	c := s.ready.Bridge.Concurrency()
 	st.Concurrency = ConcurrencyStatus{Mode: c.Mode, Law: c.Law, Limit: c.Limit, Floor: c.Floor, Ceiling: c.Ceiling,
 		PerPartition: s.ready.Bridge.Settings().InFlightPerPartition, InFlight: int(st.Totals.InFlight),
