@@ -340,7 +340,11 @@ func TestDeadLettersCountedByReason(t *testing.T) {
 	}
 	err = json.NewDecoder(resp.Body).Decode(&st)
 	resp.Body.Close()
-	wantByReason := map[string]int64{"malformed JSON": 2, "permanent": 1}
+	wantByReason := map[string]int64{}
+	for _, r := range messages.DeadLetterReasons() {
+		wantByReason[string(r)] = 0 // every reason, from the start
+	}
+	wantByReason["malformed JSON"], wantByReason["permanent"] = 2, 1
 	if err != nil || st.Totals.DeadLettered != 3 || !maps.Equal(st.Totals.DeadLetteredByReason, wantByReason) {
 		t.Fatalf("status.json totals %+v (%v), want 3 dead-lettered: %v", st.Totals, err, wantByReason)
 	}
