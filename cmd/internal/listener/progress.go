@@ -12,10 +12,11 @@ import (
 // What the operator is told while the listener runs, besides the
 // configuration at start and the stop summary: a progress line every
 // LISTENER_PROGRESS_INTERVAL when something changed, a line when every
-// partition has caught up and when it falls behind again, a rate-limited
-// warning per dependency failing for many records, and how many partitions
-// a shutdown drains. Each decision is a plain value (progress, catchUp,
-// troubleWatch) stepped by a loop that only reads the bridge and logs.
+// partition has caught up and when it falls behind again, and a
+// rate-limited warning per dependency failing for other records too (how
+// many partitions a shutdown drains is RunWith's line). Each decision is a
+// plain value (progress, catchUp, troubleWatch) stepped by a loop that only
+// reads the bridge and logs.
 
 // WatchInterval is how often the catch-up state and the dependencies'
 // failures are looked at.
