@@ -64,10 +64,7 @@ type BridgeConfig struct {
 	// Committed, when set, reads the group's committed offset and metadata
 	// of a partition as a claim starts, so the records an earlier owner
 	// finished above the committed offset are not run again (see
-	// resumeOf), and so a claim sarama began at the oldest or newest offset
-	// shows the group's committed offset, if any (see readStart). Nil:
-	// every claim replays from its committed offset, and one begun
-	// elsewhere shows none until its first mark.
+	// resumeOf). Nil: every claim replays from its committed offset.
 	Committed CommittedReader
 	// NewWorker, when set, replaces the PartitionActor as the worker of each
 	// claim. The benchmark uses it to run a plain goroutine pool behind the
@@ -107,9 +104,6 @@ type claimEntry struct {
 	claim      sarama.ConsumerGroupClaim
 	credits    *claimCredits
 	span       *Span
-	// committed is the group's committed offset as the claim began; -1
-	// when it had none.
-	committed int64
 	// waitingSince is when the bridge began to wait for a credit with a
 	// record in hand (unix nanoseconds); 0 when it is not waiting.
 	waitingSince atomic.Int64
@@ -251,7 +245,9 @@ func (b *Bridge) Partitions() []PartitionState {
 			e.gauges.snapshot(&s)
 		}
 		if s.Committed < 0 {
-			s.Committed = e.committed // nothing marked yet: what the group committed stands
+			// Nothing marked yet: the group's committed offset stands, when
+			// sarama began the claim at it.
+			s.Committed = max(e.claim.InitialOffset(), -1)
 		}
 		s.Settled = s.idle(now, b.cfg.IdleSettle) && b.confirmSettled(e, s.Position(), s.HighWatermark, now)
 		out = append(out, s)
@@ -296,7 +292,7 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 	fence := &fencedMarker{inner: marker}
 	cc := newClaimCredits(b.cfg.Settings.InFlightPerPartition, b.total)
 	log := b.logger.With("topic", claim.Topic(), "partition", claim.Partition(), "generation", generation)
-	committed, resume := b.readStart(session.Context(), claim, log)
+	resume := b.readResume(session.Context(), claim, log)
 	span := NewSpan(b.cfg.Settings.Span())
 	wc := PartitionConfig{
 		Topic: claim.Topic(), Partition: claim.Partition(), Generation: generation, Epoch: epoch,
@@ -325,14 +321,13 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 		}
 		worker, gauges = w, w.pa.gauges
 	}
-	started := claimStartAttrs(committed, claim.InitialOffset(), claim.HighWaterMarkOffset())
+	started := claimStartAttrs(claim.InitialOffset(), claim.HighWaterMarkOffset())
 	if resume != nil {
 		started = append(started, "resume_finished", resume.FinishedCount(), "resume_unfinished", resume.Unfinished(), "resume_end", resume.End)
 	}
 	log.Info("claim started", started...)
 	b.cfg.Observer.ClaimStarted(claim.Topic(), claim.Partition())
-	entry := &claimEntry{topic: claim.Topic(), partition: claim.Partition(), generation: generation, gauges: gauges, claim: claim, credits: cc, span: span,
-		committed: committed}
+	entry := &claimEntry{topic: claim.Topic(), partition: claim.Partition(), generation: generation, gauges: gauges, claim: claim, credits: cc, span: span}
 	entry.lastDelivered.Store(time.Now().UnixNano())
 	b.claims.Store(epoch, entry)
 	defer b.claims.Delete(epoch)
@@ -356,9 +351,9 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 	}
 	if r != nil {
 		ended := []any{"reason", reason}
-		// What the claim leaves committed: its last mark, or else what the
-		// group had committed as it began (omitted when there is neither).
-		if c := max(r.GetWatermark(), committed); c >= 0 {
+		// What the claim leaves committed: its last mark, or else the
+		// group's committed offset it began at (omitted when neither).
+		if c := max(r.GetWatermark(), claim.InitialOffset()); c >= 0 {
 			ended = append(ended, "committed", c)
 		}
 		log.Info("claim ended", append(ended, "finished_in_drain", r.GetFinished(), "abandoned", r.GetAbandoned(),

@@ -1,7 +1,7 @@
 package actors_test
 
-// Regressions of a review of the claim-start committed offset (readStart)
-// and what Position and Lag make of it.
+// Regressions of a review of the committed offset a claim shows before its
+// first mark, and what Position and Lag make of it.
 
 import (
 	"context"

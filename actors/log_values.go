@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/IBM/sarama"
 )
 
 // formatClaims renders a session's claims for a log line, topics and
@@ -32,17 +34,17 @@ func formatClaims(claims map[string][]int32) string {
 }
 
 // claimStartAttrs are the "claim started" line's offsets: the group's
-// committed offset, where the group has one; where consumption begins
-// ("oldest" or "newest") when sarama did not begin at it; the high
-// watermark. A value a key cannot have (sarama's negative sentinels) is
-// never logged in its place.
-func claimStartAttrs(committed, initial, highWatermark int64) []any {
-	var out []any
-	if committed >= 0 {
-		out = append(out, "committed", committed)
+// committed offset, when sarama began the claim at it (initial); otherwise
+// where consumption begins ("oldest" or "newest": the group has no commit
+// in the log's range); the high watermark. sarama's negative sentinels are
+// never logged as offsets.
+func claimStartAttrs(initial, highWatermark int64) []any {
+	if initial >= 0 {
+		return []any{"committed", initial, "high_watermark", highWatermark}
 	}
-	if initial < 0 {
-		out = append(out, "starts_at", startPolicy(initial))
+	policy := "oldest"
+	if initial == sarama.OffsetNewest {
+		policy = "newest"
 	}
-	return append(out, "high_watermark", highWatermark)
+	return []any{"starts_at", policy, "high_watermark", highWatermark}
 }

@@ -15,10 +15,10 @@ type PartitionState struct {
 	Partition  int32
 	Generation int32
 	// Committed is the group's committed offset (the next to consume): the
-	// last offset marked, or before the first mark the offset the group had
-	// committed when the claim began. -1 when there is none (the group
-	// committed nothing and nothing was marked yet): no output shows it as
-	// an offset.
+	// last offset marked, or before the first mark the committed offset
+	// sarama began the claim at (Start, when not a sentinel). -1 when there
+	// is none (nothing marked, and sarama began at the oldest or newest
+	// offset): no output shows it as an offset.
 	Committed int64
 	// Admitted is the highest offset admitted; -1 before the first (no
 	// output shows it as an offset).

@@ -117,42 +117,24 @@ func resumeOf(initial int64, c Committed) (resume *ledger.Resume, why string) {
 	return &r, ""
 }
 
-// readStart reads what the group committed for a claim about to start: its
-// committed offset (-1 when it has none), and the commit metadata when it
-// may skip records (see resumeOf). sarama begins a claim at the group's
-// committed offset when there is one in the log's range, its InitialOffset;
-// otherwise (none, or one fallen out of range: past the end, or below a log
-// start that retention moved) at the oldest or newest offset, a negative
-// InitialOffset. Then the group's offset says nothing of where this claim
-// reads, and shown as its position it would hide the records before it
-// (a commit past the end would read as no lag with a backlog unread), so
-// it is not read at all: the claim has no committed offset until its first
-// mark. A read that fails or takes too long leaves the claim without
-// metadata, with a warning, and the committed offset as sarama's start says.
-func (b *Bridge) readStart(ctx context.Context, claim sarama.ConsumerGroupClaim, log *slog.Logger) (committed int64, resume *ledger.Resume) {
-	initial := claim.InitialOffset()
-	if initial < 0 || b.cfg.Committed == nil {
-		return -1, nil
+// readResume reads the committed metadata of a claim about to start at
+// the group's committed offset (sarama's InitialOffset; a claim sarama began
+// at the oldest or newest offset has none that applies). A read that fails
+// or takes too long leaves the claim without it, with a warning.
+func (b *Bridge) readResume(ctx context.Context, claim sarama.ConsumerGroupClaim, log *slog.Logger) *ledger.Resume {
+	if b.cfg.Committed == nil || claim.InitialOffset() < 0 {
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, resumeReadTimeout)
 	defer cancel()
 	c, err := b.cfg.Committed(ctx, claim.Topic(), claim.Partition())
 	if err != nil {
 		log.Warn("could not read the commit metadata; replaying every record above the committed offset", "error", err)
-		return initial, nil
+		return nil
 	}
-	r, why := resumeOf(initial, c)
+	r, why := resumeOf(claim.InitialOffset(), c)
 	if why != "" {
 		log.Warn("commit metadata ignored; replaying every record above the committed offset", "why", why, "metadata_bytes", len(c.Metadata))
 	}
-	return initial, r
-}
-
-// startPolicy names where sarama begins a claim whose InitialOffset is
-// negative: sarama.OffsetOldest or sarama.OffsetNewest.
-func startPolicy(initial int64) string {
-	if initial == sarama.OffsetNewest {
-		return "newest"
-	}
-	return "oldest"
+	return r
 }
