@@ -62,7 +62,7 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 		brokers, topic, dlq, version string
 	)
 	s := settings.New("dlq")
-	s.String(&brokers, "KAFKA_BROKERS", "kafka-brokers", "", "comma-separated host:port list of Kafka brokers (required)", nil)
+	kafkaflags.BrokersSetting(s, &brokers, "comma-separated `host:port` list of Kafka brokers, the listener's")
 	s.String(&topic, "KAFKA_TOPIC", "kafka-topic", kafkaflags.DefaultTopic, "the listener's topic: the dead-letter topic is named after it", nil)
 	s.String(&dlq, "KAFKA_DLQ_TOPIC", "kafka-dlq-topic", "", "dead-letter topic to read (default: KAFKA_TOPIC + '.dlq', as the listener's)", nil)
 	s.String(&version, "KAFKA_VERSION", "kafka-version", "3.6.0", "Kafka protocol version to speak", func(v string) error {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/patchflow/patchflow/actors"
 	"github.com/patchflow/patchflow/cmd/internal/settings"
+	"github.com/patchflow/patchflow/internal/redact"
 )
 
 // DefaultTopic is KAFKA_TOPIC's default: the inventory events.
@@ -23,6 +24,29 @@ func DeadLetterTopic(topic string) string { return topic + ".dlq" }
 
 // SASLMechanisms are the values KAFKA_SASL_MECHANISM accepts ("" for none).
 var SASLMechanisms = []string{actors.SASLNone, actors.SASLPlain, actors.SASLScramSHA256, actors.SASLScramSHA512}
+
+// BrokersSetting registers KAFKA_BROKERS into p, with usage, shown (in the
+// effective configuration and in its errors) with anything before a
+// broker's '@' masked: credentials that do not belong there (see Brokers).
+func BrokersSetting(s *settings.Set, p *string, usage string) {
+	s.String(p, "KAFKA_BROKERS", "kafka-brokers", "", usage, nil)
+	s.ShowDefault("kafka-brokers", "(required)")
+	s.ShowWith("kafka-brokers", RedactBrokers)
+}
+
+// RedactBrokers shows a KAFKA_BROKERS value with whatever comes before an
+// '@' of a broker masked.
+func RedactBrokers(v string) string {
+	items := strings.Split(v, ",")
+	for i, b := range items {
+		if _, isURL := redact.Scheme(strings.TrimSpace(b)); isURL {
+			items[i] = redact.URL(b)
+		} else if at := strings.LastIndex(b, "@"); at >= 0 {
+			items[i] = redact.Mask + b[at:]
+		}
+	}
+	return strings.Join(items, ",")
+}
 
 // Security registers the TLS and SASL settings into sec.
 func Security(s *settings.Set, sec *actors.KafkaSecurity) {

@@ -19,7 +19,6 @@ import (
 	"github.com/patchflow/patchflow/actors/ordering"
 	"github.com/patchflow/patchflow/cmd/internal/kafkaflags"
 	"github.com/patchflow/patchflow/cmd/internal/settings"
-	"github.com/patchflow/patchflow/internal/redact"
 	"github.com/patchflow/patchflow/messages"
 	"github.com/patchflow/patchflow/persistence"
 )
@@ -74,10 +73,8 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 	def := actors.DefaultSettings()
 	p := &cfg.Pipeline
 	s := settings.New("listener")
-	s.String(&brokers, "KAFKA_BROKERS", "kafka-brokers", "", "comma-separated `host:port` list of Kafka brokers, or `embedded` for an in-process broker (kfake, in memory: demos and tests only). "+
-		"No scheme and no credentials (`user:password@` is refused, shown masked): SASL logs in with the settings below", nil)
-	s.ShowDefault("kafka-brokers", "(required)")
-	s.ShowWith("kafka-brokers", redactBrokers)
+	kafkaflags.BrokersSetting(s, &brokers, "comma-separated `host:port` list of Kafka brokers, or `embedded` for an in-process broker (kfake, in memory: demos and tests only). "+
+		"No scheme and no credentials (`user:password@` is refused, shown masked): SASL logs in with the settings below")
 	s.String(&topic, "KAFKA_TOPIC", "kafka-topic", kafkaflags.DefaultTopic, "topic of inventory events", nonEmpty)
 	s.String(&group, "KAFKA_GROUP", "kafka-group", "patchflow-listener", "consumer group id", nonEmpty)
 	s.String(&dlq, "KAFKA_DLQ_TOPIC", "kafka-dlq-topic", "", "dead-letter topic, other than `KAFKA_TOPIC`; created at start if missing, with the source topic's partition count and room for its largest record", nil)
@@ -229,20 +226,6 @@ func checkURL(v string) error {
 		return errors.New("not an http(s) URL with a host (http://host:port)")
 	}
 	return nil
-}
-
-// redactBrokers shows a KAFKA_BROKERS value with whatever comes before an
-// '@' of a broker masked: credentials that do not belong there.
-func redactBrokers(v string) string {
-	items := strings.Split(v, ",")
-	for i, b := range items {
-		if _, isURL := redact.Scheme(strings.TrimSpace(b)); isURL {
-			items[i] = redact.URL(b)
-		} else if at := strings.LastIndex(b, "@"); at >= 0 {
-			items[i] = redact.Mask + b[at:]
-		}
-	}
-	return strings.Join(items, ",")
 }
 
 func nonEmpty(v string) error {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/patchflow/patchflow/cmd/internal/kafkaflags"
 	"github.com/patchflow/patchflow/cmd/internal/settings"
 )
 
@@ -28,8 +29,7 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 	var brokers, version string
 	var seed int
 	s := settings.New("loadgen")
-	s.String(&brokers, "KAFKA_BROKERS", "kafka-brokers", "", "comma-separated `host:port` list of Kafka brokers", nil)
-	s.ShowDefault("kafka-brokers", "(required)")
+	kafkaflags.BrokersSetting(s, &brokers, "comma-separated `host:port` list of Kafka brokers")
 	s.String(&c.Produce.Topic, "KAFKA_TOPIC", "kafka-topic", "platform.inventory.events", "topic to produce to", nil)
 	s.String(&version, "KAFKA_VERSION", "kafka-version", "3.6.0", "Kafka protocol version", func(v string) error {
 		_, err := sarama.ParseKafkaVersion(v)
