@@ -50,32 +50,35 @@ func count(m *sync.Map, reason string) {
 
 // StatsSnapshot is a copy of Stats at one moment.
 type StatsSnapshot struct {
-	Admitted  int64 // records handed to a partition actor
-	Succeeded int64 // records whose handler succeeded
-	Skipped   int64 // records the handler deliberately ignored (finished and committed, never dead-lettered)
+	Admitted  int64 `json:"admitted"`  // records handed to a partition actor
+	Succeeded int64 `json:"succeeded"` // records whose handler succeeded
+	Skipped   int64 `json:"skipped"`   // records the handler deliberately ignored (finished and committed, never dead-lettered)
 	// Resumed counts records finished without running: an earlier owner of
 	// the partition had finished them, as its commit metadata said.
-	Resumed int64
+	Resumed int64 `json:"resumed"`
 	// SkippedByReason splits Skipped by the handler's reason; nil when none.
-	SkippedByReason map[string]int64
-	Retried         int64 // failed attempts that were retried: RetriedOwn + RetriedShared
+	// Its keys are reasons, not names.
+	SkippedByReason map[string]int64 `json:"skipped_by_reason,omitempty"`
+	Retried         int64            `json:"retried"` // failed attempts that were retried: RetriedOwn + RetriedShared
 	// RetriedOwn counts retries after a failure that counted towards the
 	// record's own-failure limit; RetriedShared after one that did not (a
 	// shared outage).
-	RetriedOwn, RetriedShared int64
-	DeadLettered              int64 // records written to the dead-letter topic (acknowledged)
+	RetriedOwn    int64 `json:"retried_own"`
+	RetriedShared int64 `json:"retried_shared"`
+	DeadLettered  int64 `json:"dead_lettered"` // records written to the dead-letter topic (acknowledged)
 	// DeadLetteredByReason splits DeadLettered by the envelope's reason (one
-	// of messages.DeadLetterReasons); nil when none.
-	DeadLetteredByReason    map[string]int64
-	DeadLetterWriteFailures int64 // dead-letter writes that failed and were retried
-	Abandoned               int64 // records left unfinished at a drain; Kafka redelivers them
-	Fenced                  int64 // completions dropped because their claim had drained, or its actor was stopping
-	Panics                  int64 // panics of evaluation actors caught by supervision
-	InFlight                int64 // records admitted and not yet finished or abandoned
+	// of messages.DeadLetterReasons); nil when none. Its keys are reasons.
+	DeadLetteredByReason    map[string]int64 `json:"dead_lettered_by_reason"`
+	DeadLetterWriteFailures int64            `json:"dead_letter_write_failures"` // dead-letter writes that failed and were retried
+	Abandoned               int64            `json:"abandoned"`                  // records left unfinished at a drain; Kafka redelivers them
+	Fenced                  int64            `json:"fenced"`                     // completions dropped because their claim had drained, or its actor was stopping
+	Panics                  int64            `json:"panics"`                     // panics of evaluation actors caught by supervision
+	InFlight                int64            `json:"in_flight"`                  // records admitted and not yet finished or abandoned
 	// RefusedFinishes and CreditErrors count accounting faults (a finish the
 	// ledger refused, a credit given back twice): always zero unless there is
 	// a bug, each logged at error level.
-	RefusedFinishes, CreditErrors int64
+	RefusedFinishes int64 `json:"refused_finishes"`
+	CreditErrors    int64 `json:"credit_errors"`
 }
 
 // Snapshot returns the current counts.

@@ -20,47 +20,15 @@ type Status struct {
 	// Why says why the process is not ready; empty (absent) when it is.
 	Why        string            `json:"why,omitempty"`
 	Partitions []PartitionStatus `json:"partitions"`
-	// Totals are the pipeline's counters; Totals.SkippedByReason and
-	// Totals.DeadLetteredByReason split the skipped and the dead-lettered
-	// records by reason.
-	Totals TotalsStatus `json:"totals"`
+	// Totals are the pipeline's counters; Totals.SkippedByReason splits the
+	// skipped records by reason (absent before the first skip),
+	// Totals.DeadLetteredByReason the dead-lettered ones (every reason
+	// present from the start).
+	Totals actors.StatsSnapshot `json:"totals"`
 	// Concurrency is the process-wide in-flight limit.
 	Concurrency ConcurrencyStatus `json:"concurrency"`
 	// Settings is the effective configuration, secrets redacted.
 	Settings []Setting `json:"settings"`
-}
-
-// TotalsStatus is actors.StatsSnapshot under /status.json's names.
-type TotalsStatus struct {
-	Admitted  int64 `json:"admitted"`
-	Succeeded int64 `json:"succeeded"`
-	Skipped   int64 `json:"skipped"`
-	// SkippedByReason splits Skipped by reason (absent before the first
-	// skip); its keys are the reasons, not names of this format.
-	SkippedByReason map[string]int64 `json:"skipped_by_reason,omitempty"`
-	Resumed         int64            `json:"resumed"`
-	Retried         int64            `json:"retried"`
-	RetriedOwn      int64            `json:"retried_own"`
-	RetriedShared   int64            `json:"retried_shared"`
-	DeadLettered    int64            `json:"dead_lettered"`
-	// DeadLetteredByReason splits DeadLettered by reason, every reason
-	// present from the start; its keys are the reasons, not names of this
-	// format.
-	DeadLetteredByReason    map[string]int64 `json:"dead_lettered_by_reason"`
-	DeadLetterWriteFailures int64            `json:"dead_letter_write_failures"`
-	Abandoned               int64            `json:"abandoned"`
-	Fenced                  int64            `json:"fenced"`
-	Panics                  int64            `json:"panics"`
-	InFlight                int64            `json:"in_flight"`
-	RefusedFinishes         int64            `json:"refused_finishes"`
-	CreditErrors            int64            `json:"credit_errors"`
-}
-
-func totalsOf(s actors.StatsSnapshot) TotalsStatus {
-	return TotalsStatus{Admitted: s.Admitted, Succeeded: s.Succeeded, Skipped: s.Skipped, SkippedByReason: s.SkippedByReason,
-		Resumed: s.Resumed, Retried: s.Retried, RetriedOwn: s.RetriedOwn, RetriedShared: s.RetriedShared,
-		DeadLettered: s.DeadLettered, DeadLetteredByReason: deadLetteredByReason(s), DeadLetterWriteFailures: s.DeadLetterWriteFailures, Abandoned: s.Abandoned,
-		Fenced: s.Fenced, Panics: s.Panics, InFlight: s.InFlight, RefusedFinishes: s.RefusedFinishes, CreditErrors: s.CreditErrors}
 }
 
 // ConcurrencyStatus is the process-wide in-flight limit: fixed at G, or
@@ -143,8 +111,9 @@ func (s *statusSource) snapshot() Status {
 		why = "" // the verdict says it
 	}
 	// Empty lists, not null, before the first claim and without settings.
-	st := Status{Now: now, Ready: ok, Why: why, Totals: totalsOf(s.ready.Bridge.Stats().Snapshot()),
+	st := Status{Now: now, Ready: ok, Why: why, Totals: s.ready.Bridge.Stats().Snapshot(),
 		Partitions: []PartitionStatus{}, Settings: append([]Setting{}, s.settings...)}
+	st.Totals.DeadLetteredByReason = deadLetteredByReason(st.Totals)
 	c := s.ready.Bridge.Concurrency()
 	st.Concurrency = ConcurrencyStatus{Mode: c.Mode, Law: c.Law, Limit: c.Limit, Floor: c.Floor, Ceiling: c.Ceiling,
 		PerPartition: s.ready.Bridge.Settings().InFlightPerPartition, InFlight: int(st.Totals.InFlight),
