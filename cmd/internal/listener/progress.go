@@ -240,10 +240,10 @@ func logProgress(ctx context.Context, bridge *actors.Bridge, every time.Duration
 				if l.warn {
 					logger.Warn(fmt.Sprintf("dependency %s failing for others too; retrying its records until it recovers", l.Dependency),
 						"dependency", l.Dependency, "error", l.LastError, "records_retrying", l.records,
-						"failed_attempts", l.Attempts, "over", l.over.Round(time.Second).String())
+						"failed_attempts", l.Attempts, "over", l.over.Round(time.Second))
 				} else {
 					logger.Info(fmt.Sprintf("dependency %s recovered", l.Dependency), "dependency", l.Dependency,
-						"failed_for", l.over.Round(time.Second).String())
+						"failed_for", l.over.Round(time.Second))
 				}
 			}
 		}

@@ -170,18 +170,27 @@ func RunWith(ctx context.Context, cfg *Config, handler actors.Handler, logger *s
 			}
 		})
 	}
-	wg.Go(func() { logProgress(ctx, bridge, cfg.ProgressInterval, logger) })
-	wg.Go(func() {
-		<-ctx.Done()
+	// The watchers end with the members: at shutdown, or should every
+	// member stop on its own.
+	watchCtx, stopLogging := context.WithCancel(ctx)
+	var watchers sync.WaitGroup
+	watchers.Go(func() { logProgress(watchCtx, bridge, cfg.ProgressInterval, logger) })
+	watchers.Go(func() {
+		<-watchCtx.Done()
+		if ctx.Err() == nil {
+			return // the members stopped by themselves: nothing drains
+		}
 		parts := bridge.Partitions()
 		var inFlight int
 		for _, p := range parts {
 			inFlight += p.InFlight
 		}
 		logger.Info(fmt.Sprintf("draining %d partitions", len(parts)), "partitions", len(parts), "in_flight", inFlight,
-			"timeout", cfg.Pipeline.DrainTimeout.String())
+			"timeout", cfg.Pipeline.DrainTimeout)
 	})
 	wg.Wait()
+	stopLogging()
+	watchers.Wait()
 	s := bridge.Stats().Snapshot()
 	logger.Info("listener stopped", "succeeded", s.Succeeded, "skipped", s.Skipped, countsGroup("skipped_by_reason", s.SkippedByReason), "resumed", s.Resumed,
 		"dead_lettered", s.DeadLettered, countsGroup("dead_lettered_by_reason", s.DeadLetteredByReason), "retried", s.Retried, "abandoned", s.Abandoned, "fenced", s.Fenced, "panics", s.Panics)
