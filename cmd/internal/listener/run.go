@@ -161,25 +161,29 @@ func RunWith(ctx context.Context, cfg *Config, handler actors.Handler, logger *s
 	}
 	logger.Info("listener started", "consumers", cfg.Consumers, "topic", k.Topic, "group", k.Group, "dlq_topic", k.DLQTopic)
 
+	// The members stop only once the drain line is written: it counts the
+	// partitions about to drain, which the members would otherwise begin to
+	// end (and take off the bridge's list) as the line is being built.
+	membersCtx, stopMembers := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopMembers()
 	var wg sync.WaitGroup
 	for i, g := range groups {
 		wg.Go(func() {
-			err := actors.RunMember(ctx, g, []string{k.Topic}, bridge, logger.With("consumer", i))
+			err := actors.RunMember(membersCtx, g, []string{k.Topic}, bridge, logger.With("consumer", i))
 			if err != nil && !errors.Is(err, sarama.ErrClosedConsumerGroup) {
 				logger.Error("consumer stopped", "consumer", i, "error", err)
 			}
 		})
 	}
-	// The watchers end with the members: at shutdown, or should every
-	// member stop on its own.
+	membersDone := make(chan struct{})
+	go func() { wg.Wait(); close(membersDone) }()
+	// The progress watcher ends with the members: at shutdown, or should
+	// every member stop on its own.
 	watchCtx, stopLogging := context.WithCancel(ctx)
 	var watchers sync.WaitGroup
 	watchers.Go(func() { logProgress(watchCtx, bridge, cfg.ProgressInterval, logger) })
-	watchers.Go(func() {
-		<-watchCtx.Done()
-		if ctx.Err() == nil {
-			return // the members stopped by themselves: nothing drains
-		}
+	select {
+	case <-ctx.Done():
 		parts := bridge.Partitions()
 		var inFlight int
 		for _, p := range parts {
@@ -187,8 +191,10 @@ func RunWith(ctx context.Context, cfg *Config, handler actors.Handler, logger *s
 		}
 		logger.Info(fmt.Sprintf("draining %d partitions", len(parts)), "partitions", len(parts), "in_flight", inFlight,
 			"timeout", cfg.Pipeline.DrainTimeout)
-	})
-	wg.Wait()
+		stopMembers()
+	case <-membersDone: // the members stopped by themselves: nothing drains
+	}
+	<-membersDone
 	stopLogging()
 	watchers.Wait()
 	s := bridge.Stats().Snapshot()
