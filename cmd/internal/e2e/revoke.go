@@ -93,6 +93,10 @@ type partitionStatus struct {
 	Admitted  int64 `json:"admitted"`  // the highest offset admitted; -1 before the first
 	Lag       int64 `json:"lag"`
 	InFlight  int   `json:"in_flight"`
+	// CreditWait is how long the next record has waited for a credit; nil
+	// when it does not wait (and in listeners before the status page showed
+	// it).
+	CreditWait *float64 `json:"credit_wait_seconds"`
 }
 
 // UnmarshalJSON reads an offset the listener shows none of (absent; -1 in
@@ -167,11 +171,8 @@ const starveQuiet = 2 * time.Second
 
 // waitStarved waits until each member is starved: it has finished no record
 // for starveQuiet, its records have failed and been retried as a shared
-// outage since the wait began, and it can admit nothing more: every
-// partition it claims has all the records it may hold in flight (its
-// perPartition credits, or all it has left) admitted and unfinished, or the
-// process holds its whole concurrency limit with records unfinished in
-// every partition.
+// outage since the wait began, and it can admit nothing more
+// (listenerStatus.admitsNothing).
 func waitStarved(members []*listenerProc, perPartition int, limit time.Duration) error {
 	type seen struct {
 		finished, retried int64
@@ -200,20 +201,10 @@ func waitStarved(members []*listenerProc, perPartition int, limit time.Duration)
 			if finished != w.finished {
 				w.finished, w.since = finished, time.Now()
 			}
-			// Starved of credits: every partition holds all it may (S, or
-			// what it has left), or the process holds its whole limit (the
-			// adaptive limit falls in an outage) with records in flight in
-			// every partition.
-			full, atLimit := len(st.Partitions) > 0, len(st.Partitions) > 0 && st.Concurrency.Limit > 0 && st.Concurrency.InFlight >= st.Concurrency.Limit
-			for _, ps := range st.Partitions {
-				full = full && ps.Lag > 0 && int64(ps.InFlight) >= min(int64(perPartition), ps.Lag)
-				atLimit = atLimit && ps.Lag > 0 && ps.InFlight > 0
-			}
-			full = full || atLimit
 			quiet := time.Since(w.since)
-			w.state = fmt.Sprintf("nothing finished for %.1fs, %d shared-outage retries, partitions %+v",
-				quiet.Seconds(), st.Totals.RetriedShared-w.retried, st.Partitions)
-			if quiet >= starveQuiet && st.Totals.RetriedShared > w.retried && full {
+			w.state = fmt.Sprintf("nothing finished for %.1fs, %d shared-outage retries, limit %d with %d in flight, partitions %s",
+				quiet.Seconds(), st.Totals.RetriedShared-w.retried, st.Concurrency.Limit, st.Concurrency.InFlight, st.partitionsLine())
+			if quiet >= starveQuiet && st.Totals.RetriedShared > w.retried && st.admitsNothing(perPartition) {
 				starved++
 			}
 		}
@@ -231,6 +222,38 @@ func waitStarved(members []*listenerProc, perPartition int, limit time.Duration)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
+}
+
+// admitsNothing reports a listener starved of credits: every partition it
+// claims holds all the records it may (S, or all it has left), or the
+// process holds its whole concurrency limit (the adaptive limit falls in an
+// outage) and every partition with records left holds some of them or
+// waits, its next record in hand, for a credit. A partition claimed once
+// the limit was already held has admitted nothing and waits.
+func (st listenerStatus) admitsNothing(perPartition int) bool {
+	if len(st.Partitions) == 0 {
+		return false
+	}
+	full := true
+	atLimit := st.Concurrency.Limit > 0 && st.Concurrency.InFlight >= st.Concurrency.Limit
+	for _, ps := range st.Partitions {
+		full = full && ps.Lag > 0 && int64(ps.InFlight) >= min(int64(perPartition), ps.Lag)
+		atLimit = atLimit && ps.Lag > 0 && (ps.InFlight > 0 || ps.CreditWait != nil)
+	}
+	return full || atLimit
+}
+
+// partitionsLine is the partitions' state, for a problem's text.
+func (st listenerStatus) partitionsLine() string {
+	var parts []string
+	for _, p := range st.Partitions {
+		wait := ""
+		if p.CreditWait != nil {
+			wait = fmt.Sprintf(" waiting %.1fs for a credit", *p.CreditWait)
+		}
+		parts = append(parts, fmt.Sprintf("{%d: committed %d admitted %d lag %d in flight %d%s}", p.Partition, p.Committed, p.Admitted, p.Lag, p.InFlight, wait))
+	}
+	return "[" + strings.Join(parts, " ") + "]"
 }
 
 func readStatus(url string) (listenerStatus, error) {

@@ -77,6 +77,10 @@ type PartitionStatus struct {
 	// its next record is SpanLimit offsets past the pinned one.
 	SpanBlockedSeconds *float64 `json:"span_blocked_seconds,omitempty"`
 	SpanLimit          int64    `json:"span_limit"`
+	// CreditWaitSeconds is set while the partition has its next record in
+	// hand and waits for a credit: its own (S records in flight) or the
+	// process's (the process-wide limit is held).
+	CreditWaitSeconds *float64 `json:"credit_wait_seconds,omitempty"`
 	// MetadataBytes is the size of the commit metadata last marked.
 	MetadataBytes int `json:"commit_metadata_bytes"`
 }
@@ -120,25 +124,7 @@ func (s *statusSource) snapshot() Status {
 		Baseline: c.Baseline.Seconds(), Latency: c.Latency.Seconds(), Queue: c.Queue, Probing: c.Probing}
 	next := map[[2]any]int64{}
 	for _, p := range s.ready.Bridge.Partitions() {
-		ps := PartitionStatus{Topic: p.Topic, Partition: p.Partition, Generation: p.Generation,
-			Committed: offsetOrNil(p.Committed), Admitted: offsetOrNil(p.Admitted), HighWatermark: p.HighWatermark,
-			Lag: p.Lag(), InFlight: p.InFlight, InFlightLimit: p.InFlightLimit,
-			PinnedKey: p.PinnedKey, PinnedSeconds: p.PinnedFor(now).Seconds()}
-		if p.InFlight > 0 {
-			off := p.PinnedOffset
-			ps.PinnedOffset = &off
-		}
-		if f := p.PinnedFailure; f != nil {
-			ps.PinnedFailure = fmt.Sprintf("attempt %d: %s", f.GetAttempt(), f.GetError())
-		}
-		if b := p.DeadLetterBlocked; b != nil {
-			ps.DeadLetterBlocked = &DeadLetterBlockStatus{Offset: b.Offset, Seconds: now.Sub(b.Since).Seconds(), Writes: b.Writes, Error: b.Error}
-		}
-		if !p.SpanBlocked.IsZero() {
-			d := now.Sub(p.SpanBlocked).Seconds()
-			ps.SpanBlockedSeconds = &d
-		}
-		ps.SpanLimit, ps.MetadataBytes = p.SpanLimit, p.MetadataBytes
+		ps := partitionStatus(p, now)
 		k := [2]any{p.Topic, p.Partition}
 		if p.Committed >= 0 {
 			next[k] = p.Committed
@@ -150,6 +136,35 @@ func (s *statusSource) snapshot() Status {
 	}
 	s.prev, s.prevAt = next, now
 	return st
+}
+
+// partitionStatus is one claim's row at now (its throughput aside, which
+// takes the previous snapshot).
+func partitionStatus(p actors.PartitionState, now time.Time) PartitionStatus {
+	ps := PartitionStatus{Topic: p.Topic, Partition: p.Partition, Generation: p.Generation,
+		Committed: offsetOrNil(p.Committed), Admitted: offsetOrNil(p.Admitted), HighWatermark: p.HighWatermark,
+		Lag: p.Lag(), InFlight: p.InFlight, InFlightLimit: p.InFlightLimit,
+		PinnedKey: p.PinnedKey, PinnedSeconds: p.PinnedFor(now).Seconds()}
+	if p.InFlight > 0 {
+		off := p.PinnedOffset
+		ps.PinnedOffset = &off
+	}
+	if f := p.PinnedFailure; f != nil {
+		ps.PinnedFailure = fmt.Sprintf("attempt %d: %s", f.GetAttempt(), f.GetError())
+	}
+	if b := p.DeadLetterBlocked; b != nil {
+		ps.DeadLetterBlocked = &DeadLetterBlockStatus{Offset: b.Offset, Seconds: now.Sub(b.Since).Seconds(), Writes: b.Writes, Error: b.Error}
+	}
+	if !p.SpanBlocked.IsZero() {
+		d := now.Sub(p.SpanBlocked).Seconds()
+		ps.SpanBlockedSeconds = &d
+	}
+	if !p.WaitingForCredit.IsZero() {
+		d := now.Sub(p.WaitingForCredit).Seconds()
+		ps.CreditWaitSeconds = &d
+	}
+	ps.SpanLimit, ps.MetadataBytes = p.SpanLimit, p.MetadataBytes
+	return ps
 }
 
 // offsetOrNil is off, or nil for the state's "none" (-1).
@@ -172,7 +187,7 @@ td,th{border:1px solid #ccc;padding:.3em .7em;text-align:right}th{background:#f3
 {{with .Concurrency}}<p id="concurrency">Concurrency: <b>{{.Mode}}</b>{{if eq .Mode "adaptive"}} ({{.Law}}){{end}} &middot; in flight {{.InFlight}} of the limit {{.Limit}}{{if eq .Mode "adaptive"}} (floor {{.Floor}}, ceiling G {{.Ceiling}}){{else}} (G){{end}} &middot; at most S {{.PerPartition}} per partition{{if eq .Mode "adaptive"}}{{if .Probing}} &middot; probing the baseline{{end}} &middot; handler latency {{printf "%.1f" (ms .Latency)}} ms against a no-load baseline of {{printf "%.1f" (ms .Baseline)}} ms &middot; estimated queue {{printf "%.1f" .Queue}}{{end}}</p>{{end}}
 <p id="totals">Succeeded {{.Totals.Succeeded}} &middot; skipped {{.Totals.Skipped}} &middot; dead-lettered {{.Totals.DeadLettered}} &middot; retried {{.Totals.Retried}} ({{.Totals.RetriedOwn}} own failures, {{.Totals.RetriedShared}} shared outages) &middot; panics {{.Totals.Panics}} &middot; dead-letter write failures {{.Totals.DeadLetterWriteFailures}} &middot; resumed {{.Totals.Resumed}} (finished by an earlier owner, not run again) &middot; abandoned {{.Totals.Abandoned}} &middot; fenced {{.Totals.Fenced}}</p>
 <table id="partitions"><tr><th>topic</th><th>partition</th><th>generation</th><th>committed</th><th>admitted</th><th>high watermark</th><th>lag</th><th>in flight / S</th><th>oldest unfinished offset</th><th>its key</th><th>its age (s)</th><th>records/s</th><th>trouble</th></tr>
-{{range .Partitions}}<tr class="partition"><td class="l">{{.Topic}}</td><td>{{.Partition}}</td><td>{{.Generation}}</td><td>{{with .Committed}}{{.}}{{else}}none{{end}}</td><td>{{with .Admitted}}{{.}}{{else}}none{{end}}</td><td>{{.HighWatermark}}</td><td>{{.Lag}}</td><td>{{.InFlight}} / {{.InFlightLimit}}</td><td>{{with .PinnedOffset}}{{.}}{{end}}</td><td class="l">{{.PinnedKey}}</td><td>{{printf "%.1f" .PinnedSeconds}}</td><td>{{printf "%.0f" .RecordsPerSec}}</td><td class="l">{{with .DeadLetterBlocked}}<b class="bad">dead-letter write of offset {{.Offset}} failing for {{printf "%.0f" .Seconds}} s ({{.Writes}} writes): {{.Error}}</b>{{else}}{{$limit := .SpanLimit}}{{with .SpanBlockedSeconds}}<b class="bad">span-blocked for {{printf "%.0f" .}} s</b>: nothing is admitted {{$limit}} offsets past the oldest unfinished offset. {{end}}{{.PinnedFailure}}{{end}}</td></tr>
+{{range .Partitions}}<tr class="partition"><td class="l">{{.Topic}}</td><td>{{.Partition}}</td><td>{{.Generation}}</td><td>{{with .Committed}}{{.}}{{else}}none{{end}}</td><td>{{with .Admitted}}{{.}}{{else}}none{{end}}</td><td>{{.HighWatermark}}</td><td>{{.Lag}}</td><td>{{.InFlight}} / {{.InFlightLimit}}{{with .CreditWaitSeconds}}, waiting {{printf "%.0f" .}} s for a credit{{end}}</td><td>{{with .PinnedOffset}}{{.}}{{end}}</td><td class="l">{{.PinnedKey}}</td><td>{{printf "%.1f" .PinnedSeconds}}</td><td>{{printf "%.0f" .RecordsPerSec}}</td><td class="l">{{with .DeadLetterBlocked}}<b class="bad">dead-letter write of offset {{.Offset}} failing for {{printf "%.0f" .Seconds}} s ({{.Writes}} writes): {{.Error}}</b>{{else}}{{$limit := .SpanLimit}}{{with .SpanBlockedSeconds}}<b class="bad">span-blocked for {{printf "%.0f" .}} s</b>: nothing is admitted {{$limit}} offsets past the oldest unfinished offset. {{end}}{{.PinnedFailure}}{{end}}</td></tr>
 {{else}}<tr><td colspan="13" class="l">no partition claimed</td></tr>{{end}}
 </table>
 <h2>Skipped by reason</h2><p>Ignored by design: committed, counted, never dead-lettered.</p>

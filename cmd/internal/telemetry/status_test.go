@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/patchflow/patchflow/actors"
 )
 
 // fill sets every exported field of v, recursively: pointers allocated,
@@ -100,5 +102,23 @@ func TestStatusJSONIsSnakeCase(t *testing.T) {
 		if !strings.Contains(string(raw), want) {
 			t.Errorf("%s lacks %s", raw, want)
 		}
+	}
+}
+
+// A partition whose next record waits for a credit says for how long; one
+// that does not wait has no such field (its zero time is not a wait since
+// 1970).
+func TestPartitionStatusShowsTheCreditWait(t *testing.T) {
+	now := time.Now()
+	waiting := partitionStatus(actors.PartitionState{Partition: 3, Committed: 255, Admitted: -1, WaitingForCredit: now.Add(-1500 * time.Millisecond)}, now)
+	if w := waiting.CreditWaitSeconds; w == nil || *w != 1.5 {
+		t.Errorf("waiting since 1.5 s ago: credit_wait_seconds %v, want 1.5", w)
+	}
+	raw, _ := json.Marshal(waiting)
+	if !strings.Contains(string(raw), `"credit_wait_seconds":1.5`) {
+		t.Errorf("status row %s lacks the credit wait", raw)
+	}
+	if w := partitionStatus(actors.PartitionState{Partition: 3, InFlight: 2}, now).CreditWaitSeconds; w != nil {
+		t.Errorf("not waiting: credit_wait_seconds %v, want none", *w)
 	}
 }
