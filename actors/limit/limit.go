@@ -10,7 +10,9 @@
 // since the last probe, and a probe re-measures it from time to time at half
 // the limit, so a downstream that became slower for everyone raises the
 // baseline instead of pinning the limit at the floor, and a long stretch of
-// queueing cannot ratchet it upward. A transient failure (the downstream
+// queueing cannot ratchet it upward; and early, once the latency has stopped
+// falling, when the baseline has fallen far since it was measured (a
+// downstream warming up drags it down window after window under load). A transient failure (the downstream
 // refused or timed out) is a congestion signal: a window's share f of them
 // multiplies what the law gives by 1 − f/2 (an outage halves the limit
 // each window), and from 5 % the law may not raise it; permanent failures
@@ -182,6 +184,11 @@ type Controller struct {
 	saved        float64   // the limit to restore after a probe
 	drainWindows int       // windows the probe's drain has lasted
 	nextProbe    time.Time // zero until the first window closes
+	// measured is the baseline the last probe measured (0 before the
+	// first); unfallen counts the steady windows in a row whose mean did
+	// not lower the baseline (see early probes in close).
+	measured time.Duration
+	unfallen int
 }
 
 // New returns a controller at its initial limit.
@@ -287,6 +294,7 @@ func (c *Controller) close(now time.Time) {
 		}
 		c.baseline, c.latency = mean, mean
 		c.queue = 0
+		c.measured = mean
 		c.endProbe(now, failedShare)
 		return
 	}
@@ -295,6 +303,9 @@ func (c *Controller) close(now time.Time) {
 		c.latency = mean
 		if c.baseline == 0 || mean < c.baseline {
 			c.baseline = mean
+			c.unfallen = 0
+		} else {
+			c.unfallen++
 		}
 		c.queue = max(0, c.limit*(1-float64(c.baseline)/float64(mean)))
 	}
@@ -314,7 +325,17 @@ func (c *Controller) close(now time.Time) {
 	// the limit each window.
 	c.limit = c.clamp(next * (1 - failedShare/2))
 
-	if c.cfg.ProbeInterval > 0 && !now.Before(c.nextProbe) && failedShare < troubleShare {
+	// A probe comes early, as soon as the latency has stopped falling,
+	// when no probe has measured the baseline yet or the baseline has since
+	// fallen by a fifth: a downstream warming up (connections opening,
+	// caches filling) or recovering answers faster window after window
+	// whatever the load, each window a new lowest mean, so the law sees no
+	// queue and raises the limit, and the baseline it ends with is a loaded
+	// latency. Waiting ProbeInterval would leave the records queueing until
+	// then.
+	fell := c.measured == 0 || float64(c.baseline) < 0.8*float64(c.measured)
+	early := fell && c.unfallen >= warmedWindows
+	if c.cfg.ProbeInterval > 0 && (early || !now.Before(c.nextProbe)) && failedShare < troubleShare {
 		c.saved = c.limit
 		c.limit = c.clamp(c.limit / 2)
 		c.phase, c.drainWindows = Draining, 0
@@ -326,6 +347,11 @@ func (c *Controller) close(now time.Time) {
 // way is abandoned (its latencies would say nothing of no load). From half
 // of it the law may not raise the limit.
 const troubleShare = 0.1
+
+// warmedWindows is how many steady windows in a row must leave a fallen
+// baseline where it was for the downstream's speed-up to count as over (an
+// early probe then begins).
+const warmedWindows = 3
 
 // maxDrainWindows bounds a probe's drain: records that never finish (held
 // by a pinned record's partition, retrying through backoff) must not keep

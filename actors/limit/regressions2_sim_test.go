@@ -51,7 +51,7 @@ type dsim struct {
 	attempts, failures, successes int
 	probing, steps                int
 	limitSum                      float64
-	maxLatency                    time.Duration
+	maxLatency, latencySum        time.Duration
 }
 
 func newDsim(c *limit.Controller, k int, svc func(time.Time) time.Duration) *dsim {
@@ -65,7 +65,7 @@ func newDsim(c *limit.Controller, k int, svc func(time.Time) time.Duration) *dsi
 }
 
 func (s *dsim) reset() {
-	s.attempts, s.failures, s.successes, s.probing, s.steps, s.limitSum, s.maxLatency = 0, 0, 0, 0, 0, 0, 0
+	s.attempts, s.failures, s.successes, s.probing, s.steps, s.limitSum, s.maxLatency, s.latencySum = 0, 0, 0, 0, 0, 0, 0, 0
 }
 
 func (s *dsim) attempt() {
@@ -101,6 +101,7 @@ func (s *dsim) run(dur time.Duration) {
 				s.successes++
 				lat := s.now.Sub(e.admitted)
 				s.maxLatency = max(s.maxLatency, lat)
+				s.latencySum += lat
 				s.c.Observe(s.now, limit.Sample{Latency: lat, InFlight: s.ev.Len()})
 			}
 		}
@@ -115,7 +116,10 @@ func (s *dsim) run(dur time.Duration) {
 	}
 }
 
-func (s *dsim) meanLimit() float64    { return s.limitSum / float64(s.steps) }
+func (s *dsim) meanLimit() float64 { return s.limitSum / float64(s.steps) }
+func (s *dsim) meanLatency() time.Duration {
+	return s.latencySum / time.Duration(max(1, s.successes))
+}
 func (s *dsim) probingShare() float64 { return float64(s.probing) / float64(s.steps) }
 func (s *dsim) failureShare() float64 { return float64(s.failures) / float64(max(1, s.attempts)) }
 func (s *dsim) perSecond() float64    { return float64(s.successes) / (float64(s.steps) / 1000) }
