@@ -78,8 +78,12 @@ func TestAdaptiveEndToEndTarget(t *testing.T) {
 		t.Fatal("no end-to-end adaptive target")
 		return [4]string{}
 	}
-	if got := row(); got[3] != "**not met**" { // 700 ms > 2 × 300 ms
+	if got := row(); got[3] != "**not met**" || !strings.HasSuffix(got[2], "meeting both: none") { // 700 ms > 2 × 300 ms; fixed G=1024 at 10 ×
 		t.Fatalf("p50 at 2.3 × unloaded judged %q: %v", got[3], got)
+	}
+	add(ConfigFixed64, "fixed", 79, 500)
+	if got := row(); got[3] != "**not met**" || !strings.HasSuffix(got[2], "meeting both: fixed G=64 (0.96 ×, p50 1.67 ×)") {
+		t.Fatalf("with fixed G=64 at 79 systems/s and p50 1.7 × unloaded: %v", got)
 	}
 	r.EndToEnd[1].HandlerP50MS = 550
 	if got := row(); got[3] != "met" {

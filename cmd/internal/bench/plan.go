@@ -168,19 +168,20 @@ func (p Plan) EndToEndWarmup() EndToEndConfig {
 	return EndToEndConfig{Name: "warm-up", Workload: WorkloadNewHosts, Events: p.WarmupEvents, Hosts: max(p.WarmupEvents/2, 1)}
 }
 
-// EndToEndConfigs are the configurations of scenario 4, each run by every
-// listener in turn (unless it names one): the listeners' default settings
-// on new hosts and on re-check-ins, and the old design (one event at a time
-// per partition) for this listener only.
 // Names of the end-to-end configurations that compare the adaptive limit
 // with fixed ones.
 const (
 	ConfigDefault      = "default"
 	ConfigFixedDefault = "fixed G=1024"
 	ConfigFixed32      = "fixed G=32"
+	ConfigFixed64      = "fixed G=64"
 	ConfigUnloaded     = "unloaded (G=1)"
 )
 
+// EndToEndConfigs are the configurations of scenario 4, each run by every
+// listener in turn (unless it names one): the listeners' default settings
+// on new hosts and on re-check-ins, and the old design (one event at a time
+// per partition) for this listener only.
 func (p Plan) EndToEndConfigs() []EndToEndConfig {
 	return []EndToEndConfig{
 		{Name: ConfigDefault, Workload: WorkloadNewHosts, Events: p.EndToEndEvents, Hosts: p.Hosts},
@@ -191,6 +192,7 @@ func (p Plan) EndToEndConfigs() []EndToEndConfig {
 		// handler's time with nothing else in flight.
 		{Name: ConfigFixedDefault, Workload: WorkloadNewHosts, Concurrency: "fixed", Events: p.EndToEndEvents, Hosts: p.Hosts, OnlyListener: ListenerAfter},
 		{Name: ConfigFixed32, Workload: WorkloadNewHosts, Concurrency: "fixed", Total: 32, Events: p.EndToEndEvents, Hosts: p.Hosts, OnlyListener: ListenerAfter},
+		{Name: ConfigFixed64, Workload: WorkloadNewHosts, Concurrency: "fixed", Total: 64, Events: p.EndToEndEvents, Hosts: p.Hosts, OnlyListener: ListenerAfter},
 		{Name: ConfigUnloaded, Workload: WorkloadNewHosts, Concurrency: "fixed", PerPartition: 1, Total: 1, Events: p.UnloadedEvents,
 			Hosts: max(p.UnloadedEvents/2, 1), OnlyListener: ListenerAfter},
 	}
