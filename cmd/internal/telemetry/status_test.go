@@ -122,3 +122,27 @@ func TestPartitionStatusShowsTheCreditWait(t *testing.T) {
 		t.Errorf("not waiting: credit_wait_seconds %v, want none", *w)
 	}
 }
+
+// The page prints the optional seconds as numbers (printf of the pointer
+// printed "%!f(*float64=0xc000…)"), and a credit wait under a second, the
+// normal state of a pipeline at its limit, not at all.
+func TestStatusPagePrintsOptionalSeconds(t *testing.T) {
+	sec := func(s float64) *float64 { return &s }
+	st := Status{Partitions: []PartitionStatus{
+		{Partition: 0, InFlight: 3, InFlightLimit: 64, CreditWaitSeconds: sec(2.4), SpanBlockedSeconds: sec(3.2), SpanLimit: 8192},
+		{Partition: 1, InFlight: 4, InFlightLimit: 64, CreditWaitSeconds: sec(0.3)},
+	}}
+	var b strings.Builder
+	if err := statusPage.Execute(&b, st); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	for _, want := range []string{"3 / 64, waiting 2 s for a credit", "span-blocked for 3 s", "<td>4 / 64</td>"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	if strings.Contains(page, "%!") {
+		t.Errorf("the page has a printf error:\n%s", page)
+	}
+}
