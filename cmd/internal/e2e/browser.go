@@ -22,9 +22,12 @@ func chromiumArgs(profile string, extra ...string) []string {
 // committed offset ("none" while the group has none).
 var partitionRow = regexp.MustCompile(`(?s)<tr class="partition"><td class="l">[^<]+</td><td>(\d+)</td><td>\d+</td><td>(\d+|none)</td>`)
 
+var badVerb = regexp.MustCompile(`%!\w*\([^)]*\)`)
+
 // checkStatusPage loads the status page in a real headless browser while
 // the listener works: the partitions table must show live numbers (a
-// committed offset past 0), and a screenshot is saved to shot.
+// committed offset past 0) and no value fmt could not format, and a
+// screenshot is saved to shot.
 func (e *Env) checkStatusPage(url, shot string) error {
 	browser := e.Browser
 	if browser == "" {
@@ -50,6 +53,10 @@ func (e *Env) checkStatusPage(url, shot string) error {
 	}
 	if len(rows) == 0 || live == 0 {
 		return fmt.Errorf("status page shows %d partition rows, %d with a committed offset past 0", len(rows), live)
+	}
+	// A value the template could not format (fmt's "%!verb(type=value)").
+	if bad := badVerb.Find(dom); bad != nil {
+		return fmt.Errorf("status page shows a value it could not format: %s", bad)
 	}
 	if shot != "" {
 		abs, _ := filepath.Abs(shot)
