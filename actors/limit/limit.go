@@ -11,13 +11,13 @@
 // the limit, so a downstream that became slower for everyone raises the
 // baseline instead of pinning the limit at the floor, and a long stretch of
 // queueing cannot ratchet it upward; and early, once the latency has stopped
-// falling, when the baseline has fallen far since it was measured (a
-// downstream warming up drags it down window after window under load). A transient failure (the downstream
-// refused or timed out) is a congestion signal: a window's share f of them
-// multiplies what the law gives by 1 − f/2 (an outage halves the limit
-// each window), and from 5 % the law may not raise it; permanent failures
-// and records skipped on purpose say nothing about congestion and are not
-// samples at all.
+// falling a fifth under the lowest the last probe knew of (a downstream
+// warming up drags the baseline down window after window under load). A
+// transient failure (the downstream refused or timed out) is a congestion
+// signal: a window's share f of them multiplies what the law gives by
+// 1 − f/2 (an outage halves the limit each window), and from 5 % the law
+// may not raise it; permanent failures and records skipped on purpose say
+// nothing about congestion and are not samples at all.
 package limit
 
 import (
@@ -184,10 +184,12 @@ type Controller struct {
 	saved        float64   // the limit to restore after a probe
 	drainWindows int       // windows the probe's drain has lasted
 	nextProbe    time.Time // zero until the first window closes
-	// measured is the baseline the last probe measured (0 before the
-	// first); unfallen counts the steady windows in a row whose mean did
-	// not lower the baseline (see early probes in close).
-	measured time.Duration
+	// probed is the lowest latency the last probe knew of: the mean of
+	// the window it began after, or the mean it measured if lower (0
+	// before the first probe). unfallen counts the steady windows in a row
+	// since then whose mean did not lower the baseline yet was a fifth
+	// under probed (see early probes in close).
+	probed   time.Duration
 	unfallen int
 }
 
@@ -294,18 +296,23 @@ func (c *Controller) close(now time.Time) {
 		}
 		c.baseline, c.latency = mean, mean
 		c.queue = 0
-		c.measured = mean
+		if c.probed == 0 || mean < c.probed {
+			c.probed = mean
+		}
 		c.endProbe(now, failedShare)
 		return
 	}
 
 	if ok > 0 {
 		c.latency = mean
-		if c.baseline == 0 || mean < c.baseline {
+		switch {
+		case c.baseline == 0 || mean < c.baseline:
 			c.baseline = mean
 			c.unfallen = 0
-		} else {
+		case c.probed == 0 || float64(mean) < 0.8*float64(c.probed):
 			c.unfallen++
+		default:
+			c.unfallen = 0
 		}
 		c.queue = max(0, c.limit*(1-float64(c.baseline)/float64(mean)))
 	}
@@ -326,19 +333,27 @@ func (c *Controller) close(now time.Time) {
 	c.limit = c.clamp(next * (1 - failedShare/2))
 
 	// A probe comes early, as soon as the latency has stopped falling,
-	// when no probe has measured the baseline yet or the baseline has since
+	// when no probe has measured the baseline yet or the latency has since
 	// fallen by a fifth: a downstream warming up (connections opening,
 	// caches filling) or recovering answers faster window after window
 	// whatever the load, each window a new lowest mean, so the law sees no
 	// queue and raises the limit, and the baseline it ends with is a loaded
 	// latency. Waiting ProbeInterval would leave the records queueing until
-	// then.
-	fell := c.measured == 0 || float64(c.baseline) < 0.8*float64(c.measured)
-	early := fell && c.unfallen >= warmedWindows
+	// then. "Fallen" is against the lowest latency the last probe knew of
+	// (the mean of the window it began after, or the mean it measured if
+	// lower), and each of the windows must be under it, not only the
+	// baseline (their lowest mean): a downstream whose window means
+	// scatter (calls mostly fast, some slow) has lucky windows and unlucky
+	// measuring windows, and a probe after each would halve the limit a
+	// window in a few. A probe abandoned for failures is not retried before
+	// the schedule unless the latency falls by a fifth under the window it
+	// began after.
+	early := c.unfallen >= warmedWindows
 	if c.cfg.ProbeInterval > 0 && (early || !now.Before(c.nextProbe)) && failedShare < troubleShare {
 		c.saved = c.limit
 		c.limit = c.clamp(c.limit / 2)
 		c.phase, c.drainWindows = Draining, 0
+		c.probed, c.unfallen = c.latency, 0
 	}
 }
 
@@ -348,9 +363,10 @@ func (c *Controller) close(now time.Time) {
 // of it the law may not raise the limit.
 const troubleShare = 0.1
 
-// warmedWindows is how many steady windows in a row must leave a fallen
-// baseline where it was for the downstream's speed-up to count as over (an
-// early probe then begins).
+// warmedWindows is how many steady windows in a row, each a fifth under
+// the lowest latency the last probe knew of, must leave the baseline where
+// it was for the downstream's speed-up to count as over (an early probe
+// then begins).
 const warmedWindows = 3
 
 // maxDrainWindows bounds a probe's drain: records that never finish (held

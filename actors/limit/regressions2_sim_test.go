@@ -46,10 +46,14 @@ type dsim struct {
 	// 1 ms) as a transient failure, and retried after backoff.
 	shed    bool
 	backoff time.Duration
+	// flaky is the share of attempts refused at once (after 1 ms) as a
+	// transient failure whatever the load, and retried after backoff.
+	flaky  float64
+	steady bool // the controller's phase was Steady at the last step
 
 	// what happened since the last reset
 	attempts, failures, successes int
-	probing, steps                int
+	probing, probes, steps        int // probes: how many began
 	limitSum                      float64
 	maxLatency, latencySum        time.Duration
 }
@@ -65,12 +69,12 @@ func newDsim(c *limit.Controller, k int, svc func(time.Time) time.Duration) *dsi
 }
 
 func (s *dsim) reset() {
-	s.attempts, s.failures, s.successes, s.probing, s.steps, s.limitSum, s.maxLatency, s.latencySum = 0, 0, 0, 0, 0, 0, 0, 0
+	s.attempts, s.failures, s.successes, s.probing, s.probes, s.steps, s.limitSum, s.maxLatency, s.latencySum = 0, 0, 0, 0, 0, 0, 0, 0, 0
 }
 
 func (s *dsim) attempt() {
 	s.attempts++
-	if s.shed && s.free[0].After(s.now) {
+	if (s.shed && s.free[0].After(s.now)) || (s.flaky > 0 && s.rng.Float64() < s.flaky) {
 		heap.Push(&s.ev, event{at: s.now.Add(time.Millisecond), admitted: s.now, failed: true})
 		return
 	}
@@ -111,8 +115,12 @@ func (s *dsim) run(dur time.Duration) {
 		s.steps++
 		s.limitSum += float64(s.c.Limit())
 		if s.c.Phase() != limit.Steady {
+			if s.steady {
+				s.probes++
+			}
 			s.probing++
 		}
+		s.steady = s.c.Phase() == limit.Steady
 	}
 }
 
