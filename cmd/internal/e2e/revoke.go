@@ -225,11 +225,13 @@ func waitStarved(members []*listenerProc, perPartition int, limit time.Duration)
 }
 
 // admitsNothing reports a listener starved of credits: every partition it
-// claims holds all the records it may (S, or all it has left), or the
-// process holds its whole concurrency limit (the adaptive limit falls in an
-// outage) and every partition with records left holds some of them or
-// waits, its next record in hand, for a credit. A partition claimed once
-// the limit was already held has admitted nothing and waits.
+// claims has records left and holds all it may of them (S, or all it has
+// left), or the process holds its whole concurrency limit (the adaptive
+// limit falls in an outage) and every partition it claims has records left
+// and holds some of them or waits, its next record in hand, for a credit.
+// A partition claimed once the limit was already held has admitted nothing
+// and waits. A partition showing no lag is never starved: its lag is 0
+// also before its high watermark is known.
 func (st listenerStatus) admitsNothing(perPartition int) bool {
 	if len(st.Partitions) == 0 {
 		return false

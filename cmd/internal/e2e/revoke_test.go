@@ -30,6 +30,8 @@ func TestAdmitsNothing(t *testing.T) {
 			{"partition":2,"lag":1005,"in_flight":32},{"partition":3,"lag":1081,"in_flight":0}]}`, false},
 		{"limit not held, a partition waiting", `{"concurrency":{"limit":64,"in_flight":32},"partitions":[
 			{"partition":2,"lag":1005,"in_flight":32},{"partition":3,"lag":1081,"in_flight":0,"credit_wait_seconds":1}]}`, false},
+		{"limit held, a partition without lag", `{"concurrency":{"limit":32,"in_flight":32},"partitions":[
+			{"partition":2,"lag":1005,"in_flight":32},{"partition":3,"lag":0,"in_flight":0}]}`, false},
 		{"nothing claimed", `{"concurrency":{"limit":8,"in_flight":8},"partitions":[]}`, false},
 	} {
 		var st listenerStatus
