@@ -97,6 +97,40 @@ func TestAdaptiveEndToEndTarget(t *testing.T) {
 	}
 }
 
+// The fixed settings "meeting both" are those the best fixed one is chosen
+// from: this listener's, on new hosts, the one-at-a-time ones (sequential,
+// unloaded) aside. Rows of the listener before, of re-check-ins and the
+// one-at-a-time ones are not listed even when their numbers meet both lines.
+func TestAdaptiveEndToEndListsOnlyComparableFixedSettings(t *testing.T) {
+	r := sampleReport()
+	r.EndToEnd[1].Concurrency = "adaptive" // the default row: 80 systems/s, p50 700 ms
+	base := r.EndToEnd[1]
+	add := func(name, listener, workload string, perSecond, p50 float64) {
+		e := base
+		e.Name, e.Listener, e.Workload, e.Concurrency, e.PerSecond, e.HandlerP50MS = name, listener, workload, "fixed", perSecond, p50
+		r.EndToEnd = append(r.EndToEnd, e)
+	}
+	r.EndToEnd[2].PerSecond = 60 // C=32: slower than fixed G=1024 below, p50 700 ms
+	add(ConfigFixedDefault, ListenerAfter, WorkloadNewHosts, 82, 3000)
+	add(ConfigUnloaded, ListenerAfter, WorkloadNewHosts, 85, 300)
+	add(ConfigFixed64, ListenerBefore, WorkloadNewHosts, 85, 400)
+	add(ConfigFixed64, ListenerAfter, WorkloadRecheck, 85, 400)
+	for i := range r.EndToEnd {
+		if e := &r.EndToEnd[i]; e.Name == "sequential" {
+			e.PerSecond, e.HandlerP50MS = 85, 400
+		}
+	}
+	for _, row := range r.targets() {
+		if strings.HasPrefix(row[0], "8. adaptive limit end to end") {
+			if !strings.Contains(row[2], "against 82.0 at fixed G=1024") || !strings.HasSuffix(row[2], "meeting both: none") {
+				t.Fatalf("the best fixed setting or those meeting both include rows that are not this listener's fixed settings on new hosts: %v", row)
+			}
+			return
+		}
+	}
+	t.Fatal("no end-to-end adaptive target")
+}
+
 // A merge replaces only the scenarios measured again, keeps the rest, and
 // the report says which run measured what.
 func TestMergeReplacesOnlyTheScenariosMeasuredAgain(t *testing.T) {
