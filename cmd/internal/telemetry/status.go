@@ -144,7 +144,7 @@ func partitionStatus(p actors.PartitionState, now time.Time) PartitionStatus {
 	ps := PartitionStatus{Topic: p.Topic, Partition: p.Partition, Generation: p.Generation,
 		Committed: offsetOrNil(p.Committed), Admitted: offsetOrNil(p.Admitted), HighWatermark: p.HighWatermark,
 		Lag: p.Lag(), InFlight: p.InFlight, InFlightLimit: p.InFlightLimit,
-		PinnedKey: p.PinnedKey, PinnedSeconds: p.PinnedFor(now).Seconds()}
+		PinnedKey: p.PinnedKey, PinnedSeconds: max(0, p.PinnedFor(now).Seconds())}
 	if p.InFlight > 0 {
 		off := p.PinnedOffset
 		ps.PinnedOffset = &off
@@ -155,12 +155,14 @@ func partitionStatus(p actors.PartitionState, now time.Time) PartitionStatus {
 	if b := p.DeadLetterBlocked; b != nil {
 		ps.DeadLetterBlocked = &DeadLetterBlockStatus{Offset: b.Offset, Seconds: now.Sub(b.Since).Seconds(), Writes: b.Writes, Error: b.Error}
 	}
+	// A wait that began after now (the bridge's partitions are read after
+	// the snapshot took its time) has lasted nothing yet.
 	if !p.SpanBlocked.IsZero() {
-		d := now.Sub(p.SpanBlocked).Seconds()
+		d := max(0, now.Sub(p.SpanBlocked).Seconds())
 		ps.SpanBlockedSeconds = &d
 	}
 	if !p.WaitingForCredit.IsZero() {
-		d := now.Sub(p.WaitingForCredit).Seconds()
+		d := max(0, now.Sub(p.WaitingForCredit).Seconds())
 		ps.CreditWaitSeconds = &d
 	}
 	ps.SpanLimit, ps.MetadataBytes = p.SpanLimit, p.MetadataBytes

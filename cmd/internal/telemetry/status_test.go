@@ -121,6 +121,12 @@ func TestPartitionStatusShowsTheCreditWait(t *testing.T) {
 	if w := partitionStatus(actors.PartitionState{Partition: 3, InFlight: 2}, now).CreditWaitSeconds; w != nil {
 		t.Errorf("not waiting: credit_wait_seconds %v, want none", *w)
 	}
+	later := partitionStatus(actors.PartitionState{Partition: 3, InFlight: 1, WaitingForCredit: now.Add(time.Millisecond),
+		SpanBlocked: now.Add(time.Millisecond), PinnedSince: now.Add(time.Millisecond)}, now)
+	if *later.CreditWaitSeconds != 0 || *later.SpanBlockedSeconds != 0 || later.PinnedSeconds != 0 {
+		t.Errorf("waits begun after the snapshot's time: %v s for a credit, %v s span-blocked, pinned %v s; want 0, not negative",
+			*later.CreditWaitSeconds, *later.SpanBlockedSeconds, later.PinnedSeconds)
+	}
 }
 
 // The page prints the optional seconds as numbers (printf of the pointer
