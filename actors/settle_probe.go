@@ -2,6 +2,7 @@ package actors
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -24,24 +25,49 @@ func NewFetchProbe(client sarama.Client, isolation sarama.IsolationLevel) Settle
 		if err != nil {
 			return false, fmt.Errorf("leader of %s/%d: %w", topic, partition, err)
 		}
-		req := &sarama.FetchRequest{Version: 4, MaxWaitTime: 0, MinBytes: 1, MaxBytes: 1 << 20, Isolation: isolation}
-		req.AddBlock(topic, partition, position, 1<<20, -1)
-		resp, err := leader.Fetch(req)
+		block, err := fetchBlock(leader, topic, partition, position, isolation)
+		if errors.Is(err, sarama.ErrOffsetOutOfRange) {
+			// Retention deleted the records below the log's start since the
+			// group's commit (or the claim began at the oldest offset, which
+			// the position reads as 0): the consumer starts at the log's
+			// start, so the probe asks there.
+			start, serr := client.GetOffset(topic, partition, sarama.OffsetOldest)
+			if serr != nil {
+				return false, fmt.Errorf("log start of %s/%d: %w", topic, partition, serr)
+			}
+			if position >= start {
+				return false, err // past the end (a truncated log), which the probe does not judge
+			}
+			position = start
+			block, err = fetchBlock(leader, topic, partition, position, isolation)
+		}
 		if err != nil {
-			return false, fmt.Errorf("fetch %s/%d at %d: %w", topic, partition, position, err)
-		}
-		block := resp.GetBlock(topic, partition)
-		if block == nil {
-			return false, fmt.Errorf("fetch %s/%d at %d: no answer for the partition", topic, partition, position)
-		}
-		if block.Err != sarama.ErrNoError {
-			return false, fmt.Errorf("fetch %s/%d at %d: %w", topic, partition, position, block.Err)
+			return false, err
 		}
 		if isolation == sarama.ReadCommitted && block.LastStableOffset >= 0 && block.LastStableOffset < block.HighWaterMarkOffset {
 			return false, nil // an open transaction holds the rest back: records wait
 		}
 		return !deliverable(block, position), nil
 	}
+}
+
+// fetchBlock sends one fetch at position, without waiting for data, and
+// returns the partition's answer; its error code as an error.
+func fetchBlock(leader *sarama.Broker, topic string, partition int32, position int64, isolation sarama.IsolationLevel) (*sarama.FetchResponseBlock, error) {
+	req := &sarama.FetchRequest{Version: 4, MaxWaitTime: 0, MinBytes: 1, MaxBytes: 1 << 20, Isolation: isolation}
+	req.AddBlock(topic, partition, position, 1<<20, -1)
+	resp, err := leader.Fetch(req)
+	if err != nil {
+		return nil, fmt.Errorf("fetch %s/%d at %d: %w", topic, partition, position, err)
+	}
+	block := resp.GetBlock(topic, partition)
+	if block == nil {
+		return nil, fmt.Errorf("fetch %s/%d at %d: no answer for the partition", topic, partition, position)
+	}
+	if block.Err != sarama.ErrNoError {
+		return nil, fmt.Errorf("fetch %s/%d at %d: %w", topic, partition, position, block.Err)
+	}
+	return block, nil
 }
 
 // deliverable reports whether block holds a record at or after position that

@@ -114,6 +114,46 @@ func TestNotSettledWhileFetchesFailSilently(t *testing.T) {
 	neverSettles(t, bridge, settle+2*time.Second, "records wait while every fetch fails (NOT_LEADER_FOR_PARTITION)")
 }
 
+// Retention deleted every record of a partition: the claim starts at the
+// oldest offset, the log's start, where there is nothing (as it does when
+// the group's commit is below the log's start: sarama finds it out of range
+// and starts at Consumer.Offsets.Initial, the oldest). The claim has
+// consumed all there is and must read as caught up; the probe asked at
+// position 0, got OFFSET_OUT_OF_RANGE, and left the partition lagging by the
+// deleted records for ever.
+func TestSettlesWhenRetentionDeletedTheRecordsBelowTheCommit(t *testing.T) {
+	_, k := newKfake(t, "retained", "retained-group", 1)
+	produceEven(t, k, 1, 5) // offsets 0-4
+	cfg := sarama.NewConfig()
+	cfg.Version = k.Version
+	client, err := sarama.NewClient(k.Brokers, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	// Retention takes offsets 0-4.
+	admin, err := sarama.NewClusterAdminFromClient(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.DeleteRecords(k.Topic, map[int32]int64{0: 5}); err != nil {
+		t.Fatal(err)
+	}
+
+	var handled atomic.Int64
+	h := actors.HandlerFunc(func(context.Context, *messages.Record) error { handled.Add(1); return nil })
+	const settle = 300 * time.Millisecond
+	bridge := settlingBridge(t, k, testSettings(ordering.Unordered), h, settle)
+	runMember(t, k, testSettings(ordering.Unordered), bridge, nil)
+	waitFor2(t, "the emptied partition read as settled with no lag", 10*time.Second, func() bool {
+		ps := bridge.Partitions()
+		return len(ps) == 1 && ps[0].HighWatermark == 5 && ps[0].Settled && ps[0].Lag() == 0
+	})
+	if n := handled.Load(); n != 0 {
+		t.Fatalf("%d deleted records handled", n)
+	}
+}
+
 // What a consumer is given from a fetch: not transaction markers, not the
 // records of an aborted transaction, but the records of a later committed
 // transaction of the same producer.
