@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -182,5 +183,128 @@ func TestDeliverableFollowsAbortedTransactions(t *testing.T) {
 	block.RecordsSet = block.RecordsSet[:2] // only the aborted transaction and its marker
 	if actors.Deliverable(block, 0) {
 		t.Error("records of an aborted transaction read as deliverable")
+	}
+}
+
+// deleteRecords has the broker delete partition 0's records below to, as
+// retention does.
+func deleteRecords(t *testing.T, k actors.KafkaSettings, to int64) {
+	t.Helper()
+	cfg := sarama.NewConfig()
+	cfg.Version = k.Version
+	client, err := sarama.NewClient(k.Brokers, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	admin, err := sarama.NewClusterAdminFromClient(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.DeleteRecords(k.Topic, map[int32]int64{0: to}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The probe at a position below the log's start asks at the start: records
+// left there (also inside a batch the deletion cut) are deliverable, so no
+// position reads as settled while any remain; once all are deleted every
+// position up to the end does, and one past the end does not.
+func TestProbeBelowTheLogStartSeesTheRecordsLeft(t *testing.T) {
+	_, k := newKfake(t, "retained-left", "retained-left-group", 1)
+	produceEven(t, k, 1, 5) // offsets 0-4
+	produceEven(t, k, 1, 5) // offsets 5-9
+	probe := fetchProbe(t, k)
+	for _, start := range []int64{3, 5, 9} {
+		deleteRecords(t, k, start)
+		for _, pos := range []int64{0, 2, start} {
+			if ok, err := probe(k.Topic, 0, pos); ok {
+				t.Errorf("log start %d, position %d: settled with offsets %d-9 left (err %v)", start, pos, start, err)
+			}
+		}
+	}
+	deleteRecords(t, k, 10)
+	for _, pos := range []int64{0, 9, 10} {
+		if ok, err := probe(k.Topic, 0, pos); !ok {
+			t.Errorf("every record deleted, position %d: not settled (err %v)", pos, err)
+		}
+	}
+	if ok, _ := probe(k.Topic, 0, 11); ok {
+		t.Error("a position past the end read as settled")
+	}
+}
+
+// Under read_committed, the log's start inside an aborted transaction: the
+// records left are aborted ones, which no consumer is given.
+func TestProbeBelowTheLogStartInsideAnAbortedTransaction(t *testing.T) {
+	_, k := newKfake(t, "retained-aborted", "retained-aborted-group", 1)
+	tp := transactionalProducer(t, k, "retained-aborted-producer")
+	if err := tp.BeginTxn(); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 { // offsets 0-2, then the abort marker at 3
+		if _, _, err := tp.SendMessage(&sarama.ProducerMessage{Topic: k.Topic, Value: sarama.StringEncoder("aborted")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tp.AbortTxn(); err != nil {
+		t.Fatal(err)
+	}
+	deleteRecords(t, k, 2)
+	if ok, err := fetchProbe(t, k)(k.Topic, 0, 0); !ok {
+		t.Fatalf("only an aborted record and its marker left, yet not settled (err %v)", err)
+	}
+}
+
+// commitAt is a consumer-group handler that commits off for its claim.
+type commitAt int64
+
+func (commitAt) Setup(sarama.ConsumerGroupSession) error   { return nil }
+func (commitAt) Cleanup(sarama.ConsumerGroupSession) error { return nil }
+func (c commitAt) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	s.MarkOffset(claim.Topic(), claim.Partition(), int64(c), "")
+	s.Commit()
+	return nil
+}
+
+// The group's commit (2) is below the log's start (5): sarama finds it out
+// of range and begins the claim at the oldest offset. With records left
+// above the start the claim settles once it has consumed them; with none,
+// at once.
+func TestSettlesWhenTheGroupsCommitIsBelowTheLogStart(t *testing.T) {
+	for _, left := range []int{0, 5} {
+		t.Run(fmt.Sprintf("%d left", left), func(t *testing.T) {
+			_, k := newKfake(t, "below-commit", "below-commit-group", 1)
+			produceEven(t, k, 1, 5) // offsets 0-4
+			cfg := sarama.NewConfig()
+			cfg.Version = k.Version
+			cfg.Consumer.Offsets.AutoCommit.Enable = false
+			cg, err := sarama.NewConsumerGroup(k.Brokers, k.Group, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cg.Consume(context.Background(), []string{k.Topic}, commitAt(2)); err != nil {
+				t.Fatal(err)
+			}
+			if err := cg.Close(); err != nil {
+				t.Fatal(err)
+			}
+			deleteRecords(t, k, 5)
+			produceEven(t, k, 1, left) // offsets 5-
+
+			var handled atomic.Int64
+			h := actors.HandlerFunc(func(context.Context, *messages.Record) error { handled.Add(1); return nil })
+			const settle = 300 * time.Millisecond
+			bridge := settlingBridge(t, k, testSettings(ordering.Unordered), h, settle)
+			runMember(t, k, testSettings(ordering.Unordered), bridge, nil)
+			hwm := int64(5 + left)
+			waitFor2(t, "the partition read as settled with no lag", 10*time.Second, func() bool {
+				ps := bridge.Partitions()
+				return len(ps) == 1 && ps[0].HighWatermark == hwm && ps[0].Start == sarama.OffsetOldest && ps[0].Settled && ps[0].Lag() == 0
+			})
+			if n := handled.Load(); n != int64(left) {
+				t.Fatalf("%d records handled, want the %d left", n, left)
+			}
+		})
 	}
 }
