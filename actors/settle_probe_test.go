@@ -125,21 +125,7 @@ func TestNotSettledWhileFetchesFailSilently(t *testing.T) {
 func TestSettlesWhenRetentionDeletedTheRecordsBelowTheCommit(t *testing.T) {
 	_, k := newKfake(t, "retained", "retained-group", 1)
 	produceEven(t, k, 1, 5) // offsets 0-4
-	cfg := sarama.NewConfig()
-	cfg.Version = k.Version
-	client, err := sarama.NewClient(k.Brokers, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	// Retention takes offsets 0-4.
-	admin, err := sarama.NewClusterAdminFromClient(client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := admin.DeleteRecords(k.Topic, map[int32]int64{0: 5}); err != nil {
-		t.Fatal(err)
-	}
+	deleteRecords(t, k, 5)  // retention takes them all
 
 	var handled atomic.Int64
 	h := actors.HandlerFunc(func(context.Context, *messages.Record) error { handled.Add(1); return nil })
