@@ -7,8 +7,11 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/IBM/sarama"
+
+	"github.com/patchflow/patchflow/actors"
 )
 
 // Summary counts what a run printed.
@@ -65,8 +68,9 @@ func Run(ctx context.Context, cfg *Config, out io.Writer) (Summary, error) {
 		ranges = append(ranges, r)
 	}
 	if !cfg.Follow {
+		left := actors.NewFetchProbe(client, scfg.Consumer.IsolationLevel)
 		for _, r := range ranges {
-			if err := readPartition(ctx, consumer, cfg.Topic, r, p); err != nil {
+			if err := readPartition(ctx, consumer, cfg.Topic, r, p, left); err != nil {
 				return p.summary, err
 			}
 		}
@@ -79,7 +83,7 @@ func Run(ctx context.Context, cfg *Config, out io.Writer) (Summary, error) {
 	for _, r := range ranges {
 		r.end = -1
 		wg.Go(func() {
-			if err := readPartition(ctx, consumer, cfg.Topic, r, p); err != nil {
+			if err := readPartition(ctx, consumer, cfg.Topic, r, p, nil); err != nil {
 				errs <- err
 				cancel()
 			}
@@ -118,10 +122,18 @@ func spanOf(client sarama.Client, cfg *Config, part int32) (span, error) {
 	return s, nil
 }
 
+// endIdle is how long a partition read up to an end delivers nothing
+// before the broker is asked whether anything is left below it.
+const endIdle = time.Second
+
 // readPartition prints the records of r. The listener's dead-letter
-// producer is idempotent, not transactional, so every offset below the end
-// holds a record (no transaction markers) and the last one is delivered.
-func readPartition(ctx context.Context, consumer sarama.Consumer, topic string, r span, p *printer) error {
+// producer is idempotent, not transactional, so below the end every offset
+// it wrote holds a record; but another producer's transaction leaves a
+// marker, which is never delivered. So once nothing has come for endIdle,
+// settled (when not nil) asks the broker whether anything deliverable is
+// left at the next offset; nothing is, and the read ends there. Records
+// past the end (written since the read began) are not printed.
+func readPartition(ctx context.Context, consumer sarama.Consumer, topic string, r span, p *printer, settled actors.SettleProbe) error {
 	if r.end >= 0 && r.start >= r.end {
 		return nil
 	}
@@ -130,15 +142,33 @@ func readPartition(ctx context.Context, consumer sarama.Consumer, topic string, 
 		return fmt.Errorf("read %s/%d from offset %d: %w", topic, r.partition, r.start, err)
 	}
 	defer pc.Close()
+	var idle <-chan time.Time // nil (never) when reading for ever
+	if r.end >= 0 && settled != nil {
+		t := time.NewTicker(endIdle)
+		defer t.Stop()
+		idle = t.C
+	}
+	next, quiet := r.start, false
 	for {
 		select {
 		case m := <-pc.Messages():
+			if r.end >= 0 && m.Offset >= r.end {
+				return nil
+			}
 			if err := p.print(Decode(m)); err != nil {
 				return err
 			}
 			if r.end >= 0 && m.Offset+1 >= r.end {
 				return nil
 			}
+			next, quiet = m.Offset+1, false
+		case <-idle:
+			if quiet {
+				if done, _ := settled(topic, r.partition, next); done {
+					return nil // the rest up to the end is transaction markers
+				}
+			}
+			quiet = true
 		case err := <-pc.Errors():
 			return fmt.Errorf("read %s/%d: %w", topic, r.partition, err)
 		case <-ctx.Done():

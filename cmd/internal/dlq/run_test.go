@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/patchflow/patchflow/actors"
 	"github.com/patchflow/patchflow/cmd/internal/dlq"
@@ -242,5 +243,71 @@ func TestRunFollows(t *testing.T) {
 	got := strings.Join(out.lines(), "\n") // records of different keys are dead-lettered in any order
 	if !strings.Contains(got, `key="host-0" reason="malformed JSON"`) || !strings.Contains(got, `key="host-2" reason="permanent"`) {
 		t.Fatalf("followed lines:\n%s", got)
+	}
+}
+
+// A transaction's commit marker takes the topic's last offset and is never
+// delivered: read up to the end it found at start, the command waited for
+// it until interrupted. It must end once the broker says nothing
+// deliverable is left, and not print a record written after its start.
+func TestRunEndsBeforeATransactionMarkerAtTheEnd(t *testing.T) {
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "dlq-txn"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	brokers := cluster.ListenAddrs()
+	produce(t, brokers, "dlq-txn", "stray", "not an envelope") // offset 0
+	pcfg := sarama.NewConfig()
+	pcfg.Version = sarama.V3_6_0_0
+	pcfg.Producer.Idempotent, pcfg.Producer.RequiredAcks, pcfg.Producer.Return.Successes = true, sarama.WaitForAll, true
+	pcfg.Producer.Transaction.ID, pcfg.Net.MaxOpenRequests = "dlq-txn-producer", 1
+	tp, err := sarama.NewSyncProducer(brokers, pcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tp.Close()
+	if err := tp.BeginTxn(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := tp.SendMessage(&sarama.ProducerMessage{Topic: "dlq-txn", Value: sarama.StringEncoder("in a transaction")}); err != nil {
+		t.Fatal(err) // offset 1
+	}
+	if err := tp.CommitTxn(); err != nil {
+		t.Fatal(err) // its marker: offset 2, the last
+	}
+
+	cfg, _, err := dlq.Parse([]string{"-kafka-dlq-topic", "dlq-txn"}, env(map[string]string{"KAFKA_BROKERS": strings.Join(brokers, ",")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// later, when not nil, is produced once the two records are printed.
+	run := func(later func()) []string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		var out syncBuffer
+		done := make(chan error, 1)
+		go func() { _, err := dlq.Run(ctx, cfg, &out); done <- err }()
+		if later != nil {
+			for deadline := time.Now().Add(10 * time.Second); len(out.lines()) < 2; time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("printed %q, want the 2 records", out.lines())
+				}
+			}
+			later()
+		}
+		if err := <-done; ctx.Err() != nil || err != nil {
+			t.Fatalf("the command ended with the interrupt (%v), error %v: it waited for the transaction marker", ctx.Err(), err)
+		}
+		return out.lines()
+	}
+	if got := run(nil); len(got) != 2 {
+		t.Fatalf("lines %q, want the 2 records", got)
+	}
+	// A record written after the start, behind the marker, is past the end.
+	got := run(func() { produce(t, brokers, "dlq-txn", "later", "written after the start") })
+	if len(got) != 2 {
+		t.Fatalf("lines %q, want the 2 records below the end found at the start", got)
 	}
 }
