@@ -68,7 +68,7 @@ func Run(ctx context.Context, cfg *Config, out io.Writer) (Summary, error) {
 		ranges = append(ranges, r)
 	}
 	if !cfg.Follow {
-		left := actors.NewFetchProbe(client, scfg.Consumer.IsolationLevel)
+		left := markersOnly(client, actors.NewFetchProbe(client, scfg.Consumer.IsolationLevel))
 		for _, r := range ranges {
 			if err := readPartition(ctx, consumer, cfg.Topic, r, p, left); err != nil {
 				return p.summary, err
@@ -126,14 +126,30 @@ func spanOf(client sarama.Client, cfg *Config, part int32) (span, error) {
 // before the broker is asked whether anything is left below it.
 const endIdle = time.Second
 
+// markersOnly returns whether nothing deliverable is left of a partition
+// from next up to end: the settle probe finds nothing deliverable at next,
+// and the leader's log reaches end. A new leader's high watermark can lag
+// behind the end found at start; a fetch below the end then answers no
+// records at all, which the probe reads as nothing left. An error is a no.
+func markersOnly(client sarama.Client, probe actors.SettleProbe) func(topic string, partition int32, next, end int64) bool {
+	return func(topic string, partition int32, next, end int64) bool {
+		if done, err := probe(topic, partition, next); err != nil || !done {
+			return false
+		}
+		newest, err := client.GetOffset(topic, partition, sarama.OffsetNewest)
+		return err == nil && newest >= end
+	}
+}
+
 // readPartition prints the records of r. The listener's dead-letter
 // producer is idempotent, not transactional, so below the end every offset
 // it wrote holds a record; but another producer's transaction leaves a
 // marker, which is never delivered. So once nothing has come for endIdle,
 // settled (when not nil) asks the broker whether anything deliverable is
-// left at the next offset; nothing is, and the read ends there. Records
-// past the end (written since the read began) are not printed.
-func readPartition(ctx context.Context, consumer sarama.Consumer, topic string, r span, p *printer, settled actors.SettleProbe) error {
+// left from the next offset up to the end; nothing is, and the read ends
+// there. Records past the end (written since the read began) are not
+// printed.
+func readPartition(ctx context.Context, consumer sarama.Consumer, topic string, r span, p *printer, settled func(topic string, partition int32, next, end int64) bool) error {
 	if r.end >= 0 && r.start >= r.end {
 		return nil
 	}
@@ -164,7 +180,7 @@ func readPartition(ctx context.Context, consumer sarama.Consumer, topic string, 
 			next, quiet = m.Offset+1, false
 		case <-idle:
 			if quiet {
-				if done, _ := settled(topic, r.partition, next); done {
+				if settled(topic, r.partition, next, r.end) {
 					return nil // the rest up to the end is transaction markers
 				}
 			}

@@ -10,11 +10,13 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/patchflow/patchflow/actors"
 	"github.com/patchflow/patchflow/cmd/internal/dlq"
@@ -309,5 +311,74 @@ func TestRunEndsBeforeATransactionMarkerAtTheEnd(t *testing.T) {
 	got := run(func() { produce(t, brokers, "dlq-txn", "later", "written after the start") })
 	if len(got) != 2 {
 		t.Fatalf("lines %q, want the 2 records below the end found at the start", got)
+	}
+}
+
+// After a leader change the new leader's high watermark can lag behind the
+// end found at start: a fetch below the end answers no records, and the
+// latest offset is the lagging one, until its followers' fetches move it on.
+// The read waited 2 s, took the empty answer for "only markers left" and
+// ended printing none of the 3 records below the end. It must wait for them.
+func TestRunWaitsForALaggingLeaderBelowTheEnd(t *testing.T) {
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "dlq-lag"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	brokers := cluster.ListenAddrs()
+	produce(t, brokers, "dlq-lag", "a", "1", "b", "2", "c", "3")
+	// For 4 s the leader lags at 0; the first latest offset asked (the end
+	// found at start) is the real one, 3.
+	lagUntil := time.Now().Add(4 * time.Second)
+	lagging := func() bool { return time.Now().Before(lagUntil) }
+	var latest atomic.Int32
+	cluster.ControlKey(kmsg.ListOffsets.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		cluster.KeepControl()
+		r := req.(*kmsg.ListOffsetsRequest)
+		if r.Topics[0].Partitions[0].Timestamp != -1 || latest.Add(1) == 1 || !lagging() {
+			return nil, nil, false
+		}
+		resp := r.ResponseKind().(*kmsg.ListOffsetsResponse)
+		rt := kmsg.NewListOffsetsResponseTopic()
+		rt.Topic = r.Topics[0].Topic
+		rp := kmsg.NewListOffsetsResponseTopicPartition()
+		rp.Partition, rp.Offset, rp.Timestamp = 0, 0, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		resp.Topics = append(resp.Topics, rt)
+		return resp, nil, true
+	})
+	cluster.ControlKey(kmsg.Fetch.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		cluster.KeepControl()
+		if !lagging() {
+			return nil, nil, false
+		}
+		r := req.(*kmsg.FetchRequest)
+		time.Sleep(time.Duration(r.MaxWaitMillis) * time.Millisecond) // a broker waits for data that long
+		resp := r.ResponseKind().(*kmsg.FetchResponse)
+		for _, t := range r.Topics {
+			rt := kmsg.NewFetchResponseTopic()
+			rt.Topic, rt.TopicID = t.Topic, t.TopicID
+			for _, p := range t.Partitions {
+				rp := kmsg.NewFetchResponseTopicPartition()
+				rp.Partition, rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = p.Partition, 0, 0, 0
+				rp.RecordBatches = []byte{} // no records (not null, as a broker sends them)
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil, true
+	})
+	cfg, _, err := dlq.Parse([]string{"-kafka-dlq-topic", "dlq-lag"}, env(map[string]string{"KAFKA_BROKERS": strings.Join(brokers, ",")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	var out syncBuffer
+	if _, err := dlq.Run(ctx, cfg, &out); err != nil || ctx.Err() != nil {
+		t.Fatalf("the command ended with error %v, interrupt %v", err, ctx.Err())
+	}
+	if got := out.lines(); len(got) != 3 {
+		t.Fatalf("lines %q, want the 3 records below the end found at start", got)
 	}
 }
