@@ -109,11 +109,13 @@ func (s PartitionState) idle(now time.Time, after time.Duration) bool {
 }
 
 // PinnedFor is how long the oldest unfinished record has held the watermark.
+// A record admitted after now (callers take now before they read the
+// state) has pinned nothing yet: 0, never a negative age.
 func (s PartitionState) PinnedFor(now time.Time) time.Duration {
 	if s.InFlight == 0 || s.PinnedSince.IsZero() {
 		return 0
 	}
-	return now.Sub(s.PinnedSince)
+	return max(0, now.Sub(s.PinnedSince))
 }
 
 // partitionGauges is what the actor publishes; the bridge reads it.

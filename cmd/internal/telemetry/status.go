@@ -144,7 +144,7 @@ func partitionStatus(p actors.PartitionState, now time.Time) PartitionStatus {
 	ps := PartitionStatus{Topic: p.Topic, Partition: p.Partition, Generation: p.Generation,
 		Committed: offsetOrNil(p.Committed), Admitted: offsetOrNil(p.Admitted), HighWatermark: p.HighWatermark,
 		Lag: p.Lag(), InFlight: p.InFlight, InFlightLimit: p.InFlightLimit,
-		PinnedKey: p.PinnedKey, PinnedSeconds: max(0, p.PinnedFor(now).Seconds())}
+		PinnedKey: p.PinnedKey, PinnedSeconds: p.PinnedFor(now).Seconds()}
 	if p.InFlight > 0 {
 		off := p.PinnedOffset
 		ps.PinnedOffset = &off
