@@ -248,17 +248,24 @@ func TestRunFollows(t *testing.T) {
 	}
 }
 
+// oneTopicBroker starts an in-process broker (kfake) holding topic, in one
+// partition, closed when the test ends.
+func oneTopicBroker(t *testing.T, topic string) (*kfake.Cluster, []string) {
+	t.Helper()
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cluster.Close)
+	return cluster, cluster.ListenAddrs()
+}
+
 // A transaction's commit marker takes the topic's last offset and is never
 // delivered: read up to the end it found at start, the command waited for
 // it until interrupted. It must end once the broker says nothing
 // deliverable is left, and not print a record written after its start.
 func TestRunEndsBeforeATransactionMarkerAtTheEnd(t *testing.T) {
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "dlq-txn"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
-	brokers := cluster.ListenAddrs()
+	_, brokers := oneTopicBroker(t, "dlq-txn")
 	produce(t, brokers, "dlq-txn", "stray", "not an envelope") // offset 0
 	pcfg := sarama.NewConfig()
 	pcfg.Version = sarama.V3_6_0_0
@@ -320,12 +327,7 @@ func TestRunEndsBeforeATransactionMarkerAtTheEnd(t *testing.T) {
 // The read waited 2 s, took the empty answer for "only markers left" and
 // ended printing none of the 3 records below the end. It must wait for them.
 func TestRunWaitsForALaggingLeaderBelowTheEnd(t *testing.T) {
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "dlq-lag"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
-	brokers := cluster.ListenAddrs()
+	cluster, brokers := oneTopicBroker(t, "dlq-lag")
 	produce(t, brokers, "dlq-lag", "a", "1", "b", "2", "c", "3")
 	// For 4 s the leader lags at 0; the first latest offset asked (the end
 	// found at start) is the real one, 3.

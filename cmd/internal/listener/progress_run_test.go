@@ -1,13 +1,11 @@
 package listener_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -16,24 +14,10 @@ import (
 	"github.com/patchflow/patchflow/messages"
 )
 
-// syncBuffer is a log destination safe for the listener's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
 // lines returns the JSON log lines whose message starts with prefix.
-func (s *syncBuffer) lines(t *testing.T, prefix string) []map[string]any {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func (b *lockedBuffer) lines(t *testing.T, prefix string) []map[string]any {
 	var out []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(s.b.String()), "\n") {
+	for _, l := range strings.Split(strings.TrimSpace(b.String()), "\n") {
 		if l == "" {
 			continue // nothing logged yet
 		}
@@ -75,7 +59,7 @@ func TestListenerSaysWhatIsHappening(t *testing.T) {
 		}
 		return nil
 	})
-	var logs syncBuffer
+	var logs lockedBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	started := make(chan struct{})

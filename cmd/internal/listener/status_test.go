@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
-	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/patchflow/patchflow/actors"
 	"github.com/patchflow/patchflow/cmd/internal/telemetry"
+	"github.com/patchflow/patchflow/cmd/internal/telemetry/statustest"
 	"github.com/patchflow/patchflow/messages"
 )
 
@@ -23,32 +23,6 @@ func statusJSON(t *testing.T, url string) map[string]any {
 		t.Fatalf("/status.json %d: %v\n%s", code, err, body)
 	}
 	return st
-}
-
-var snakeCase = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
-
-// nonSnakeKeys returns the path of every key of the JSON value v, at any
-// depth, that is not snake_case; the keys of totals.skipped_by_reason and totals.dead_lettered_by_reason are
-// data (skip reasons), not names.
-func nonSnakeKeys(path string, v any) []string {
-	var bad []string
-	switch v := v.(type) {
-	case map[string]any:
-		for k, e := range v {
-			p := strings.TrimPrefix(path+"."+k, ".")
-			if !snakeCase.MatchString(k) {
-				bad = append(bad, p)
-			}
-			if p != "totals.skipped_by_reason" && p != "totals.dead_lettered_by_reason" {
-				bad = append(bad, nonSnakeKeys(p, e)...)
-			}
-		}
-	case []any:
-		for _, e := range v {
-			bad = append(bad, nonSnakeKeys(path+"[]", e)...)
-		}
-	}
-	return bad
 }
 
 // The status page and its JSON say what is so, once, in one naming style:
@@ -74,7 +48,7 @@ func TestStatusPageReadsRight(t *testing.T) {
 
 	// Nothing committed yet: none, not -1.
 	st := statusJSON(t, srv.URL)
-	if bad := nonSnakeKeys("", st); len(bad) > 0 {
+	if bad := statustest.NonSnakeKeys(st); len(bad) > 0 {
 		t.Errorf("/status.json keys not in snake_case: %v", bad)
 	}
 	parts, _ := st["partitions"].([]any)
@@ -123,7 +97,7 @@ func TestStatusPageReadsRight(t *testing.T) {
 	if p := st["partitions"].([]any)[0].(map[string]any); p["committed"] != 2.0 || p["admitted"] != 1.0 {
 		t.Errorf("partition %v: want committed 2, admitted 1", p)
 	}
-	if bad := nonSnakeKeys("", st); len(bad) > 0 {
+	if bad := statustest.NonSnakeKeys(st); len(bad) > 0 {
 		t.Errorf("/status.json keys not in snake_case: %v", bad)
 	}
 	if _, page := get(t, srv.URL+"/status"); !strings.Contains(page, "panics 1") {

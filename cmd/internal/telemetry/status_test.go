@@ -3,12 +3,12 @@ package telemetry
 import (
 	"encoding/json"
 	"reflect"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/patchflow/patchflow/actors"
+	"github.com/patchflow/patchflow/cmd/internal/telemetry/statustest"
 )
 
 // fill sets every exported field of v, recursively: pointers allocated,
@@ -50,35 +50,6 @@ func fill(v reflect.Value) {
 	}
 }
 
-var snakeCase = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
-
-// dataKeyed are the objects of /status.json whose keys are data (skip
-// reasons), not names of the format.
-var dataKeyed = map[string]bool{"totals.skipped_by_reason": true, "totals.dead_lettered_by_reason": true}
-
-// nonSnakeKeys returns the path of every key of the JSON value v, at any
-// depth, that is not snake_case.
-func nonSnakeKeys(path string, v any) []string {
-	var bad []string
-	switch v := v.(type) {
-	case map[string]any:
-		for k, e := range v {
-			p := strings.TrimPrefix(path+"."+k, ".")
-			if !snakeCase.MatchString(k) {
-				bad = append(bad, p)
-			}
-			if !dataKeyed[p] {
-				bad = append(bad, nonSnakeKeys(p, e)...)
-			}
-		}
-	case []any:
-		for _, e := range v {
-			bad = append(bad, nonSnakeKeys(path+"[]", e)...)
-		}
-	}
-	return bad
-}
-
 // /status.json names every field in snake_case, nested ones and those
 // absent unless set included: a Status with every field set marshals with
 // no other key.
@@ -93,7 +64,7 @@ func TestStatusJSONIsSnakeCase(t *testing.T) {
 	if err := json.Unmarshal(raw, &v); err != nil {
 		t.Fatal(err)
 	}
-	if bad := nonSnakeKeys("", v); len(bad) > 0 {
+	if bad := statustest.NonSnakeKeys(v); len(bad) > 0 {
 		t.Fatalf("keys not in snake_case: %v\n%s", bad, raw)
 	}
 	// The walk reaches every level: a key of each nested object is seen.
