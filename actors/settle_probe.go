@@ -18,7 +18,9 @@ import (
 type SettleProbe func(topic string, partition int32, position int64) (settled bool, err error)
 
 // NewFetchProbe returns a SettleProbe that sends one fetch to the
-// partition's leader through client, without waiting for data.
+// partition's leader through client, without waiting for data (and, when
+// position is below the log's start, asks for the start and fetches there
+// once more).
 func NewFetchProbe(client sarama.Client, isolation sarama.IsolationLevel) SettleProbe {
 	return func(topic string, partition int32, position int64) (bool, error) {
 		leader, err := client.Leader(topic, partition)

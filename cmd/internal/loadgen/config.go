@@ -30,7 +30,7 @@ func Parse(args []string, lookup func(string) (string, bool)) (*Config, *setting
 	var seed int
 	s := settings.New("loadgen")
 	kafkaflags.BrokersSetting(s, &brokers, "comma-separated `host:port` list of Kafka brokers")
-	s.String(&c.Produce.Topic, "KAFKA_TOPIC", "kafka-topic", "platform.inventory.events", "topic to produce to", nil)
+	s.String(&c.Produce.Topic, "KAFKA_TOPIC", "kafka-topic", kafkaflags.DefaultTopic, "topic to produce to", nil)
 	s.String(&version, "KAFKA_VERSION", "kafka-version", "3.6.0", "Kafka protocol version", func(v string) error {
 		_, err := sarama.ParseKafkaVersion(v)
 		return err
