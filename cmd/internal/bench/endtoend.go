@@ -84,6 +84,17 @@ type EndToEndConfig struct {
 	// OnlyListener, when set, is the only listener this configuration
 	// runs with (ListenerBefore or ListenerAfter).
 	OnlyListener string `json:"only_listener,omitempty"`
+	// Round is the round of the adaptive comparison this run belongs to
+	// (from 1; 0 for a configuration outside it).
+	Round int `json:"round,omitempty"`
+}
+
+// Label names the configuration and, in the adaptive comparison, its round.
+func (c EndToEndConfig) Label() string {
+	if c.Round == 0 {
+		return c.Name
+	}
+	return fmt.Sprintf("%s, round %d", c.Name, c.Round)
 }
 
 // CPUPerEvent is CPU milliseconds per event of each process over a
@@ -262,7 +273,7 @@ func (e *EndToEnd) Run(ctx context.Context, listener, bin string, c EndToEndConf
 		res.Broker = "kfake"
 	}
 	fail := func(err error) (EndToEndResult, error) {
-		return res, fmt.Errorf("end to end, %s listener, %s (%s): %w", listener, c.Name, c.Workload, err)
+		return res, fmt.Errorf("end to end, %s listener, %s (%s): %w", listener, c.Label(), c.Workload, err)
 	}
 	dbURL, err := e.database(ctx, listener)
 	if err != nil {
@@ -333,7 +344,7 @@ func (e *EndToEnd) Run(ctx context.Context, listener, bin string, c EndToEndConf
 		return loadgen.Produce(ctx, ds, o, &loadgen.Plan{Items: items}, loadgen.ProduceOptions{Brokers: brokers, Topic: topic, Version: sarama.V3_6_0_0, Compression: "lz4"})
 	}
 	logName := func(part string) string {
-		return filepath.Join(e.Work, fmt.Sprintf("e2e-%s-%s-%d-%s.log", listener, strings.ReplaceAll(c.Name, "=", ""), seed, part))
+		return filepath.Join(e.Work, fmt.Sprintf("e2e-%s-%s-%d-%s.log", listener, strings.NewReplacer("=", "", " ", "", ",", "").Replace(c.Label()), seed, part))
 	}
 
 	// Re-check-ins: the hosts are created first by a listener process of
@@ -429,12 +440,12 @@ func (e *EndToEnd) Run(ctx context.Context, listener, bin string, c EndToEndConf
 	res.HostsChecked, res.HostsWrong = rep.Hosts, rep.Missing+rep.Wrong
 	if e.Log != nil {
 		fmt.Fprintf(e.Log, "%-6s end-to-end     %-6s %-11s %-10s S=%-4d G=%-5d %7.1f events/s  handler mean %.0f ms, p50 %.0f, p99 %.0f (VMaaS %.0f, database %.0f, other %.0f per event)  CPU ms/event: listener %.1f, mock %.1f, PostgreSQL %s, Kafka %s, bench %.1f, rest %.1f  %s limit %.0f (baseline %.0f ms), in flight %.0f  hosts wrong %d/%d%s\n",
-			res.Broker, listener, c.Workload, c.Name, res.InFlightPerPartition, res.InFlightTotal, res.PerSecond, res.HandlerMeanMS, res.HandlerP50MS, res.HandlerP99MS,
+			res.Broker, listener, c.Workload, c.Label(), res.InFlightPerPartition, res.InFlightTotal, res.PerSecond, res.HandlerMeanMS, res.HandlerP50MS, res.HandlerP99MS,
 			res.VMaaSMS, res.DatabaseMS, res.OtherMS, res.CPU.Listener, res.CPU.Mock, msText(res.CPU.Postgres), msText(res.CPU.Kafka), res.CPU.Bench, res.CPU.Rest,
 			res.Concurrency, res.MeanLimit, res.MeanBaselineMS, res.MeanInFlight, res.HostsWrong, res.HostsChecked, map[bool]string{true: "", false: "  NOT PUBLISHABLE: PostgreSQL with " + res.Postgres.NotDurable()}[res.Publishable])
 	}
 	if !rep.OK() && e.Log != nil {
-		fmt.Fprintf(e.Log, "       end-to-end     %s listener, %s (%s): %s; for example %v\n", listener, c.Name, c.Workload, rep, rep.Examples)
+		fmt.Fprintf(e.Log, "       end-to-end     %s listener, %s (%s): %s; for example %v\n", listener, c.Label(), c.Workload, rep, rep.Examples)
 	}
 	return res, nil
 }

@@ -298,13 +298,13 @@ func (r *Report) endToEndTable(b *strings.Builder) {
 		"each configuration has a topic, a consumer group and hosts of its own, so none is skipped as already applied. "+
 		"The configurations run one after the other, each with every listener in turn (before, then after). Before them each build handles a warm-up of events of its own, not reported: package and advisory names are shared by every host, and the first configuration in a database would pay alone for inserting them. "+
 		"**default** leaves every listener setting at the build's default (S, G and the database pool below are what its `/status.json` said); **sequential** is the old design, one event at a time per partition (S = 1, partition ordering), for this listener only. "+
-		"For this listener only, to judge its adaptive limit (the default since issue 13; **concurrency** says which ran): **fixed G=1024** is the default before it (`LISTENER_CONCURRENCY=fixed`), **fixed G=32** and **fixed G=64** hand-tuned fixed limits, and **unloaded (G=1)** one event at a time in the whole process, the handler's time with nothing else in flight. **Mean limit** and **mean in flight** average the listener's `patchflow_concurrency_limit` and `patchflow_in_flight_records` over the window's scrapes.\n\n",
-		BeforeEndToEndCommit, e.EventBytes/1024, e.Partitions, e.Broker)
+		"For this listener only, to judge its adaptive limit (the default since issue 13; **concurrency** says which ran): **adaptive** is that default, **fixed G=1024** the default before it (`LISTENER_CONCURRENCY=fixed`), **fixed G=32**, **fixed G=48** and **fixed G=64** hand-tuned fixed limits, and **unloaded (G=1)** one event at a time in the whole process, the handler's time with nothing else in flight%s. **Mean limit** and **mean in flight** average the listener's `patchflow_concurrency_limit` and `patchflow_in_flight_records` over the window's scrapes.\n\n",
+		BeforeEndToEndCommit, e.EventBytes/1024, e.Partitions, e.Broker, r.roundsText())
 	fmt.Fprintf(b, "- **%s**: each host created, then hosts drawn at random updated with their next profile revision (about one package in twenty updated); every event evaluates one system, so events/s is systems/s.\n", WorkloadNewHosts)
 	fmt.Fprintf(b, "- **%s**, what a real fleet mostly sends: the hosts are first created by a listener process of the same build, untimed, which commits to the end and stops; then a new listener process is timed over re-check-ins of hosts drawn at random, each one with a chance of %.0f %% repeating the host's profile with a new timestamp (**unchanged**) and of %.0f %% changing a few of its packages (**changed**: 1 to %d bumped, removed or added).\n\n",
 		WorkloadRecheck, RecheckUnchanged*100, RecheckChanged*100, platform.ChangeMaxPackages)
 	fmt.Fprintf(b, "The window runs from the first record the listener admits (its `/metrics` polled every %v until then) to the scrape (every %v) that shows every event finished (ok, skipped or dead-lettered); events/s is the events over that window. "+
-		"From the listener's metrics at the end of the window (that process handled nothing else): **handler** is `patchflow_handler_duration_seconds` over every attempt, the mean exact (sum / count), p50 and p99 interpolated inside buckets that double from 1 ms as Prometheus's `histogram_quantile` does, so good to the bucket only; "+
+		"From the listener's metrics at the end of the window (that process handled nothing else): **handler** is `patchflow_handler_duration_seconds` over every attempt, the mean exact (sum / count), p50 and p99 interpolated inside its buckets as Prometheus's `histogram_quantile` does, so good to the bucket: four to a doubling since issue 13, to about a fifth (each bucket 2^¼ × the last); for the listener before, whose buckets double from 1 ms, to a factor of two; "+
 		"**VMaaS** and **database** are the sums of `patchflow_vmaas_request_duration_seconds` and `patchflow_database_duration_seconds` (every operation, each one's beside the total) over the events, and **other** the handler's sum less both, over the events (decoding, validation, building the request, waiting for a CPU).\n\n",
 		StartPoll, FinishPoll)
 	b.WriteString("**CPU ms per event** is each process's user + system time over the window (`/proc/<pid>/stat`), over the events: the listener; the platform mock; **PostgreSQL**, the postmaster with every backend and auxiliary process (for each process its own time and its reaped children's, cutime + cstime, over the postmaster and its live descendants, so the difference of two readings also counts the backends that ended between them); " +
@@ -326,7 +326,7 @@ func (r *Report) endToEndTable(b *strings.Builder) {
 		b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|")
 		b.WriteString("---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, e := range rows {
-			fmt.Fprintf(b, "| %s | %s | %d | %d | %s | %s | %s | %d | %d |", e.Listener, e.Name, e.InFlightPerPartition, e.InFlightTotal, e.Concurrency,
+			fmt.Fprintf(b, "| %s | %s | %d | %d | %s | %s | %s | %d | %d |", e.Listener, e.Label(), e.InFlightPerPartition, e.InFlightTotal, e.Concurrency,
 				measuredText(e.MeanLimit), measuredText(e.MeanInFlight), e.DBConnections, e.Events)
 			if kinds != "" {
 				fmt.Fprintf(b, " %d / %d |", e.Unchanged, e.Changed)
@@ -351,6 +351,9 @@ func (r *Report) endToEndTable(b *strings.Builder) {
 			fmt.Fprintf(b, "\n%s, %s: %.1f %s after, %.1f before (%.2f ×); handler p50 %.0f ms after, %.0f before; CPU ms per event after / before: listener %.1f / %.1f, PostgreSQL %s / %s.\n",
 				strings.ToUpper(w[:1])+w[1:], after.Name, after.PerSecond, rate, before.PerSecond, after.PerSecond/max(before.PerSecond, 1e-9),
 				after.HandlerP50MS, before.HandlerP50MS, after.CPU.Listener, before.CPU.Listener, msText(after.CPU.Postgres), msText(before.CPU.Postgres))
+		}
+		if w == WorkloadNewHosts {
+			r.compareTable(b)
 		}
 	}
 }

@@ -28,6 +28,11 @@ type Plan struct {
 	// handler's time with nothing else in flight.
 	UnloadedEvents                            int
 	RecheckEvents, RecheckHosts, WarmupEvents int
+	// CompareRounds is how many rounds the configurations that judge the
+	// adaptive limit (CompareConfigs) run in, interleaved, each round in
+	// another order: one run of each is at the mercy of the machine's
+	// drift, which moves a configuration's systems/s by a tenth or more.
+	CompareRounds int
 	// Memory: backlogs of MemoryRecordBytes records at MemoryConcurrency,
 	// each watched for MemoryWindow with a handler of MemoryLatency.
 	MemoryBacklogs                       []int
@@ -65,7 +70,7 @@ func FullPlan() Plan {
 		Members:             4,
 		OverheadConcurrency: 512, OverheadRecords: 1_000_000, Rounds: 2,
 		EndToEndEvents: 2000, SequentialEvents: 600, Hosts: 1000, UnloadedEvents: 150,
-		RecheckEvents: 2000, RecheckHosts: 1000, WarmupEvents: 400,
+		RecheckEvents: 2000, RecheckHosts: 1000, WarmupEvents: 400, CompareRounds: 3,
 		MemoryBacklogs: []int{100_000, 1_000_000}, MemoryRecordBytes: 1024, MemoryConcurrency: 1024,
 		MemoryLatency: 200 * time.Millisecond, MemoryWindow: 15 * time.Second,
 		PinOffset: 100, PinLatency: 10 * time.Millisecond, PinWindow: 30 * time.Second, PinHold: 5 * time.Second,
@@ -86,7 +91,7 @@ func QuickPlan() Plan {
 	p.Long = p.Short
 	p.OverheadRecords, p.Rounds = 200_000, 1
 	p.EndToEndEvents, p.SequentialEvents, p.Hosts, p.UnloadedEvents = 300, 100, 150, 40
-	p.RecheckEvents, p.RecheckHosts, p.WarmupEvents = 300, 150, 50
+	p.RecheckEvents, p.RecheckHosts, p.WarmupEvents, p.CompareRounds = 300, 150, 50, 1
 	p.MemoryBacklogs, p.MemoryWindow = []int{50_000, 500_000}, 5*time.Second
 	p.PinWindow, p.PinHold = 20*time.Second, 3*time.Second
 	p.CrashRecords = 40_000
@@ -172,27 +177,54 @@ func (p Plan) EndToEndWarmup() EndToEndConfig {
 // with fixed ones.
 const (
 	ConfigDefault      = "default"
+	ConfigAdaptive     = "adaptive"
 	ConfigFixedDefault = "fixed G=1024"
 	ConfigFixed32      = "fixed G=32"
+	ConfigFixed48      = "fixed G=48"
 	ConfigFixed64      = "fixed G=64"
 	ConfigUnloaded     = "unloaded (G=1)"
 )
 
 // EndToEndConfigs are the configurations of scenario 4, each run by every
 // listener in turn (unless it names one): the listeners' default settings
-// on new hosts and on re-check-ins, and the old design (one event at a time
-// per partition) for this listener only.
+// on new hosts and on re-check-ins, the old design (one event at a time
+// per partition) for this listener only, then CompareRounds rounds of
+// CompareConfigs.
 func (p Plan) EndToEndConfigs() []EndToEndConfig {
-	return []EndToEndConfig{
+	out := []EndToEndConfig{
 		{Name: ConfigDefault, Workload: WorkloadNewHosts, Events: p.EndToEndEvents, Hosts: p.Hosts},
 		{Name: ConfigDefault, Workload: WorkloadRecheck, Events: p.RecheckEvents, Hosts: p.RecheckHosts},
 		{Name: "sequential", Workload: WorkloadNewHosts, PerPartition: 1, Total: p.Partitions, Ordering: "partition", Events: p.SequentialEvents,
 			Hosts: max(p.SequentialEvents/2, 1), OnlyListener: ListenerAfter},
-		// Adaptive (the default above) against fixed settings, and the
-		// handler's time with nothing else in flight.
-		{Name: ConfigFixedDefault, Workload: WorkloadNewHosts, Concurrency: "fixed", Events: p.EndToEndEvents, Hosts: p.Hosts, OnlyListener: ListenerAfter},
-		{Name: ConfigFixed32, Workload: WorkloadNewHosts, Concurrency: "fixed", Total: 32, Events: p.EndToEndEvents, Hosts: p.Hosts, OnlyListener: ListenerAfter},
-		{Name: ConfigFixed64, Workload: WorkloadNewHosts, Concurrency: "fixed", Total: 64, Events: p.EndToEndEvents, Hosts: p.Hosts, OnlyListener: ListenerAfter},
+	}
+	compare := p.CompareConfigs()
+	for r := range p.CompareRounds {
+		// Round r starts r configurations further on: each configuration
+		// runs early in one round and late in another, on a database
+		// that has stored more.
+		for i := range compare {
+			c := compare[(i+r)%len(compare)]
+			c.Round = r + 1
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// CompareConfigs judge the adaptive limit, this listener only, on new
+// hosts: the adaptive limit (the default since issue 13), fixed limits
+// around where it settles, the fixed default before it, and the handler's
+// time with nothing else in flight.
+func (p Plan) CompareConfigs() []EndToEndConfig {
+	fixed := func(name string, total int) EndToEndConfig {
+		return EndToEndConfig{Name: name, Workload: WorkloadNewHosts, Concurrency: "fixed", Total: total, Events: p.EndToEndEvents, Hosts: p.Hosts, OnlyListener: ListenerAfter}
+	}
+	return []EndToEndConfig{
+		{Name: ConfigAdaptive, Workload: WorkloadNewHosts, Concurrency: "adaptive", Events: p.EndToEndEvents, Hosts: p.Hosts, OnlyListener: ListenerAfter},
+		fixed(ConfigFixedDefault, 0),
+		fixed(ConfigFixed32, 32),
+		fixed(ConfigFixed48, 48),
+		fixed(ConfigFixed64, 64),
 		{Name: ConfigUnloaded, Workload: WorkloadNewHosts, Concurrency: "fixed", PerPartition: 1, Total: 1, Events: p.UnloadedEvents,
 			Hosts: max(p.UnloadedEvents/2, 1), OnlyListener: ListenerAfter},
 	}

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/prometheus/client_golang/prometheus"
@@ -119,5 +120,33 @@ func TestNoPlaceholderOffsetSamples(t *testing.T) {
 	}
 	if !maps.Equal(got, want) {
 		t.Fatalf("offset samples\n%v\nwant\n%v", got, want)
+	}
+}
+
+// The handler's histogram is fine enough to read a quantile from to about a
+// fifth, from 1 ms to 30 s: every bucket's upper bound at most 1.2 × the
+// last one's.
+func TestHandlerHistogramResolvesAFifth(t *testing.T) {
+	m := New()
+	m.HandlerDone("ok", 250*time.Millisecond)
+	families, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bounds []float64
+	for _, f := range families {
+		if f.GetName() == "patchflow_handler_duration_seconds" {
+			for _, b := range f.GetMetric()[0].GetHistogram().GetBucket() {
+				bounds = append(bounds, b.GetUpperBound())
+			}
+		}
+	}
+	if len(bounds) == 0 || bounds[0] > 0.001 || bounds[len(bounds)-1] < 30 {
+		t.Fatalf("buckets %v: want them from 1 ms or less to 30 s or more", bounds)
+	}
+	for i := 1; i < len(bounds); i++ {
+		if r := bounds[i] / bounds[i-1]; r > 1.2 {
+			t.Errorf("bucket %g s is %.2f × the one below it (%g s): a quantile inside it is good only to that factor", bounds[i], r, bounds[i-1])
+		}
 	}
 }
