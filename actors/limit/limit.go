@@ -12,8 +12,10 @@
 // baseline instead of pinning the limit at the floor, and a long stretch of
 // queueing cannot ratchet it upward; and early, once the latency has stopped
 // falling a fifth under the lowest the last probe knew of (a downstream
-// warming up drags the baseline down window after window under load). A
-// transient failure (the downstream refused or timed out) is a congestion
+// warming up drags the baseline down window after window under load).
+// While it falls (a window's mean a twentieth or more under the baseline),
+// the law does not raise the limit: the ratio against a baseline still
+// moving says nothing of queueing. A transient failure (the downstream refused or timed out) is a congestion
 // signal: a window's share f of them multiplies what the law gives by
 // 1 − f/2 (an outage halves the limit each window), and from 5 % the law
 // may not raise it; permanent failures and records skipped on purpose say
@@ -303,10 +305,12 @@ func (c *Controller) close(now time.Time) {
 		return
 	}
 
+	falling := false
 	if ok > 0 {
 		c.latency = mean
 		switch {
 		case c.baseline == 0 || mean < c.baseline:
+			falling = c.baseline > 0 && float64(mean) < (1-fallingShare)*float64(c.baseline)
 			c.baseline = mean
 			c.unfallen = 0
 		case c.probed == 0 || float64(mean) < 0.8*float64(c.probed):
@@ -321,8 +325,13 @@ func (c *Controller) close(now time.Time) {
 		next = c.law(mean)
 		// An app-limited window says nothing of a larger limit; nor does
 		// one with a share of failures near trouble, where a downstream
-		// that refuses what is over its capacity would be kept over it.
-		if (appLimited || failedShare >= troubleShare/2) && next > c.limit {
+		// that refuses what is over its capacity would be kept over it;
+		// nor one whose latency fell well under the baseline: the
+		// downstream is getting faster whatever the load (warming up,
+		// recovering), so the ratio against a baseline that is still
+		// moving says nothing of queueing, and raising the limit on it
+		// would leave it far over the capacity once the fall ends.
+		if (appLimited || falling || failedShare >= troubleShare/2) && next > c.limit {
 			next = c.limit
 		}
 	}
@@ -362,6 +371,12 @@ func (c *Controller) close(now time.Time) {
 // way is abandoned (its latencies would say nothing of no load). From half
 // of it the law may not raise the limit.
 const troubleShare = 0.1
+
+// fallingShare is how far under the baseline a window's mean must fall for
+// the downstream to count as getting faster (the limit is then not raised):
+// a twentieth. Smaller falls are taken for the scatter of a steady
+// downstream's window means, and the law raises the limit on them.
+const fallingShare = 0.05
 
 // warmedWindows is how many steady windows in a row, each a fifth under
 // the lowest latency the last probe knew of, must leave the baseline where
