@@ -55,7 +55,7 @@ func main() {
 	}
 	if *events > 0 {
 		plan.EndToEndEvents, plan.SequentialEvents, plan.Hosts = *events, max(*events/4, 50), max(*events/2, 50)
-		plan.RecheckEvents, plan.RecheckHosts = *events, max(*events/2, 50)
+		plan.RecheckEvents, plan.RecheckHosts, plan.CompareEvents = *events, max(*events/2, 50), *events
 	}
 	sources := []bench.Source{bench.KFake{}}
 	if *kafka != "" {

@@ -245,7 +245,13 @@ func (r *Report) roundsText() string {
 	if n == 0 {
 		return ""
 	}
-	return fmt.Sprintf(". These run in %d rounds, interleaved, each round starting one configuration further on than the last, since the machine's drift moves one run's systems/s by a tenth or more; the targets take each one's median over the rounds (below the table)", n)
+	events := 0
+	for _, e := range r.EndToEnd {
+		if e.Round > 0 && e.Name == ConfigAdaptive {
+			events = e.Events
+		}
+	}
+	return fmt.Sprintf(". These run in %d rounds, interleaved, each round starting one configuration further on than the last, since the machine's drift moves one run's systems/s by a tenth or more; the targets take each one's median over the rounds (below the table). Each but the unloaded one handles %d events over half as many hosts, so that the adaptive limit's first seconds (a baseline from a cold start, its first probe) are not most of its window", n, events)
 }
 
 // compareTable lists each configuration of the adaptive comparison over its

@@ -32,7 +32,11 @@ type Plan struct {
 	// adaptive limit (CompareConfigs) run in, interleaved, each round in
 	// another order: one run of each is at the mercy of the machine's
 	// drift, which moves a configuration's systems/s by a tenth or more.
-	CompareRounds int
+	// Each of them but the unloaded one handles CompareEvents events: the
+	// adaptive limit's first seconds (its baseline from a cold start,
+	// its first probe) must not be most of the window, as they were of
+	// EndToEndEvents.
+	CompareRounds, CompareEvents int
 	// Memory: backlogs of MemoryRecordBytes records at MemoryConcurrency,
 	// each watched for MemoryWindow with a handler of MemoryLatency.
 	MemoryBacklogs                       []int
@@ -70,7 +74,7 @@ func FullPlan() Plan {
 		Members:             4,
 		OverheadConcurrency: 512, OverheadRecords: 1_000_000, Rounds: 2,
 		EndToEndEvents: 2000, SequentialEvents: 600, Hosts: 1000, UnloadedEvents: 150,
-		RecheckEvents: 2000, RecheckHosts: 1000, WarmupEvents: 400, CompareRounds: 3,
+		RecheckEvents: 2000, RecheckHosts: 1000, WarmupEvents: 400, CompareRounds: 3, CompareEvents: 4000,
 		MemoryBacklogs: []int{100_000, 1_000_000}, MemoryRecordBytes: 1024, MemoryConcurrency: 1024,
 		MemoryLatency: 200 * time.Millisecond, MemoryWindow: 15 * time.Second,
 		PinOffset: 100, PinLatency: 10 * time.Millisecond, PinWindow: 30 * time.Second, PinHold: 5 * time.Second,
@@ -91,7 +95,7 @@ func QuickPlan() Plan {
 	p.Long = p.Short
 	p.OverheadRecords, p.Rounds = 200_000, 1
 	p.EndToEndEvents, p.SequentialEvents, p.Hosts, p.UnloadedEvents = 300, 100, 150, 40
-	p.RecheckEvents, p.RecheckHosts, p.WarmupEvents, p.CompareRounds = 300, 150, 50, 1
+	p.RecheckEvents, p.RecheckHosts, p.WarmupEvents, p.CompareRounds, p.CompareEvents = 300, 150, 50, 1, 300
 	p.MemoryBacklogs, p.MemoryWindow = []int{50_000, 500_000}, 5*time.Second
 	p.PinWindow, p.PinHold = 20*time.Second, 3*time.Second
 	p.CrashRecords = 40_000
@@ -217,10 +221,10 @@ func (p Plan) EndToEndConfigs() []EndToEndConfig {
 // time with nothing else in flight.
 func (p Plan) CompareConfigs() []EndToEndConfig {
 	fixed := func(name string, total int) EndToEndConfig {
-		return EndToEndConfig{Name: name, Workload: WorkloadNewHosts, Concurrency: "fixed", Total: total, Events: p.EndToEndEvents, Hosts: p.Hosts, OnlyListener: ListenerAfter}
+		return EndToEndConfig{Name: name, Workload: WorkloadNewHosts, Concurrency: "fixed", Total: total, Events: p.CompareEvents, Hosts: p.CompareEvents / 2, OnlyListener: ListenerAfter}
 	}
 	return []EndToEndConfig{
-		{Name: ConfigAdaptive, Workload: WorkloadNewHosts, Concurrency: "adaptive", Events: p.EndToEndEvents, Hosts: p.Hosts, OnlyListener: ListenerAfter},
+		{Name: ConfigAdaptive, Workload: WorkloadNewHosts, Concurrency: "adaptive", Events: p.CompareEvents, Hosts: p.CompareEvents / 2, OnlyListener: ListenerAfter},
 		fixed(ConfigFixedDefault, 0),
 		fixed(ConfigFixed32, 32),
 		fixed(ConfigFixed48, 48),
