@@ -251,7 +251,7 @@ func (r *Report) roundsText() string {
 			events = e.Events
 		}
 	}
-	return fmt.Sprintf(". These run in %d rounds, interleaved, each round starting one configuration further on than the last, since the machine's drift moves one run's systems/s by a tenth or more; the targets take each one's median over the rounds (below the table). Each but the unloaded one handles %d events over half as many hosts, so that the adaptive limit's first seconds (a baseline from a cold start, its first probe) are not most of its window", n, events)
+	return fmt.Sprintf(". These run in %d rounds, interleaved, each round starting one configuration further on than the last, since the machine's drift moves one run's systems/s by a tenth or more; the targets take each one's median over the rounds (below the table). Each but the unloaded one handles %d events over half as many hosts, so that the adaptive limit's first seconds (a baseline from a cold start, its first probe) are not most of its window; before each, the hosts the runs before it stored are deleted (`TRUNCATE system, deleted_system`; accounts, packages and advisories stay), so that each starts on the same database, not on one the runs before it grew", n, events)
 }
 
 // compareTable lists each configuration of the adaptive comparison over its

@@ -287,6 +287,11 @@ func (e *EndToEnd) Run(ctx context.Context, listener, bin string, c EndToEndConf
 	if err := e.refuse(res.Postgres); err != nil {
 		return fail(err)
 	}
+	if c.Round > 0 {
+		if err := forgetSystems(ctx, dbURL); err != nil {
+			return fail(err)
+		}
+	}
 	res.Publishable = res.Postgres.Durable()
 
 	// A seed of its own: host ids derive from it, so a configuration never

@@ -203,3 +203,28 @@ func dropDatabase(ctx context.Context, admin, name string) error {
 	}
 	return nil
 }
+
+// forgetSystems deletes every host stored in the database at url (TRUNCATE
+// system, deleted_system) and keeps the rows hosts share (accounts,
+// packages, advisories), so that each run of the adaptive comparison starts
+// on the same database: otherwise each met one grown by the runs before it
+// (15 runs of 2,000 hosts), slower for the later ones whatever their
+// settings. A database the listener has not migrated yet holds no host.
+func forgetSystems(ctx context.Context, url string) error {
+	db, err := sql.Open("postgres", url)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	var migrated bool
+	if err := db.QueryRowContext(ctx, `SELECT to_regclass('system') IS NOT NULL AND to_regclass('deleted_system') IS NOT NULL`).Scan(&migrated); err != nil {
+		return fmt.Errorf("forget the stored hosts: %w", err)
+	}
+	if !migrated {
+		return nil
+	}
+	if _, err := db.ExecContext(ctx, `TRUNCATE system, deleted_system`); err != nil {
+		return fmt.Errorf("forget the stored hosts: %w", err)
+	}
+	return nil
+}

@@ -268,3 +268,43 @@ func TestReadsTarget(t *testing.T) {
 		}
 	}
 }
+
+// Forgetting the stored hosts between the comparison's runs empties the
+// system tables and keeps the shared rows; on a database not migrated yet it
+// does nothing.
+func TestForgetSystemsKeepsTheSharedRows(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	if err := forgetSystems(ctx, url); err != nil {
+		t.Fatalf("before the schema exists: %v", err)
+	}
+	db := openDB(t, url)
+	if err := persistence.Migrate(db); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`INSERT INTO account (org_id) VALUES ('o1')`,
+		`INSERT INTO package_name (name) VALUES ('kernel')`,
+		`INSERT INTO system (account_id, inventory_id, profile_checksum, last_upload, last_event_time) SELECT id, gen_random_uuid(), 'c', now(), now() FROM account`,
+		`INSERT INTO deleted_system (inventory_id, org_id, event_time) VALUES (gen_random_uuid(), 'o1', now())`,
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if err := forgetSystems(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	count := func(table string) (n int) {
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM `+table).Scan(&n); err != nil { // table is a constant of this test
+			t.Fatal(err)
+		}
+		return n
+	}
+	if s, d := count("system"), count("deleted_system"); s != 0 || d != 0 {
+		t.Errorf("after forgetting: %d systems, %d deleted systems, want none", s, d)
+	}
+	if a, p := count("account"), count("package_name"); a != 1 || p != 1 {
+		t.Errorf("after forgetting: %d accounts, %d package names, want the 1 of each stored", a, p)
+	}
+}
