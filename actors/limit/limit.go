@@ -14,8 +14,9 @@
 // falling a fifth under the lowest the last probe knew of (a downstream
 // warming up drags the baseline down window after window under load).
 // While it falls (a window's mean a twentieth or more under the baseline),
-// the law does not raise the limit: the ratio against a baseline still
-// moving says nothing of queueing. A transient failure (the downstream refused or timed out) is a congestion
+// for at most four windows in a row, the law does not raise the limit: the
+// ratio against a baseline still moving says nothing of queueing. A
+// transient failure (the downstream refused or timed out) is a congestion
 // signal: a window's share f of them multiplies what the law gives by
 // 1 − f/2 (an outage halves the limit each window), and from 5 % the law
 // may not raise it; permanent failures and records skipped on purpose say
@@ -193,6 +194,9 @@ type Controller struct {
 	// under probed (see early probes in close).
 	probed   time.Duration
 	unfallen int
+	// falls counts the steady windows in a row whose mean fell a
+	// twentieth under the baseline (see fallingShare).
+	falls int
 }
 
 // New returns a controller at its initial limit.
@@ -308,9 +312,15 @@ func (c *Controller) close(now time.Time) {
 	falling := false
 	if ok > 0 {
 		c.latency = mean
+		fell := c.baseline > 0 && float64(mean) < (1-fallingShare)*float64(c.baseline)
+		if fell {
+			c.falls++
+		} else {
+			c.falls = 0
+		}
+		falling = fell && c.falls <= maxHeldFalls
 		switch {
 		case c.baseline == 0 || mean < c.baseline:
-			falling = c.baseline > 0 && float64(mean) < (1-fallingShare)*float64(c.baseline)
 			c.baseline = mean
 			c.unfallen = 0
 		case c.probed == 0 || float64(mean) < 0.8*float64(c.probed):
@@ -377,6 +387,13 @@ const troubleShare = 0.1
 // a twentieth. Smaller falls are taken for the scatter of a steady
 // downstream's window means, and the law raises the limit on them.
 const fallingShare = 0.05
+
+// maxHeldFalls bounds how many falling windows in a row hold the limit: a
+// cold start's fall lasts a few (measured end to end: four), and a
+// downstream that keeps getting faster for longer (a slow recovery) must
+// not keep the limit where it started, starving it; the law moves the
+// limit again from the fifth, as if the latency were steady.
+const maxHeldFalls = 4
 
 // warmedWindows is how many steady windows in a row, each a fifth under
 // the lowest latency the last probe knew of, must leave the baseline where
