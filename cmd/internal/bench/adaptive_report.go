@@ -239,19 +239,32 @@ func (r *Report) compareRounds() int {
 	return n
 }
 
-// roundsText says how the comparison ran, for the section's description.
+// roundsText says how the comparison ran, for the section's description:
+// what the runs recorded, so that a report from before a change to how they
+// run (-from-json) is not described as if made after it.
 func (r *Report) roundsText() string {
 	n := r.compareRounds()
 	if n == 0 {
 		return ""
 	}
-	events := 0
+	events, forgotten := 0, true
 	for _, e := range r.EndToEnd {
-		if e.Round > 0 && e.Name == ConfigAdaptive {
-			events = e.Events
+		if e.Round > 0 {
+			forgotten = forgotten && e.HostsForgotten
+			if e.Name == ConfigAdaptive {
+				events = e.Events
+			}
 		}
 	}
-	return fmt.Sprintf(". These run in %d rounds, interleaved, each round starting one configuration further on than the last, since the machine's drift moves one run's systems/s by a tenth or more; the targets take each one's median over the rounds (below the table). Each but the unloaded one handles %d events over half as many hosts, so that the adaptive limit's first seconds (a baseline from a cold start, its first probe) are not most of its window; before each, the hosts the runs before it stored are deleted (`TRUNCATE system, deleted_system`; accounts, packages and advisories stay), so that each starts on the same database, not on one the runs before it grew", n, events)
+	text := fmt.Sprintf(". These run in %d rounds, interleaved, each round starting one configuration further on than the last, since the machine's drift moves one run's systems/s by a tenth or more; the targets take each one's median over the rounds (below the table)", n)
+	if n == 1 {
+		text = ". These run once each, in turn"
+	}
+	text += fmt.Sprintf(". Each but the unloaded one handles %d events over half as many hosts, so that the adaptive limit's first seconds (a baseline from a cold start, its first probe) are not most of its window", events)
+	if forgotten {
+		text += "; before each, the hosts the runs before it stored are deleted (`TRUNCATE system, deleted_system`; accounts, packages and advisories stay), so that each starts on the same database, not on one the runs before it grew"
+	}
+	return text
 }
 
 // compareTable lists each configuration of the adaptive comparison over its

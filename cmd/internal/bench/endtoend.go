@@ -165,6 +165,10 @@ type EndToEndResult struct {
 	// is false when that was not durable.
 	Postgres    PostgresSettings `json:"postgres"`
 	Publishable bool             `json:"publishable"`
+	// HostsForgotten: the hosts the runs before this one stored were
+	// deleted before it (forgetSystems; each run of the adaptive
+	// comparison since d667aba). False in reports from before.
+	HostsForgotten bool `json:"hosts_forgotten,omitempty"`
 }
 
 // EndToEnd runs listener binaries, each in its own process, with their real
@@ -291,6 +295,7 @@ func (e *EndToEnd) Run(ctx context.Context, listener, bin string, c EndToEndConf
 		if err := forgetSystems(ctx, dbURL); err != nil {
 			return fail(err)
 		}
+		res.HostsForgotten = true
 	}
 	res.Publishable = res.Postgres.Durable()
 
