@@ -260,7 +260,7 @@ func (r *Report) roundsText() string {
 	if n == 1 {
 		text = ". These run once each, in turn"
 	}
-	text += fmt.Sprintf(". Each but the unloaded one handles %d events over half as many hosts, so that the adaptive limit's first seconds (a baseline from a cold start, its first probe) are not most of its window", events)
+	text += fmt.Sprintf(". Each but the unloaded one handles %d events over half as many hosts", events)
 	if forgotten {
 		text += "; before each, the hosts the runs before it stored are deleted (`TRUNCATE system, deleted_system`; accounts, packages and advisories stay), so that each starts on the same database, not on one the runs before it grew"
 	}
