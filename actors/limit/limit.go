@@ -389,10 +389,11 @@ const troubleShare = 0.1
 const fallingShare = 0.05
 
 // maxHeldFalls bounds how many falling windows in a row hold the limit: a
-// cold start's fall lasts a few (measured end to end: four), and a
-// downstream that keeps getting faster for longer (a slow recovery) must
-// not keep the limit where it started, starving it; the law moves the
-// limit again from the fifth, as if the latency were steady.
+// cold start's fall lasts a few (measured end to end: three windows in one
+// run, five in another), and a downstream that keeps getting faster for
+// longer (a slow recovery) must not keep the limit where it started,
+// starving it; the law moves the limit again from the fifth, as if the
+// latency were steady.
 const maxHeldFalls = 4
 
 // warmedWindows is how many steady windows in a row, each a fifth under

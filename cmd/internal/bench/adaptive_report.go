@@ -145,7 +145,8 @@ func (g *e2eRuns) medianP50() float64 {
 	return median(g.runs, func(e *EndToEndResult) float64 { return e.HandlerP50MS })
 }
 
-// median of f over runs (the mean of the middle two for an even count).
+// median of f over runs: the nearest-rank p50 the reads scenario takes too
+// (the lower middle of an even count).
 func median(runs []*EndToEndResult, f func(*EndToEndResult) float64) float64 {
 	if len(runs) == 0 {
 		return 0
@@ -155,11 +156,7 @@ func median(runs []*EndToEndResult, f func(*EndToEndResult) float64) float64 {
 		v[i] = f(e)
 	}
 	slices.Sort(v)
-	n := len(v)
-	if n%2 == 1 {
-		return v[n/2]
-	}
-	return (v[n/2-1] + v[n/2]) / 2
+	return percentile(v, 0.5)
 }
 
 // compared reports whether e is one of this listener's new-host runs, the

@@ -55,6 +55,18 @@ func TestAdaptiveTargetsFollowTheNumbers(t *testing.T) {
 	}
 }
 
+// adaptiveEndToEndRow returns the report's end-to-end adaptive target row.
+func adaptiveEndToEndRow(t *testing.T, r *Report) [4]string {
+	t.Helper()
+	for _, row := range r.targets() {
+		if strings.HasPrefix(row[0], "8. adaptive limit end to end") {
+			return row
+		}
+	}
+	t.Fatal("no end-to-end adaptive target")
+	return [4]string{}
+}
+
 // The end-to-end comparison is judged against the best fixed setting and
 // the unloaded handler time, both measured in the same run.
 func TestAdaptiveEndToEndTarget(t *testing.T) {
@@ -69,15 +81,7 @@ func TestAdaptiveEndToEndTarget(t *testing.T) {
 	r.EndToEnd[2].PerSecond = 60           // C=32, fixed: slower than fixed G=1024 below
 	add(ConfigFixedDefault, "fixed", 82, 3000)
 	add(ConfigUnloaded, "fixed", 9, 300)
-	row := func() [4]string {
-		for _, row := range r.targets() {
-			if strings.HasPrefix(row[0], "8. adaptive limit end to end") {
-				return row
-			}
-		}
-		t.Fatal("no end-to-end adaptive target")
-		return [4]string{}
-	}
+	row := func() [4]string { return adaptiveEndToEndRow(t, r) }
 	if got := row(); got[3] != "**not met**" || !strings.HasSuffix(got[2], "meeting both: none") { // 700 ms > 2 × 300 ms; fixed G=1024 at 10 ×
 		t.Fatalf("p50 at 2.3 × unloaded judged %q: %v", got[3], got)
 	}
@@ -184,15 +188,7 @@ func TestAdaptiveEndToEndTargetTakesMediansOverRounds(t *testing.T) {
 		add(ConfigFixedDefault, "fixed", i+1, v.fixed1024, 3000)
 		add(ConfigUnloaded, "fixed", i+1, 8, v.unloadedP50)
 	}
-	row := func() [4]string {
-		for _, row := range r.targets() {
-			if strings.HasPrefix(row[0], "8. adaptive limit end to end") {
-				return row
-			}
-		}
-		t.Fatal("no end-to-end adaptive target")
-		return [4]string{}
-	}
+	row := func() [4]string { return adaptiveEndToEndRow(t, r) }
 	got := row()
 	if !strings.HasPrefix(got[2], "medians of 3 rounds: 140.0 systems/s against 146.0 at fixed G=64 (0.96 ×); handler p50 250 ms against 125 unloaded (2.00 ×)") || got[3] != "met" {
 		t.Fatalf("medians 140 of 146 systems/s at p50 2.00 × unloaded: %v", got)

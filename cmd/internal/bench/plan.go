@@ -204,8 +204,8 @@ func (p Plan) EndToEndConfigs() []EndToEndConfig {
 	compare := p.CompareConfigs()
 	for r := range p.CompareRounds {
 		// Round r starts r configurations further on: each configuration
-		// runs early in one round and late in another, on a database
-		// that has stored more.
+		// runs early in one round and late in another, so the machine's
+		// drift over the rounds falls on none alone.
 		for i := range compare {
 			c := compare[(i+r)%len(compare)]
 			c.Round = r + 1

@@ -25,13 +25,13 @@ type Metrics struct {
 	database *prometheus.HistogramVec
 }
 
-// HandlerBuckets are the upper bounds of patchflow_handler_duration_seconds:
+// handlerBuckets are the upper bounds of patchflow_handler_duration_seconds:
 // four to a doubling (each 2^¼ ≈ 1.19 × the last) from 1 ms to 32.768 s. A
 // quantile read from the histogram is then good to about a fifth, where
 // buckets that double leave a p50 anywhere within a factor of two, too
 // coarse to tell a handler queueing a little from one at its unloaded
 // time.
-var HandlerBuckets = prometheus.ExponentialBucketsRange(0.001, 32.768, 61)
+var handlerBuckets = prometheus.ExponentialBucketsRange(0.001, 32.768, 61)
 
 // New returns the metrics; AttachBridge adds the pipeline's own once the
 // bridge exists.
@@ -40,7 +40,7 @@ func New() *Metrics {
 		Registry: prometheus.NewRegistry(),
 		handler: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "patchflow_handler_duration_seconds", Help: "Handler attempts by outcome (ok, skipped, transient, permanent, unknown, cancelled, panic).",
-			Buckets: HandlerBuckets}, []string{"outcome"}),
+			Buckets: handlerBuckets}, []string{"outcome"}),
 		drains: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "patchflow_drain_duration_seconds", Help: "Time to drain a partition at the end of its claim.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}, []string{"timed_out"}),
