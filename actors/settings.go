@@ -30,6 +30,11 @@ type Settings struct {
 	ConcurrencyFloor int
 	// ConcurrencyLaw is the adaptive limit's control law.
 	ConcurrencyLaw limit.Law
+	// ConcurrencyTolerance is the multiple of the no-load latency the
+	// adaptive limit treats as no queue (limit.Config.Tolerance): 1 keeps
+	// the handler near its no-load latency; more buys the throughput a
+	// downstream with a soft knee still gives, for latency.
+	ConcurrencyTolerance float64
 	// Ordering is the ordering guarantee within a partition.
 	Ordering ordering.Mode
 	// DrainTimeout bounds how long a partition waits for in-flight records at
@@ -116,6 +121,7 @@ const DefaultConcurrencyFloor = 8
 func (s Settings) LimitConfig() limit.Config {
 	cfg := limit.DefaultConfig(min(s.ConcurrencyFloor, s.InFlightTotal), s.InFlightTotal)
 	cfg.Law = s.ConcurrencyLaw
+	cfg.Tolerance = s.ConcurrencyTolerance
 	return cfg
 }
 
@@ -143,6 +149,7 @@ func DefaultSettings() Settings {
 		Concurrency:          ConcurrencyAdaptive,
 		ConcurrencyFloor:     DefaultConcurrencyFloor,
 		ConcurrencyLaw:       limit.Gradient,
+		ConcurrencyTolerance: 1,
 		Ordering:             ordering.ByKey,
 		DrainTimeout:         20 * time.Second,
 		MaxAttempts:          5,

@@ -6,17 +6,32 @@
 // concurrency actor) serialises access.
 //
 // The signal is handler latency against its no-load baseline. Latency is
-// averaged over windows of samples; the baseline is the lowest window mean
-// since the last probe, and a probe re-measures it from time to time at half
-// the limit, so a downstream that became slower for everyone raises the
-// baseline instead of pinning the limit at the floor, and a long stretch of
-// queueing cannot ratchet it upward; and early, once the latency has stopped
+// averaged over windows of samples; the baseline is what a probe measured:
+// from time to time the limit is halved (divided by twice the tolerance,
+// below) and the mean of a window at it becomes the baseline, so a downstream
+// that became slower for everyone raises the baseline instead of pinning the
+// limit at the floor, and a long stretch of queueing cannot ratchet it upward.
+// Before the first probe has measured, the baseline is the lowest window mean.
+// Steady windows do not lower it afterwards: when the downstream's speed
+// scatters from one moment to the next, the lowest of many window means is a
+// lucky one, and against it every ordinary window looks queued (the gradient
+// law then held 64 servers scattering ±20 % at half their capacity,
+// TestScatteredDownstreamIsNotHeldFarUnderItsCapacity). A downstream that
+// became faster is found by an early probe, once the latency has stopped
 // falling a fifth under the lowest the last probe knew of (a downstream
-// warming up drags the baseline down window after window under load).
-// While it falls (a window's mean a twentieth or more under the baseline),
-// for at most four windows in a row, the law does not raise the limit: the
-// ratio against a baseline still moving says nothing of queueing. A
-// transient failure (the downstream refused or timed out) is a congestion
+// warming up, or recovering, gets faster window after window under load).
+// While it falls (a window's mean a twentieth or more under the lowest since
+// the last probe), for at most four windows in a row, the law does not raise
+// the limit: the ratio against a baseline about to move says nothing of
+// queueing. Vegas alone judges against the lowest window mean since the last
+// probe, as TCP Vegas's base RTT is a minimum.
+//
+// A tolerance over 1 makes the law treat that multiple of the baseline as
+// no queue: more records in flight, and more throughput from a downstream
+// whose throughput keeps rising well past the point where its latency
+// starts to (a soft knee), for more latency.
+//
+// A transient failure (the downstream refused or timed out) is a congestion
 // signal: a window's share f of them multiplies what the law gives by
 // 1 − f/2 (an outage halves the limit each window), and from 5 % the law
 // may not raise it; permanent failures and records skipped on purpose say
@@ -36,18 +51,19 @@ type Law int
 
 const (
 	// Gradient (Netflix's Gradient2 without its long-term average): the
-	// limit is scaled by baseline/latency (clamped to [0.5, 1]) and given a
-	// queue allowance of √limit. It settles where the downstream queues
-	// about √limit records, growing by √limit per window while latency
-	// stays at baseline.
+	// limit is scaled by tolerance × baseline/latency (clamped to [0.5, 1])
+	// and given a queue allowance of √limit. At a tolerance of 1 it settles
+	// where the downstream queues about √limit records, growing by √limit
+	// per window while latency stays at baseline.
 	Gradient Law = iota
 	// Vegas (TCP Vegas, as in Netflix's VegasLimit): with lg =
-	// max(1, log10(limit)) and the queue estimate q = limit × (1 −
-	// baseline/latency), the limit grows by 6·lg while q ≤ lg, by lg while
-	// q < 3·lg, and falls by lg once q > 6·lg.
+	// max(1, log10(limit)) and the queue estimate q = limit × max(0, 1 −
+	// tolerance × baseline/latency), the limit grows by 6·lg while q ≤ lg,
+	// by lg while q < 3·lg, and falls by lg once q > 6·lg. Its baseline is
+	// the lowest window mean since the last probe.
 	Vegas
 	// AIMD on latency: +1 per window while latency stays under 1.25 ×
-	// baseline, × 0.9 when it passes it.
+	// tolerance × baseline, × 0.9 when it passes it.
 	AIMD
 )
 
@@ -82,6 +98,10 @@ type Config struct {
 	// min(Ceiling, max(Floor, DefaultInitial)).
 	Initial int
 	Law     Law
+	// Tolerance is the multiple of the baseline latency the law treats as
+	// no queue, from 1 (the knee: the least latency for the throughput) to
+	// MaxTolerance; 0 means 1.
+	Tolerance float64
 	// A window closes once it is MinWindow old (or twice the latest mean
 	// latency, if longer: a limit change shows only after a round trip) and
 	// holds MinSamples samples, or, with fewer, once it is MaxWindow old
@@ -92,7 +112,10 @@ type Config struct {
 	// least twelve windows): the limit halves until a whole window had no
 	// more in flight than that (at most four windows), the next window's
 	// mean becomes the baseline unless a tenth of its attempts failed, and
-	// the limit is restored. 0 never probes (the baseline only falls).
+	// the limit is restored. With a tolerance t the limit is divided by
+	// 2t, not 2: t settles it near t times the knee, and a probe at half
+	// of that would measure a queue, the next settling higher on it each
+	// time. 0 never probes (the baseline only falls).
 	ProbeInterval time.Duration
 }
 
@@ -100,10 +123,14 @@ type Config struct {
 // says otherwise.
 const DefaultInitial = 32
 
+// MaxTolerance bounds Config.Tolerance: at 4 × its no-load latency a
+// downstream is queueing three records for each it serves.
+const MaxTolerance = 4.0
+
 // DefaultConfig returns the defaults docs/architecture.md describes
 // ("Adaptive concurrency").
 func DefaultConfig(floor, ceiling int) Config {
-	return Config{Floor: floor, Ceiling: ceiling, Law: Gradient,
+	return Config{Floor: floor, Ceiling: ceiling, Law: Gradient, Tolerance: 1,
 		MinWindow: 50 * time.Millisecond, MaxWindow: time.Second, MinSamples: 16,
 		ProbeInterval: 10 * time.Second}
 }
@@ -116,6 +143,9 @@ func (c Config) Validate() error {
 	}
 	if c.Initial != 0 && (c.Initial < c.Floor || c.Initial > c.Ceiling) {
 		errs = append(errs, fmt.Errorf("initial concurrency limit %d is outside [%d, %d]", c.Initial, c.Floor, c.Ceiling))
+	}
+	if c.Tolerance != 0 && !(c.Tolerance >= 1 && c.Tolerance <= MaxTolerance) {
+		errs = append(errs, fmt.Errorf("concurrency tolerance must be within [1, %g], got %g", MaxTolerance, c.Tolerance))
 	}
 	if c.Law < Gradient || c.Law > AIMD {
 		errs = append(errs, fmt.Errorf("unknown control law %v", c.Law))
@@ -157,7 +187,7 @@ type Phase int
 const (
 	// Steady: the law moves the limit.
 	Steady Phase = iota
-	// Draining: the limit was halved for a probe; these windows let the
+	// Draining: the limit was lowered for a probe; these windows let the
 	// records admitted over it finish.
 	Draining
 	// Measuring: this window's mean becomes the baseline.
@@ -170,9 +200,12 @@ const (
 type Controller struct {
 	cfg   Config
 	limit float64
-	// baseline is the no-load latency: the lowest window mean since the
-	// last probe (0 before the first window).
-	baseline time.Duration
+	// baseline is the no-load latency: what the last probe measured, or
+	// before one has, the lowest window mean (0 before the first window).
+	// lowest is the lowest mean since the last probe: the mean it measured
+	// or a lower steady window's. measured is set once a probe has.
+	baseline, lowest time.Duration
+	measured         bool
 	// latency and queue are the last window's mean and queue estimate.
 	latency time.Duration
 	queue   float64
@@ -190,12 +223,12 @@ type Controller struct {
 	// probed is the lowest latency the last probe knew of: the mean of
 	// the window it began after, or the mean it measured if lower (0
 	// before the first probe). unfallen counts the steady windows in a row
-	// since then whose mean did not lower the baseline yet was a fifth
+	// since then whose mean did not lower the lowest yet was a fifth
 	// under probed (see early probes in close).
 	probed   time.Duration
 	unfallen int
 	// falls counts the steady windows in a row whose mean fell a
-	// twentieth under the baseline (see fallingShare).
+	// twentieth under the lowest since the last probe (see fallingShare).
 	falls int
 }
 
@@ -208,21 +241,30 @@ func New(cfg Config) (*Controller, error) {
 	if initial == 0 {
 		initial = min(cfg.Ceiling, max(cfg.Floor, DefaultInitial))
 	}
+	if cfg.Tolerance == 0 {
+		cfg.Tolerance = 1
+	}
 	return &Controller{cfg: cfg, limit: float64(initial)}, nil
 }
 
 // Limit returns the limit now.
 func (c *Controller) Limit() int { return int(math.Round(c.limit)) }
 
-// Baseline returns the no-load latency estimate (0 before the first window).
-func (c *Controller) Baseline() time.Duration { return c.baseline }
+// Baseline returns the no-load latency estimate the law judges against (0
+// before the first window).
+func (c *Controller) Baseline() time.Duration {
+	if c.cfg.Law == Vegas {
+		return c.lowest
+	}
+	return c.baseline
+}
 
 // Latency returns the last window's mean latency (0 before the first window
 // with a successful sample).
 func (c *Controller) Latency() time.Duration { return c.latency }
 
 // Queue returns the last window's estimate of the records queued in the
-// downstream: limit × (1 − baseline/latency).
+// downstream: limit × (1 − Baseline/latency), the tolerance aside.
 func (c *Controller) Queue() float64 { return c.queue }
 
 // Phase returns where the controller is in its probe cycle.
@@ -289,7 +331,7 @@ func (c *Controller) close(now time.Time) {
 		case failedShare >= troubleShare:
 			c.endProbe(now, failedShare)
 		case maxInFlight <= c.Limit() || c.drainWindows >= maxDrainWindows:
-			// The records admitted over the halved limit have finished
+			// The records admitted over the lowered limit have finished
 			// (or the drain gave up waiting for those that do not):
 			// the next window's records all ran under it.
 			c.phase = Measuring
@@ -300,7 +342,8 @@ func (c *Controller) close(now time.Time) {
 			c.endProbe(now, failedShare)
 			return
 		}
-		c.baseline, c.latency = mean, mean
+		c.baseline, c.lowest, c.latency = mean, mean, mean
+		c.measured = true
 		c.queue = 0
 		if c.probed == 0 || mean < c.probed {
 			c.probed = mean
@@ -312,7 +355,7 @@ func (c *Controller) close(now time.Time) {
 	falling := false
 	if ok > 0 {
 		c.latency = mean
-		fell := c.baseline > 0 && float64(mean) < (1-fallingShare)*float64(c.baseline)
+		fell := c.lowest > 0 && float64(mean) < (1-fallingShare)*float64(c.lowest)
 		if fell {
 			c.falls++
 		} else {
@@ -320,15 +363,18 @@ func (c *Controller) close(now time.Time) {
 		}
 		falling = fell && c.falls <= maxHeldFalls
 		switch {
-		case c.baseline == 0 || mean < c.baseline:
-			c.baseline = mean
+		case c.lowest == 0 || mean < c.lowest:
+			c.lowest = mean
+			if !c.measured {
+				c.baseline = mean
+			}
 			c.unfallen = 0
 		case c.probed == 0 || float64(mean) < 0.8*float64(c.probed):
 			c.unfallen++
 		default:
 			c.unfallen = 0
 		}
-		c.queue = max(0, c.limit*(1-float64(c.baseline)/float64(mean)))
+		c.queue = max(0, c.limit*(1-float64(c.Baseline())/float64(mean)))
 	}
 	next := c.limit
 	if ok > 0 {
@@ -336,11 +382,12 @@ func (c *Controller) close(now time.Time) {
 		// An app-limited window says nothing of a larger limit; nor does
 		// one with a share of failures near trouble, where a downstream
 		// that refuses what is over its capacity would be kept over it;
-		// nor one whose latency fell well under the baseline: the
-		// downstream is getting faster whatever the load (warming up,
-		// recovering), so the ratio against a baseline that is still
-		// moving says nothing of queueing, and raising the limit on it
-		// would leave it far over the capacity once the fall ends.
+		// nor one whose latency fell well under the lowest since the
+		// last probe: the downstream is getting faster whatever the load
+		// (warming up, recovering), so the ratio against a baseline that
+		// is about to move says nothing of queueing, and raising the
+		// limit on it would leave it far over the capacity once the fall
+		// ends.
 		if (appLimited || falling || failedShare >= troubleShare/2) && next > c.limit {
 			next = c.limit
 		}
@@ -356,12 +403,13 @@ func (c *Controller) close(now time.Time) {
 	// fallen by a fifth: a downstream warming up (connections opening,
 	// caches filling) or recovering answers faster window after window
 	// whatever the load, each window a new lowest mean, so the law sees no
-	// queue and raises the limit, and the baseline it ends with is a loaded
-	// latency. Waiting ProbeInterval would leave the records queueing until
-	// then. "Fallen" is against the lowest latency the last probe knew of
-	// (the mean of the window it began after, or the mean it measured if
-	// lower), and each of the windows must be under it, not only the
-	// baseline (their lowest mean): a downstream whose window means
+	// queue and raises the limit, and its baseline is a loaded latency (or,
+	// once a probe has measured, a slower downstream's). Waiting
+	// ProbeInterval would leave the records queueing until then. "Fallen"
+	// is against the lowest latency the last probe knew of (the mean of the
+	// window it began after, or the mean it measured if lower), and each of
+	// the windows must be under it, not only their lowest mean: a
+	// downstream whose window means
 	// scatter (calls mostly fast, some slow) has lucky windows and unlucky
 	// measuring windows, and a probe after each would halve the limit a
 	// window in a few. A probe abandoned for failures is not retried before
@@ -370,7 +418,7 @@ func (c *Controller) close(now time.Time) {
 	early := c.unfallen >= warmedWindows
 	if c.cfg.ProbeInterval > 0 && (early || !now.Before(c.nextProbe)) && failedShare < troubleShare {
 		c.saved = c.limit
-		c.limit = c.clamp(c.limit / 2)
+		c.limit = c.clamp(c.limit / (2 * c.cfg.Tolerance))
 		c.phase, c.drainWindows = Draining, 0
 		c.probed, c.unfallen = c.latency, 0
 	}
@@ -382,10 +430,11 @@ func (c *Controller) close(now time.Time) {
 // of it the law may not raise the limit.
 const troubleShare = 0.1
 
-// fallingShare is how far under the baseline a window's mean must fall for
-// the downstream to count as getting faster (the limit is then not raised):
-// a twentieth. Smaller falls are taken for the scatter of a steady
-// downstream's window means, and the law raises the limit on them.
+// fallingShare is how far under the lowest mean since the last probe a
+// window's mean must fall for the downstream to count as getting faster
+// (the limit is then not raised): a twentieth. Smaller falls are taken for
+// the scatter of a steady downstream's window means, and the law raises the
+// limit on them.
 const fallingShare = 0.05
 
 // maxHeldFalls bounds how many falling windows in a row hold the limit: a
@@ -397,14 +446,14 @@ const fallingShare = 0.05
 const maxHeldFalls = 4
 
 // warmedWindows is how many steady windows in a row, each a fifth under
-// the lowest latency the last probe knew of, must leave the baseline where
-// it was for the downstream's speed-up to count as over (an early probe
-// then begins).
+// the lowest latency the last probe knew of, must leave the lowest mean
+// since the probe where it was for the downstream's speed-up to count as
+// over (an early probe then begins).
 const warmedWindows = 3
 
 // maxDrainWindows bounds a probe's drain: records that never finish (held
 // by a pinned record's partition, retrying through backoff) must not keep
-// the limit halved.
+// the limit lowered.
 const maxDrainWindows = 4
 
 // endProbe restores the limit saved when the probe began, shrunk for the
@@ -413,20 +462,20 @@ func (c *Controller) endProbe(now time.Time, failedShare float64) {
 	c.limit = c.clamp(c.saved * (1 - failedShare/2))
 	c.phase = Steady
 	// A probe lasts at least three windows; against a slow downstream
-	// (windows of seconds) a fixed interval would keep the limit halved
+	// (windows of seconds) a fixed interval would keep the limit lowered
 	// most of the time.
 	c.nextProbe = now.Add(max(c.cfg.ProbeInterval, 12*c.windowLength()))
 }
 
 // law returns the limit the configured law wants after a window of the given
-// mean latency (the baseline already includes it).
+// mean latency, which may be under the baseline (the ratio is then over 1).
 func (c *Controller) law(mean time.Duration) float64 {
 	l := c.limit
-	ratio := float64(c.baseline) / float64(mean) // in (0, 1]
+	ratio := c.cfg.Tolerance * float64(c.Baseline()) / float64(mean)
 	switch c.cfg.Law {
 	case Vegas:
 		lg := math.Max(1, math.Log10(l))
-		queue := l * (1 - ratio)
+		queue := l * max(0, 1-ratio)
 		switch {
 		case queue <= lg:
 			return l + 6*lg

@@ -33,11 +33,13 @@ type AdaptivePlan struct {
 	Capacity int
 	Service  time.Duration
 	// Fixed are the fixed limits C swept; Laws the adaptive control laws
-	// run beside them, each with Ceiling as G.
-	Fixed   []int
-	Laws    []limit.Law
-	Ceiling int
-	Window  Window
+	// run beside them, each with Ceiling as G; Tolerances the tolerances
+	// over 1 the default law runs at too.
+	Fixed      []int
+	Laws       []limit.Law
+	Tolerances []float64
+	Ceiling    int
+	Window     Window
 	// Steps are the capacities of the capacity-change run, each held for
 	// Step; a step's figures are taken Settle after its change.
 	Steps        []int
@@ -47,7 +49,7 @@ type AdaptivePlan struct {
 // FullAdaptivePlan is what make bench runs.
 func FullAdaptivePlan() AdaptivePlan {
 	return AdaptivePlan{Capacity: 64, Service: 20 * time.Millisecond, Fixed: []int{16, 32, 64, 128, 256, 1024},
-		Laws: []limit.Law{limit.Gradient, limit.Vegas, limit.AIMD}, Ceiling: 1024,
+		Laws: []limit.Law{limit.Gradient, limit.Vegas, limit.AIMD}, Tolerances: []float64{TolerantTolerance}, Ceiling: 1024,
 		Window: Window{Warmup: 3 * time.Second, Measure: 6 * time.Second},
 		Steps:  []int{64, 16, 128}, Step: 20 * time.Second, Settle: 10 * time.Second}
 }
@@ -59,8 +61,10 @@ type AdaptivePoint struct {
 	Service  float64 `json:"service_ms"`
 	// Mode is "fixed" (Concurrency is C) or "adaptive" (Law, with
 	// Concurrency as its ceiling G).
-	Mode        string  `json:"mode"`
-	Law         string  `json:"law,omitempty"`
+	Mode string `json:"mode"`
+	Law  string `json:"law,omitempty"`
+	// Tolerance is the adaptive limit's tolerance when over 1.
+	Tolerance   float64 `json:"tolerance,omitempty"`
 	Concurrency int     `json:"concurrency"`
 	Records     int64   `json:"records"`
 	Seconds     float64 `json:"seconds"`
@@ -248,6 +252,9 @@ func (p AdaptivePlan) sweepPoint(src Source, partitions, k int, settings actors.
 	pt.PerSecond = float64(pt.Records) / pt.Seconds
 	if settings.Concurrency == actors.ConcurrencyAdaptive {
 		pt.Law = settings.ConcurrencyLaw.String()
+		if settings.ConcurrencyTolerance > 1 {
+			pt.Tolerance = settings.ConcurrencyTolerance
+		}
 	}
 	return pt, nil
 }
@@ -258,7 +265,7 @@ func (p AdaptivePlan) Run(src Source, partitions int, log io.Writer) (*AdaptiveR
 	report := func(pt AdaptivePoint) {
 		label := fmt.Sprintf("fixed C=%d", pt.Concurrency)
 		if pt.Mode == "adaptive" {
-			label = fmt.Sprintf("adaptive %s (G=%d)", pt.Law, pt.Concurrency)
+			label = fmt.Sprintf("adaptive %s (G=%d)", pt.lawText(), pt.Concurrency)
 		}
 		fmt.Fprintf(log, "%-6s adaptive  K=%-4d L=%v %-26s %8.0f records/s  handler mean %6.1f ms p99 %6.1f ms  mean limit %6.1f\n",
 			pt.Broker, pt.Capacity, p.Service, label, pt.PerSecond, pt.HandlerMean, pt.HandlerP99, pt.MeanLimit)
@@ -275,6 +282,16 @@ func (p AdaptivePlan) Run(src Source, partitions int, log io.Writer) (*AdaptiveR
 		pt, err := p.sweepPoint(src, partitions, p.Capacity, sweepSettings(partitions, p.Ceiling, true, law))
 		if err != nil {
 			return nil, fmt.Errorf("adaptive %v: %w", law, err)
+		}
+		report(pt)
+		res.Sweep = append(res.Sweep, pt)
+	}
+	for _, tol := range p.Tolerances {
+		s := sweepSettings(partitions, p.Ceiling, true, limit.Gradient)
+		s.ConcurrencyTolerance = tol
+		pt, err := p.sweepPoint(src, partitions, p.Capacity, s)
+		if err != nil {
+			return nil, fmt.Errorf("adaptive gradient, tolerance %g: %w", tol, err)
 		}
 		report(pt)
 		res.Sweep = append(res.Sweep, pt)

@@ -34,10 +34,19 @@ func (a *AdaptiveResult) bestFixed(k int) (AdaptivePoint, bool) {
 	return best, found
 }
 
-// adaptivePoint returns the sweep's adaptive point of law at capacity k.
+// lawText names an adaptive point's law, and its tolerance when over 1.
+func (pt AdaptivePoint) lawText() string {
+	if pt.Tolerance > 1 {
+		return fmt.Sprintf("%s, tolerance %g", pt.Law, pt.Tolerance)
+	}
+	return pt.Law
+}
+
+// adaptivePoint returns the sweep's adaptive point of law at capacity k, at
+// the default tolerance.
 func (a *AdaptiveResult) adaptivePoint(k int, law string) (AdaptivePoint, bool) {
 	for _, pt := range a.Sweep {
-		if pt.Mode == "adaptive" && pt.Capacity == k && pt.Law == law {
+		if pt.Mode == "adaptive" && pt.Capacity == k && pt.Law == law && pt.Tolerance <= 1 {
 			return pt, true
 		}
 	}
@@ -89,6 +98,7 @@ func (r *Report) adaptiveTargets() [][4]string {
 	if ad := r.adaptiveEndToEnd(); ad != nil {
 		best, unloaded := r.bestFixedEndToEnd(), r.endToEndRuns(ConfigUnloaded)
 		if best != nil && unloaded != nil {
+			tolerant := r.endToEndRuns(ConfigTolerant)
 			bestRate, unloadedP50 := best.medianPerSecond(), unloaded.medianP50()
 			meets := func(g *e2eRuns) bool {
 				return g.medianPerSecond() >= adaptiveThroughputOfBest*bestRate && g.medianP50() <= endToEndP50OfUnloaded*unloadedP50
@@ -104,16 +114,22 @@ func (r *Report) adaptiveTargets() [][4]string {
 			if len(fixed) == 0 {
 				fixed = []string{"none"}
 			}
-			var of string
-			if n := len(ad.runs); n > 1 {
-				of = fmt.Sprintf("medians of %d rounds: ", n)
+			row := func(title string, g *e2eRuns) [4]string {
+				var of string
+				if n := len(g.runs); n > 1 {
+					of = fmt.Sprintf("medians of %d rounds: ", n)
+				}
+				return [4]string{title,
+					fmt.Sprintf("≥ %.2f × the best fixed setting's systems/s, handler p50 ≤ %.0f × unloaded", adaptiveThroughputOfBest, endToEndP50OfUnloaded),
+					fmt.Sprintf("%s%.1f systems/s against %.1f at %s (%.2f ×); handler p50 %.0f ms against %.0f unloaded (%.2f ×); fixed settings of the run meeting both: %s",
+						of, g.medianPerSecond(), bestRate, best.name, g.medianPerSecond()/bestRate, g.medianP50(), unloadedP50, g.medianP50()/unloadedP50,
+						strings.Join(fixed, ", ")),
+					metText(meets(g))}
 			}
-			rows = append(rows, [4]string{"8. adaptive limit end to end (new hosts)",
-				fmt.Sprintf("≥ %.2f × the best fixed setting's systems/s, handler p50 ≤ %.0f × unloaded", adaptiveThroughputOfBest, endToEndP50OfUnloaded),
-				fmt.Sprintf("%s%.1f systems/s against %.1f at %s (%.2f ×); handler p50 %.0f ms against %.0f unloaded (%.2f ×); fixed settings of the run meeting both: %s",
-					of, ad.medianPerSecond(), bestRate, best.name, ad.medianPerSecond()/bestRate, ad.medianP50(), unloadedP50, ad.medianP50()/unloadedP50,
-					strings.Join(fixed, ", ")),
-				metText(meets(ad))})
+			rows = append(rows, row("8. adaptive limit end to end (new hosts)", ad))
+			if tolerant != nil {
+				rows = append(rows, row(fmt.Sprintf("8. adaptive limit end to end, tolerance %g (new hosts)", tolerant.runs[0].Tolerance), tolerant))
+			}
 		}
 	}
 	return rows
@@ -271,6 +287,9 @@ func (r *Report) compareTable(b *strings.Builder) {
 		return
 	}
 	groups := r.fixedEndToEnd()
+	if t := r.endToEndRuns(ConfigTolerant); t != nil {
+		groups = append([]*e2eRuns{t}, groups...)
+	}
 	if ad := r.adaptiveEndToEnd(); ad != nil {
 		groups = append([]*e2eRuns{ad}, groups...)
 	}
@@ -306,7 +325,7 @@ func (r *Report) adaptiveTables(b *strings.Builder) {
 	b.WriteString("| K | mode | law | C or G | records/s | × best fixed | handler mean ms | × L | handler p99 ms | mean limit |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, pt := range a.Sweep {
 		best, _ := a.bestFixed(pt.Capacity)
-		fmt.Fprintf(b, "| %d | %s | %s | %d | %.0f | %.3f | %.1f | %.2f | %.1f | %.1f |\n", pt.Capacity, pt.Mode, pt.Law, pt.Concurrency, pt.PerSecond,
+		fmt.Fprintf(b, "| %d | %s | %s | %d | %.0f | %.3f | %.1f | %.2f | %.1f | %.1f |\n", pt.Capacity, pt.Mode, pt.lawText(), pt.Concurrency, pt.PerSecond,
 			pt.PerSecond/max(best.PerSecond, 1e-9), pt.HandlerMean, pt.HandlerMean/pt.Service, pt.HandlerP99, pt.MeanLimit)
 	}
 	if len(a.Changes) > 0 {

@@ -289,3 +289,55 @@ func TestRoundsTextSaysWhatTheRunsRecorded(t *testing.T) {
 		t.Errorf("a single round: %q", text)
 	}
 }
+
+// The adaptive limit at TolerantTolerance is judged on its own row against
+// the same best fixed setting and unloaded time, and listed in the rounds'
+// table; it is never taken for the default's row, nor its sweep point for
+// the default law's.
+func TestTolerantAdaptiveIsJudgedOnItsOwnRow(t *testing.T) {
+	r := sampleReport()
+	base := r.EndToEnd[1]
+	add := func(name, mode string, tol float64, round int, perSecond, p50 float64) {
+		e := base
+		e.Name, e.Concurrency, e.Tolerance, e.Round, e.PerSecond, e.HandlerP50MS = name, mode, tol, round, perSecond, p50
+		r.EndToEnd = append(r.EndToEnd, e)
+	}
+	for round := 1; round <= 2; round++ {
+		add(ConfigAdaptive, "adaptive", 0, round, 70, 400)
+		add(ConfigTolerant, "adaptive", TolerantTolerance, round, 91, 550)
+		add(ConfigFixed64, "fixed", 0, round, 95, 900)
+		add(ConfigUnloaded, "fixed", 0, round, 9, 300)
+	}
+	var def, tol [4]string
+	for _, row := range r.targets() {
+		switch {
+		case strings.HasPrefix(row[0], "8. adaptive limit end to end, tolerance 1.5"):
+			tol = row
+		case strings.HasPrefix(row[0], "8. adaptive limit end to end"):
+			def = row
+		}
+	}
+	if def[3] != "**not met**" || !strings.Contains(def[2], "70.0 systems/s against 95.0 at fixed G=64") {
+		t.Fatalf("default row %v, want 70 of 95 systems/s, not met", def)
+	}
+	if tol[3] != "met" || !strings.Contains(tol[2], "91.0 systems/s against 95.0 at fixed G=64 (0.96 ×); handler p50 550 ms against 300 unloaded (1.83 ×)") {
+		t.Fatalf("tolerant row %v, want 91 of 95 systems/s at 1.83 × unloaded, met", tol)
+	}
+	var b strings.Builder
+	r.compareTable(&b)
+	if !strings.Contains(b.String(), "| "+ConfigTolerant+" | 2 | 91.0 |") {
+		t.Fatalf("the rounds' table lacks the tolerant configuration:\n%s", b.String())
+	}
+
+	a := sampleAdaptive(3050, 24, 1.5)
+	a.Sweep = append([]AdaptivePoint{{Broker: "kafka", Capacity: 64, Service: 20, Mode: "adaptive", Law: "gradient", Tolerance: 1.5, Concurrency: 1024, PerSecond: 3090, HandlerMean: 35}}, a.Sweep...)
+	if pt, ok := a.adaptivePoint(64, "gradient"); !ok || pt.Tolerance != 0 || pt.PerSecond != 3050 {
+		t.Fatalf("the default law's sweep point is %+v, want the one at the default tolerance", pt)
+	}
+	b.Reset()
+	r.Adaptive = a
+	r.adaptiveTables(&b)
+	if !strings.Contains(b.String(), "| 64 | adaptive | gradient, tolerance 1.5 | 1024 | 3090 |") {
+		t.Fatalf("the sweep table lacks the tolerant point:\n%s", b.String())
+	}
+}

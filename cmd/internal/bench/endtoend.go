@@ -75,8 +75,10 @@ type EndToEndConfig struct {
 	PerPartition int    `json:"per_partition_setting"`
 	Total        int    `json:"total_setting"`
 	Ordering     string `json:"ordering_setting"`
-	// Concurrency is LISTENER_CONCURRENCY ("" leaves the build's default).
-	Concurrency string `json:"concurrency_setting,omitempty"`
+	// Concurrency is LISTENER_CONCURRENCY ("" leaves the build's default);
+	// Tolerance LISTENER_CONCURRENCY_TOLERANCE (0 leaves the default).
+	Concurrency string  `json:"concurrency_setting,omitempty"`
+	Tolerance   float64 `json:"tolerance_setting,omitempty"`
 	// Events are the timed events; Hosts the hosts they are about (for
 	// re-check-ins, created first, untimed).
 	Events int `json:"events"`
@@ -348,6 +350,9 @@ func (e *EndToEnd) Run(ctx context.Context, listener, bin string, c EndToEndConf
 	}
 	if c.Concurrency != "" {
 		env = append(env, "LISTENER_CONCURRENCY="+c.Concurrency)
+	}
+	if c.Tolerance != 0 {
+		env = append(env, "LISTENER_CONCURRENCY_TOLERANCE="+strconv.FormatFloat(c.Tolerance, 'g', -1, 64))
 	}
 	env = append(env, e.Env...)
 	produce := func(items []loadgen.Item) (loadgen.Result, error) {

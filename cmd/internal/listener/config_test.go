@@ -45,16 +45,19 @@ func TestParseDefaults(t *testing.T) {
 	if cfg.ReadyPinLimit != 5*time.Minute || cfg.ReadyDBGrace != 10*time.Second {
 		t.Fatalf("readiness: pin limit %v, database grace %v", cfg.ReadyPinLimit, cfg.ReadyDBGrace)
 	}
-	if p.Concurrency != actors.ConcurrencyAdaptive || p.ConcurrencyFloor != 8 || p.ConcurrencyLaw != limit.Gradient {
-		t.Fatalf("concurrency %v, floor %d, law %v; want adaptive, 8, gradient", p.Concurrency, p.ConcurrencyFloor, p.ConcurrencyLaw)
+	if p.Concurrency != actors.ConcurrencyAdaptive || p.ConcurrencyFloor != 8 || p.ConcurrencyLaw != limit.Gradient || p.ConcurrencyTolerance != 1 {
+		t.Fatalf("concurrency %v, floor %d, law %v, tolerance %v; want adaptive, 8, gradient, 1", p.Concurrency, p.ConcurrencyFloor, p.ConcurrencyLaw, p.ConcurrencyTolerance)
 	}
 	cfg, _, err = listener.Parse(nil, lookup(map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_CONCURRENCY": "fixed",
-		"LISTENER_CONCURRENCY_FLOOR": "4", "LISTENER_CONCURRENCY_LAW": "vegas"}))
+		"LISTENER_CONCURRENCY_FLOOR": "4", "LISTENER_CONCURRENCY_LAW": "vegas", "LISTENER_CONCURRENCY_TOLERANCE": "1.5"}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := cfg.Pipeline; p.Concurrency != actors.ConcurrencyFixed || p.ConcurrencyFloor != 4 || p.ConcurrencyLaw != limit.Vegas {
-		t.Fatalf("concurrency %v, floor %d, law %v; want fixed, 4, vegas", p.Concurrency, p.ConcurrencyFloor, p.ConcurrencyLaw)
+	if p := cfg.Pipeline; p.Concurrency != actors.ConcurrencyFixed || p.ConcurrencyFloor != 4 || p.ConcurrencyLaw != limit.Vegas || p.ConcurrencyTolerance != 1.5 {
+		t.Fatalf("concurrency %v, floor %d, law %v, tolerance %v; want fixed, 4, vegas, 1.5", p.Concurrency, p.ConcurrencyFloor, p.ConcurrencyLaw, p.ConcurrencyTolerance)
+	}
+	if got := cfg.Pipeline.LimitConfig().Tolerance; got != 1.5 {
+		t.Fatalf("the controller's tolerance is %v, want the setting's 1.5", got)
 	}
 }
 
@@ -79,6 +82,8 @@ func TestParseRejectsBadSettings(t *testing.T) {
 		{map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_CONCURRENCY": "elastic"}, "LISTENER_CONCURRENCY"},
 		{map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_CONCURRENCY_FLOOR": "0"}, "LISTENER_CONCURRENCY_FLOOR"},
 		{map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_CONCURRENCY_LAW": "pid"}, "LISTENER_CONCURRENCY_LAW"},
+		{map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_CONCURRENCY_TOLERANCE": "0.9"}, "LISTENER_CONCURRENCY_TOLERANCE"},
+		{map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_CONCURRENCY_TOLERANCE": "5"}, "LISTENER_CONCURRENCY_TOLERANCE"},
 		{map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_DRAIN_TIMEOUT": "1ms"}, "LISTENER_DRAIN_TIMEOUT"},
 		{map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_MAX_ATTEMPTS": "0"}, "LISTENER_MAX_ATTEMPTS"},
 		{map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_BACKOFF_MIN": "fast"}, "LISTENER_BACKOFF_MIN"},
