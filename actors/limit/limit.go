@@ -34,7 +34,7 @@
 // A transient failure (the downstream refused or timed out) is a congestion
 // signal: a window's share f of them multiplies what the law gives by
 // 1 − f/2 (an outage halves the limit each window), and from 5 % the law
-// may not raise it; permanent failures and records skipped on purpose say
+// may not raise it, in that window or the next; permanent failures and records skipped on purpose say
 // nothing about congestion and are not samples at all.
 package limit
 
@@ -230,6 +230,9 @@ type Controller struct {
 	// falls counts the steady windows in a row whose mean fell a
 	// twentieth under the lowest since the last probe (see fallingShare).
 	falls int
+	// failing: the last window's share of transient failures was
+	// troubleShare/2 or more (the law may not raise the limit).
+	failing bool
 }
 
 // New returns a controller at its initial limit.
@@ -380,15 +383,19 @@ func (c *Controller) close(now time.Time) {
 	if ok > 0 {
 		next = c.law(mean)
 		// An app-limited window says nothing of a larger limit; nor does
-		// one with a share of failures near trouble, where a downstream
-		// that refuses what is over its capacity would be kept over it;
-		// nor one whose latency fell well under the lowest since the
+		// one with a share of failures near trouble, or the one after it,
+		// where a downstream that refuses what is over its capacity would
+		// be kept over it (the share scatters from window to window: with
+		// K = 16 slots refusing a tenth of the attempts on average, three
+		// windows in ten were under troubleShare/2 in the model, and the
+		// √limit each of them added outweighed the others' 1 − f/2); nor
+		// one whose latency fell well under the lowest since the
 		// last probe: the downstream is getting faster whatever the load
 		// (warming up, recovering), so the ratio against a baseline that
 		// is about to move says nothing of queueing, and raising the
 		// limit on it would leave it far over the capacity once the fall
 		// ends.
-		if (appLimited || falling || failedShare >= troubleShare/2) && next > c.limit {
+		if (appLimited || falling || failedShare >= troubleShare/2 || c.failing) && next > c.limit {
 			next = c.limit
 		}
 	}
@@ -397,6 +404,7 @@ func (c *Controller) close(now time.Time) {
 	// trims what the law gives; an outage (every attempt failing) halves
 	// the limit each window.
 	c.limit = c.clamp(next * (1 - failedShare/2))
+	c.failing = failedShare >= troubleShare/2
 
 	// A probe comes early, as soon as the latency has stopped falling,
 	// when no probe has measured the baseline yet or the latency has since
@@ -427,7 +435,7 @@ func (c *Controller) close(now time.Time) {
 // troubleShare is the share of a window's attempts failing transiently
 // from which the downstream is in trouble: no probe starts, and one under
 // way is abandoned (its latencies would say nothing of no load). From half
-// of it the law may not raise the limit.
+// of it the law may not raise the limit, in that window or the next.
 const troubleShare = 0.1
 
 // fallingShare is how far under the lowest mean since the last probe a
@@ -461,6 +469,7 @@ const maxDrainWindows = 4
 func (c *Controller) endProbe(now time.Time, failedShare float64) {
 	c.limit = c.clamp(c.saved * (1 - failedShare/2))
 	c.phase = Steady
+	c.failing = failedShare >= troubleShare/2
 	// A probe lasts at least three windows; against a slow downstream
 	// (windows of seconds) a fixed interval would keep the limit lowered
 	// most of the time.

@@ -6,6 +6,7 @@ package limit_test
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -44,22 +45,33 @@ func TestProbesDoNotHalveTheLimitMostOfTheTime(t *testing.T) {
 // trimmed law holds the limit above K with 11-18 % of all attempts refused,
 // for ever, where the rule before the fix kept them at 2-6 % for the same
 // throughput. Refused attempts are retried after backoff, holding their
-// credits.
+// credits. Over several seeds: once the baseline was the probe's
+// measurement, the gradient law at K = 16 refused 10.2 % on average over
+// ten seeds (9.9 % for the one this test drew), 8 of them at 10 % or more,
+// until the window after one near trouble could not raise the limit either.
 func TestLoadSheddingDownstreamIsNotKeptInTrouble(t *testing.T) {
 	for _, law := range laws {
 		for _, k := range []int{16, 64} {
 			t.Run(fmt.Sprintf("%v/K=%d", law, k), func(t *testing.T) {
-				cfg := limit.DefaultConfig(1, 1024)
-				cfg.Law = law
-				s := newDsim(mustNew(t, cfg), k, flat(20*time.Millisecond))
-				s.shed = true
-				s.run(time.Minute)
-				s.reset()
-				s.run(2 * time.Minute)
-				t.Logf("refused %.1f%% of attempts, mean limit %.1f (%.2f × K), throughput %.2f of K/L",
-					100*s.failureShare(), s.meanLimit(), s.meanLimit()/float64(k), s.perSecond()/(float64(k)/0.02))
-				if s.failureShare() >= 0.1 {
-					t.Errorf("%.1f%% of attempts refused for two minutes (the limit at %.2f × K): the controller keeps the downstream in trouble", 100*s.failureShare(), s.meanLimit()/float64(k))
+				seeds := uint64(3) // K = 16's windows are the noisiest; K = 64's cases are slow
+				if k > 16 {
+					seeds = 1
+				}
+				for seed := uint64(1); seed <= seeds; seed++ {
+					cfg := limit.DefaultConfig(1, 1024)
+					cfg.Law = law
+					s := newDsim(mustNew(t, cfg), k, flat(20*time.Millisecond))
+					s.rng = rand.New(rand.NewPCG(seed, uint64(k)))
+					s.shed = true
+					s.run(time.Minute)
+					s.reset()
+					s.run(2 * time.Minute)
+					t.Logf("seed %d: refused %.1f%% of attempts, mean limit %.1f (%.2f × K), throughput %.2f of K/L",
+						seed, 100*s.failureShare(), s.meanLimit(), s.meanLimit()/float64(k), s.perSecond()/(float64(k)/0.02))
+					if s.failureShare() >= 0.1 {
+						t.Errorf("seed %d: %.1f%% of attempts refused for two minutes (the limit at %.2f × K): the controller keeps the downstream in trouble",
+							seed, 100*s.failureShare(), s.meanLimit()/float64(k))
+					}
 				}
 			})
 		}
@@ -121,5 +133,31 @@ func TestFailuresNearTroubleDoNotRaiseTheLimit(t *testing.T) {
 	}
 	if c.Limit() >= before {
 		t.Fatalf("a window with 10%% transient failures moved the limit %d -> %d; it must shrink", before, c.Limit())
+	}
+}
+
+// Nor may the window after it, at the baseline latency and without a
+// failure, raise the limit (TestLoadSheddingDownstreamIsNotKeptInTrouble);
+// the one after that may.
+func TestTheWindowAfterFailuresNearTroubleDoesNotRaiseTheLimit(t *testing.T) {
+	cfg := limit.DefaultConfig(8, 1024)
+	cfg.ProbeInterval = 0
+	c := mustNew(t, cfg)
+	now := time.Unix(0, 0)
+	for c.Windows() < 3 {
+		now = now.Add(time.Millisecond)
+		c.Observe(now, limit.Sample{Latency: 10 * time.Millisecond, InFlight: c.Limit()})
+	}
+	for w, i := c.Windows(), 0; c.Windows() == w; i++ {
+		now = now.Add(time.Millisecond)
+		c.Observe(now, limit.Sample{Latency: 10 * time.Millisecond, Congested: i%10 == 9, InFlight: c.Limit()})
+	}
+	before := closeWindow(t, c, &now, 10*time.Millisecond, time.Millisecond)
+	if c.Limit() > before {
+		t.Fatalf("the window after one with 10%% transient failures raised the limit %d -> %d", before, c.Limit())
+	}
+	before = closeWindow(t, c, &now, 10*time.Millisecond, time.Millisecond)
+	if c.Limit() <= before {
+		t.Fatalf("the second clean window at the baseline left the limit at %d (was %d), want growth", c.Limit(), before)
 	}
 }
