@@ -111,11 +111,13 @@ type Config struct {
 	// ProbeInterval is how long after a probe ends the next begins (at
 	// least twelve windows): the limit halves until a whole window had no
 	// more in flight than that (at most four windows), the next window's
-	// mean becomes the baseline unless a tenth of its attempts failed, and
-	// the limit is restored. With a tolerance t the limit is divided by
-	// 2t, not 2: t settles it near t times the knee, and a probe at half
-	// of that would measure a queue, the next settling higher on it each
-	// time. 0 never probes (the baseline only falls).
+	// mean becomes the baseline, and the limit is restored. A window of
+	// the probe a tenth of whose attempts failed ends it, the limit left
+	// lowered (and shrunk for the failures, as any window's). With a
+	// tolerance t the limit is divided by 2t, not 2: t settles it near t
+	// times the knee, and a probe at half of that would measure a queue,
+	// the next settling higher on it each time. 0 never probes (the
+	// baseline only falls).
 	ProbeInterval time.Duration
 }
 
@@ -332,7 +334,7 @@ func (c *Controller) close(now time.Time) {
 		c.drainWindows++
 		switch {
 		case failedShare >= troubleShare:
-			c.endProbe(now, failedShare)
+			c.abandonProbe(now, failedShare)
 		case maxInFlight <= c.Limit() || c.drainWindows >= maxDrainWindows:
 			// The records admitted over the lowered limit have finished
 			// (or the drain gave up waiting for those that do not):
@@ -342,7 +344,7 @@ func (c *Controller) close(now time.Time) {
 		return
 	case Measuring:
 		if failedShare >= troubleShare || ok == 0 {
-			c.endProbe(now, failedShare)
+			c.abandonProbe(now, failedShare)
 			return
 		}
 		c.baseline, c.lowest, c.latency = mean, mean, mean
@@ -463,6 +465,17 @@ const warmedWindows = 3
 // by a pinned record's partition, retrying through backoff) must not keep
 // the limit lowered.
 const maxDrainWindows = 4
+
+// abandonProbe ends a probe a window of which failed too much (troubleShare
+// or more) without restoring the limit: the lowered limit is shrunk for the
+// failures like any window's. Restoring the saved limit, shrunk, would admit
+// more records to a downstream in trouble: an outage's first window gives
+// half the saved limit, which is the lowered limit at a tolerance of 1 (the
+// outage did not shrink it) and t times it at a tolerance t.
+func (c *Controller) abandonProbe(now time.Time, failedShare float64) {
+	c.saved = c.limit
+	c.endProbe(now, failedShare)
+}
 
 // endProbe restores the limit saved when the probe began, shrunk for the
 // share of the last window that failed.

@@ -161,3 +161,31 @@ func TestTheWindowAfterFailuresNearTroubleDoesNotRaiseTheLimit(t *testing.T) {
 		t.Fatalf("the second clean window at the baseline left the limit at %d (was %d), want growth", c.Limit(), before)
 	}
 }
+
+// An outage that begins while a probe has lowered the limit halves the
+// limit each window, as it does outside a probe. The probe it abandons
+// restored the limit saved when it began, shrunk for the failures: at a
+// tolerance of 1 half of it, which is the lowered limit (the first window
+// of the outage left it where it was), and with a tolerance t > 1 t times
+// the lowered limit (4 × at MaxTolerance: 7 -> 29).
+func TestOutageDuringAProbeShrinksTheLimit(t *testing.T) {
+	for _, tol := range []float64{1, 1.5, 2, limit.MaxTolerance} {
+		cfg := limit.DefaultConfig(1, 1024)
+		cfg.Tolerance = tol
+		c := mustNew(t, cfg)
+		now := time.Unix(0, 0)
+		for c.Phase() == limit.Steady {
+			closeWindow(t, c, &now, 10*time.Millisecond, time.Millisecond)
+		}
+		for w := 0; w < 3 && c.Limit() > cfg.Floor; w++ {
+			before := c.Limit()
+			for closed := false; !closed; {
+				now = now.Add(time.Millisecond)
+				closed = c.Observe(now, limit.Sample{Latency: time.Millisecond, Congested: true, InFlight: before})
+			}
+			if c.Limit() >= before {
+				t.Errorf("tolerance %v: window %d of an outage that began during a probe moved the limit %d -> %d, want it shrunk", tol, w+1, before, c.Limit())
+			}
+		}
+	}
+}
