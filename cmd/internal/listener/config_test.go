@@ -84,6 +84,8 @@ func TestParseRejectsBadSettings(t *testing.T) {
 		{map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_CONCURRENCY_LAW": "pid"}, "LISTENER_CONCURRENCY_LAW"},
 		{map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_CONCURRENCY_TOLERANCE": "0.9"}, "LISTENER_CONCURRENCY_TOLERANCE"},
 		{map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_CONCURRENCY_TOLERANCE": "5"}, "LISTENER_CONCURRENCY_TOLERANCE"},
+		{map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_CONCURRENCY_TOLERANCE": "NaN"}, "LISTENER_CONCURRENCY_TOLERANCE"},
+		{map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_CONCURRENCY": "fixed", "LISTENER_CONCURRENCY_TOLERANCE": "NaN"}, "LISTENER_CONCURRENCY_TOLERANCE"},
 		{map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_DRAIN_TIMEOUT": "1ms"}, "LISTENER_DRAIN_TIMEOUT"},
 		{map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_MAX_ATTEMPTS": "0"}, "LISTENER_MAX_ATTEMPTS"},
 		{map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_BACKOFF_MIN": "fast"}, "LISTENER_BACKOFF_MIN"},

@@ -181,7 +181,7 @@ func (s *Set) Float(p *float64, env, flagName string, def, minimum, maximum floa
 			if err != nil {
 				return errors.New("not a number")
 			}
-			if f < minimum || f > maximum {
+			if !(f >= minimum && f <= maximum) { // NaN too: ParseFloat accepts "NaN"
 				return fmt.Errorf("must be from %g to %g", minimum, maximum)
 			}
 			*p = f
