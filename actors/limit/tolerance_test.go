@@ -1,6 +1,7 @@
 package limit_test
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -32,7 +33,7 @@ func TestToleranceHoldsTheLatencyItNames(t *testing.T) {
 }
 
 func TestToleranceOutsideItsRangeIsRefused(t *testing.T) {
-	for _, tol := range []float64{0.5, 0.999, limit.MaxTolerance + 0.01, -1} {
+	for _, tol := range []float64{0.5, 0.999, limit.MaxTolerance + 0.01, -1, math.NaN(), math.Inf(1), math.Inf(-1)} {
 		cfg := limit.DefaultConfig(1, 10)
 		cfg.Tolerance = tol
 		if _, err := limit.New(cfg); err == nil {
