@@ -124,9 +124,9 @@ type Config struct {
 	// the probe a tenth of whose attempts failed ends it, the limit left
 	// lowered (and shrunk for the failures, as any window's). With a
 	// tolerance t the limit is divided by 2t, not 2: t settles it near t
-	// times the knee, and a probe at half of that would measure a queue,
-	// the next settling higher on it each time. 0 never probes (the
-	// baseline only falls).
+	// times the knee, and half of that is over the knee still (before
+	// stillAtCapacity, such a probe measured a queue, and the next settled
+	// higher on it each time). 0 never probes (the baseline only falls).
 	ProbeInterval time.Duration
 }
 
