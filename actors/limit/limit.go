@@ -6,32 +6,32 @@
 // concurrency actor) serialises access.
 //
 // The signal is handler latency against its no-load baseline. Latency is
-// averaged over windows of samples; the baseline is what a probe measured:
-// from time to time the limit is halved (divided by twice the tolerance,
-// below) and the mean of a window at it becomes the baseline, so a downstream
-// that became slower for everyone raises the baseline instead of pinning the
-// limit at the floor, and a long stretch of queueing cannot ratchet it upward.
-// A window at the lowered limit that completed nearly as many records as the
-// one before it (95 %) ran at the downstream's capacity still, its
-// mean a queue's: the limit is lowered again and the next window measured.
-// Before the first probe has measured, the baseline is the lowest window mean.
-// Steady windows do not lower it afterwards: when the downstream's speed
-// scatters from one moment to the next, the lowest of many window means is a
-// lucky one, and against it every ordinary window looks queued (the gradient
-// law then held 64 servers scattering ±20 % at half their capacity,
+// averaged over windows of samples; the baseline is what a probe measured: from
+// time to time the limit is halved (divided by twice the tolerance, below) and
+// the mean of a window at it becomes the baseline, so a downstream that became
+// slower for everyone raises the baseline instead of pinning the limit at the
+// floor, and a long stretch of queueing cannot ratchet it upward. A window at
+// the lowered limit that completed nearly as many records as the one before it
+// (95 %) ran at the downstream's capacity still, its mean a queue's: the limit
+// is lowered again and the next window measured. Before the first probe has
+// measured, the baseline is the lowest window mean. Steady windows do not lower
+// it afterwards: when the downstream's speed scatters from one moment to the
+// next, the lowest of many window means is a lucky one, and against it every
+// ordinary window looks queued (the gradient law then held 64 servers
+// scattering ±20 % at half their capacity,
 // TestScatteredDownstreamIsNotHeldFarUnderItsCapacity). A downstream that
 // became faster is found by an early probe, once the latency has stopped
-// falling a fifth under the lowest the last probe knew of (a downstream
-// warming up, or recovering, gets faster window after window under load),
-// or else by the next scheduled one: the law raising the limit against the
-// old baseline may keep the latency from falling (in the model, 16 servers
-// warming from 10 × L to L over 4 s after the first probe measured them at
-// 3.6 × L stayed at a limit of 3.8 × K, and as many times L, until it).
-// While it falls (a window's mean a twentieth or more under the lowest since
-// the last probe), for at most four windows in a row, the law does not raise
-// the limit: the ratio against a baseline about to move says nothing of
-// queueing. Vegas alone judges against the lowest window mean since the last
-// probe, as TCP Vegas's base RTT is a minimum.
+// falling a fifth under the lowest the last probe knew of (a downstream warming
+// up, or recovering, gets faster window after window under load), or else by
+// the next scheduled one: the law raising the limit against the old baseline
+// may keep the latency from falling (in the model, 16 servers warming from 10 ×
+// L to L over 4 s after the first probe measured them at 3.6 × L stayed at a
+// limit of 3.8 × K, and as many times L, until it). While it falls (a window's
+// mean a twentieth or more under the lowest since the last probe), for at most
+// four windows in a row, the law does not raise the limit: the ratio against a
+// baseline about to move says nothing of queueing. Vegas alone judges against
+// the lowest window mean since the last probe, as TCP Vegas's base RTT is a
+// minimum.
 //
 // A tolerance over 1 makes the law treat that multiple of the baseline as
 // no queue: more records in flight, and more throughput from a downstream
@@ -39,10 +39,10 @@
 // starts to (a soft knee), for more latency.
 //
 // A transient failure (the downstream refused or timed out) is a congestion
-// signal: a window's share f of them multiplies what the law gives by
-// 1 − f/2 (an outage halves the limit each window), and from 5 % the law
-// may not raise it, in that window or the next; permanent failures and records skipped on purpose say
-// nothing about congestion and are not samples at all.
+// signal: a window's share f of them multiplies what the law gives by 1 − f/2
+// (an outage halves the limit each window), and from 5 % the law may not raise
+// it, in that window or the next; permanent failures and records skipped on
+// purpose say nothing about congestion and are not samples at all.
 package limit
 
 import (
@@ -115,18 +115,18 @@ type Config struct {
 	// (or that round trip, if longer).
 	MinWindow, MaxWindow time.Duration
 	MinSamples           int
-	// ProbeInterval is how long after a probe ends the next begins (at
-	// least twelve windows): the limit halves until a whole window had no
-	// more in flight than that (at most four windows), the next window's
-	// mean becomes the baseline (unless it completed 95 % of what the
-	// window before the probe did: the limit is then lowered again, see
-	// stillAtCapacity), and the limit is restored. A window of
-	// the probe a tenth of whose attempts failed ends it, the limit left
-	// lowered (and shrunk for the failures, as any window's). With a
-	// tolerance t the limit is divided by 2t, not 2: t settles it near t
-	// times the knee, and half of that is over the knee still (before
-	// stillAtCapacity, such a probe measured a queue, and the next settled
-	// higher on it each time). 0 never probes (the baseline only falls).
+	// ProbeInterval is how long after a probe ends the next begins (at least
+	// twelve windows): the limit halves until a whole window had no more in
+	// flight than that (at most four windows), the next window's mean becomes
+	// the baseline (unless it completed 95 % of what the window before the
+	// probe did: the limit is then lowered again, see stillAtCapacity), and the
+	// limit is restored. A window of the probe a tenth of whose attempts failed
+	// ends it, the limit left lowered (and shrunk for the failures, as any
+	// window's). With a tolerance t the limit is divided by 2t, not 2: t
+	// settles it near t times the knee, and half of that is over the knee still
+	// (before stillAtCapacity, such a probe measured a queue, and the next
+	// settled higher on it each time). 0 never probes (the baseline only
+	// falls).
 	ProbeInterval time.Duration
 }
 
@@ -426,23 +426,21 @@ func (c *Controller) close(now time.Time) {
 	c.limit = c.clamp(next * (1 - failedShare/2))
 	c.failing = failedShare >= troubleShare/2
 
-	// A probe comes early, as soon as the latency has stopped falling,
-	// when no probe has measured the baseline yet or the latency has since
-	// fallen by a fifth: a downstream warming up (connections opening,
-	// caches filling) or recovering answers faster window after window
-	// whatever the load, each window a new lowest mean, so the law sees no
-	// queue and raises the limit, and its baseline is a loaded latency (or,
-	// once a probe has measured, a slower downstream's). Waiting
-	// ProbeInterval would leave the records queueing until then. "Fallen"
-	// is against the lowest latency the last probe knew of (the mean of the
-	// window it began after, or the mean it measured if lower), and each of
-	// the windows must be under it, not only their lowest mean: a
-	// downstream whose window means
-	// scatter (calls mostly fast, some slow) has lucky windows and unlucky
-	// measuring windows, and a probe after each would halve the limit a
-	// window in a few. A probe abandoned for failures is not retried before
-	// the schedule unless the latency falls by a fifth under the window it
-	// began after.
+	// A probe comes early, as soon as the latency has stopped falling, when no
+	// probe has measured the baseline yet or the latency has since fallen by a
+	// fifth: a downstream warming up (connections opening, caches filling) or
+	// recovering answers faster window after window whatever the load, each
+	// window a new lowest mean, so the law sees no queue and raises the limit,
+	// and its baseline is a loaded latency (or, once a probe has measured, a
+	// slower downstream's). Waiting ProbeInterval would leave the records
+	// queueing until then. "Fallen" is against the lowest latency the last
+	// probe knew of (the mean of the window it began after, or the mean it
+	// measured if lower), and each of the windows must be under it, not only
+	// their lowest mean: a downstream whose window means scatter (calls mostly
+	// fast, some slow) has lucky windows and unlucky measuring windows, and a
+	// probe after each would halve the limit a window in a few. A probe
+	// abandoned for failures is not retried before the schedule unless the
+	// latency falls by a fifth under the window it began after.
 	early := c.unfallen >= warmedWindows
 	if c.cfg.ProbeInterval > 0 && (early || !now.Before(c.nextProbe)) && failedShare < troubleShare {
 		c.saved = c.limit
@@ -459,33 +457,31 @@ func (c *Controller) lowerForProbe() {
 	c.phase, c.drainWindows = Draining, 0
 }
 
-// stillAtCapacity: a probe's measuring window, not app-limited, that
-// completed this share of the successes a second the window before the
-// limit was lowered did ran at the downstream's capacity still, the
-// lowered limit over it, and its mean is a queue's, not the no-load
-// latency: the probe lowers the limit again (down to the floor at most)
-// and measures the window after. Under the capacity a window's completions
-// follow the limit: probing a settled limit, the measuring window does
-// about half of the window before (medians 0.47 to 0.68 over the model's
-// fixed downstreams, K = 16 to 256, and tolerances, 1 to 4; at K = 16, with
-// 0.8 for this share, one or two probes in twelve were lowered again, a few
-// windows more; so was one now and then when the downstream's speed
-// scatters: ±30 %, at most 2 probes of 12; calls of 5 or 200 ms, up to 10
-// of 18). Over the capacity
-// they do not follow it, and a limit at twice the capacity or more when a
-// probe begins (a cold start, a speed-up the law followed against a stale
-// baseline) was probed at the capacity or over, and the queue it measured
-// stayed the baseline until the next probe (K = 16 at 4 × L, then L, the
-// gradient law: the limit at 1.8 × K for the 6 s after; started at 8 × K:
-// the Vegas law's baseline 4 to 4.6 × L 2 s later, AIMD's 2.9 to 3 × L).
-// Over the capacity the measuring window does about as much as the one
-// before (1.0), hence 0.95 and not less: against a downstream with a soft
-// knee, whose throughput still rises past the point where its latency
-// starts to, the window at the lowered limit does about three quarters of
-// the one before, and a window's count scatters by a sixth; at 0.8 the rule
-// fired on that scatter end to end and cost a tenth of the throughput (a
-// scratch run of make bench's scenario 4, two runs each: 119 systems/s
-// against 132 without the rule, fixed G = 32 139).
+// stillAtCapacity: a probe's measuring window, not app-limited, that completed
+// this share of the successes a second the window before the limit was lowered
+// did ran at the downstream's capacity still, the lowered limit over it, and
+// its mean is a queue's, not the no-load latency: the probe lowers the limit
+// again (down to the floor at most) and measures the window after. Under the
+// capacity a window's completions follow the limit: probing a settled limit,
+// the measuring window does about half of the window before (medians 0.47 to
+// 0.68 over the model's fixed downstreams, K = 16 to 256, and tolerances, 1 to
+// 4; at K = 16, with 0.8 for this share, one or two probes in twelve were
+// lowered again, a few windows more; so was one now and then when the
+// downstream's speed scatters: ±30 %, at most 2 probes of 12; calls of 5 or 200
+// ms, up to 10 of 18). Over the capacity they do not follow it, and a limit at
+// twice the capacity or more when a probe begins (a cold start, a speed-up the
+// law followed against a stale baseline) was probed at the capacity or over,
+// and the queue it measured stayed the baseline until the next probe (K = 16 at
+// 4 × L, then L, the gradient law: the limit at 1.8 × K for the 6 s after;
+// started at 8 × K: the Vegas law's baseline 4 to 4.6 × L 2 s later, AIMD's 2.9
+// to 3 × L). Over the capacity the measuring window does about as much as the
+// one before (1.0), hence 0.95 and not less: against a downstream with a soft
+// knee, whose throughput still rises past the point where its latency starts
+// to, the window at the lowered limit does about three quarters of the one
+// before, and a window's count scatters by a sixth; at 0.8 the rule fired on
+// that scatter end to end and cost a tenth of the throughput (a scratch run of
+// make bench's scenario 4, two runs each: 119 systems/s against 132 without the
+// rule, fixed G = 32 139).
 const stillAtCapacity = 0.95
 
 // troubleShare is the share of a window's attempts failing transiently

@@ -230,12 +230,19 @@ var ConfigTolerant = fmt.Sprintf("adaptive, tolerance %g", TolerantTolerance)
 // settles, the fixed default before it, and the handler's time with
 // nothing else in flight.
 func (p Plan) CompareConfigs() []EndToEndConfig {
-	fixed := func(name string, total int) EndToEndConfig {
-		return EndToEndConfig{Name: name, Workload: WorkloadNewHosts, Concurrency: "fixed", Total: total, Events: p.CompareEvents, Hosts: p.CompareEvents / 2, OnlyListener: ListenerAfter}
+	compared := func(name, concurrency string) EndToEndConfig {
+		return EndToEndConfig{Name: name, Workload: WorkloadNewHosts, Concurrency: concurrency, Events: p.CompareEvents, Hosts: p.CompareEvents / 2, OnlyListener: ListenerAfter}
 	}
+	fixed := func(name string, total int) EndToEndConfig {
+		c := compared(name, "fixed")
+		c.Total = total
+		return c
+	}
+	tolerant := compared(ConfigTolerant, "adaptive")
+	tolerant.Tolerance = TolerantTolerance
 	return []EndToEndConfig{
-		{Name: ConfigAdaptive, Workload: WorkloadNewHosts, Concurrency: "adaptive", Events: p.CompareEvents, Hosts: p.CompareEvents / 2, OnlyListener: ListenerAfter},
-		{Name: ConfigTolerant, Workload: WorkloadNewHosts, Concurrency: "adaptive", Tolerance: TolerantTolerance, Events: p.CompareEvents, Hosts: p.CompareEvents / 2, OnlyListener: ListenerAfter},
+		compared(ConfigAdaptive, "adaptive"),
+		tolerant,
 		fixed(ConfigFixedDefault, 0),
 		fixed(ConfigFixed32, 32),
 		fixed(ConfigFixed48, 48),
