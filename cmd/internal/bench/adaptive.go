@@ -49,7 +49,7 @@ type AdaptivePlan struct {
 // FullAdaptivePlan is what make bench runs.
 func FullAdaptivePlan() AdaptivePlan {
 	return AdaptivePlan{Capacity: 64, Service: 20 * time.Millisecond, Fixed: []int{16, 32, 64, 128, 256, 1024},
-		Laws: []limit.Law{limit.Gradient, limit.Vegas, limit.AIMD}, Tolerances: []float64{TolerantTolerance}, Ceiling: 1024,
+		Laws: []limit.Law{limit.Gradient, limit.Vegas, limit.AIMD}, Tolerances: TolerantTolerances, Ceiling: 1024,
 		Window: Window{Warmup: 3 * time.Second, Measure: 6 * time.Second},
 		Steps:  []int{64, 16, 128}, Step: 20 * time.Second, Settle: 10 * time.Second}
 }

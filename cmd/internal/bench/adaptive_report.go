@@ -98,7 +98,6 @@ func (r *Report) adaptiveTargets() [][4]string {
 	if ad := r.adaptiveEndToEnd(); ad != nil {
 		best, unloaded := r.bestFixedEndToEnd(), r.endToEndRuns(ConfigUnloaded)
 		if best != nil && unloaded != nil {
-			tolerant := r.endToEndRuns(ConfigTolerant)
 			bestRate, unloadedP50 := best.medianPerSecond(), unloaded.medianP50()
 			meets := func(g *e2eRuns) bool {
 				return g.medianPerSecond() >= adaptiveThroughputOfBest*bestRate && g.medianP50() <= endToEndP50OfUnloaded*unloadedP50
@@ -127,8 +126,8 @@ func (r *Report) adaptiveTargets() [][4]string {
 					metText(meets(g))}
 			}
 			rows = append(rows, row("8. adaptive limit end to end (new hosts)", ad))
-			if tolerant != nil {
-				rows = append(rows, row(fmt.Sprintf("8. adaptive limit end to end, tolerance %g (new hosts)", tolerant.runs[0].Tolerance), tolerant))
+			for _, g := range r.tolerantEndToEnd() {
+				rows = append(rows, row(fmt.Sprintf("8. adaptive limit end to end, tolerance %g (new hosts)", g.runs[0].Tolerance), g))
 			}
 		}
 	}
@@ -212,11 +211,24 @@ func (r *Report) adaptiveEndToEnd() *e2eRuns {
 // fixedEndToEnd returns the comparison's fixed settings, the
 // one-at-a-time one (unloaded) aside, in the order they first ran.
 func (r *Report) fixedEndToEnd() []*e2eRuns {
+	return r.groupEndToEnd(func(e *EndToEndResult) bool { return e.Concurrency == "fixed" && e.Name != ConfigUnloaded })
+}
+
+// tolerantEndToEnd returns the comparison's adaptive configurations run at
+// a tolerance set for them (TolerantTolerances), in the order they first
+// ran; never the default's, whose runs leave the tolerance unset.
+func (r *Report) tolerantEndToEnd() []*e2eRuns {
+	return r.groupEndToEnd(func(e *EndToEndResult) bool { return e.Concurrency == "adaptive" && e.Tolerance != 0 })
+}
+
+// groupEndToEnd groups the comparison's runs that keep holds by
+// configuration, in the order each first ran.
+func (r *Report) groupEndToEnd(keep func(*EndToEndResult) bool) []*e2eRuns {
 	var out []*e2eRuns
 	byName := map[string]*e2eRuns{}
 	for i := range r.EndToEnd {
 		e := &r.EndToEnd[i]
-		if !compared(e) || e.Concurrency != "fixed" || e.Name == ConfigUnloaded {
+		if !compared(e) || !keep(e) {
 			continue
 		}
 		g := byName[e.Name]
@@ -286,10 +298,7 @@ func (r *Report) compareTable(b *strings.Builder) {
 	if r.compareRounds() < 2 {
 		return
 	}
-	groups := r.fixedEndToEnd()
-	if t := r.endToEndRuns(ConfigTolerant); t != nil {
-		groups = append([]*e2eRuns{t}, groups...)
-	}
+	groups := append(r.tolerantEndToEnd(), r.fixedEndToEnd()...)
 	if ad := r.adaptiveEndToEnd(); ad != nil {
 		groups = append([]*e2eRuns{ad}, groups...)
 	}

@@ -290,10 +290,10 @@ func TestRoundsTextSaysWhatTheRunsRecorded(t *testing.T) {
 	}
 }
 
-// The adaptive limit at TolerantTolerance is judged on its own row against
-// the same best fixed setting and unloaded time, and listed in the rounds'
-// table; it is never taken for the default's row, nor its sweep point for
-// the default law's.
+// The adaptive limit at each tolerance set for it is judged on its own row
+// against the same best fixed setting and unloaded time, and listed in the
+// rounds' table; it is never taken for the default's row, nor its sweep
+// point for the default law's.
 func TestTolerantAdaptiveIsJudgedOnItsOwnRow(t *testing.T) {
 	r := sampleReport()
 	base := r.EndToEnd[1]
@@ -304,18 +304,24 @@ func TestTolerantAdaptiveIsJudgedOnItsOwnRow(t *testing.T) {
 	}
 	for round := 1; round <= 2; round++ {
 		add(ConfigAdaptive, "adaptive", 0, round, 70, 400)
-		add(ConfigTolerant, "adaptive", TolerantTolerance, round, 91, 550)
+		add(TolerantConfig(1.25), "adaptive", 1.25, round, 88, 520)
+		add(TolerantConfig(1.5), "adaptive", 1.5, round, 91, 550)
 		add(ConfigFixed64, "fixed", 0, round, 95, 900)
 		add(ConfigUnloaded, "fixed", 0, round, 9, 300)
 	}
-	var def, tol [4]string
+	var def, tol, low [4]string
 	for _, row := range r.targets() {
 		switch {
-		case strings.HasPrefix(row[0], "8. adaptive limit end to end, tolerance 1.5"):
+		case strings.HasPrefix(row[0], "8. adaptive limit end to end, tolerance 1.5 "):
 			tol = row
+		case strings.HasPrefix(row[0], "8. adaptive limit end to end, tolerance 1.25 "):
+			low = row
 		case strings.HasPrefix(row[0], "8. adaptive limit end to end"):
 			def = row
 		}
+	}
+	if low[3] != "**not met**" || !strings.Contains(low[2], "88.0 systems/s against 95.0 at fixed G=64 (0.93 ×)") {
+		t.Fatalf("row at 1.25 %v, want 88 of 95 systems/s, not met", low)
 	}
 	if def[3] != "**not met**" || !strings.Contains(def[2], "70.0 systems/s against 95.0 at fixed G=64") {
 		t.Fatalf("default row %v, want 70 of 95 systems/s, not met", def)
@@ -325,8 +331,10 @@ func TestTolerantAdaptiveIsJudgedOnItsOwnRow(t *testing.T) {
 	}
 	var b strings.Builder
 	r.compareTable(&b)
-	if !strings.Contains(b.String(), "| "+ConfigTolerant+" | 2 | 91.0 |") {
-		t.Fatalf("the rounds' table lacks the tolerant configuration:\n%s", b.String())
+	for _, want := range []string{"| " + TolerantConfig(1.25) + " | 2 | 88.0 |", "| " + TolerantConfig(1.5) + " | 2 | 91.0 |"} {
+		if !strings.Contains(b.String(), want) {
+			t.Fatalf("the rounds' table lacks %q:\n%s", want, b.String())
+		}
 	}
 
 	a := sampleAdaptive(3050, 24, 1.5)

@@ -215,18 +215,18 @@ func (p Plan) EndToEndConfigs() []EndToEndConfig {
 	return out
 }
 
-// TolerantTolerance is the tolerance (LISTENER_CONCURRENCY_TOLERANCE) the
-// adaptive limit is measured at beside its default of 1: Netflix
-// Gradient2's default, not a value tuned to this machine.
-const TolerantTolerance = 1.5
+// TolerantTolerances are the tolerances (LISTENER_CONCURRENCY_TOLERANCE) the
+// adaptive limit is measured at beside its default of 1: Envoy's adaptive
+// concurrency filter's default (a buffer of 25 % over its minimum RTT) and
+// Netflix Gradient2's, not values tuned to this machine.
+var TolerantTolerances = []float64{1.25, 1.5}
 
-// ConfigTolerant names the adaptive limit's configuration at
-// TolerantTolerance.
-var ConfigTolerant = fmt.Sprintf("adaptive, tolerance %g", TolerantTolerance)
+// TolerantConfig names the adaptive limit's configuration at tolerance t.
+func TolerantConfig(t float64) string { return fmt.Sprintf("adaptive, tolerance %g", t) }
 
 // CompareConfigs judge the adaptive limit, this listener only, on new
 // hosts: the adaptive limit (the default since issue 13) at its default
-// tolerance and at TolerantTolerance, fixed limits around where it
+// tolerance and at each of TolerantTolerances, fixed limits around where it
 // settles, the fixed default before it, and the handler's time with
 // nothing else in flight.
 func (p Plan) CompareConfigs() []EndToEndConfig {
@@ -238,16 +238,17 @@ func (p Plan) CompareConfigs() []EndToEndConfig {
 		c.Total = total
 		return c
 	}
-	tolerant := compared(ConfigTolerant, "adaptive")
-	tolerant.Tolerance = TolerantTolerance
-	return []EndToEndConfig{
-		compared(ConfigAdaptive, "adaptive"),
-		tolerant,
+	out := []EndToEndConfig{compared(ConfigAdaptive, "adaptive")}
+	for _, t := range TolerantTolerances {
+		c := compared(TolerantConfig(t), "adaptive")
+		c.Tolerance = t
+		out = append(out, c)
+	}
+	return append(out,
 		fixed(ConfigFixedDefault, 0),
 		fixed(ConfigFixed32, 32),
 		fixed(ConfigFixed48, 48),
 		fixed(ConfigFixed64, 64),
-		{Name: ConfigUnloaded, Workload: WorkloadNewHosts, Concurrency: "fixed", PerPartition: 1, Total: 1, Events: p.UnloadedEvents,
-			Hosts: max(p.UnloadedEvents/2, 1), OnlyListener: ListenerAfter},
-	}
+		EndToEndConfig{Name: ConfigUnloaded, Workload: WorkloadNewHosts, Concurrency: "fixed", PerPartition: 1, Total: 1, Events: p.UnloadedEvents,
+			Hosts: max(p.UnloadedEvents/2, 1), OnlyListener: ListenerAfter})
 }
