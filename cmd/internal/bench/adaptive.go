@@ -104,13 +104,15 @@ type CapacitySample struct {
 
 // CapacityChange is the capacity-change run.
 type CapacityChange struct {
-	Broker   string           `json:"broker"`
-	Law      string           `json:"law"`
-	Service  float64          `json:"service_ms"`
-	Step     float64          `json:"step_s"`
-	Settle   float64          `json:"settle_s"`
-	Steps    []CapacityStep   `json:"steps"`
-	Timeline []CapacitySample `json:"timeline"`
+	Broker string `json:"broker"`
+	Law    string `json:"law"`
+	// Tolerance is the adaptive limit's tolerance when over 1.
+	Tolerance float64          `json:"tolerance,omitempty"`
+	Service   float64          `json:"service_ms"`
+	Step      float64          `json:"step_s"`
+	Settle    float64          `json:"settle_s"`
+	Steps     []CapacityStep   `json:"steps"`
+	Timeline  []CapacitySample `json:"timeline"`
 }
 
 // AdaptiveResult is scenario 8.
@@ -118,7 +120,8 @@ type AdaptiveResult struct {
 	Window *Window         `json:"window"`
 	Sweep  []AdaptivePoint `json:"sweep"`
 	// Changes are the capacity-change runs, one per law, the default
-	// (gradient) first.
+	// (gradient) first, then the default law at each of the plan's
+	// tolerances.
 	Changes []*CapacityChange `json:"capacity_changes,omitempty"`
 }
 
@@ -313,29 +316,45 @@ func (p AdaptivePlan) Run(src Source, partitions int, log io.Writer) (*AdaptiveR
 		if len(p.Steps) == 0 {
 			break
 		}
-		change, err := p.capacityChange(src, partitions, law, res.Sweep, log)
+		change, err := p.capacityChange(src, partitions, sweepSettings(partitions, p.Ceiling, true, law), res.Sweep, log)
 		if err != nil {
 			return nil, fmt.Errorf("capacity change, %v: %w", law, err)
+		}
+		res.Changes = append(res.Changes, change)
+	}
+	// The default law at each tolerance too: whether a tolerance still
+	// follows a capacity that falls to a quarter within ±50 %.
+	for _, tol := range p.Tolerances {
+		if len(p.Steps) == 0 {
+			break
+		}
+		s := sweepSettings(partitions, p.Ceiling, true, limit.Gradient)
+		s.ConcurrencyTolerance = tol
+		change, err := p.capacityChange(src, partitions, s, res.Sweep, log)
+		if err != nil {
+			return nil, fmt.Errorf("capacity change, gradient, tolerance %g: %w", tol, err)
 		}
 		res.Changes = append(res.Changes, change)
 	}
 	return res, nil
 }
 
-// capacityChange runs law while the downstream's capacity steps through
-// p.Steps.
-func (p AdaptivePlan) capacityChange(src Source, partitions int, law limit.Law, sweep []AdaptivePoint, log io.Writer) (*CapacityChange, error) {
+// capacityChange runs settings' adaptive limit while the downstream's
+// capacity steps through p.Steps.
+func (p AdaptivePlan) capacityChange(src Source, partitions int, settings actors.Settings, sweep []AdaptivePoint, log io.Writer) (*CapacityChange, error) {
 	var records float64
 	for _, k := range p.Steps {
 		records += float64(k) / p.Service.Seconds() * p.Step.Seconds()
 	}
-	settings := sweepSettings(partitions, p.Ceiling, true, law)
 	run, err := startSimulated(src, partitions, int(records*1.3)+1000, settings, p.Steps[0], p.Service)
 	if err != nil {
 		return nil, err
 	}
 	defer run.stop()
 	out := &CapacityChange{Broker: src.Name(), Law: settings.ConcurrencyLaw.String(), Service: ms(p.Service), Step: p.Step.Seconds(), Settle: p.Settle.Seconds()}
+	if settings.ConcurrencyTolerance > 1 {
+		out.Tolerance = settings.ConcurrencyTolerance
+	}
 	start := time.Now()
 	for _, k := range p.Steps {
 		run.cap.SetLimit(k)
@@ -373,7 +392,7 @@ func (p AdaptivePlan) capacityChange(src Source, partitions int, law limit.Law, 
 			st.MeanLimit = sum / cnt
 		}
 		fmt.Fprintf(log, "%-6s capacity  %-8s K=%-4d settled after %5.1f s, then %6.0f records/s (C=K fixed: %6.0f), handler p99 %6.1f ms, mean limit %6.1f\n",
-			src.Name(), out.Law, k, st.SettledAfter, st.PerSecond, st.BestFixedPerSecond, st.HandlerP99, st.MeanLimit)
+			src.Name(), out.lawText(), k, st.SettledAfter, st.PerSecond, st.BestFixedPerSecond, st.HandlerP99, st.MeanLimit)
 		out.Steps = append(out.Steps, st)
 		out.Timeline = append(out.Timeline, timeline...)
 	}

@@ -42,6 +42,11 @@ func (pt AdaptivePoint) lawText() string {
 	return pt.Law
 }
 
+// lawText names a capacity-change run's law, and its tolerance when over 1.
+func (c *CapacityChange) lawText() string {
+	return AdaptivePoint{Law: c.Law, Tolerance: c.Tolerance}.lawText()
+}
+
 // adaptivePoint returns the sweep's adaptive point of law at capacity k, at
 // the default tolerance.
 func (a *AdaptiveResult) adaptivePoint(k int, law string) (AdaptivePoint, bool) {
@@ -90,7 +95,7 @@ func (r *Report) adaptiveTargets() [][4]string {
 				parts = append(parts, fmt.Sprintf("K = %d: %s, %.0f records/s (%.2f × C = K), p99 %.0f ms", st.Capacity, settledText(st.SettledAfter), st.PerSecond,
 					st.PerSecond/max(st.BestFixedPerSecond, 1e-9), st.HandlerP99))
 			}
-			rows = append(rows, [4]string{fmt.Sprintf("8. capacity change, %s (%s)", c.Law, c.Broker),
+			rows = append(rows, [4]string{fmt.Sprintf("8. capacity change, %s (%s)", c.lawText(), c.Broker),
 				fmt.Sprintf("within %.0f s of each change the limit is within ±50 %% of the best fixed C, throughput ≥ %.1f × that C's, handler p99 ≤ %.0f × L", settleWithin, settledThroughputOfBest, settledP99OfL),
 				strings.Join(parts, "; "), metText(all)})
 		}
@@ -344,7 +349,7 @@ func (r *Report) adaptiveTables(b *strings.Builder) {
 		b.WriteString("| law | K | limit within ±50 % of K | records/s | fixed C = K records/s | × | handler p99 ms | × L | mean limit | |\n|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, c := range a.Changes {
 			for _, st := range c.Steps {
-				fmt.Fprintf(b, "| %s | %d | %s | %.0f | %.0f | %.2f | %.1f | %.2f | %.1f | %s |\n", c.Law, st.Capacity, settledText(st.SettledAfter), st.PerSecond, st.BestFixedPerSecond,
+				fmt.Fprintf(b, "| %s | %d | %s | %.0f | %.0f | %.2f | %.1f | %.2f | %.1f | %s |\n", c.lawText(), st.Capacity, settledText(st.SettledAfter), st.PerSecond, st.BestFixedPerSecond,
 					st.PerSecond/max(st.BestFixedPerSecond, 1e-9), st.HandlerP99, st.HandlerP99/c.Service, st.MeanLimit, metText(c.stepPasses(st)))
 			}
 		}

@@ -349,3 +349,29 @@ func TestTolerantAdaptiveIsJudgedOnItsOwnRow(t *testing.T) {
 		t.Fatalf("the sweep table lacks the tolerant point:\n%s", b.String())
 	}
 }
+
+// A capacity-change run at a tolerance is its own target row and its own
+// lines in the table, named with the tolerance; the plot stays the
+// default's (the first run).
+func TestTolerantCapacityChangeIsNamed(t *testing.T) {
+	r := sampleReport()
+	r.Adaptive = sampleAdaptive(3050, 24, 1.5)
+	tolerant := *r.Adaptive.Changes[0]
+	tolerant.Tolerance, tolerant.Steps = 1.25, []CapacityStep{{Capacity: 16, BestFixed: 16, BestFixedPerSecond: 780, SettledAfter: -1, PerSecond: 775, HandlerP99: 45, MeanLimit: 25}}
+	r.Adaptive.Changes = append(r.Adaptive.Changes, &tolerant)
+	rows := map[string][4]string{}
+	for _, row := range r.targets() {
+		rows[row[0]] = row
+	}
+	if row := rows["8. capacity change, gradient (kafka)"]; row[3] != "met" {
+		t.Errorf("default row %v, want met", row)
+	}
+	if row := rows["8. capacity change, gradient, tolerance 1.25 (kafka)"]; row[3] != "**not met**" {
+		t.Errorf("tolerant row %v, want its own, not met", row)
+	}
+	var b strings.Builder
+	r.adaptiveTables(&b)
+	if !strings.Contains(b.String(), "| gradient, tolerance 1.25 | 16 |") {
+		t.Fatalf("the capacity table lacks the tolerant run:\n%s", b.String())
+	}
+}
