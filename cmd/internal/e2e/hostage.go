@@ -133,8 +133,8 @@ func judgeHostageLetters(others []deadLetter, hostages []string, wantUploads, ma
 			continue
 		}
 		per[key]++
-		if l.GetErrorClass() != messages.ErrorClass_ERROR_CLASS_TRANSIENT {
-			bad("%s: class %s, want TRANSIENT (%s)", where, l.GetErrorClass(), l.GetError())
+		if l.GetErrorClass() != messages.ErrorClass_ERROR_CLASS_TRANSIENT || d.reason != string(messages.ReasonTransient) {
+			bad("%s: class %s, reason %q, want TRANSIENT, %q (%s)", where, l.GetErrorClass(), d.reason, messages.ReasonTransient, l.GetError())
 		}
 		if int(l.GetOwnFailures()) < maxAttempts {
 			bad("%s: %d own failures, the limit is %d", where, l.GetOwnFailures(), maxAttempts)
