@@ -344,8 +344,8 @@ func (r *Report) adaptiveTables(b *strings.Builder) {
 	}
 	if len(a.Changes) > 0 {
 		c := a.Changes[0]
-		fmt.Fprintf(b, "\n### Capacity change\n\nOne run per control law (G = %d) while the downstream's capacity steps through the capacities below, %.0f s each (`Capacity.SetLimit` at run time). **settled after** is how long after the change the limit entered ±50 %% of the best fixed C for the new capacity (K: the sweep shows throughput flat and latency climbing past it) and stayed there to the step's end; the rest is measured from %.0f s after the change to the step's end, against fixed C = K at that capacity measured above.\n\n",
-			a.ceiling(), c.Step, c.Settle)
+		fmt.Fprintf(b, "\n### Capacity change\n\nOne run per control law%s (G = %d) while the downstream's capacity steps through the capacities below, %.0f s each (`Capacity.SetLimit` at run time). **settled after** is how long after the change the limit entered ±50 %% of the best fixed C for the new capacity (K: the sweep shows throughput flat and latency climbing past it) and stayed there to the step's end; the rest is measured from %.0f s after the change to the step's end, against fixed C = K at that capacity measured above.\n\n",
+			a.tolerantChangesText(), a.ceiling(), c.Step, c.Settle)
 		b.WriteString("| law | K | limit within ±50 % of K | records/s | fixed C = K records/s | × | handler p99 ms | × L | mean limit | |\n|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, c := range a.Changes {
 			for _, st := range c.Steps {
@@ -355,6 +355,38 @@ func (r *Report) adaptiveTables(b *strings.Builder) {
 		}
 		b.WriteString("\n![the adaptive limit and the records in flight while the capacity changes](adaptive.png)\n")
 	}
+}
+
+// tolerantChangesText names, for the capacity change's description, the
+// runs at a tolerance over 1 beside the one per law ("" when the report has
+// none, as reports from before them have not).
+func (a *AdaptiveResult) tolerantChangesText() string {
+	var tols []string
+	laws := map[string]bool{}
+	law := ""
+	for _, c := range a.Changes {
+		if c.Tolerance > 1 {
+			tols, law, laws[c.Law] = append(tols, fmt.Sprintf("%g", c.Tolerance)), c.Law, true
+		}
+	}
+	switch {
+	case len(tols) == 0:
+		return ""
+	case len(laws) > 1:
+		return ", then the runs named with a tolerance"
+	case len(tols) == 1:
+		return fmt.Sprintf(", then %s at tolerance %s", law, tols[0])
+	}
+	return fmt.Sprintf(", then %s at tolerance %s and %s", law, strings.Join(tols[:len(tols)-1], ", "), tols[len(tols)-1])
+}
+
+// tolerantText names the comparison's tolerant configurations, for the
+// end-to-end description, when the report has any.
+func (r *Report) tolerantText() string {
+	if len(r.tolerantEndToEnd()) == 0 {
+		return ""
+	}
+	return " **adaptive, tolerance t** the same at `LISTENER_CONCURRENCY_TOLERANCE=t`,"
 }
 
 // settledText says when a step settled: "settled in N s", or that it did

@@ -375,3 +375,42 @@ func TestTolerantCapacityChangeIsNamed(t *testing.T) {
 		t.Fatalf("the capacity table lacks the tolerant run:\n%s", b.String())
 	}
 }
+
+// The descriptions name the tolerant runs only when the report has them: a
+// report from before them (-from-json) is not described as holding runs it
+// lacks, and one with them does not say there is one run per law alone.
+func TestDescriptionsNameTheTolerantRunsTheReportHas(t *testing.T) {
+	r := sampleReport()
+	r.Adaptive = sampleAdaptive(3050, 24, 1.5)
+	describe := func() (endToEnd, change string) {
+		var b strings.Builder
+		r.endToEndTable(&b)
+		endToEnd = b.String()
+		b.Reset()
+		r.adaptiveTables(&b)
+		return endToEnd, b.String()
+	}
+	endToEnd, change := describe()
+	if strings.Contains(endToEnd, "adaptive, tolerance t") {
+		t.Errorf("a report without tolerant runs describes them:\n%s", endToEnd)
+	}
+	if !strings.Contains(change, "One run per control law (G = ") {
+		t.Errorf("capacity change without tolerant runs:\n%s", change)
+	}
+
+	tolerant := r.EndToEnd[1]
+	tolerant.Name, tolerant.Concurrency, tolerant.Tolerance, tolerant.Round = TolerantConfig(1.25), "adaptive", 1.25, 1
+	r.EndToEnd = append(r.EndToEnd, tolerant)
+	for _, tol := range []float64{1.25, 1.5} {
+		c := *r.Adaptive.Changes[0]
+		c.Tolerance = tol
+		r.Adaptive.Changes = append(r.Adaptive.Changes, &c)
+	}
+	endToEnd, change = describe()
+	if !strings.Contains(endToEnd, "**adaptive, tolerance t** the same at `LISTENER_CONCURRENCY_TOLERANCE=t`") {
+		t.Errorf("a report with a tolerant run does not describe it:\n%s", endToEnd)
+	}
+	if !strings.Contains(change, "One run per control law, then gradient at tolerance 1.25 and 1.5 (G = ") {
+		t.Errorf("capacity change with tolerant runs:\n%s", change)
+	}
+}
