@@ -254,12 +254,39 @@ func (p AdaptivePlan) sweepPoint(src Source, partitions, k int, settings actors.
 		HandlerMean: mean, HandlerP99: p99, MeanLimit: limits / samples}
 	pt.PerSecond = float64(pt.Records) / pt.Seconds
 	if settings.Concurrency == actors.ConcurrencyAdaptive {
-		pt.Law = settings.ConcurrencyLaw.String()
-		if settings.ConcurrencyTolerance > 1 {
-			pt.Tolerance = settings.ConcurrencyTolerance
-		}
+		pt.Law, pt.Tolerance = settings.ConcurrencyLaw.String(), tolerance(settings)
 	}
 	return pt, nil
+}
+
+// adaptiveSettings are the adaptive runs of the sweep and of the capacity
+// change: each law, then the default law at each tolerance (does a
+// tolerance still follow a capacity that falls to a quarter within ±50 %?).
+func (p AdaptivePlan) adaptiveSettings(partitions int) []actors.Settings {
+	var out []actors.Settings
+	for _, law := range p.Laws {
+		out = append(out, sweepSettings(partitions, p.Ceiling, true, law))
+	}
+	for _, tol := range p.Tolerances {
+		s := sweepSettings(partitions, p.Ceiling, true, limit.Gradient)
+		s.ConcurrencyTolerance = tol
+		out = append(out, s)
+	}
+	return out
+}
+
+// tolerance is s's tolerance when over 1, else 0: what a sweep point and a
+// capacity-change run record.
+func tolerance(s actors.Settings) float64 {
+	if s.ConcurrencyTolerance > 1 {
+		return s.ConcurrencyTolerance
+	}
+	return 0
+}
+
+// settingsLaw names s's law, and its tolerance when over 1.
+func settingsLaw(s actors.Settings) string {
+	return AdaptivePoint{Law: s.ConcurrencyLaw.String(), Tolerance: tolerance(s)}.lawText()
 }
 
 // Run measures scenario 8 on src.
@@ -281,20 +308,11 @@ func (p AdaptivePlan) Run(src Source, partitions int, log io.Writer) (*AdaptiveR
 		report(pt)
 		res.Sweep = append(res.Sweep, pt)
 	}
-	for _, law := range p.Laws {
-		pt, err := p.sweepPoint(src, partitions, p.Capacity, sweepSettings(partitions, p.Ceiling, true, law))
-		if err != nil {
-			return nil, fmt.Errorf("adaptive %v: %w", law, err)
-		}
-		report(pt)
-		res.Sweep = append(res.Sweep, pt)
-	}
-	for _, tol := range p.Tolerances {
-		s := sweepSettings(partitions, p.Ceiling, true, limit.Gradient)
-		s.ConcurrencyTolerance = tol
+	adaptive := p.adaptiveSettings(partitions)
+	for _, s := range adaptive {
 		pt, err := p.sweepPoint(src, partitions, p.Capacity, s)
 		if err != nil {
-			return nil, fmt.Errorf("adaptive gradient, tolerance %g: %w", tol, err)
+			return nil, fmt.Errorf("adaptive %s: %w", settingsLaw(s), err)
 		}
 		report(pt)
 		res.Sweep = append(res.Sweep, pt)
@@ -312,27 +330,13 @@ func (p AdaptivePlan) Run(src Source, partitions int, log io.Writer) (*AdaptiveR
 		report(pt)
 		res.Sweep = append(res.Sweep, pt)
 	}
-	for _, law := range p.Laws {
+	for _, s := range adaptive {
 		if len(p.Steps) == 0 {
 			break
 		}
-		change, err := p.capacityChange(src, partitions, sweepSettings(partitions, p.Ceiling, true, law), res.Sweep, log)
-		if err != nil {
-			return nil, fmt.Errorf("capacity change, %v: %w", law, err)
-		}
-		res.Changes = append(res.Changes, change)
-	}
-	// The default law at each tolerance too: whether a tolerance still
-	// follows a capacity that falls to a quarter within ±50 %.
-	for _, tol := range p.Tolerances {
-		if len(p.Steps) == 0 {
-			break
-		}
-		s := sweepSettings(partitions, p.Ceiling, true, limit.Gradient)
-		s.ConcurrencyTolerance = tol
 		change, err := p.capacityChange(src, partitions, s, res.Sweep, log)
 		if err != nil {
-			return nil, fmt.Errorf("capacity change, gradient, tolerance %g: %w", tol, err)
+			return nil, fmt.Errorf("capacity change, %s: %w", settingsLaw(s), err)
 		}
 		res.Changes = append(res.Changes, change)
 	}
@@ -351,10 +355,7 @@ func (p AdaptivePlan) capacityChange(src Source, partitions int, settings actors
 		return nil, err
 	}
 	defer run.stop()
-	out := &CapacityChange{Broker: src.Name(), Law: settings.ConcurrencyLaw.String(), Service: ms(p.Service), Step: p.Step.Seconds(), Settle: p.Settle.Seconds()}
-	if settings.ConcurrencyTolerance > 1 {
-		out.Tolerance = settings.ConcurrencyTolerance
-	}
+	out := &CapacityChange{Broker: src.Name(), Law: settings.ConcurrencyLaw.String(), Tolerance: tolerance(settings), Service: ms(p.Service), Step: p.Step.Seconds(), Settle: p.Settle.Seconds()}
 	start := time.Now()
 	for _, k := range p.Steps {
 		run.cap.SetLimit(k)

@@ -359,25 +359,24 @@ func (r *Report) adaptiveTables(b *strings.Builder) {
 
 // tolerantChangesText names, for the capacity change's description, the
 // runs at a tolerance over 1 beside the one per law ("" when the report has
-// none, as reports from before them have not).
+// none, as reports from before them have not). Run runs them all with the
+// default law.
 func (a *AdaptiveResult) tolerantChangesText() string {
 	var tols []string
-	laws := map[string]bool{}
 	law := ""
 	for _, c := range a.Changes {
 		if c.Tolerance > 1 {
-			tols, law, laws[c.Law] = append(tols, fmt.Sprintf("%g", c.Tolerance)), c.Law, true
+			tols, law = append(tols, fmt.Sprintf("%g", c.Tolerance)), c.Law
 		}
 	}
-	switch {
-	case len(tols) == 0:
+	if len(tols) == 0 {
 		return ""
-	case len(laws) > 1:
-		return ", then the runs named with a tolerance"
-	case len(tols) == 1:
-		return fmt.Sprintf(", then %s at tolerance %s", law, tols[0])
 	}
-	return fmt.Sprintf(", then %s at tolerance %s and %s", law, strings.Join(tols[:len(tols)-1], ", "), tols[len(tols)-1])
+	list := tols[len(tols)-1]
+	if n := len(tols); n > 1 {
+		list = strings.Join(tols[:n-1], ", ") + " and " + list
+	}
+	return fmt.Sprintf(", then %s at tolerance %s", law, list)
 }
 
 // tolerantText names the comparison's tolerant configurations, for the

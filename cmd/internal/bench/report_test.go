@@ -213,43 +213,34 @@ func TestEndToEndNotDurableIsMarked(t *testing.T) {
 
 // The end-to-end target row takes each configuration's median over its
 // rounds, not the fastest run: a configuration that was fast once in three
-// rounds is not the best one.
+// rounds is not the best one; one run in rounds is named with their count
+// when it is the best.
 func TestEndToEndTargetTakesTheMedianOfTheRounds(t *testing.T) {
-	r := sampleReport()
-	base := r.EndToEnd[2] // C=32, 90 systems/s
-	for round, perSecond := range []float64{200, 60, 85} {
-		e := base
-		e.Name, e.Round, e.PerSecond = ConfigFixed48, round+1, perSecond
-		r.EndToEnd = append(r.EndToEnd, e)
-	}
-	for _, row := range r.targets() {
-		if row[0] == "4. end to end (kafka, new hosts)" {
-			if row[2] != "90 systems/s at C=32 (15 ×)" {
-				t.Fatalf("end-to-end row %q, want C=32's 90 (fixed G=48's median is 85, its fastest round 200)", row[2])
+	for _, tc := range []struct {
+		name   string
+		rounds []float64 // fixed G=48's, beside C=32's single run of 90
+		want   string
+	}{
+		{"fast once", []float64{200, 60, 85}, "90 systems/s at C=32 (15 ×)"},
+		{"the best median", []float64{100, 120, 95}, "100 systems/s at fixed G=48, the median of 3 rounds (17 ×)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := sampleReport()
+			base := r.EndToEnd[2] // C=32, 90 systems/s
+			for round, perSecond := range tc.rounds {
+				e := base
+				e.Name, e.Round, e.PerSecond = ConfigFixed48, round+1, perSecond
+				r.EndToEnd = append(r.EndToEnd, e)
 			}
-			return
-		}
-	}
-	t.Fatal("no end-to-end row")
-}
-
-// A configuration run in rounds is named with their count when it is the
-// best.
-func TestEndToEndTargetSaysItsFigureIsAMedian(t *testing.T) {
-	r := sampleReport()
-	base := r.EndToEnd[2]
-	for round, perSecond := range []float64{100, 120, 95} {
-		e := base
-		e.Name, e.Round, e.PerSecond = ConfigFixed48, round+1, perSecond
-		r.EndToEnd = append(r.EndToEnd, e)
-	}
-	for _, row := range r.targets() {
-		if row[0] == "4. end to end (kafka, new hosts)" {
-			if row[2] != "100 systems/s at fixed G=48, the median of 3 rounds (17 ×)" {
-				t.Fatalf("end-to-end row %q", row[2])
+			for _, row := range r.targets() {
+				if row[0] == "4. end to end (kafka, new hosts)" {
+					if row[2] != tc.want {
+						t.Fatalf("end-to-end row %q, want %q", row[2], tc.want)
+					}
+					return
+				}
 			}
-			return
-		}
+			t.Fatal("no end-to-end row")
+		})
 	}
-	t.Fatal("no end-to-end row")
 }
