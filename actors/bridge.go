@@ -388,7 +388,7 @@ func (b *Bridge) confirmSettled(e *claimEntry, position, hwm int64, now time.Tim
 	}
 	st.probing, st.probedAt = true, now
 	go func() {
-		ok, err := probe(e.topic, e.partition, position)
+		ok, err := probe(e.topic, e.partition, position, hwm)
 		if err != nil {
 			b.logger.Debug("settle probe failed", "topic", e.topic, "partition", e.partition, "position", position, "error", err)
 		}

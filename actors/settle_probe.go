@@ -11,18 +11,20 @@ import (
 
 // SettleProbe asks the broker whether a claim has consumed everything there
 // is: whether a fetch at position, with the consumer's isolation level,
-// returns nothing deliverable, and no open transaction holds records back.
-// The bridge calls it for a claim that has been idle for IdleSettle with
-// offsets left below the high watermark; only a positive answer makes the
-// claim Settled (its lag read as none). An error is a negative answer.
-type SettleProbe func(topic string, partition int32, position int64) (settled bool, err error)
+// returns nothing deliverable, no open transaction holds records back, and
+// the leader's high watermark has reached highWatermark, the end the caller
+// was told of. The bridge calls it for a claim that has been idle for
+// IdleSettle with offsets left below the high watermark; only a positive
+// answer makes the claim Settled (its lag read as none). An error is a
+// negative answer.
+type SettleProbe func(topic string, partition int32, position, highWatermark int64) (settled bool, err error)
 
 // NewFetchProbe returns a SettleProbe that sends one fetch to the
 // partition's leader through client, without waiting for data (and, when
 // position is below the log's start, asks for the start and fetches there
 // once more).
 func NewFetchProbe(client sarama.Client, isolation sarama.IsolationLevel) SettleProbe {
-	return func(topic string, partition int32, position int64) (bool, error) {
+	return func(topic string, partition int32, position, highWatermark int64) (bool, error) {
 		leader, err := client.Leader(topic, partition)
 		if err != nil {
 			return false, fmt.Errorf("leader of %s/%d: %w", topic, partition, err)
@@ -45,6 +47,13 @@ func NewFetchProbe(client sarama.Client, isolation sarama.IsolationLevel) Settle
 		}
 		if err != nil {
 			return false, err
+		}
+		if block.HighWaterMarkOffset < highWatermark {
+			// A new leader still catching up: its log ends below records the
+			// old one had committed, so the fetch answers none, and they
+			// come once it has caught up. (sarama keeps a claim's high
+			// watermark from the last fetch that returned records.)
+			return false, nil
 		}
 		if isolation == sarama.ReadCommitted && block.LastStableOffset >= 0 && block.LastStableOffset < block.HighWaterMarkOffset {
 			return false, nil // an open transaction holds the rest back: records wait

@@ -115,6 +115,56 @@ func TestNotSettledWhileFetchesFailSilently(t *testing.T) {
 	neverSettles(t, bridge, settle+2*time.Second, "records wait while every fetch fails (NOT_LEADER_FOR_PARTITION)")
 }
 
+// A new leader can be behind the old one: until it catches up, its high
+// watermark is below the one the consumer was told, and a fetch at the
+// claim's position answers no records and no error. The claim has records
+// waiting (they come once the leader catches up) and must not read as
+// settled; the probe read the empty answer as nothing left.
+func TestNotSettledWhileANewLeaderLagsBehindTheHighWatermark(t *testing.T) {
+	cluster, k := newKfake(t, "lagging", "lagging-group", 1)
+	for range 10 { // ten batches of one record
+		produceEven(t, k, 1, 1)
+	}
+	var lagging atomic.Bool
+	cluster.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		cluster.KeepControl()
+		if !lagging.Load() {
+			return nil, nil, false
+		}
+		r := req.(*kmsg.FetchRequest)
+		resp := r.ResponseKind().(*kmsg.FetchResponse)
+		for _, rt := range r.Topics {
+			st := kmsg.NewFetchResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewFetchResponseTopicPartition()
+				sp.Partition = rp.Partition
+				// The new leader's log ends where the fetch asks.
+				sp.HighWatermark, sp.LastStableOffset = rp.FetchOffset, rp.FetchOffset
+				sp.RecordBatches = []byte{}
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+
+	s := testSettings(ordering.Unordered)
+	var handled atomic.Int64
+	h := actors.HandlerFunc(func(context.Context, *messages.Record) error {
+		lagging.Store(true) // from the first record on, the leader is a new one, behind
+		handled.Add(1)
+		return nil
+	})
+	const settle = 500 * time.Millisecond
+	bridge := settlingBridge(t, k, s, h, settle)
+	runMember(t, k, s, bridge, func(c *sarama.Config) {
+		c.Consumer.Fetch.Default = 1 // one batch per fetch
+	})
+	waitFor2(t, "a first record handled", 20*time.Second, func() bool { return handled.Load() > 0 })
+	neverSettles(t, bridge, settle+2*time.Second, "records wait while the new leader catches up")
+}
+
 // Retention deleted every record of a partition: the claim starts at the
 // oldest offset, the log's start, where there is nothing (as it does when
 // the group's commit is below the log's start: sarama finds it out of range
@@ -195,7 +245,8 @@ func deleteRecords(t *testing.T, k actors.KafkaSettings, to int64) {
 // The probe at a position below the log's start asks at the start: records
 // left there (also inside a batch the deletion cut) are deliverable, so no
 // position reads as settled while any remain; once all are deleted every
-// position up to the end does, and one past the end does not.
+// position up to the end does, and one past the end does not; nor does the
+// end for a caller told of a later one.
 func TestProbeBelowTheLogStartSeesTheRecordsLeft(t *testing.T) {
 	_, k := newKfake(t, "retained-left", "retained-left-group", 1)
 	produceEven(t, k, 1, 5) // offsets 0-4
@@ -204,19 +255,22 @@ func TestProbeBelowTheLogStartSeesTheRecordsLeft(t *testing.T) {
 	for _, start := range []int64{3, 5, 9} {
 		deleteRecords(t, k, start)
 		for _, pos := range []int64{0, 2, start} {
-			if ok, err := probe(k.Topic, 0, pos); ok {
+			if ok, err := probe(k.Topic, 0, pos, 10); ok {
 				t.Errorf("log start %d, position %d: settled with offsets %d-9 left (err %v)", start, pos, start, err)
 			}
 		}
 	}
 	deleteRecords(t, k, 10)
 	for _, pos := range []int64{0, 9, 10} {
-		if ok, err := probe(k.Topic, 0, pos); !ok {
+		if ok, err := probe(k.Topic, 0, pos, 10); !ok {
 			t.Errorf("every record deleted, position %d: not settled (err %v)", pos, err)
 		}
 	}
-	if ok, _ := probe(k.Topic, 0, 11); ok {
+	if ok, _ := probe(k.Topic, 0, 11, 10); ok {
 		t.Error("a position past the end read as settled")
+	}
+	if ok, _ := probe(k.Topic, 0, 10, 11); ok {
+		t.Error("a leader whose log ends at 10 read as settled for a caller told of 11")
 	}
 }
 
@@ -237,7 +291,7 @@ func TestProbeBelowTheLogStartInsideAnAbortedTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	deleteRecords(t, k, 2)
-	if ok, err := fetchProbe(t, k)(k.Topic, 0, 0); !ok {
+	if ok, err := fetchProbe(t, k)(k.Topic, 0, 0, 4); !ok {
 		t.Fatalf("only an aborted record and its marker left, yet not settled (err %v)", err)
 	}
 }

@@ -68,7 +68,7 @@ func Run(ctx context.Context, cfg *Config, out io.Writer) (Summary, error) {
 		ranges = append(ranges, r)
 	}
 	if !cfg.Follow {
-		left := markersOnly(client, actors.NewFetchProbe(client, scfg.Consumer.IsolationLevel))
+		left := markersOnly(actors.NewFetchProbe(client, scfg.Consumer.IsolationLevel))
 		for _, r := range ranges {
 			if err := readPartition(ctx, consumer, cfg.Topic, r, p, left); err != nil {
 				return p.summary, err
@@ -128,16 +128,13 @@ const endIdle = time.Second
 
 // markersOnly returns whether nothing deliverable is left of a partition
 // from next up to end: the settle probe finds nothing deliverable at next,
-// and the leader's log reaches end. A new leader's high watermark can lag
-// behind the end found at start; a fetch below the end then answers no
-// records at all, which the probe reads as nothing left. An error is a no.
-func markersOnly(client sarama.Client, probe actors.SettleProbe) func(topic string, partition int32, next, end int64) bool {
+// and the leader's log reaches end (a new leader's high watermark can lag
+// behind the end found at start, and a fetch below the end then answers no
+// records at all). An error is a no.
+func markersOnly(probe actors.SettleProbe) func(topic string, partition int32, next, end int64) bool {
 	return func(topic string, partition int32, next, end int64) bool {
-		if done, err := probe(topic, partition, next); err != nil || !done {
-			return false
-		}
-		newest, err := client.GetOffset(topic, partition, sarama.OffsetNewest)
-		return err == nil && newest >= end
+		done, err := probe(topic, partition, next, end)
+		return err == nil && done
 	}
 }
 
