@@ -297,7 +297,7 @@ func (p AdaptivePlan) Run(src Source, partitions int, log io.Writer) (*AdaptiveR
 		if pt.Mode == "adaptive" {
 			label = fmt.Sprintf("adaptive %s (G=%d)", pt.lawText(), pt.Concurrency)
 		}
-		fmt.Fprintf(log, "%-6s adaptive  K=%-4d L=%v %-26s %8.0f records/s  handler mean %6.1f ms p99 %6.1f ms  mean limit %6.1f\n",
+		fmt.Fprintf(log, "%-6s adaptive  K=%-4d L=%v %-42s %8.0f records/s  handler mean %6.1f ms p99 %6.1f ms  mean limit %6.1f\n",
 			pt.Broker, pt.Capacity, p.Service, label, pt.PerSecond, pt.HandlerMean, pt.HandlerP99, pt.MeanLimit)
 	}
 	for _, c := range p.Fixed {
@@ -392,7 +392,7 @@ func (p AdaptivePlan) capacityChange(src Source, partitions int, settings actors
 		if cnt > 0 {
 			st.MeanLimit = sum / cnt
 		}
-		fmt.Fprintf(log, "%-6s capacity  %-8s K=%-4d settled after %5.1f s, then %6.0f records/s (C=K fixed: %6.0f), handler p99 %6.1f ms, mean limit %6.1f\n",
+		fmt.Fprintf(log, "%-6s capacity  %-24s K=%-4d settled after %5.1f s, then %6.0f records/s (C=K fixed: %6.0f), handler p99 %6.1f ms, mean limit %6.1f\n",
 			src.Name(), out.lawText(), k, st.SettledAfter, st.PerSecond, st.BestFixedPerSecond, st.HandlerP99, st.MeanLimit)
 		out.Steps = append(out.Steps, st)
 		out.Timeline = append(out.Timeline, timeline...)

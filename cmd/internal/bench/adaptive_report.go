@@ -435,7 +435,7 @@ func (r *Report) WriteAdaptivePlot(path string) error {
 	}
 	c := r.Adaptive.Changes[0]
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("patchflow: the adaptive limit (%s) while the downstream's capacity changes (L = %.0f ms, broker: %s)", c.Law, c.Service, c.Broker)
+	p.Title.Text = fmt.Sprintf("patchflow: the adaptive limit (%s) while the downstream's capacity changes (L = %.0f ms, broker: %s)", c.lawText(), c.Service, c.Broker)
 	p.X.Label.Text = "seconds"
 	p.Y.Label.Text = "records"
 	p.Y.Min = 0
