@@ -13,16 +13,17 @@ import (
 // is: whether a fetch at position, with the consumer's isolation level,
 // returns nothing deliverable, no open transaction holds records back, and
 // the leader's high watermark has reached highWatermark, the end the caller
-// was told of. The bridge calls it for a claim that has been idle for
-// IdleSettle with offsets left below the high watermark; only a positive
-// answer makes the claim Settled (its lag read as none). An error is a
-// negative answer.
+// was told of, or its log ends below it (truncated: those records are gone).
+// The bridge calls it for a claim that has been idle for IdleSettle with
+// offsets left below the high watermark; only a positive answer makes the
+// claim Settled (its lag read as none). An error is a negative answer.
 type SettleProbe func(topic string, partition int32, position, highWatermark int64) (settled bool, err error)
 
 // NewFetchProbe returns a SettleProbe that sends one fetch to the
 // partition's leader through client, without waiting for data (and, when
 // position is below the log's start, asks for the start and fetches there
-// once more).
+// once more; when the leader's high watermark is behind the caller's,
+// fetches at the caller's to tell a lagging leader from a truncated log).
 func NewFetchProbe(client sarama.Client, isolation sarama.IsolationLevel) SettleProbe {
 	return func(topic string, partition int32, position, highWatermark int64) (bool, error) {
 		leader, err := client.Leader(topic, partition)
@@ -49,11 +50,19 @@ func NewFetchProbe(client sarama.Client, isolation sarama.IsolationLevel) Settle
 			return false, err
 		}
 		if block.HighWaterMarkOffset < highWatermark {
-			// A new leader still catching up: its log ends below records the
-			// old one had committed, so the fetch answers none, and they
-			// come once it has caught up. (sarama keeps a claim's high
-			// watermark from the last fetch that returned records.)
-			return false, nil
+			// The leader's high watermark is behind the one the caller was
+			// told of. A new leader catching up has the records below it
+			// (its log reaches there; only its high watermark lags), and the
+			// fetch answers none until it has caught up: records wait. But
+			// an unclean election can have truncated the log below it, and
+			// those records never come (sarama keeps a claim's high
+			// watermark from the last fetch that returned records, so a
+			// claim at the new end would lag for ever): a fetch at
+			// highWatermark, past the log's end, is then out of range, and
+			// what the log holds is judged as it is.
+			if _, err := fetchBlock(leader, topic, partition, highWatermark, isolation); !errors.Is(err, sarama.ErrOffsetOutOfRange) {
+				return false, nil
+			}
 		}
 		if isolation == sarama.ReadCommitted && block.LastStableOffset >= 0 && block.LastStableOffset < block.HighWaterMarkOffset {
 			return false, nil // an open transaction holds the rest back: records wait

@@ -9,6 +9,7 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/patchflow/patchflow/actors"
@@ -18,17 +19,24 @@ import (
 
 // neverSettles watches the bridge's only partition for d, asking as the
 // readiness check does (every 50 ms), and fails if it ever reads as caught
-// up while offsets remain below its high watermark.
+// up while offsets remain below its high watermark, or if none ever do (the
+// claim consumed everything: the case was not made).
 func neverSettles(t *testing.T, bridge *actors.Bridge, d time.Duration, what string) {
 	t.Helper()
+	waiting := false
 	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 		ps := bridge.Partitions()
 		if len(ps) != 1 {
 			t.Fatalf("partitions %d", len(ps))
 		}
-		if p := ps[0]; p.HighWatermark > p.Position() && p.Lag() == 0 {
+		p := ps[0]
+		if p.HighWatermark > p.Position() && p.Lag() == 0 {
 			t.Fatalf("%s (high watermark %d, position %d), yet the partition reads settled with lag 0", what, p.HighWatermark, p.Position())
 		}
+		waiting = waiting || p.HighWatermark > p.Position()
+	}
+	if !waiting {
+		t.Fatalf("%s, yet no offsets were left below the high watermark", what)
 	}
 }
 
@@ -76,35 +84,13 @@ func TestNotSettledWhileFetchesFailSilently(t *testing.T) {
 	for range 10 { // ten batches of one record
 		produceEven(t, k, 1, 1)
 	}
-	var failing atomic.Bool
-	cluster.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		cluster.KeepControl()
-		if !failing.Load() {
-			return nil, nil, false
-		}
-		r := req.(*kmsg.FetchRequest)
-		resp := r.ResponseKind().(*kmsg.FetchResponse)
-		for _, rt := range r.Topics {
-			st := kmsg.NewFetchResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewFetchResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = kerr.NotLeaderForPartition.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+	answerFetches(cluster, func(_ int64, p *kmsg.FetchResponseTopicPartition) {
+		p.ErrorCode = kerr.NotLeaderForPartition.Code
 	})
 
 	s := testSettings(ordering.Unordered)
 	var handled atomic.Int64
-	h := actors.HandlerFunc(func(context.Context, *messages.Record) error {
-		failing.Store(true) // from the first record on, the leader "moves" and every fetch fails
-		handled.Add(1)
-		return nil
-	})
+	h := actors.HandlerFunc(func(context.Context, *messages.Record) error { handled.Add(1); return nil })
 	const settle = 500 * time.Millisecond
 	bridge := settlingBridge(t, k, s, h, settle)
 	runMember(t, k, s, bridge, func(c *sarama.Config) {
@@ -115,20 +101,16 @@ func TestNotSettledWhileFetchesFailSilently(t *testing.T) {
 	neverSettles(t, bridge, settle+2*time.Second, "records wait while every fetch fails (NOT_LEADER_FOR_PARTITION)")
 }
 
-// A new leader can be behind the old one: until it catches up, its high
-// watermark is below the one the consumer was told, and a fetch at the
-// claim's position answers no records and no error. The claim has records
-// waiting (they come once the leader catches up) and must not read as
-// settled; the probe read the empty answer as nothing left.
-func TestNotSettledWhileANewLeaderLagsBehindTheHighWatermark(t *testing.T) {
-	cluster, k := newKfake(t, "lagging", "lagging-group", 1)
-	for range 10 { // ten batches of one record
-		produceEven(t, k, 1, 1)
-	}
-	var lagging atomic.Bool
+// answerFetches lets cluster answer the first fetch (with
+// Consumer.Fetch.Default = 1, the batch at offset 0) and answers every later
+// one itself: no records, and what answer sets in each partition's answer
+// (from the offset fetched). Counting fetches, not records handled, keeps
+// sarama from fetching more before the answers change.
+func answerFetches(cluster *kfake.Cluster, answer func(offset int64, p *kmsg.FetchResponseTopicPartition)) {
+	var fetches atomic.Int64
 	cluster.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		cluster.KeepControl()
-		if !lagging.Load() {
+		if fetches.Add(1) == 1 {
 			return nil, nil, false
 		}
 		r := req.(*kmsg.FetchRequest)
@@ -139,23 +121,35 @@ func TestNotSettledWhileANewLeaderLagsBehindTheHighWatermark(t *testing.T) {
 			for _, rp := range rt.Partitions {
 				sp := kmsg.NewFetchResponseTopicPartition()
 				sp.Partition = rp.Partition
-				// The new leader's log ends where the fetch asks.
-				sp.HighWatermark, sp.LastStableOffset = rp.FetchOffset, rp.FetchOffset
-				sp.RecordBatches = []byte{}
+				sp.RecordBatches = []byte{} // not null, as a broker sends them
+				answer(rp.FetchOffset, &sp)
 				st.Partitions = append(st.Partitions, sp)
 			}
 			resp.Topics = append(resp.Topics, st)
 		}
 		return resp, nil, true
 	})
+}
+
+// A new leader can be behind the old one: until it catches up, its high
+// watermark is below the one the consumer was told, and a fetch at the
+// claim's position answers no records and no error (as does one up to the
+// end of its log, which reaches the old high watermark). The claim has
+// records waiting (they come once the leader catches up) and must not read
+// as settled; the probe read the empty answer as nothing left.
+func TestNotSettledWhileANewLeaderLagsBehindTheHighWatermark(t *testing.T) {
+	cluster, k := newKfake(t, "lagging", "lagging-group", 1)
+	for range 10 { // ten batches of one record
+		produceEven(t, k, 1, 1)
+	}
+	answerFetches(cluster, func(offset int64, p *kmsg.FetchResponseTopicPartition) {
+		// The new leader's high watermark is where the fetch asks.
+		p.HighWatermark, p.LastStableOffset = offset, offset
+	})
 
 	s := testSettings(ordering.Unordered)
 	var handled atomic.Int64
-	h := actors.HandlerFunc(func(context.Context, *messages.Record) error {
-		lagging.Store(true) // from the first record on, the leader is a new one, behind
-		handled.Add(1)
-		return nil
-	})
+	h := actors.HandlerFunc(func(context.Context, *messages.Record) error { handled.Add(1); return nil })
 	const settle = 500 * time.Millisecond
 	bridge := settlingBridge(t, k, s, h, settle)
 	runMember(t, k, s, bridge, func(c *sarama.Config) {
@@ -163,6 +157,45 @@ func TestNotSettledWhileANewLeaderLagsBehindTheHighWatermark(t *testing.T) {
 	})
 	waitFor2(t, "a first record handled", 20*time.Second, func() bool { return handled.Load() > 0 })
 	neverSettles(t, bridge, settle+2*time.Second, "records wait while the new leader catches up")
+}
+
+// An unclean election can truncate the log below the high watermark the
+// consumer was told: here to 1, the claim's position, so offsets 1-9 are
+// gone. sarama keeps the high watermark (10) of the last fetch that
+// returned records, and fetches at the new end answer none with a high
+// watermark of 1; the claim has consumed all there is and must read as
+// settled (a fetch past the log's end is out of range, which a lagging
+// leader's is not). The probe read the leader's high watermark below the
+// claim's as a new leader catching up, and left the partition lagging by 9
+// until records were written again.
+func TestSettlesWhenAnUncleanElectionTruncatedTheLogAtThePosition(t *testing.T) {
+	cluster, k := newKfake(t, "truncated", "truncated-group", 1)
+	for range 10 { // ten batches of one record
+		produceEven(t, k, 1, 1)
+	}
+	const end = 1
+	answerFetches(cluster, func(offset int64, p *kmsg.FetchResponseTopicPartition) {
+		p.HighWatermark, p.LastStableOffset = end, end
+		if offset > end {
+			p.ErrorCode = kerr.OffsetOutOfRange.Code
+		}
+	})
+
+	s := testSettings(ordering.Unordered)
+	var handled atomic.Int64
+	h := actors.HandlerFunc(func(context.Context, *messages.Record) error { handled.Add(1); return nil })
+	const settle = 300 * time.Millisecond
+	bridge := settlingBridge(t, k, s, h, settle)
+	runMember(t, k, s, bridge, func(c *sarama.Config) {
+		c.Consumer.Fetch.Default = 1 // one batch per fetch
+	})
+	waitFor2(t, "the truncated partition read as settled with no lag", 10*time.Second, func() bool {
+		ps := bridge.Partitions()
+		return len(ps) == 1 && ps[0].HighWatermark == 10 && ps[0].Position() == end && ps[0].Settled && ps[0].Lag() == 0
+	})
+	if n := handled.Load(); n != end {
+		t.Fatalf("%d records handled, want the %d left", n, end)
+	}
 }
 
 // Retention deleted every record of a partition: the claim starts at the
@@ -245,8 +278,8 @@ func deleteRecords(t *testing.T, k actors.KafkaSettings, to int64) {
 // The probe at a position below the log's start asks at the start: records
 // left there (also inside a batch the deletion cut) are deliverable, so no
 // position reads as settled while any remain; once all are deleted every
-// position up to the end does, and one past the end does not; nor does the
-// end for a caller told of a later one.
+// position up to the end does, and one past the end does not; the end
+// also does for a caller told of a later one (the log was truncated).
 func TestProbeBelowTheLogStartSeesTheRecordsLeft(t *testing.T) {
 	_, k := newKfake(t, "retained-left", "retained-left-group", 1)
 	produceEven(t, k, 1, 5) // offsets 0-4
@@ -269,8 +302,10 @@ func TestProbeBelowTheLogStartSeesTheRecordsLeft(t *testing.T) {
 	if ok, _ := probe(k.Topic, 0, 11, 10); ok {
 		t.Error("a position past the end read as settled")
 	}
-	if ok, _ := probe(k.Topic, 0, 10, 11); ok {
-		t.Error("a leader whose log ends at 10 read as settled for a caller told of 11")
+	// A caller told of 11 while the log ends at 10: the log was truncated
+	// (a fetch at 11 is out of range), and nothing more comes.
+	if ok, err := probe(k.Topic, 0, 10, 11); !ok {
+		t.Errorf("a log truncated to 10 not settled for a caller told of 11 (err %v)", err)
 	}
 }
 

@@ -128,9 +128,10 @@ const endIdle = time.Second
 
 // markersOnly returns whether nothing deliverable is left of a partition
 // from next up to end: the settle probe finds nothing deliverable at next,
-// and the leader's log reaches end (a new leader's high watermark can lag
+// and the leader's high watermark reaches end (a new leader's can lag
 // behind the end found at start, and a fetch below the end then answers no
-// records at all). An error is a no.
+// records at all), or its log ends below end (an unclean election
+// truncated it, and the rest is gone). An error is a no.
 func markersOnly(probe actors.SettleProbe) func(topic string, partition int32, next, end int64) bool {
 	return func(topic string, partition int32, next, end int64) bool {
 		done, err := probe(topic, partition, next, end)

@@ -384,3 +384,43 @@ func TestRunWaitsForALaggingLeaderBelowTheEnd(t *testing.T) {
 		t.Fatalf("lines %q, want the 3 records below the end found at start", got)
 	}
 }
+
+// An unclean election can truncate the log below the end found at start:
+// here the end was 5, and the log now ends at 3 (the leader's answer to a
+// fetch at 5 is out of range). The 3 records left are all there is; the read
+// must end after them, not wait for offsets 3-4 until interrupted.
+func TestRunEndsAtALogTruncatedBelowTheEnd(t *testing.T) {
+	cluster, brokers := oneTopicBroker(t, "dlq-truncated")
+	produce(t, brokers, "dlq-truncated", "a", "1", "b", "2", "c", "3")
+	// The first latest offset asked (the end found at start) is the old
+	// leader's, 5; every later one is the log's, 3.
+	var latest atomic.Int32
+	cluster.ControlKey(kmsg.ListOffsets.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		cluster.KeepControl()
+		r := req.(*kmsg.ListOffsetsRequest)
+		if r.Topics[0].Partitions[0].Timestamp != -1 || latest.Add(1) != 1 {
+			return nil, nil, false
+		}
+		resp := r.ResponseKind().(*kmsg.ListOffsetsResponse)
+		rt := kmsg.NewListOffsetsResponseTopic()
+		rt.Topic = r.Topics[0].Topic
+		rp := kmsg.NewListOffsetsResponseTopicPartition()
+		rp.Partition, rp.Offset, rp.Timestamp = 0, 5, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		resp.Topics = append(resp.Topics, rt)
+		return resp, nil, true
+	})
+	cfg, _, err := dlq.Parse([]string{"-kafka-dlq-topic", "dlq-truncated"}, env(map[string]string{"KAFKA_BROKERS": strings.Join(brokers, ",")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	var out syncBuffer
+	if _, err := dlq.Run(ctx, cfg, &out); err != nil || ctx.Err() != nil {
+		t.Fatalf("the command ended with error %v, interrupt %v", err, ctx.Err())
+	}
+	if got := out.lines(); len(got) != 3 {
+		t.Fatalf("lines %q, want the 3 records the log holds", got)
+	}
+}
