@@ -477,19 +477,17 @@ func mean(v []float64) float64 {
 // bestEndToEnd is this listener's configuration on new hosts, the
 // sequential one aside, with the most systems/s over its runs: the median
 // of its rounds, not its fastest run, since the fastest of a dozen runs
-// that scatter by a tenth is a lucky one. Only the configurations run in
-// the most rounds compete: one run alone (the default settings' of scenario
-// 4, beside the rounds of the comparison) is as lucky a figure as a fastest
-// run, whose median of one it is.
+// that scatter by a tenth is a lucky one. When the report has rounds (the
+// comparison of scenario 4), only the configurations run in rounds compete:
+// one run alone (the default settings' run beside them) is as lucky a figure
+// as a fastest run, whose median of one it is.
 func (r *Report) bestEndToEnd() (*e2eRuns, bool) {
 	groups := r.groupEndToEnd(func(*EndToEndResult) bool { return true })
-	rounds := 0
-	for _, g := range groups {
-		rounds = max(rounds, len(g.runs))
-	}
+	inRounds := func(g *e2eRuns) bool { return g.runs[0].Round > 0 }
+	rounds := slices.ContainsFunc(groups, inRounds)
 	var best *e2eRuns
 	for _, g := range groups {
-		if len(g.runs) == rounds && (best == nil || g.medianPerSecond() > best.medianPerSecond()) {
+		if (!rounds || inRounds(g)) && (best == nil || g.medianPerSecond() > best.medianPerSecond()) {
 			best = g
 		}
 	}
