@@ -80,25 +80,38 @@ func TestNotSettledWhileAnOpenTransactionHoldsRecords(t *testing.T) {
 // silently, without a ConsumerError. A partition whose fetches keep failing
 // so, with records waiting, must not read as settled.
 func TestNotSettledWhileFetchesFailSilently(t *testing.T) {
-	cluster, k := newKfake(t, "silent", "silent-group", 1)
+	const settle = 500 * time.Millisecond
+	bridge, handled := answeredClaim(t, "silent", settle, func(_ int64, p *kmsg.FetchResponseTopicPartition) {
+		p.ErrorCode = kerr.NotLeaderForPartition.Code
+	}, func(c *sarama.Config) { c.Consumer.Retry.Backoff = 100 * time.Millisecond })
+	waitFor2(t, "a first record handled", 20*time.Second, func() bool { return handled.Load() > 0 })
+	neverSettles(t, bridge, settle+2*time.Second, "records wait while every fetch fails (NOT_LEADER_FOR_PARTITION)")
+}
+
+// answeredClaim runs one member of a one-partition group of its own on
+// topic, holding ten batches of one record, through a settling bridge
+// (IdleSettle settle) whose handler counts the records it is given, with
+// one batch per fetch and the fetches after the first answered by answer
+// (answerFetches); configure, when not nil, changes the consumer's config
+// further.
+func answeredClaim(t *testing.T, topic string, settle time.Duration, answer func(offset int64, p *kmsg.FetchResponseTopicPartition), configure func(*sarama.Config)) (*actors.Bridge, *atomic.Int64) {
+	t.Helper()
+	cluster, k := newKfake(t, topic, topic+"-group", 1)
 	for range 10 { // ten batches of one record
 		produceEven(t, k, 1, 1)
 	}
-	answerFetches(cluster, func(_ int64, p *kmsg.FetchResponseTopicPartition) {
-		p.ErrorCode = kerr.NotLeaderForPartition.Code
-	})
-
+	answerFetches(cluster, answer)
 	s := testSettings(ordering.Unordered)
-	var handled atomic.Int64
+	handled := new(atomic.Int64)
 	h := actors.HandlerFunc(func(context.Context, *messages.Record) error { handled.Add(1); return nil })
-	const settle = 500 * time.Millisecond
 	bridge := settlingBridge(t, k, s, h, settle)
 	runMember(t, k, s, bridge, func(c *sarama.Config) {
 		c.Consumer.Fetch.Default = 1 // one batch per fetch
-		c.Consumer.Retry.Backoff = 100 * time.Millisecond
+		if configure != nil {
+			configure(c)
+		}
 	})
-	waitFor2(t, "a first record handled", 20*time.Second, func() bool { return handled.Load() > 0 })
-	neverSettles(t, bridge, settle+2*time.Second, "records wait while every fetch fails (NOT_LEADER_FOR_PARTITION)")
+	return bridge, handled
 }
 
 // answerFetches lets cluster answer the first fetch (with
@@ -138,23 +151,11 @@ func answerFetches(cluster *kfake.Cluster, answer func(offset int64, p *kmsg.Fet
 // records waiting (they come once the leader catches up) and must not read
 // as settled; the probe read the empty answer as nothing left.
 func TestNotSettledWhileANewLeaderLagsBehindTheHighWatermark(t *testing.T) {
-	cluster, k := newKfake(t, "lagging", "lagging-group", 1)
-	for range 10 { // ten batches of one record
-		produceEven(t, k, 1, 1)
-	}
-	answerFetches(cluster, func(offset int64, p *kmsg.FetchResponseTopicPartition) {
+	const settle = 500 * time.Millisecond
+	bridge, handled := answeredClaim(t, "lagging", settle, func(offset int64, p *kmsg.FetchResponseTopicPartition) {
 		// The new leader's high watermark is where the fetch asks.
 		p.HighWatermark, p.LastStableOffset = offset, offset
-	})
-
-	s := testSettings(ordering.Unordered)
-	var handled atomic.Int64
-	h := actors.HandlerFunc(func(context.Context, *messages.Record) error { handled.Add(1); return nil })
-	const settle = 500 * time.Millisecond
-	bridge := settlingBridge(t, k, s, h, settle)
-	runMember(t, k, s, bridge, func(c *sarama.Config) {
-		c.Consumer.Fetch.Default = 1 // one batch per fetch
-	})
+	}, nil)
 	waitFor2(t, "a first record handled", 20*time.Second, func() bool { return handled.Load() > 0 })
 	neverSettles(t, bridge, settle+2*time.Second, "records wait while the new leader catches up")
 }
@@ -169,26 +170,13 @@ func TestNotSettledWhileANewLeaderLagsBehindTheHighWatermark(t *testing.T) {
 // claim's as a new leader catching up, and left the partition lagging by 9
 // until records were written again.
 func TestSettlesWhenAnUncleanElectionTruncatedTheLogAtThePosition(t *testing.T) {
-	cluster, k := newKfake(t, "truncated", "truncated-group", 1)
-	for range 10 { // ten batches of one record
-		produceEven(t, k, 1, 1)
-	}
 	const end = 1
-	answerFetches(cluster, func(offset int64, p *kmsg.FetchResponseTopicPartition) {
+	bridge, handled := answeredClaim(t, "truncated", 300*time.Millisecond, func(offset int64, p *kmsg.FetchResponseTopicPartition) {
 		p.HighWatermark, p.LastStableOffset = end, end
 		if offset > end {
 			p.ErrorCode = kerr.OffsetOutOfRange.Code
 		}
-	})
-
-	s := testSettings(ordering.Unordered)
-	var handled atomic.Int64
-	h := actors.HandlerFunc(func(context.Context, *messages.Record) error { handled.Add(1); return nil })
-	const settle = 300 * time.Millisecond
-	bridge := settlingBridge(t, k, s, h, settle)
-	runMember(t, k, s, bridge, func(c *sarama.Config) {
-		c.Consumer.Fetch.Default = 1 // one batch per fetch
-	})
+	}, nil)
 	waitFor2(t, "the truncated partition read as settled with no lag", 10*time.Second, func() bool {
 		ps := bridge.Partitions()
 		return len(ps) == 1 && ps[0].HighWatermark == 10 && ps[0].Position() == end && ps[0].Settled && ps[0].Lag() == 0

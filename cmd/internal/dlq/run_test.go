@@ -333,22 +333,7 @@ func TestRunWaitsForALaggingLeaderBelowTheEnd(t *testing.T) {
 	// found at start) is the real one, 3.
 	lagUntil := time.Now().Add(4 * time.Second)
 	lagging := func() bool { return time.Now().Before(lagUntil) }
-	var latest atomic.Int32
-	cluster.ControlKey(kmsg.ListOffsets.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		cluster.KeepControl()
-		r := req.(*kmsg.ListOffsetsRequest)
-		if r.Topics[0].Partitions[0].Timestamp != -1 || latest.Add(1) == 1 || !lagging() {
-			return nil, nil, false
-		}
-		resp := r.ResponseKind().(*kmsg.ListOffsetsResponse)
-		rt := kmsg.NewListOffsetsResponseTopic()
-		rt.Topic = r.Topics[0].Topic
-		rp := kmsg.NewListOffsetsResponseTopicPartition()
-		rp.Partition, rp.Offset, rp.Timestamp = 0, 0, -1
-		rt.Partitions = append(rt.Partitions, rp)
-		resp.Topics = append(resp.Topics, rt)
-		return resp, nil, true
-	})
+	answerLatest(cluster, func(asked int32) bool { return asked > 1 && lagging() }, 0)
 	cluster.ControlKey(kmsg.Fetch.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		cluster.KeepControl()
 		if !lagging() {
@@ -370,7 +355,39 @@ func TestRunWaitsForALaggingLeaderBelowTheEnd(t *testing.T) {
 		}
 		return resp, nil, true
 	})
-	cfg, _, err := dlq.Parse([]string{"-kafka-dlq-topic", "dlq-lag"}, env(map[string]string{"KAFKA_BROKERS": strings.Join(brokers, ",")}))
+	if got := readToEnd(t, brokers, "dlq-lag"); len(got) != 3 {
+		t.Fatalf("lines %q, want the 3 records below the end found at start", got)
+	}
+}
+
+// answerLatest answers a request for partition 0's latest offset with
+// offset when answer says so, given how many such requests have come (this
+// one included); the cluster answers the others.
+func answerLatest(cluster *kfake.Cluster, answer func(asked int32) bool, offset int64) {
+	var asked atomic.Int32
+	cluster.ControlKey(kmsg.ListOffsets.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		cluster.KeepControl()
+		r := req.(*kmsg.ListOffsetsRequest)
+		if r.Topics[0].Partitions[0].Timestamp != -1 || !answer(asked.Add(1)) {
+			return nil, nil, false
+		}
+		resp := r.ResponseKind().(*kmsg.ListOffsetsResponse)
+		rt := kmsg.NewListOffsetsResponseTopic()
+		rt.Topic = r.Topics[0].Topic
+		rp := kmsg.NewListOffsetsResponseTopicPartition()
+		rp.Partition, rp.Offset, rp.Timestamp = 0, offset, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		resp.Topics = append(resp.Topics, rt)
+		return resp, nil, true
+	})
+}
+
+// readToEnd runs the command on topic, not following, and returns the lines
+// it printed; it fails the test if the command ends in an error or is still
+// reading after 15 s.
+func readToEnd(t *testing.T, brokers []string, topic string) []string {
+	t.Helper()
+	cfg, _, err := dlq.Parse([]string{"-kafka-dlq-topic", topic}, env(map[string]string{"KAFKA_BROKERS": strings.Join(brokers, ",")}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,9 +397,7 @@ func TestRunWaitsForALaggingLeaderBelowTheEnd(t *testing.T) {
 	if _, err := dlq.Run(ctx, cfg, &out); err != nil || ctx.Err() != nil {
 		t.Fatalf("the command ended with error %v, interrupt %v", err, ctx.Err())
 	}
-	if got := out.lines(); len(got) != 3 {
-		t.Fatalf("lines %q, want the 3 records below the end found at start", got)
-	}
+	return out.lines()
 }
 
 // An unclean election can truncate the log below the end found at start:
@@ -394,33 +409,8 @@ func TestRunEndsAtALogTruncatedBelowTheEnd(t *testing.T) {
 	produce(t, brokers, "dlq-truncated", "a", "1", "b", "2", "c", "3")
 	// The first latest offset asked (the end found at start) is the old
 	// leader's, 5; every later one is the log's, 3.
-	var latest atomic.Int32
-	cluster.ControlKey(kmsg.ListOffsets.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		cluster.KeepControl()
-		r := req.(*kmsg.ListOffsetsRequest)
-		if r.Topics[0].Partitions[0].Timestamp != -1 || latest.Add(1) != 1 {
-			return nil, nil, false
-		}
-		resp := r.ResponseKind().(*kmsg.ListOffsetsResponse)
-		rt := kmsg.NewListOffsetsResponseTopic()
-		rt.Topic = r.Topics[0].Topic
-		rp := kmsg.NewListOffsetsResponseTopicPartition()
-		rp.Partition, rp.Offset, rp.Timestamp = 0, 5, -1
-		rt.Partitions = append(rt.Partitions, rp)
-		resp.Topics = append(resp.Topics, rt)
-		return resp, nil, true
-	})
-	cfg, _, err := dlq.Parse([]string{"-kafka-dlq-topic", "dlq-truncated"}, env(map[string]string{"KAFKA_BROKERS": strings.Join(brokers, ",")}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	var out syncBuffer
-	if _, err := dlq.Run(ctx, cfg, &out); err != nil || ctx.Err() != nil {
-		t.Fatalf("the command ended with error %v, interrupt %v", err, ctx.Err())
-	}
-	if got := out.lines(); len(got) != 3 {
+	answerLatest(cluster, func(asked int32) bool { return asked == 1 }, 5)
+	if got := readToEnd(t, brokers, "dlq-truncated"); len(got) != 3 {
 		t.Fatalf("lines %q, want the 3 records the log holds", got)
 	}
 }
