@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -44,8 +45,10 @@ func settingsOf(env []string) (*listener.Config, error) {
 // is what tells a record's own failure from a shared outage; at the tail of a
 // finite stream nothing else is left to succeed, so a hostage record still
 // failing there would rightly be retried as a shared outage. Choosing hosts
-// whose records fail while the rest of the stream still flows is what makes
-// their failures their own, as a service with steady traffic sees them.
+// whose records fail early, and producing the stream over time
+// (hostageStream) so that the rest of it still flows while they fail, is
+// what makes their failures their own, as a service with steady traffic
+// sees them.
 func chooseHostages(plan *loadgen.Plan, ds *platform.Dataset, shape platform.ProfileShape, n int) ([]string, error) {
 	if n <= 0 {
 		return nil, nil
@@ -95,6 +98,46 @@ func chooseHostages(plan *loadgen.Plan, ds *platform.Dataset, shape platform.Pro
 	}
 	return nil, fmt.Errorf("only %d of %d hosts fit to be held hostage", len(chosen), n)
 }
+
+// trafficAfter is how long the rest of the stream must keep flowing after
+// the last hostage record could still be failing: its failures count as its
+// own only while the dependency serves other records meanwhile.
+const trafficAfter = 10 * time.Second
+
+// hostageStream is how long the run spreads its stream over when hosts are
+// held hostage, so that other records keep flowing until each hostage record
+// has had its own-failure bound. A hostage's uploads run one after another
+// (key ordering), each for up to bound, the last beginning no earlier than it
+// is produced: with the stream produced evenly over D, a hostage whose last
+// message is at fraction p of it and which has k uploads is dead-lettered by
+// p·D + k·bound at the latest, and D must exceed that by trafficAfter. All at
+// once, the stream could end before that on a fast machine: its last hostage
+// record, failing with nothing else left to succeed, is then rightly retried
+// as a shared outage, and its partition stays pinned to the end of the run.
+func hostageStream(plan *loadgen.Plan, hostages []string, bound time.Duration) (time.Duration, error) {
+	uploads, last := map[string]int{}, map[string]int{}
+	for i, it := range plan.Items {
+		if slices.Contains(hostages, it.Key) {
+			last[it.Key] = i
+			if it.Bad == "" && it.Skip == "" && it.Event.Type != "delete" {
+				uploads[it.Key]++
+			}
+		}
+	}
+	var d float64 // seconds
+	n := float64(len(plan.Items))
+	for _, id := range hostages {
+		left := 1 - float64(last[id]+1)/n // the share of the stream after its last message
+		d = max(d, (time.Duration(uploads[id])*bound+trafficAfter).Seconds()/left)
+	}
+	if !(d <= maxStream.Seconds()) { // a hostage's last message ends the stream: +Inf
+		return 0, fmt.Errorf("the hostages' records come too late in the stream: it would have to last %.0fs to let them fail on their own, more than %v", d, maxStream)
+	}
+	return time.Duration(math.Ceil(d)) * time.Second, nil
+}
+
+// maxStream bounds hostageStream: the run gives up after 6 minutes.
+const maxStream = 2 * time.Minute
 
 // hostageUploads counts the created and updated events of the hostages: each
 // asks VMaaS, so each must be dead-lettered.

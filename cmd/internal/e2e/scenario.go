@@ -328,8 +328,16 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 		return line, fmt.Errorf("the scenario's listener settings: %w", err)
 	}
 
-	if _, err := loadgen.Produce(ctx, ds, opts, plan, loadgen.ProduceOptions{Brokers: env.Brokers, Topic: r.topic,
-		Version: sarama.V3_6_0_0, Compression: "lz4"}); err != nil {
+	// The stream is produced before the listeners start, unless hosts are
+	// held hostage: then evenly over streamFor while they run (hostageStream).
+	produce := loadgen.ProduceOptions{Brokers: env.Brokers, Topic: r.topic, Version: sarama.V3_6_0_0, Compression: "lz4"}
+	var streamFor time.Duration
+	if len(hostages) > 0 {
+		if streamFor, err = hostageStream(plan, hostages, cfg.Pipeline.OwnFailureBound()); err != nil {
+			return line, err
+		}
+		line.Figures = append(line.Figures, fmt.Sprintf("stream produced over %v", streamFor))
+	} else if _, err := loadgen.Produce(ctx, ds, opts, plan, produce); err != nil {
 		return line, err
 	}
 	line.Events = len(plan.Items)
@@ -364,6 +372,24 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 		}
 	}()
 
+	// streaming: the stream's production has not ended; produced says how it
+	// ended. Whatever way Run returns, the production stops first.
+	streaming, produced := streamFor > 0, make(chan error, 1)
+	if streaming {
+		produce.Rate = float64(len(plan.Items)) / streamFor.Seconds()
+		pctx, cancel := context.WithCancel(ctx)
+		go func() {
+			_, err := loadgen.Produce(pctx, ds, opts, plan, produce)
+			produced <- err
+		}()
+		defer func() {
+			cancel()
+			if streaming {
+				<-produced
+			}
+		}()
+	}
+
 	began := time.Now()
 	r.began = began
 	r.watch = &watch{line: &line, lastProgress: began, lastCommitted: -1, pinnedAt: map[int32]int64{}, pinnedSince: map[int32]time.Time{}}
@@ -380,6 +406,16 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 			return line, ctx.Err()
 		case <-time.After(lookInterval):
 		}
+		if streaming {
+			select {
+			case err := <-produced:
+				streaming = false
+				if err != nil {
+					return line, fmt.Errorf("produce: %w", err)
+				}
+			default:
+			}
+		}
 		if !r.look() {
 			continue // the broker may be restarting
 		}
@@ -391,7 +427,7 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 			}
 			r.faults = append(r.faults, f.Name)
 		}
-		if w.done == w.total && len(faults) == 0 {
+		if w.done == w.total && len(faults) == 0 && !streaming {
 			line.OffsetsAtEnd = true
 			break
 		}
