@@ -104,6 +104,7 @@ type claimEntry struct {
 	claim      sarama.ConsumerGroupClaim
 	credits    *claimCredits
 	span       *Span
+	ahead      *readAhead
 	// waitingSince is when the bridge began to wait for a credit with a
 	// record in hand (unix nanoseconds); 0 when it is not waiting.
 	waitingSince atomic.Int64
@@ -229,7 +230,7 @@ func (b *Bridge) Partitions() []PartitionState {
 		e := v.(*claimEntry)
 		s := PartitionState{Topic: e.topic, Partition: e.partition, Generation: e.generation,
 			Committed: -1, Admitted: -1, Start: e.claim.InitialOffset(), HighWatermark: e.claim.HighWaterMarkOffset(),
-			Buffered: len(e.claim.Messages()), InFlightLimit: b.cfg.Settings.InFlightPerPartition}
+			Buffered: len(e.claim.Messages()) + e.ahead.queued(), InFlightLimit: b.cfg.Settings.InFlightPerPartition}
 		if ns := e.waitingSince.Load(); ns > 0 {
 			s.WaitingForCredit = time.Unix(0, ns)
 		}
@@ -327,12 +328,16 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 	}
 	log.Info("claim started", started...)
 	b.cfg.Observer.ClaimStarted(claim.Topic(), claim.Partition())
-	entry := &claimEntry{topic: claim.Topic(), partition: claim.Partition(), generation: generation, gauges: gauges, claim: claim, credits: cc, span: span}
+	aheadCtx, stopAhead := context.WithCancel(session.Context())
+	entry := &claimEntry{topic: claim.Topic(), partition: claim.Partition(), generation: generation, gauges: gauges, claim: claim, credits: cc, span: span,
+		ahead: newReadAhead(aheadCtx, claim.Messages(), readAheadRecords, readAheadBytes)}
 	entry.lastDelivered.Store(time.Now().UnixNano())
 	b.claims.Store(epoch, entry)
 	defer b.claims.Delete(epoch)
 
 	reason := b.feed(session.Context(), claim, worker, entry, watchClaimEnd(claim, entry, log))
+	stopAhead()
+	entry.ahead.stop() // what it still holds is not admitted: Kafka delivers it again
 
 	start := time.Now()
 	r, err := worker.Drain(b.cfg.Settings.DrainTimeout)
@@ -414,18 +419,23 @@ func (b *Bridge) creditFault(log *slog.Logger, err error) {
 // session context alive).
 func (b *Bridge) feed(ctx context.Context, claim sarama.ConsumerGroupClaim, worker ClaimWorker, entry *claimEntry, ended <-chan struct{}) string {
 	stopped := worker.Stopped()
-	records := claim.Messages()
+	ahead := entry.ahead
 	cc, span := entry.credits, entry.span
 	last := int64(-1) // the last offset admitted
 	for first := true; ; first = false {
+		if ahead.isEnded() || isClosed(ended) {
+			// Records read ahead when sarama let the claim go are dropped:
+			// admitting them would hold the revoke for as long as their
+			// credits take.
+			return "revoked"
+		}
 		var msg *sarama.ConsumerMessage
 		select {
-		case m, ok := <-records:
-			if !ok {
-				return "revoked"
-			}
-			msg = m
+		case msg = <-ahead.out:
+			ahead.took(msg)
 			entry.lastDelivered.Store(time.Now().UnixNano())
+		case <-ahead.ended:
+			return "revoked"
 		case <-ctx.Done():
 			return "session ended"
 		case <-stopped:
@@ -480,7 +490,7 @@ func endReason(ctx context.Context, stopped <-chan struct{}) string {
 // the errors on to the group's Errors(), so this sees only some of them; it
 // logs and records those, and RunMember hands the bridge the rest
 // (FetchError). A claim without Errors() (a test double) yields nil: its end
-// is seen on Messages() alone.
+// is seen when the read-ahead finds Messages() closed.
 func watchClaimEnd(claim sarama.ConsumerGroupClaim, entry *claimEntry, log *slog.Logger) <-chan struct{} {
 	src, ok := claim.(interface {
 		Errors() <-chan *sarama.ConsumerError

@@ -34,7 +34,8 @@ type PartitionState struct {
 	// InFlightLimit is how many records the partition may hold in flight:
 	// S, Settings.InFlightPerPartition.
 	InFlightLimit int
-	// Buffered is how many fetched records wait in the claim's channel.
+	// Buffered is how many fetched records wait in the claim's channel and
+	// its read-ahead, not yet admitted.
 	Buffered int
 	// WaitingForCredit is when the bridge began to wait for a credit with
 	// the next record in hand; zero when it is not waiting.
