@@ -335,7 +335,13 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 	b.claims.Store(epoch, entry)
 	defer b.claims.Delete(epoch)
 
-	reason := b.feed(session.Context(), claim, worker, entry, watchClaimEnd(claim, entry, log))
+	ended := watchClaimEnd(claim, entry, log)
+	if ended == nil {
+		// A claim without Errors(): its end is what the read-ahead sees,
+		// watched by the credit and span waits too.
+		ended = entry.ahead.ended
+	}
+	reason := b.feed(session.Context(), claim, worker, entry, ended)
 	stopAhead()
 	entry.ahead.stop() // what it still holds is not admitted: Kafka delivers it again
 
@@ -489,8 +495,10 @@ func endReason(ctx context.Context, stopped <-chan struct{}) string {
 // admit while it waits for a credit. sarama reads the same channel to pass
 // the errors on to the group's Errors(), so this sees only some of them; it
 // logs and records those, and RunMember hands the bridge the rest
-// (FetchError). A claim without Errors() (a test double) yields nil: its end
-// is seen when the read-ahead finds Messages() closed.
+// (FetchError). A claim without Errors() (a test double) yields nil; the
+// bridge then watches the read-ahead's ended instead, which closes when the
+// read-ahead finds Messages() closed (not while it waits for room: it reads
+// nothing then).
 func watchClaimEnd(claim sarama.ConsumerGroupClaim, entry *claimEntry, log *slog.Logger) <-chan struct{} {
 	src, ok := claim.(interface {
 		Errors() <-chan *sarama.ConsumerError

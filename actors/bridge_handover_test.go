@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
+
 	"github.com/patchflow/patchflow/actors"
 	"github.com/patchflow/patchflow/actors/ordering"
 	"github.com/patchflow/patchflow/messages"
@@ -196,4 +198,39 @@ func TestBridgeRecordsFetchErrorsOfItsClaims(t *testing.T) {
 	}
 	claim.close()
 	<-done
+}
+
+// A claim without Errors() revoked while the bridge waits for a credit:
+// the read-ahead finds Messages() closed, and the credit wait must see it.
+func TestBridgeRevokeWithoutErrorsWhileStarvedOfCredits(t *testing.T) {
+	s := testSettings(ordering.Unordered)
+	s.InFlightPerPartition = 1
+	s.DrainTimeout = 300 * time.Millisecond
+	h := &gatedHandler{release: make(chan struct{}), honourCtx: true}
+	b := newTestBridge(t, s, h)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fc := newFakeClaim(t, 0, 5)
+	done := make(chan error, 1)
+	go func() {
+		// Embedding the interface hides fakeClaim's Errors().
+		noErrors := struct{ sarama.ConsumerGroupClaim }{fc}
+		done <- b.ConsumeClaim(&fakeSession{ctx: ctx, marker: &recordingMarker{}}, noErrors)
+	}()
+	waitFor(t, "the bridge to wait for a credit", func() bool {
+		ps := b.Partitions()
+		return len(ps) == 1 && !ps[0].WaitingForCredit.IsZero()
+	})
+	fc.close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(s.DrainTimeout + 2*time.Second):
+		cancel()
+		<-done
+		t.Fatal("the revoked claim did not return while its bridge waited for a credit")
+	}
+	checkCredits(t, b)
 }

@@ -30,8 +30,9 @@ type readAhead struct {
 	// out holds the records taken, in offset order; its capacity is the
 	// records bound, so a send never waits.
 	out chan *sarama.ConsumerMessage
-	// ended is closed once sarama has closed the claim's channel (a revoke,
-	// or the session's end) and out holds everything taken before.
+	// ended is closed once the goroutine finds the claim's channel closed
+	// (a revoke, or the session's end), out holding everything taken
+	// before; while it waits for room it reads nothing, so sees no close.
 	ended chan struct{}
 	// room is signalled when a full read-ahead has been taken down to half.
 	room chan struct{}
