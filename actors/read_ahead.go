@@ -22,8 +22,9 @@ import (
 // part at once when it fits, and otherwise stops taking for long enough
 // that sarama sets the partition aside and goes on.
 //
-// Memory: at most readAheadRecords records or readAheadBytes bytes of keys
-// and values (one record over) per claim, besides sarama's own buffers. The
+// Memory: at most readAheadRecords records, and readAheadBytes bytes of keys
+// and values (the last record taken may pass it), per claim, besides
+// sarama's own buffers. The
 // records it holds are not admitted: when the claim ends they are dropped,
 // never marked, and Kafka delivers them again.
 type readAhead struct {
