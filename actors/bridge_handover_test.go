@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -32,44 +33,54 @@ func checkCredits(t *testing.T, b *actors.Bridge) {
 // every partition credit held by a record that does not finish, the bridge
 // waits for a credit with the next record in hand; the revoke must still
 // start the drain at once, and the claim return within the drain timeout.
+// Also for a claim without Errors() (a test double), whose end the credit
+// wait sees only through the read-ahead.
 func TestBridgeRevokeWhileStarvedOfCredits(t *testing.T) {
-	s := testSettings(ordering.Unordered)
-	s.InFlightPerPartition = 1
-	s.DrainTimeout = 300 * time.Millisecond
-	h := &gatedHandler{release: make(chan struct{}), honourCtx: true}
-	b := newTestBridge(t, s, h)
-	marker := &recordingMarker{}
-	sess := &fakeSession{ctx: context.Background(), marker: marker} // the session outlives the claim
-	claim := newFakeClaim(t, 0, 10)
+	for _, hideErrors := range []bool{false, true} {
+		t.Run(fmt.Sprintf("without Errors() %v", hideErrors), func(t *testing.T) {
+			s := testSettings(ordering.Unordered)
+			s.InFlightPerPartition = 1
+			s.DrainTimeout = 300 * time.Millisecond
+			h := &gatedHandler{release: make(chan struct{}), honourCtx: true}
+			b := newTestBridge(t, s, h)
+			marker := &recordingMarker{}
+			sess := &fakeSession{ctx: context.Background(), marker: marker} // the session outlives the claim
+			fc := newFakeClaim(t, 0, 10)
+			var claim sarama.ConsumerGroupClaim = fc
+			if hideErrors {
+				claim = struct{ sarama.ConsumerGroupClaim }{fc} // embedding the interface hides Errors()
+			}
 
-	returned := make(chan struct{})
-	go func() {
-		defer close(returned)
-		if err := b.ConsumeClaim(sess, claim); err != nil {
-			t.Error(err)
-		}
-	}()
-	waitFor(t, "the bridge to wait for a credit", func() bool {
-		ps := b.Partitions()
-		return len(ps) == 1 && !ps[0].WaitingForCredit.IsZero() && ps[0].InFlight == 1
-	})
-	revoked := time.Now()
-	claim.close() // eight records still buffered in front of the close, as sarama leaves them
-	select {
-	case <-returned:
-	case <-time.After(s.DrainTimeout + 3*time.Second):
-		t.Fatal("ConsumeClaim did not return after the revoke: the bridge missed it while starved")
+			returned := make(chan struct{})
+			go func() {
+				defer close(returned)
+				if err := b.ConsumeClaim(sess, claim); err != nil {
+					t.Error(err)
+				}
+			}()
+			waitFor(t, "the bridge to wait for a credit", func() bool {
+				ps := b.Partitions()
+				return len(ps) == 1 && !ps[0].WaitingForCredit.IsZero() && ps[0].InFlight == 1
+			})
+			revoked := time.Now()
+			fc.close() // eight records still read ahead in front of the close
+			select {
+			case <-returned:
+			case <-time.After(s.DrainTimeout + 3*time.Second):
+				t.Fatal("ConsumeClaim did not return after the revoke: the bridge missed it while starved")
+			}
+			if took := time.Since(revoked); took > s.DrainTimeout+500*time.Millisecond {
+				t.Fatalf("the revoked claim took %v to return with a %v drain timeout", took, s.DrainTimeout)
+			}
+			if got := marker.get(0); got > 0 {
+				t.Fatalf("marked %d although offset 0 never finished", got)
+			}
+			if st := b.Stats().Snapshot(); st.Admitted != 1 || st.Abandoned != 1 {
+				t.Fatalf("stats %+v; want 1 admitted and abandoned", st)
+			}
+			checkCredits(t, b)
+		})
 	}
-	if took := time.Since(revoked); took > s.DrainTimeout+500*time.Millisecond {
-		t.Fatalf("the revoked claim took %v to return with a %v drain timeout", took, s.DrainTimeout)
-	}
-	if got := marker.get(0); got > 0 {
-		t.Fatalf("marked %d although offset 0 never finished", got)
-	}
-	if st := b.Stats().Snapshot(); st.Admitted != 1 || st.Abandoned != 1 {
-		t.Fatalf("stats %+v; want 1 admitted and abandoned", st)
-	}
-	checkCredits(t, b)
 }
 
 // panicOnMark makes the partition actor fail at its first mark.
@@ -198,39 +209,4 @@ func TestBridgeRecordsFetchErrorsOfItsClaims(t *testing.T) {
 	}
 	claim.close()
 	<-done
-}
-
-// A claim without Errors() revoked while the bridge waits for a credit:
-// the read-ahead finds Messages() closed, and the credit wait must see it.
-func TestBridgeRevokeWithoutErrorsWhileStarvedOfCredits(t *testing.T) {
-	s := testSettings(ordering.Unordered)
-	s.InFlightPerPartition = 1
-	s.DrainTimeout = 300 * time.Millisecond
-	h := &gatedHandler{release: make(chan struct{}), honourCtx: true}
-	b := newTestBridge(t, s, h)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	fc := newFakeClaim(t, 0, 5)
-	done := make(chan error, 1)
-	go func() {
-		// Embedding the interface hides fakeClaim's Errors().
-		noErrors := struct{ sarama.ConsumerGroupClaim }{fc}
-		done <- b.ConsumeClaim(&fakeSession{ctx: ctx, marker: &recordingMarker{}}, noErrors)
-	}()
-	waitFor(t, "the bridge to wait for a credit", func() bool {
-		ps := b.Partitions()
-		return len(ps) == 1 && !ps[0].WaitingForCredit.IsZero()
-	})
-	fc.close()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(s.DrainTimeout + 2*time.Second):
-		cancel()
-		<-done
-		t.Fatal("the revoked claim did not return while its bridge waited for a credit")
-	}
-	checkCredits(t, b)
 }

@@ -24,9 +24,8 @@ import (
 //
 // Memory: at most readAheadRecords records, and readAheadBytes bytes of keys
 // and values (the last record taken may pass it), per claim, besides
-// sarama's own buffers. The
-// records it holds are not admitted: when the claim ends they are dropped,
-// never marked, and Kafka delivers them again.
+// sarama's own buffers. The records it holds are not admitted: when the
+// claim ends they are dropped, never marked, and Kafka delivers them again.
 type readAhead struct {
 	// out holds the records taken, in offset order; its capacity is the
 	// records bound, so a send never waits.

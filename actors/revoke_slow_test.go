@@ -20,8 +20,8 @@ import (
 // its claim) only between fetches. A partition taking a record every few
 // milliseconds never trips that timeout, so with thousands of small records
 // in each part the revoke waited for all of them to be admitted: member B
-// got no partition for 20 s and more (the e2e suite's status page found a
-// listener without any). The bridge reads ahead of its credits, so the
+// got no partition for 12 s (the e2e suite's status page found a listener
+// without any). The bridge reads ahead of its credits, so the
 // parts are taken at once and the revoke happens at the next fetch.
 func TestCooperativeRevokeWhileConsumingSlowly(t *testing.T) {
 	if testing.Short() {
