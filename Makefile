@@ -37,7 +37,7 @@ test-kafka:
 	@set -e; \
 	kafka=$$(.ci/kafka start); trap '.ci/kafka down '"$$kafka" EXIT; \
 	PATCHFLOW_KAFKA_BROKERS=$$(cat $$kafka/brokers) PATCHFLOW_KAFKA_VERSION=$$(cat $$kafka/version) \
-	$(GO) test -race -count=1 -v -run RealBroker ./actors ./cmd/internal/listener
+	$(GO) test -race -count=1 -v -run RealBroker ./actors ./internal/listener
 
 ## e2e: the fault-injection suite against a real Kafka broker (KRaft, from Maven Central) and a
 ## throwaway PostgreSQL: crash loop (each kill measured: in flight, evaluations redone, finished records
@@ -58,7 +58,7 @@ e2e: build
 	E2E_SASL_BROKERS=$$(cat $$kafka/brokers-sasl) E2E_SASL_PASSWORD=patchflow-test-secret \
 	E2E_BROWSER=$$(command -v chromium || true) E2E_SCREENSHOT=$(CURDIR)/docs/status.png $(GO) run ./cmd/e2e; \
 	PATCHFLOW_KAFKA_BROKERS=$$(cat $$kafka/brokers) PATCHFLOW_KAFKA_VERSION=$$(cat $$kafka/version) \
-	$(GO) test -race -count=1 -run RealBroker ./actors ./cmd/internal/listener
+	$(GO) test -race -count=1 -run RealBroker ./actors ./internal/listener
 
 ## kafka-up: start a real Kafka broker on 127.0.0.1:$${KAFKA_PORT:-19092} (fetched with Maven once) with the
 ## topic of inventory events, $(KAFKA_TOPIC) in $(KAFKA_PARTITIONS) partitions (the broker creates no topic on
@@ -80,7 +80,7 @@ kafka-down:
 	@if [ -f $(KAFKA_STATE) ]; then .ci/kafka down $$(cat $(KAFKA_STATE)); rm -f $(KAFKA_STATE); echo "Kafka stopped"; else echo "no broker up"; fi
 
 ## docs: rewrite the settings tables of docs/configuration.md from the settings' definitions (the
-## text between its GENERATED markers); make test fails while they differ (cmd/internal/docs)
+## text between its GENERATED markers); make test fails while they differ (proving/docs)
 docs:
 	$(GO) run ./cmd/docgen
 
@@ -124,7 +124,7 @@ fmt-check:
 bench: build $(BIN)/listener-before $(BIN)/listener-before12
 	@set -e; \
 	kafka=$$(.ci/kafka start); trap '.ci/kafka down '"$$kafka" EXIT; \
-	PATCHFLOW_PG_DURABLE=1 .ci/postgres with $(GO) run ./cmd/bench -out docs -listener $(BIN)/listener -listener-before $(BIN)/listener-before \
+	PATCHFLOW_PG_DURABLE=1 .ci/postgres with $(GO) run ./cmd/bench -out docs -listener $(BIN)/listener-proving -listener-before $(BIN)/listener-before \
 		-listener-before12 $(BIN)/listener-before12 -platform-mock $(BIN)/platform-mock \
 		-kafka $$(cat $$kafka/brokers) -kafka-version $$(cat $$kafka/version) -kafka-pid $$(cat $$kafka/pid) $(BENCH_FLAGS)
 

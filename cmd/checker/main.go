@@ -15,9 +15,9 @@ import (
 
 	_ "github.com/lib/pq" // the PostgreSQL driver
 
-	"github.com/patchflow/patchflow/cmd/internal/checker"
-	"github.com/patchflow/patchflow/cmd/internal/settings"
 	"github.com/patchflow/patchflow/internal/redact"
+	"github.com/patchflow/patchflow/internal/settings"
+	"github.com/patchflow/patchflow/proving/checker"
 )
 
 func main() {

@@ -17,8 +17,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/patchflow/patchflow/cmd/internal/dlq"
-	"github.com/patchflow/patchflow/cmd/internal/settings"
+	"github.com/patchflow/patchflow/internal/dlq"
+	"github.com/patchflow/patchflow/internal/settings"
 )
 
 func main() {

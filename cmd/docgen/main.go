@@ -1,6 +1,6 @@
 // Command docgen rewrites the generated parts of docs/configuration.md (the
 // settings tables of the listener, loadgen and the platform mock) from the
-// code; see package cmd/internal/docs. Run it from the repository root, as
+// code; see package proving/docs. Run it from the repository root, as
 // make docs does.
 package main
 
@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/patchflow/patchflow/cmd/internal/docs"
+	"github.com/patchflow/patchflow/proving/docs"
 )
 
 func main() {

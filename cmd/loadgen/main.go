@@ -12,9 +12,9 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/patchflow/patchflow/cmd/internal/loadgen"
-	"github.com/patchflow/patchflow/cmd/internal/platform"
-	"github.com/patchflow/patchflow/cmd/internal/settings"
+	"github.com/patchflow/patchflow/internal/settings"
+	"github.com/patchflow/patchflow/proving/loadgen"
+	"github.com/patchflow/patchflow/proving/platform"
 )
 
 func main() {

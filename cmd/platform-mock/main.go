@@ -17,8 +17,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/patchflow/patchflow/cmd/internal/platform"
-	"github.com/patchflow/patchflow/cmd/internal/settings"
+	"github.com/patchflow/patchflow/internal/settings"
+	"github.com/patchflow/patchflow/proving/platform"
 )
 
 func main() {

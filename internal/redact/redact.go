@@ -15,7 +15,7 @@
 // never too little.
 //
 // It imports only the standard library, so that every package of the
-// module may use it: persistence, clients and cmd/internal/settings do.
+// module may use it: persistence, clients and internal/settings do.
 package redact
 
 import (

@@ -1,0 +1,254 @@
+// Package listener wires the patchflow listener process: configuration from
+// environment and flags, the Kafka consumer-group members, the dead-letter
+// producer, the actor system and the handler. cmd/listener and cmd/demo are
+// thin mains over it.
+package listener
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/patchflow/patchflow/actors"
+	"github.com/patchflow/patchflow/actors/limit"
+	"github.com/patchflow/patchflow/actors/ordering"
+	"github.com/patchflow/patchflow/internal/kafkaflags"
+	"github.com/patchflow/patchflow/internal/settings"
+	"github.com/patchflow/patchflow/messages"
+	"github.com/patchflow/patchflow/persistence"
+)
+
+// EmbeddedBrokers is the KAFKA_BROKERS value that starts an in-process
+// broker, in a build whose Extension provides one (cmd/listener-proving).
+const EmbeddedBrokers = "embedded"
+
+// Config is the listener's configuration.
+type Config struct {
+	Brokers   []string // empty when Embedded
+	Embedded  bool
+	Kafka     actors.KafkaSettings
+	Consumers int
+	Pipeline  actors.Settings
+
+	// Handler is "evaluate" (the domain handler: PostgreSQL and VMaaS) or
+	// the name of an Extension's handler.
+	Handler string
+	Domain  DomainConfig
+
+	HTTPAddr      string
+	ReadyPinLimit time.Duration
+	// ReadyDBGrace is how long the database check must fail without a
+	// break before the process reports not ready.
+	ReadyDBGrace time.Duration
+
+	// extensions are what Parse was given beyond the product.
+	extensions       []Extension
+	ProgressInterval time.Duration
+	LogLevel         string
+	LogFormat        string
+}
+
+// Parse reads the configuration from lookup (the environment) and args (the
+// flags, which win). It returns settings.ErrHelp for -h, or an error naming
+// the bad setting.
+//
+// exts add their settings and handlers (the proving ground's build); the
+// product passes none.
+func Parse(args []string, lookup func(string) (string, bool), exts ...Extension) (*Config, *settings.Set, error) {
+	var (
+		brokers, topic, group, dlq, version, assignor, order, isolation, concurrency, law string
+		cfg                                                                               Config
+	)
+	def := actors.DefaultSettings()
+	p := &cfg.Pipeline
+	s := settings.New("listener")
+	cfg.extensions = exts
+	kafkaflags.BrokersSetting(s, &brokers, "comma-separated `host:port` list of Kafka brokers"+embeddedUsage(exts)+". "+
+		"No scheme and no credentials (`user:password@` is refused, shown masked): SASL logs in with the settings below")
+	s.String(&topic, "KAFKA_TOPIC", "kafka-topic", kafkaflags.DefaultTopic, "topic of inventory events", nonEmpty)
+	s.String(&group, "KAFKA_GROUP", "kafka-group", "patchflow-listener", "consumer group id", nonEmpty)
+	s.String(&dlq, "KAFKA_DLQ_TOPIC", "kafka-dlq-topic", "", "dead-letter topic, other than `KAFKA_TOPIC`; created at start if missing, with the source topic's partition count and room for its largest record", nil)
+	s.ShowDefault("kafka-dlq-topic", "`KAFKA_TOPIC` + `.dlq`")
+	s.String(&version, "KAFKA_VERSION", "kafka-version", "3.6.0", "Kafka protocol version to speak: at least 0.11.0 (record headers, idempotent writes, `read_committed`), at least 2.4.0 for cooperative rebalancing", checkVersion)
+	s.String(&assignor, "KAFKA_ASSIGNOR", "kafka-assignor", "cooperative-sticky", "partition assignment: `cooperative-sticky` keeps the partitions that stay with a member running through a rebalance; `sticky`, `range` and `roundrobin` are eager (every rebalance drains every partition)", oneOf(actors.Assignors))
+	s.String(&isolation, "KAFKA_ISOLATION_LEVEL", "kafka-isolation-level", actors.IsolationLevels[0], "how transactional topics are read. `read_committed`: only records of committed transactions are processed; records of aborted transactions never are, and records of an open transaction wait until it ends. `read_uncommitted`: every record, aborted or not. Both are the same for a topic written without transactions", oneOf(actors.IsolationLevels))
+	s.Duration(&cfg.Kafka.CommitInterval, "KAFKA_COMMIT_INTERVAL", "kafka-commit-interval", actors.DefaultCommitInterval, time.Millisecond, "how often the marked offsets and their commit metadata are committed, only when one changed (and always at the end of a claim). A crash replays what was in flight plus what finished since the last commit: at 10,000 records/s, sarama's usual second would be up to 10,000 records handled twice")
+	s.Duration(&cfg.Kafka.SessionTimeout, "KAFKA_SESSION_TIMEOUT", "kafka-session-timeout", 10*time.Second, time.Second, "how long the group waits for a silent member (a crashed process) before moving its partitions")
+	s.Duration(&cfg.Kafka.HeartbeatInterval, "KAFKA_HEARTBEAT_INTERVAL", "kafka-heartbeat-interval", 3*time.Second, 100*time.Millisecond, "how often a member tells the group it is alive; at most a third of `KAFKA_SESSION_TIMEOUT`")
+	sec := &cfg.Kafka.Security
+	kafkaflags.Security(s, sec)
+	s.Int(&cfg.Consumers, "LISTENER_CONSUMERS", "consumers", 1, 1, "consumer-group members (M) in the process; they share the process-wide limit G")
+	s.Int(&p.InFlightPerPartition, "LISTENER_INFLIGHT_PER_PARTITION", "inflight-per-partition", def.InFlightPerPartition, 1, "records admitted and not finished per partition (S), held-back ones included")
+	s.Int(&p.InFlightTotal, "LISTENER_INFLIGHT_TOTAL", "inflight-total", def.InFlightTotal, 1, "records admitted and not finished in the whole process (G): the limit with `LISTENER_CONCURRENCY=fixed`, the adaptive limit's ceiling otherwise")
+	s.String(&concurrency, "LISTENER_CONCURRENCY", "concurrency", def.Concurrency.String(), "how the process-wide limit is set. `adaptive`: it moves between `LISTENER_CONCURRENCY_FLOOR` and G from the handler's latency against its no-load baseline and from transient failures (docs/architecture.md, \"Adaptive concurrency\"). `fixed`: it is G. S stays a hard limit per partition either way", oneOf([]string{"adaptive", "fixed"}))
+	s.Int(&p.ConcurrencyFloor, "LISTENER_CONCURRENCY_FLOOR", "concurrency-floor", def.ConcurrencyFloor, 1, "the adaptive limit never goes below this (nor above G; a floor over G is G)")
+	s.String(&law, "LISTENER_CONCURRENCY_LAW", "concurrency-law", def.ConcurrencyLaw.String(), "the adaptive limit's control law: `gradient`, `vegas` or `aimd` (docs/architecture.md, \"Adaptive concurrency\"); `make bench` compares them", oneOf([]string{"gradient", "vegas", "aimd"}))
+	s.Float(&p.ConcurrencyTolerance, "LISTENER_CONCURRENCY_TOLERANCE", "concurrency-tolerance", def.ConcurrencyTolerance, 1, limit.MaxTolerance, "how many times its no-load latency the handler may take before the adaptive limit counts a queue. `1` keeps it near the no-load latency: the limit settles at the downstream's knee, past which more in flight mostly queues. More (`1.25`, Envoy's adaptive concurrency default; `1.5`, Netflix Gradient2's) buys the throughput a downstream whose throughput still rises past the knee gives (one sharing the listener's cores, one that batches), for latency, and follows a falling capacity less closely: docs/benchmarks.md measures 1, 1.25 and 1.5")
+	s.Int(&p.SpanPerPartition, "LISTENER_SPAN_PER_PARTITION", "span-per-partition", 0, 0, fmt.Sprintf("offsets a partition may admit past its oldest unfinished record (`0`: %d × S, else at least S): a record that pins the watermark stops admission this many offsets past it (span-blocked: on `/status`, in `/readyz`'s reason, `patchflow_partition_span_blocked`). Memory does not grow with it; it bounds how far a partition runs ahead of its committed offset, and so what a lost commit metadata would replay", actors.DefaultSpanFactor))
+	s.Int(&p.CommitMetadataMaxBytes, "LISTENER_COMMIT_METADATA_MAX_BYTES", "commit-metadata-max-bytes", def.CommitMetadataMaxBytes, 0, "largest commit metadata: the offsets finished above the committed one, so that after a crash or a handover only what was unfinished runs again. Lowered at start to the brokers' `offset.metadata.max.bytes` (4,096 by default) when that is smaller and can be read, since a broker refuses the whole commit when the metadata passes it; otherwise keep it at or below theirs. Longer metadata speaks of fewer offsets, never blocks. `0`: none, only the committed offset survives")
+	s.String(&order, "LISTENER_ORDERING", "ordering", def.Ordering.String(), "ordering within a partition. `key`: one record per Kafka key at a time, in offset order (records without a key run freely). `partition`: one record per partition at a time. `unordered`: none", oneOf([]string{"key", "partition", "unordered"}))
+	s.Duration(&p.DrainTimeout, "LISTENER_DRAIN_TIMEOUT", "drain-timeout", def.DrainTimeout, 100*time.Millisecond, "at the end of a claim, how long in-flight records may finish; handlers are cancelled a tenth before it (at most 2 s) so they return before the partition moves. sarama's rebalance timeout is set to at least this plus 12 s")
+	s.Int(&p.MaxAttempts, "LISTENER_MAX_ATTEMPTS", "max-attempts", def.MaxAttempts, 1, "a record's own failures before it is dead-lettered: unclassified failures, panics, and transient failures while the dependency they name serves other records (it served a call since the record last failed, and most of its recent calls). A shared outage (database down, VMaaS 503 for everyone) does not count and is retried until it passes")
+	s.Duration(&p.AttemptTimeout, "LISTENER_ATTEMPT_TIMEOUT", "attempt-timeout", def.AttemptTimeout, 0, "deadline of one handler attempt (`0`: none). With `LISTENER_MAX_ATTEMPTS` and `LISTENER_BACKOFF_MAX` it bounds how long a record failing on its own holds its partition: `MAX_ATTEMPTS × ATTEMPT_TIMEOUT + (MAX_ATTEMPTS − 1) × BACKOFF_MAX` (10 min 40 s by default). Keep it well above normal handler times, database queueing included, or slow attempts under load count as own failures")
+	s.Duration(&p.BackoffMin, "LISTENER_BACKOFF_MIN", "backoff-min", def.BackoffMin, time.Millisecond, "first retry wait; doubles per attempt, jittered in its upper half")
+	s.Duration(&p.BackoffMax, "LISTENER_BACKOFF_MAX", "backoff-max", def.BackoffMax, time.Millisecond, "longest retry wait, not below `LISTENER_BACKOFF_MIN` (also between dead-letter write retries)")
+	handlers, handlerHelp := handlerNames(exts)
+	s.String(&cfg.Handler, "LISTENER_HANDLER", "handler", "evaluate", "`evaluate`: store and evaluate events (needs `DATABASE_URL` and `VMAAS_URL`)"+handlerHelp, oneOf(handlers))
+	var reporters, excluded string
+	d := &cfg.Domain
+	s.SecretURL(&d.DatabaseURL, "DATABASE_URL", "database-url", "PostgreSQL connection, in either of lib/pq's forms: a `postgres://` or `postgresql://` URL that names its host "+
+		"(`postgres://user:password@host:5432/database?sslmode=verify-full`; a Unix socket as `postgres:///database?host=/run/postgresql`), "+
+		"with the password's special characters percent-encoded (`@` `:` `/` `?` `#` `%` `&`, spaces: `p@ss` as `p%40ss`); "+
+		"or a libpq key=value string (`host=db user=patch password='p@ss w0rd' dbname=patch`), a value with spaces or quotes in single quotes. "+
+		"TLS through `sslmode`, `sslrootcert`, `sslcert`, `sslkey`. Checked at start as lib/pq will read it (the `PG*` environment variables included): "+
+		"another scheme, a URL without a host, a bad port or escape, an `@` after the host (an unescaped password), a bad value are settings errors (exit code 2). "+
+		"The password (of the user info, or `password=`) is shown as `xxxxx` wherever settings are printed and in every error", persistence.CheckURL)
+	s.ShowDefault("database-url", "(required by `evaluate`)")
+	s.Int(&d.Pool.MaxOpen, "DB_MAX_OPEN_CONNS", "db-max-open-conns", 32, 1, "database connections open at most: bounds database concurrency below the pipeline's. The readiness check has one more connection of its own")
+	s.Int(&d.Pool.MaxIdle, "DB_MAX_IDLE_CONNS", "db-max-idle-conns", 32, 0, "database connections kept idle")
+	s.Duration(&d.Pool.MaxLifetime, "DB_CONN_MAX_LIFETIME", "db-conn-max-lifetime", 30*time.Minute, 0, "recycle database connections after this long (`0`: never)")
+	s.Int(&d.Pool.IDCacheSize, "DB_ID_CACHE_SIZE", "db-id-cache-size", persistence.DefaultIDCacheSize, 1,
+		"ids of packages and of advisories (each) kept in memory, so an event whose packages were seen before looks none of them up; about 150 bytes an entry")
+	s.Duration(&d.Pool.DeletedTTL, "DELETED_SYSTEM_TTL", "deleted-system-ttl", 24*time.Hour, time.Minute, "how long a deleted host is remembered, so a late event for it does not resurrect it")
+	s.SecretURL(&d.VMaaSURL, "VMAAS_URL", "vmaas-url", "VMaaS base URL (`http` or `https`, with a host, no query); the listener calls `POST /api/v3/updates`. A password in it is shown as `xxxxx`, in settings and errors alike", checkURL)
+	s.ShowDefault("vmaas-url", "(required by `evaluate`)")
+	s.Duration(&d.VMaaSTimeout, "VMAAS_TIMEOUT", "vmaas-timeout", 10*time.Second, time.Millisecond, "timeout of one VMaaS call")
+	s.Int(&d.VMaaSAttempts, "VMAAS_MAX_ATTEMPTS", "vmaas-max-attempts", 3, 1, "VMaaS attempts inside one handler attempt (429, 502, 503, 504, connection errors, timeouts); after them the pipeline retries the record with its own backoff")
+	s.Int(&d.VMaaSCacheSize, "VMAAS_CACHE_SIZE", "vmaas-cache-size", 10000, 0, "VMaaS answers cached, keyed by the canonical request (`0`: no cache)")
+	s.SecretURL(&d.InventoryURL, "INVENTORY_URL", "inventory-url", "inventory base URL, for events carrying only the host id; without it such events are dead-lettered. Checked and shown as `VMAAS_URL` is", checkURL)
+	s.Duration(&d.InventoryTimeout, "INVENTORY_TIMEOUT", "inventory-timeout", 10*time.Second, time.Millisecond, "timeout of one inventory call")
+	s.String(&reporters, "ALLOWED_REPORTERS", "allowed-reporters", "puptoo,rhsm-system-profile-bridge", "comma-separated reporters whose uploads are evaluated; uploads from others are skipped and counted (`reporter not allowed`), not stored, never dead-lettered", nil)
+	s.String(&excluded, "EXCLUDED_HOST_TYPES", "excluded-host-types", "edge", "comma-separated host types whose events are skipped and counted (`excluded host type`), not stored, never dead-lettered", nil)
+	s.Int(&d.Validation.MaxMessageBytes, "MAX_MESSAGE_BYTES", "max-message-bytes", messages.DefaultValidationOptions().MaxMessageBytes, 1024, "larger events are dead-lettered (`message too large`) without being parsed (Kafka refuses records over about 1 MB by default)")
+	s.String(&cfg.HTTPAddr, "LISTENER_HTTP_ADDR", "http-addr", "127.0.0.1:9000", "address of `/metrics`, `/healthz`, `/readyz`, `/status` and `/status.json` (empty: none)", nil)
+	s.Duration(&cfg.ReadyPinLimit, "LISTENER_READY_PIN_LIMIT", "ready-pin-limit", 5*time.Minute, time.Second, "`/readyz` fails while a partition's oldest unfinished record has held its watermark longer than this, or while a partition has had records waiting and none admitted (nothing in flight, no progress) for this long")
+	s.Duration(&cfg.ReadyDBGrace, "LISTENER_READY_DB_GRACE", "ready-db-grace", 10*time.Second, 0, "`/readyz` fails once the database check (every second, on a connection of its own) has failed without a break for this long (`0`: at the first failure), and passes again at the first check that passes, so a blip does not flap readiness")
+	s.Duration(&cfg.ProgressInterval, "LISTENER_PROGRESS_INTERVAL", "progress-interval", 10*time.Second, 0, "how often progress is logged (`0`: never)")
+	s.String(&cfg.LogLevel, "LOG_LEVEL", "log-level", "info", "`debug`, `info`, `warn` or `error`", oneOf([]string{"debug", "info", "warn", "error"}))
+	s.String(&cfg.LogFormat, "LOG_FORMAT", "log-format", "auto", "`json`, `text`, or `auto` (text on a terminal, json otherwise). Either way a duration is a string (`\"drain\":\"1.5s\"`), not nanoseconds", oneOf([]string{"auto", "json", "text"}))
+
+	for _, e := range exts {
+		if e.Register != nil {
+			e.Register(s)
+		}
+	}
+	if err := s.Parse(args, lookup); err != nil {
+		return nil, s, err
+	}
+
+	switch strings.TrimSpace(brokers) {
+	case "":
+		return nil, s, s.Invalid("kafka-brokers", errors.New("no brokers given: set a comma-separated host:port list, or 'embedded'"))
+	case EmbeddedBrokers:
+		if embedded(exts) == nil {
+			return nil, s, s.Invalid("kafka-brokers", errors.New("this build has no embedded broker: run bin/listener-proving (make build) or make demo, or name real brokers"))
+		}
+		cfg.Embedded = true
+	default:
+		list, err := kafkaflags.Brokers(brokers)
+		if err != nil {
+			return nil, s, s.Invalid("kafka-brokers", err)
+		}
+		cfg.Brokers = list
+	}
+	d.Validation.AllowedReporters = splitList(reporters)
+	d.Validation.ExcludedHostTypes = splitList(excluded)
+	if cfg.Handler == "evaluate" {
+		// Values given were checked as they were read (persistence.CheckURL, checkURL).
+		if d.DatabaseURL == "" {
+			return nil, s, s.Invalid("database-url", errors.New("required by LISTENER_HANDLER=evaluate"))
+		}
+		if d.VMaaSURL == "" {
+			return nil, s, s.Invalid("vmaas-url", errors.New("required by LISTENER_HANDLER=evaluate"))
+		}
+	}
+	for _, e := range exts {
+		if e.Check != nil {
+			if err := e.Check(s, &cfg); err != nil {
+				return nil, s, err
+			}
+		}
+	}
+	if p.BackoffMax < p.BackoffMin {
+		return nil, s, s.Invalid("backoff-max", fmt.Errorf("must not be below LISTENER_BACKOFF_MIN (%v)", p.BackoffMin))
+	}
+	if dlq == "" {
+		dlq = kafkaflags.DeadLetterTopic(topic)
+	}
+	if dlq == topic {
+		return nil, s, s.Invalid("kafka-dlq-topic", errors.New("must differ from KAFKA_TOPIC"))
+	}
+	kv, _ := sarama.ParseKafkaVersion(version)
+	if assignor == "cooperative-sticky" && !kv.IsAtLeast(sarama.V2_4_0_0) {
+		return nil, s, s.Invalid("kafka-version", errors.New("cooperative-sticky needs at least 2.4.0; raise the version or choose an eager KAFKA_ASSIGNOR"))
+	}
+	p.Ordering, _ = ordering.ParseMode(order)
+	p.Concurrency, _ = actors.ParseConcurrencyMode(concurrency)
+	p.ConcurrencyLaw, _ = limit.ParseLaw(law)
+	p.ConsumerGroup = group
+	if cfg.Kafka.HeartbeatInterval*3 > cfg.Kafka.SessionTimeout {
+		return nil, s, s.Invalid("kafka-heartbeat-interval", fmt.Errorf("must be at most a third of KAFKA_SESSION_TIMEOUT (%v)", cfg.Kafka.SessionTimeout))
+	}
+	if err := kafkaflags.CheckSecurity(s, *sec); err != nil {
+		return nil, s, err
+	}
+	cfg.Kafka = actors.KafkaSettings{Brokers: cfg.Brokers, Topic: topic, Group: group, DLQTopic: dlq, Version: kv, Assignor: assignor,
+		Isolation: isolation, CommitInterval: cfg.Kafka.CommitInterval, SessionTimeout: cfg.Kafka.SessionTimeout, HeartbeatInterval: cfg.Kafka.HeartbeatInterval, Security: *sec}
+	if err := p.Validate(); err != nil {
+		return nil, s, err
+	}
+	return &cfg, s, nil
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, item := range strings.Split(v, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+// checkURL accepts an http(s) URL with a host. Its error does not quote
+// the value, which may carry a password (the setting's error shows it
+// redacted).
+func checkURL(v string) error {
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return errors.New("not an http(s) URL with a host (http://host:port)")
+	}
+	return nil
+}
+
+func nonEmpty(v string) error {
+	if strings.TrimSpace(v) == "" {
+		return errors.New("must not be empty")
+	}
+	return nil
+}
+
+func oneOf(allowed []string) func(string) error {
+	return func(v string) error {
+		if !slices.Contains(allowed, v) {
+			return fmt.Errorf("must be one of %s", strings.Join(allowed, ", "))
+		}
+		return nil
+	}
+}
+
+func checkVersion(v string) error {
+	kv, err := sarama.ParseKafkaVersion(v)
+	if err != nil {
+		return errors.New("not a Kafka version like 3.6.0")
+	}
+	if !kv.IsAtLeast(sarama.V0_11_0_0) {
+		return errors.New("must be at least 0.11.0 (record headers, idempotent dead-letter writes, read_committed isolation)")
+	}
+	return nil
+}

@@ -1,0 +1,97 @@
+package listener
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/patchflow/patchflow/actors"
+	"github.com/patchflow/patchflow/clients"
+	"github.com/patchflow/patchflow/evaluation"
+	"github.com/patchflow/patchflow/internal/telemetry"
+	"github.com/patchflow/patchflow/messages"
+	"github.com/patchflow/patchflow/persistence"
+)
+
+// DomainConfig is what the evaluating handler needs.
+type DomainConfig struct {
+	DatabaseURL      string
+	Pool             persistence.PoolSettings
+	VMaaSURL         string
+	VMaaSTimeout     time.Duration
+	VMaaSAttempts    int
+	VMaaSCacheSize   int
+	InventoryURL     string
+	InventoryTimeout time.Duration
+	Validation       messages.ValidationOptions
+}
+
+// Domain is a running handler and what it holds open.
+type Domain struct {
+	Handler   actors.Handler
+	Store     *persistence.Store // nil for an extension's handler
+	Evaluator *evaluation.Handler
+	// Extra is what an extension's handler offers beside it (the simulated
+	// handler's capacity, say); nil for the evaluating handler.
+	Extra any
+	// Closer, when set, releases what the handler holds.
+	Closer func()
+}
+
+// Ping checks the database; nil without one.
+func (d *Domain) Ping(ctx context.Context) error {
+	if d.Store == nil {
+		return nil
+	}
+	return d.Store.Ping(ctx)
+}
+
+// Close releases the handler's connections.
+func (d *Domain) Close() {
+	if d.Closer != nil {
+		d.Closer()
+	}
+}
+
+// NewDomain builds the handler cfg asks for: it connects to PostgreSQL and
+// applies migrations for the evaluating handler.
+func NewDomain(ctx context.Context, cfg *Config, logger *slog.Logger, metrics *telemetry.Metrics) (*Domain, error) {
+	if e := cfg.extension(cfg.Handler); e != nil {
+		return e.NewDomain(ctx, cfg, logger)
+	}
+	d := cfg.Domain
+	connectCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	store, err := persistence.Open(connectCtx, d.DatabaseURL, d.Pool)
+	if err != nil {
+		return nil, err
+	}
+	vmaas, err := clients.NewVMaaS(d.VMaaSURL, clients.VMaaSOptions{Timeout: d.VMaaSTimeout, MaxAttempts: d.VMaaSAttempts,
+		BackoffMin: cfg.Pipeline.BackoffMin, BackoffMax: cfg.Pipeline.BackoffMax, CacheSize: d.VMaaSCacheSize})
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("vmaas client: %w", err)
+	}
+	var inventory *clients.Inventory
+	if d.InventoryURL != "" {
+		inventory, err = clients.NewInventory(d.InventoryURL, clients.InventoryOptions{Timeout: d.InventoryTimeout, MaxAttempts: d.VMaaSAttempts,
+			BackoffMin: cfg.Pipeline.BackoffMin, BackoffMax: cfg.Pipeline.BackoffMax})
+		if err != nil {
+			store.Close()
+			return nil, fmt.Errorf("inventory client: %w", err)
+		}
+	}
+	h := evaluation.New(store, vmaas, inventory, d.Validation, logger)
+	if metrics != nil {
+		h.Timings = metrics
+	}
+	logger.Info("database ready; schema migrated")
+	return &Domain{Handler: h, Store: store, Evaluator: h, Closer: func() {
+		vmaas.CloseIdleConnections()
+		if inventory != nil {
+			inventory.CloseIdleConnections()
+		}
+		store.Close()
+	}}, nil
+}

@@ -1,0 +1,161 @@
+package listener_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"maps"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/patchflow/patchflow/actors"
+	"github.com/patchflow/patchflow/internal/listener"
+	"github.com/patchflow/patchflow/messages"
+)
+
+// A duration is written as its string, in a group too, in JSON ("1.5s",
+// not slog's integer of nanoseconds) as in text; other numbers stay numbers.
+func TestNewLoggerWritesDurationsAsStrings(t *testing.T) {
+	log := func(format string) string {
+		var buf bytes.Buffer
+		listener.NewLogger(&buf, "info", format).Info("drained", "drain", 1500*time.Millisecond,
+			slog.Group("attempt", "timeout", 2*time.Second), "records", 3)
+		return buf.String()
+	}
+	var line struct {
+		Drain   any `json:"drain"`
+		Attempt struct {
+			Timeout any `json:"timeout"`
+		} `json:"attempt"`
+		Records any `json:"records"`
+	}
+	raw := log("json")
+	if err := json.Unmarshal([]byte(raw), &line); err != nil {
+		t.Fatal(err)
+	}
+	if line.Drain != "1.5s" || line.Attempt.Timeout != "2s" || line.Records != 3.0 {
+		t.Fatalf("JSON: drain %#v, attempt.timeout %#v, records %#v; want \"1.5s\", \"2s\", 3:\n%s", line.Drain, line.Attempt.Timeout, line.Records, raw)
+	}
+	if text := log("text"); !strings.Contains(text, " drain=1.5s attempt.timeout=2s records=3") {
+		t.Fatalf("text: %s", text)
+	}
+}
+
+// logLines decodes JSON log lines by message (the first line of each).
+func logLines(t *testing.T, raw string) map[string]map[string]any {
+	t.Helper()
+	out := map[string]map[string]any{}
+	for l := range strings.SplitSeq(strings.TrimSpace(raw), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("not JSON: %s (%v)", l, err)
+		}
+		if msg, _ := m["msg"].(string); out[msg] == nil {
+			out[msg] = m
+		}
+	}
+	return out
+}
+
+// placeholders returns, for one decoded JSON value, what a log line must
+// not hold: negative numbers (sarama's offset sentinels, "nothing marked"),
+// and strings in Go's syntax for maps and slices.
+func placeholders(path string, v any) []string {
+	switch v := v.(type) {
+	case float64:
+		if v < 0 {
+			return []string{fmt.Sprintf("%s=%v", path, v)}
+		}
+	case string:
+		if strings.HasPrefix(v, "map[") || strings.HasPrefix(v, "[") {
+			return []string{fmt.Sprintf("%s=%q", path, v)}
+		}
+	case []any:
+		return []string{fmt.Sprintf("%s is a list", path)}
+	case map[string]any:
+		var out []string
+		for k, e := range v {
+			out = append(out, placeholders(path+"."+k, e)...)
+		}
+		return out
+	}
+	return nil
+}
+
+// A whole run on the embedded broker, logged as JSON and as text at once:
+// no duration in nanoseconds, no Go map or slice syntax (claims, brokers,
+// skipped records by reason), no offset sentinel or -1 (a claim that began
+// with nothing committed says where it began, and ends with what it
+// committed).
+func TestListenerLogsReadRight(t *testing.T) {
+	var js, text lockedBuffer
+	logger := slog.New(slog.NewMultiHandler(listener.NewLogger(&js, "info", "json").Handler(), listener.NewLogger(&text, "info", "text").Handler()))
+	env := map[string]string{"KAFKA_BROKERS": "embedded", "EMBEDDED_PARTITIONS": "1", "LISTENER_HTTP_ADDR": "", "LISTENER_PROGRESS_INTERVAL": "0"}
+	cfg, _, err := parse(nil, lookup(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	handler := actors.HandlerFunc(func(_ context.Context, r *messages.Record) error {
+		if reason, ok := strings.CutPrefix(string(r.GetValue()), "skip:"); ok {
+			return messages.Skip(messages.Reason(reason), "in a test")
+		}
+		return nil
+	})
+	bridges := make(chan *actors.Bridge, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- listener.Run(ctx, cfg, handler, logger, listener.Hooks{Started: func(b *actors.Bridge) { bridges <- b }})
+	}()
+	bridge := <-bridges
+	eventually(t, "the partition claimed", func() bool { return len(bridge.Partitions()) == 1 })
+	produceValues(t, cfg, "fine", "skip:reporter not allowed")
+	eventually(t, "both records committed", func() bool { return bridge.Partitions()[0].Committed == 2 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	lines := logLines(t, js.String())
+	for msg, line := range lines {
+		if bad := placeholders(msg, line); len(bad) > 0 {
+			t.Errorf("JSON log %q holds %v", msg, bad)
+		}
+	}
+	if b := lines["embedded Kafka broker started (in-process, in-memory)"]["brokers"]; b != strings.Join(cfg.Brokers, ",") {
+		t.Errorf("brokers %#v, want %q", b, strings.Join(cfg.Brokers, ","))
+	}
+	if c := lines["joined consumer group"]["claims"]; c != cfg.Kafka.Topic+":0" {
+		t.Errorf("claims %#v, want %q", c, cfg.Kafka.Topic+":0")
+	}
+	started := lines["claim started"]
+	if _, ok := started["committed"]; ok || started["starts_at"] != "oldest" {
+		t.Errorf("claim started %v: want starts_at oldest and no committed offset (the group had none)", started)
+	}
+	ended := lines["claim ended"]
+	if d, ok := ended["drain"].(string); !ok || ended["committed"] != 2.0 {
+		t.Errorf("claim ended %v: want committed 2 and the drain's duration as a string", ended)
+	} else if _, err := time.ParseDuration(d); err != nil {
+		t.Errorf("claim ended: drain %q: %v", d, err)
+	}
+	if by, _ := lines["listener stopped"]["skipped_by_reason"].(map[string]any); !maps.Equal(by, map[string]any{"reporter not allowed": 1.0}) {
+		t.Errorf("listener stopped: skipped_by_reason %#v", lines["listener stopped"]["skipped_by_reason"])
+	}
+
+	logged := text.String()
+	for _, want := range []string{" claims=" + cfg.Kafka.Topic + ":0", " brokers=" + cfg.Brokers[0], ` "skipped_by_reason.reporter not allowed"=1 `} {
+		if !strings.Contains(logged, want) {
+			t.Errorf("text log lacks %s", want)
+		}
+	}
+	if strings.Contains(logged, "map[") || strings.Contains(logged, "=[") || strings.Contains(logged, "=-") {
+		t.Errorf("text log in Go syntax, or with a negative value:\n%s", logged)
+	}
+	if t.Failed() {
+		t.Logf("JSON log:\n%s", js.String())
+	}
+}

@@ -1,0 +1,56 @@
+package listener
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/patchflow/patchflow/internal/settings"
+	"github.com/patchflow/patchflow/internal/telemetry"
+)
+
+// Main runs the listener process: settings from the environment and args,
+// the domain handler, the pipeline until the first SIGTERM or SIGINT, then
+// the drain. It returns the process's exit code: 0 after a clean drain (or
+// -h), settings.ExitUsage for a bad setting, 1 when it cannot start. A
+// second signal during the drain exits at once with 128 + its number.
+// exts are what the build adds beyond the product (none in cmd/listener).
+func Main(args []string, stdout, stderr io.Writer, exts ...Extension) int {
+	cfg, set, err := Parse(args, os.LookupEnv, exts...)
+	if errors.Is(err, settings.ErrHelp) {
+		fmt.Fprintln(stdout, "listener: consume inventory events and evaluate them, committing only past finished records.\n\nSettings (flags win over environment variables):")
+		set.PrintUsage(stdout)
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "listener:", err)
+		return settings.ExitUsage
+	}
+	logger := NewLogger(stderr, cfg.LogLevel, cfg.LogFormat)
+	logger.Info("configuration", set.Effective()...)
+
+	ctx, stop := ShutdownOnSignals(logger, os.Exit)
+	defer stop()
+	metrics := telemetry.New()
+	domain, err := NewDomain(ctx, cfg, logger, metrics)
+	if err != nil {
+		logger.Error("listener failed to start", "error", err)
+		return 1
+	}
+	defer domain.Close()
+	if err := Run(ctx, cfg, domain.Handler, logger, Hooks{Metrics: metrics, Ping: domain.Ping, Settings: settingsOf(set.Effective())}); err != nil {
+		logger.Error("listener failed", "error", err)
+		return 1
+	}
+	return 0
+}
+
+// settingsOf turns the effective configuration's key/value pairs into rows.
+func settingsOf(kv []any) []telemetry.Setting {
+	out := make([]telemetry.Setting, 0, len(kv)/2)
+	for i := 0; i+1 < len(kv); i += 2 {
+		out = append(out, telemetry.Setting{Name: fmt.Sprint(kv[i]), Value: fmt.Sprint(kv[i+1])})
+	}
+	return out
+}

@@ -1,0 +1,97 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/patchflow/patchflow/internal/settings"
+)
+
+// Main is cmd/e2e's whole program: it parses os.Args and exits.
+func Main() {
+	var env Env
+	var brokers, only string
+	s := settings.New("e2e")
+	s.String(&brokers, "E2E_BROKERS", "brokers", "", "the real broker's bootstrap address", nil)
+	s.SecretURL(&env.AdminURL, "E2E_DATABASE_URL", "database-url", "a PostgreSQL URL that may create databases", nil)
+	s.String(&env.Bin, "E2E_BIN", "bin", "bin", "directory holding the listener binary", nil)
+	s.String(&env.CI, "E2E_CI", "ci", ".ci", "directory holding the kafka and postgres scripts", nil)
+	s.String(&env.KafkaDir, "E2E_KAFKA_DIR", "kafka-dir", "", "the broker's directory, for the restart scenario", nil)
+	s.String(&env.PGDir, "E2E_PG_DIR", "pg-dir", "", "the database server's directory, for the outage scenario", nil)
+	s.String(&env.Work, "E2E_WORK", "work", os.TempDir(), "where listener logs go", nil)
+	var saslBrokers string
+	s.String(&saslBrokers, "E2E_SASL_BROKERS", "sasl-brokers", "", "the broker's SASL listener (empty: the SASL scenario is skipped)", nil)
+	s.String(&env.SASLUser, "E2E_SASL_USER", "sasl-user", "patchflow", "SASL test user", nil)
+	s.Secret(&env.SASLPassword, "E2E_SASL_PASSWORD", "sasl-password", "SASL test password")
+	s.String(&env.Browser, "E2E_BROWSER", "browser", "", "Chromium binary for the status page check (empty: skipped)", nil)
+	s.String(&env.Screenshot, "E2E_SCREENSHOT", "screenshot", "", "save the status page screenshot here", nil)
+	s.String(&only, "E2E_SCENARIOS", "scenarios", "", "comma-separated scenario names (default: all)", nil)
+	var listenerEnv string
+	s.String(&listenerEnv, "E2E_LISTENER_ENV", "listener-env", "", "comma-separated NAME=value settings added to every listener's environment, after the scenario's (to measure the suite with a setting changed)", checkListenerEnv)
+	err := s.Parse(os.Args[1:], os.LookupEnv)
+	if errors.Is(err, settings.ErrHelp) {
+		s.PrintUsage(os.Stdout)
+		return
+	}
+	if err == nil && (brokers == "" || env.AdminURL == "") {
+		err = errors.New("E2E_BROKERS and E2E_DATABASE_URL are required (run `make e2e`)")
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(settings.ExitUsage)
+	}
+	env.Brokers = strings.Split(brokers, ",")
+	if saslBrokers != "" {
+		env.SASLBrokers = strings.Split(saslBrokers, ",")
+	}
+	if listenerEnv != "" {
+		env.ListenerEnv = strings.Split(listenerEnv, ",")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+
+	failed := 0
+	for _, sc := range Scenarios() {
+		if only != "" && !slices.Contains(strings.Split(only, ","), sc.Name) {
+			continue
+		}
+		if sc.SASL != "" && len(env.SASLBrokers) == 0 {
+			fmt.Printf("%-14s skipped: no SASL listener (E2E_SASL_BROKERS)\n", sc.Name)
+			continue
+		}
+		fmt.Printf("running %s (%d events, %d listeners, %d faults)...\n", sc.Name, sc.Events, sc.Listeners, len(sc.Faults))
+		line, err := Run(ctx, &env, sc)
+		if err != nil {
+			fmt.Printf("%-14s ERROR: %v\n", sc.Name, err)
+			failed++
+			continue
+		}
+		if !line.OK() {
+			failed++
+		}
+		fmt.Println(line)
+	}
+	fmt.Printf("e2e: logs in %s\n", env.Work)
+	if failed > 0 {
+		fmt.Printf("e2e: %d scenario(s) failed\n", failed)
+		os.Exit(1)
+	}
+}
+
+func checkListenerEnv(v string) error {
+	if v == "" {
+		return nil
+	}
+	for _, kv := range strings.Split(v, ",") {
+		if name, _, ok := strings.Cut(kv, "="); !ok || name == "" {
+			return fmt.Errorf("%q is not NAME=value", kv)
+		}
+	}
+	return nil
+}
