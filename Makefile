@@ -37,7 +37,7 @@ test-kafka:
 	@set -e; \
 	kafka=$$(.ci/kafka start); trap '.ci/kafka down '"$$kafka" EXIT; \
 	PATCHFLOW_KAFKA_BROKERS=$$(cat $$kafka/brokers) PATCHFLOW_KAFKA_VERSION=$$(cat $$kafka/version) \
-	$(GO) test -race -count=1 -v -run RealBroker ./actors ./internal/listener
+	$(GO) test -race -count=1 -v -run RealBroker ./actors ./consumer
 
 ## e2e: the fault-injection suite against a real Kafka broker (KRaft, from Maven Central) and a
 ## throwaway PostgreSQL: crash loop (each kill measured: in flight, evaluations redone, finished records
@@ -58,7 +58,7 @@ e2e: build
 	E2E_SASL_BROKERS=$$(cat $$kafka/brokers-sasl) E2E_SASL_PASSWORD=patchflow-test-secret \
 	E2E_BROWSER=$$(command -v chromium || true) E2E_SCREENSHOT=$(CURDIR)/docs/status.png $(GO) run ./cmd/e2e; \
 	PATCHFLOW_KAFKA_BROKERS=$$(cat $$kafka/brokers) PATCHFLOW_KAFKA_VERSION=$$(cat $$kafka/version) \
-	$(GO) test -race -count=1 -run RealBroker ./actors ./internal/listener
+	$(GO) test -race -count=1 -run RealBroker ./actors ./consumer
 
 ## kafka-up: start a real Kafka broker on 127.0.0.1:$${KAFKA_PORT:-19092} (fetched with Maven once) with the
 ## topic of inventory events, $(KAFKA_TOPIC) in $(KAFKA_PARTITIONS) partitions (the broker creates no topic on

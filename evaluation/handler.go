@@ -1,7 +1,7 @@
 // Package evaluation is the domain handler of the listener: it turns an
 // inventory event into stored packages and a stored VMaaS evaluation. It
 // joins persistence and clients, which the actors must not import; the
-// pipeline sees it only as an actors.Handler.
+// pipeline sees it only as a consumer.Handler.
 package evaluation
 
 import (
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/patchflow/patchflow/clients"
+	"github.com/patchflow/patchflow/consumer"
 	"github.com/patchflow/patchflow/messages"
 	"github.com/patchflow/patchflow/persistence"
 )
@@ -96,7 +97,7 @@ func (t databaseReport) Database(operation string, d time.Duration, err error) {
 // Stats returns the handler's counters.
 func (h *Handler) Stats() *Stats { return &h.stats }
 
-// Handle implements actors.Handler.
+// Handle implements consumer.Handler.
 //
 // Broken events fail permanently: they are dead-lettered with the reason (a
 // messages.ValidationReasons value). An unreachable database, VMaaS or
@@ -116,14 +117,14 @@ func (h *Handler) Stats() *Stats { return &h.stats }
 // evaluate it is evaluated now and finishes as the first delivery would
 // have; an older event evaluates the stored profile too, when that is due,
 // before it is skipped.
-func (h *Handler) Handle(ctx context.Context, r *messages.Record) error {
-	ev, err := messages.DecodeInventoryEvent(r.GetValue(), h.validation)
+func (h *Handler) Handle(ctx context.Context, r *consumer.Record) error {
+	ev, err := messages.DecodeInventoryEvent(r.Value, h.validation)
 	if err != nil {
 		return err
 	}
 	at := ev.Timestamp
-	if at.IsZero() && r.GetTimestamp() != nil {
-		at = r.GetTimestamp().AsTime() // no event timestamp: order by the record's
+	if at.IsZero() {
+		at = r.Timestamp // no event timestamp: order by the record's
 	}
 	if at.IsZero() {
 		return messages.Permanent(&messages.ValidationError{Reason: messages.ReasonMalformedJSON, Detail: "event has no timestamp"})

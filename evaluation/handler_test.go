@@ -10,9 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/types/known/timestamppb"
-
 	"github.com/patchflow/patchflow/clients"
+	"github.com/patchflow/patchflow/consumer"
 	"github.com/patchflow/patchflow/evaluation"
 	"github.com/patchflow/patchflow/messages"
 	"github.com/patchflow/patchflow/persistence"
@@ -74,7 +73,7 @@ func (f *fixture) handle(t *testing.T, spec platform.EventSpec) error {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return f.handler.Handle(context.Background(), &messages.Record{Topic: "events", Key: []byte(spec.HostID), Value: body, Timestamp: timestamppb.New(spec.Timestamp)})
+	return f.handler.Handle(context.Background(), &consumer.Record{Topic: "events", Key: []byte(spec.HostID), Value: body, Timestamp: spec.Timestamp})
 }
 
 func (f *fixture) mustHandle(t *testing.T, spec platform.EventSpec) {
@@ -131,7 +130,7 @@ func (f *fixture) withoutPackages(t *testing.T, spec platform.EventSpec, bare bo
 	if body, err = json.Marshal(m); err != nil {
 		t.Fatal(err)
 	}
-	return f.handler.Handle(context.Background(), &messages.Record{Topic: "events", Key: []byte(spec.HostID), Value: body})
+	return f.handler.Handle(context.Background(), &consumer.Record{Topic: "events", Key: []byte(spec.HostID), Value: body})
 }
 
 // state returns what is stored for the host, or nil when nothing is.
@@ -423,7 +422,7 @@ func TestEveryLoadgenKind(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = f.handler.Handle(context.Background(), &messages.Record{Key: []byte(id), Value: body})
+		err = f.handler.Handle(context.Background(), &consumer.Record{Key: []byte(id), Value: body})
 		var ve *messages.ValidationError
 		if !errors.As(err, &ve) || string(ve.Reason) != string(kind) || messages.ClassOf(err) != messages.ErrorClass_ERROR_CLASS_PERMANENT {
 			t.Errorf("%s: got %v", kind, err)
@@ -442,7 +441,7 @@ func TestEveryLoadgenKind(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = f.handler.Handle(context.Background(), &messages.Record{Key: []byte(id), Value: body})
+		err = f.handler.Handle(context.Background(), &consumer.Record{Key: []byte(id), Value: body})
 		requireSkip(t, string(kind), err, messages.Reason(kind))
 		if kind == loadgen.SkipNoPackages {
 			stored = append(stored, id)

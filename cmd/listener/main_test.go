@@ -17,15 +17,47 @@ import (
 	"time"
 )
 
-// buildListener compiles this command into the test's temporary directory.
+// buildListener compiles this command (the production build) into the
+// test's temporary directory.
 func buildListener(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "listener")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	return build(t, ".", "listener")
+}
+
+// buildProvingListener compiles cmd/listener-proving: the same runtime with
+// the in-process broker and the simulated handler, for the tests that run
+// the process end to end without a real broker.
+func buildProvingListener(t *testing.T) string {
+	t.Helper()
+	return build(t, "../listener-proving", "listener-proving")
+}
+
+func build(t *testing.T, pkg, name string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), name)
+	out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
 	if err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
+		t.Fatalf("build %s: %v\n%s", pkg, err, out)
 	}
 	return bin
+}
+
+// The production build refuses what only the proving ground's build has,
+// naming the setting and the build that has it.
+func TestProductionBuildRefusesTheProvingGroundsSettings(t *testing.T) {
+	bin := buildListener(t)
+	for _, c := range []struct {
+		env        []string
+		want, also string
+	}{
+		{[]string{"KAFKA_BROKERS=embedded"}, "KAFKA_BROKERS", "listener-proving"},
+		{[]string{"KAFKA_BROKERS=127.0.0.1:1", "LISTENER_HANDLER=simulated"}, "LISTENER_HANDLER", "evaluate"},
+	} {
+		code, _, stderr := runListener(t, bin, c.env)
+		if code != 2 || !strings.Contains(stderr, c.want) || !strings.Contains(stderr, c.also) {
+			t.Errorf("env %v: exit code %d, want 2 with a message naming %s and %s:\n%s", c.env, code, c.want, c.also, stderr)
+		}
+	}
 }
 
 func TestBadConfigurationExitsWithCode2(t *testing.T) {
@@ -35,8 +67,8 @@ func TestBadConfigurationExitsWithCode2(t *testing.T) {
 		want string
 	}{
 		{nil, "KAFKA_BROKERS"},
-		{[]string{"KAFKA_BROKERS=embedded", "LISTENER_INFLIGHT_TOTAL=0"}, "LISTENER_INFLIGHT_TOTAL"},
-		{[]string{"KAFKA_BROKERS=embedded", "LISTENER_ORDERING=random"}, "LISTENER_ORDERING"},
+		{[]string{"KAFKA_BROKERS=127.0.0.1:1", "LISTENER_INFLIGHT_TOTAL=0"}, "LISTENER_INFLIGHT_TOTAL"},
+		{[]string{"KAFKA_BROKERS=127.0.0.1:1", "LISTENER_ORDERING=random"}, "LISTENER_ORDERING"},
 	}
 	for _, c := range cases {
 		cmd := exec.Command(bin)
@@ -110,7 +142,7 @@ func TestMalformedDatabaseURLExitsWithCode2WithoutThePassword(t *testing.T) {
 		{"special characters unescaped, parsing as another host", "postgres://patchflow:1234/Lz7gHbNc@db.example/patchflow", "1234/Lz7gHbNc"},
 		{"an '@' in the password", "postgres://patchflow:Ts4j@VwKp@db.example:54x2/patchflow", "Ts4j@VwKp"},
 	}
-	base := []string{"KAFKA_BROKERS=embedded", "LISTENER_HANDLER=evaluate", "VMAAS_URL=http://127.0.0.1:1", "LISTENER_HTTP_ADDR="}
+	base := []string{"KAFKA_BROKERS=127.0.0.1:1", "LISTENER_HANDLER=evaluate", "VMAAS_URL=http://127.0.0.1:1", "LISTENER_HTTP_ADDR="}
 	for _, c := range cases {
 		for _, how := range []string{"env", "flag"} {
 			env, args := base, []string(nil)
@@ -149,7 +181,7 @@ func TestDatabaseConnectErrorShowsNoPassword(t *testing.T) {
 		"postgres://patchflow@" + closed + "/patchflow?sslmode=disable&password=" + url.QueryEscape(password),
 		"host=127.0.0.1 port=" + closed[strings.LastIndex(closed, ":")+1:] + " user=patchflow password='" + password + "' sslmode=disable",
 	} {
-		code, stdout, stderr := runListener(t, bin, []string{"KAFKA_BROKERS=embedded", "LISTENER_HANDLER=evaluate",
+		code, stdout, stderr := runListener(t, bin, []string{"KAFKA_BROKERS=127.0.0.1:1", "LISTENER_HANDLER=evaluate",
 			"VMAAS_URL=http://127.0.0.1:1", "LISTENER_HTTP_ADDR=", "LOG_FORMAT=text", "DATABASE_URL=" + dsn})
 		if code != 1 || !strings.Contains(stderr, "listener failed to start") || !strings.Contains(stderr, "connection refused") {
 			t.Errorf("exit code %d, want 1 with the connection refused:\n%s", code, stderr)
@@ -166,7 +198,7 @@ func TestDatabaseConnectErrorShowsNoPassword(t *testing.T) {
 // The listener joins its group on the embedded broker, serves its status
 // page without secrets and, on SIGTERM, drains, leaves and exits 0.
 func TestSIGTERMDrainsAndExitsZero(t *testing.T) {
-	bin := buildListener(t)
+	bin := buildProvingListener(t)
 	const secret = "s3cr3t-pa55"
 	p := startListener(t, bin, "EMBEDDED_PARTITIONS=2",
 		"DATABASE_URL=postgres://patch:"+secret+"@db.example:5432/patch", "KAFKA_SASL_PASSWORD="+secret)

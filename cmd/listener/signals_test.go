@@ -12,7 +12,7 @@ import (
 // exits at once, with 128 + the signal's number, leaving the records in
 // flight unfinished (Kafka redelivers them).
 func TestSecondSignalExitsWithoutFinishingTheDrain(t *testing.T) {
-	bin := buildListener(t)
+	bin := buildProvingListener(t)
 	for _, c := range []struct {
 		signal os.Signal
 		code   int
@@ -56,7 +56,7 @@ func TestSecondSignalExitsWithoutFinishingTheDrain(t *testing.T) {
 // One SIGTERM lets the records in flight finish before the listener
 // leaves, and it exits 0.
 func TestOneSignalFinishesTheRecordsInFlightAndExitsZero(t *testing.T) {
-	bin := buildListener(t)
+	bin := buildProvingListener(t)
 	p := startListener(t, bin, "EMBEDDED_PARTITIONS=1", "LISTENER_SIMULATED_LATENCY=3s", "LISTENER_DRAIN_TIMEOUT=60s")
 	p.Produce(3)
 	p.WaitInFlight(3)

@@ -18,7 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/patchflow/patchflow/actors"
+	"github.com/patchflow/patchflow/consumer"
 	"github.com/patchflow/patchflow/internal/dlq"
 	"github.com/patchflow/patchflow/internal/listener"
 	"github.com/patchflow/patchflow/internal/settings"
@@ -50,8 +50,8 @@ func startListener(t *testing.T) *listener.Config {
 	}
 	t.Cleanup(cluster.Close)
 	cfg.Brokers, cfg.Kafka.Brokers = cluster.Addrs(), cluster.Addrs()
-	handler := actors.HandlerFunc(func(ctx context.Context, r *messages.Record) error {
-		switch string(r.GetValue()) {
+	handler := consumer.HandlerFunc(func(ctx context.Context, r *consumer.Record) error {
+		switch string(r.Value) {
 		case "not json":
 			return fmt.Errorf("decode event: %w", messages.Permanent(&messages.ValidationError{Reason: messages.ReasonMalformedJSON, Detail: "invalid character 'o' in literal null"}))
 		case "unknown host":

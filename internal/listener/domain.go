@@ -6,8 +6,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/patchflow/patchflow/actors"
 	"github.com/patchflow/patchflow/clients"
+	"github.com/patchflow/patchflow/consumer"
 	"github.com/patchflow/patchflow/evaluation"
 	"github.com/patchflow/patchflow/internal/telemetry"
 	"github.com/patchflow/patchflow/messages"
@@ -29,7 +29,7 @@ type DomainConfig struct {
 
 // Domain is a running handler and what it holds open.
 type Domain struct {
-	Handler   actors.Handler
+	Handler   consumer.Handler
 	Store     *persistence.Store // nil for an extension's handler
 	Evaluator *evaluation.Handler
 	// Extra is what an extension's handler offers beside it (the simulated

@@ -3,9 +3,7 @@ package listener
 import (
 	"io"
 	"log/slog"
-	"maps"
 	"os"
-	"slices"
 )
 
 // NewLogger returns the process logger: JSON for machines, text on a
@@ -33,16 +31,6 @@ func durationsAsStrings(_ []string, a slog.Attr) slog.Attr {
 		a.Value = slog.StringValue(a.Value.Duration().String())
 	}
 	return a
-}
-
-// countsGroup renders counts by name (skipped records by reason, say) as
-// a group of a log line, names in order: name=n in text, an object in JSON.
-func countsGroup(key string, counts map[string]int64) slog.Attr {
-	attrs := make([]any, 0, len(counts))
-	for _, name := range slices.Sorted(maps.Keys(counts)) {
-		attrs = append(attrs, slog.Int64(name, counts[name]))
-	}
-	return slog.Group(key, attrs...)
 }
 
 func isTerminal(f *os.File) bool {

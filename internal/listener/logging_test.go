@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/patchflow/patchflow/actors"
+	"github.com/patchflow/patchflow/consumer"
 	"github.com/patchflow/patchflow/internal/listener"
 	"github.com/patchflow/patchflow/messages"
 )
@@ -98,8 +99,8 @@ func TestListenerLogsReadRight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	handler := actors.HandlerFunc(func(_ context.Context, r *messages.Record) error {
-		if reason, ok := strings.CutPrefix(string(r.GetValue()), "skip:"); ok {
+	handler := consumer.HandlerFunc(func(_ context.Context, r *consumer.Record) error {
+		if reason, ok := strings.CutPrefix(string(r.Value), "skip:"); ok {
 			return messages.Skip(messages.Reason(reason), "in a test")
 		}
 		return nil

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/patchflow/patchflow/actors"
+	"github.com/patchflow/patchflow/consumer"
 	"github.com/patchflow/patchflow/internal/listener"
 	"github.com/patchflow/patchflow/messages"
 	"github.com/patchflow/patchflow/proving/embedded"
@@ -53,7 +54,7 @@ func TestListenerSaysWhatIsHappening(t *testing.T) {
 	var down atomic.Bool
 	down.Store(true)
 	var deps atomic.Pointer[actors.Dependencies]
-	handler := actors.HandlerFunc(func(context.Context, *messages.Record) error {
+	handler := consumer.HandlerFunc(func(context.Context, *consumer.Record) error {
 		if down.Load() {
 			deps.Load().Observe(messages.DependencyDatabase, false) // as the domain reports its calls
 			return messages.FailedIn(messages.DependencyDatabase, messages.Transient(errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")))

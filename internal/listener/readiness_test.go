@@ -126,7 +126,7 @@ func TestDatabaseCheckOnPostgreSQL(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	watch := telemetry.NewDependencyWatch("database", store.Ping, 0, listener.DatabaseCheckTimeout)
+	watch := telemetry.NewDependencyWatch("database", store.Ping, 0, 2*time.Second)
 
 	for range pool.MaxOpen {
 		tx, err := store.DB().BeginTx(ctx, nil)

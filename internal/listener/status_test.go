@@ -8,10 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/patchflow/patchflow/actors"
+	"github.com/patchflow/patchflow/consumer"
 	"github.com/patchflow/patchflow/internal/telemetry"
 	"github.com/patchflow/patchflow/internal/telemetry/statustest"
-	"github.com/patchflow/patchflow/messages"
 )
 
 // statusJSON reads /status.json as plain JSON values.
@@ -31,8 +30,8 @@ func statusJSON(t *testing.T, url string) map[string]any {
 // offset; panics are among the totals; S and G stand beside the records
 // in flight, each partition's against S.
 func TestStatusPageReadsRight(t *testing.T) {
-	handler := actors.HandlerFunc(func(_ context.Context, r *messages.Record) error {
-		if string(r.GetValue()) == "panic" {
+	handler := consumer.HandlerFunc(func(_ context.Context, r *consumer.Record) error {
+		if string(r.Value) == "panic" {
 			panic("a handler bug, in a test")
 		}
 		return nil

@@ -20,6 +20,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/patchflow/patchflow/actors"
+	"github.com/patchflow/patchflow/consumer"
 	"github.com/patchflow/patchflow/internal/listener"
 	"github.com/patchflow/patchflow/internal/telemetry"
 	"github.com/patchflow/patchflow/messages"
@@ -81,7 +82,7 @@ func (b *lockedBuffer) String() string {
 // startEmbeddedListener runs the listener with handler on an in-process
 // broker of one partition, configured by env on top of the defaults, until
 // the test ends; it returns the configuration, the bridge and the metrics.
-func startEmbeddedListener(t *testing.T, env map[string]string, handler actors.Handler) (*listener.Config, *actors.Bridge, *telemetry.Metrics) {
+func startEmbeddedListener(t *testing.T, env map[string]string, handler consumer.Handler) (*listener.Config, *actors.Bridge, *telemetry.Metrics) {
 	t.Helper()
 	all := map[string]string{"KAFKA_BROKERS": "embedded", "EMBEDDED_PARTITIONS": "1", "LISTENER_HTTP_ADDR": "", "LISTENER_PROGRESS_INTERVAL": "0"}
 	maps.Copy(all, env)
@@ -140,8 +141,8 @@ func eventually(t *testing.T, what string, cond func() bool) {
 func TestMetricsAndReadinessFollowThePipeline(t *testing.T) {
 
 	release := make(chan struct{})
-	handler := actors.HandlerFunc(func(ctx context.Context, r *messages.Record) error {
-		if string(r.GetValue()) == "stuck" {
+	handler := consumer.HandlerFunc(func(ctx context.Context, r *consumer.Record) error {
+		if string(r.Value) == "stuck" {
 			select {
 			case <-release:
 			case <-ctx.Done():
@@ -233,10 +234,10 @@ func TestMetricsAndReadinessFollowThePipeline(t *testing.T) {
 // dead-lettered; a broken one still is.
 func TestSkippedRecordsAreCommittedCountedNotDeadLettered(t *testing.T) {
 
-	handler := actors.HandlerFunc(func(ctx context.Context, r *messages.Record) error {
-		v := string(r.GetValue())
+	handler := consumer.HandlerFunc(func(ctx context.Context, r *consumer.Record) error {
+		v := string(r.Value)
 		if reason, ok := strings.CutPrefix(v, "skip:"); ok {
-			return fmt.Errorf("host %s: %w", r.GetKey(), messages.Skip(messages.Reason(reason), "in a test"))
+			return fmt.Errorf("host %s: %w", r.Key, messages.Skip(messages.Reason(reason), "in a test"))
 		}
 		if v == "broken" {
 			return messages.Permanent(errors.New("broken in a test"))
@@ -302,8 +303,8 @@ func TestSkippedRecordsAreCommittedCountedNotDeadLettered(t *testing.T) {
 // sum to the dead_lettered outcome, and /status keeps its total beside the
 // split.
 func TestDeadLettersCountedByReason(t *testing.T) {
-	handler := actors.HandlerFunc(func(ctx context.Context, r *messages.Record) error {
-		switch v := string(r.GetValue()); v {
+	handler := consumer.HandlerFunc(func(ctx context.Context, r *consumer.Record) error {
+		switch v := string(r.Value); v {
 		case "not json":
 			return fmt.Errorf("decode event: %w", messages.Permanent(&messages.ValidationError{Reason: messages.ReasonMalformedJSON, Detail: "invalid character"}))
 		case "unknown host":
@@ -364,8 +365,8 @@ func TestDeadLettersCountedByReason(t *testing.T) {
 // comes back.
 func TestDeadLetterTopicGoneBlocksThePartitionVisibly(t *testing.T) {
 	env := map[string]string{"LISTENER_BACKOFF_MIN": "10ms", "LISTENER_BACKOFF_MAX": "100ms"}
-	handler := actors.HandlerFunc(func(_ context.Context, r *messages.Record) error {
-		if string(r.GetValue()) == "broken" {
+	handler := consumer.HandlerFunc(func(_ context.Context, r *consumer.Record) error {
+		if string(r.Value) == "broken" {
 			return messages.Permanent(errors.New("broken in a test"))
 		}
 		return nil
@@ -427,8 +428,8 @@ func TestDeadLetterTopicGoneBlocksThePartitionVisibly(t *testing.T) {
 // metadata, whose size is a metric, carries what finished behind it.
 func TestSpanBlockedPartitionIsVisible(t *testing.T) {
 	release := make(chan struct{})
-	handler := actors.HandlerFunc(func(ctx context.Context, r *messages.Record) error {
-		if string(r.GetValue()) == "stuck" {
+	handler := consumer.HandlerFunc(func(ctx context.Context, r *consumer.Record) error {
+		if string(r.Value) == "stuck" {
 			select {
 			case <-release:
 			case <-ctx.Done():

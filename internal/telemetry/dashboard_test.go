@@ -20,7 +20,7 @@ func TestDashboardQueriesExistingMetrics(t *testing.T) {
 	m.VMaaS(time.Millisecond, nil)
 	m.Database("store_system", time.Millisecond, nil)
 	known := map[string]bool{}
-	families, err := m.Registry.Gather()
+	families, err := m.Gatherer.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func TestDashboardQueriesExistingMetrics(t *testing.T) {
 		}
 	}
 
-	raw, err := os.ReadFile("../../../docs/grafana-dashboard.json")
+	raw, err := os.ReadFile("../../docs/grafana-dashboard.json")
 	if err != nil {
 		t.Fatal(err)
 	}

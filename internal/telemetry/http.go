@@ -16,7 +16,7 @@ func Handler(m *Metrics, ready *Readiness, settings []Setting) http.Handler {
 	html, js := StatusHandlers(ready, settings)
 	mux.Handle("GET /status", html)
 	mux.Handle("GET /status.json", js)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Gatherer, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ok, why := ready.Check(time.Now())

@@ -5,6 +5,7 @@
 package telemetry
 
 import (
+	"fmt"
 	"strconv"
 	"time"
 
@@ -17,12 +18,17 @@ import (
 
 // Metrics holds the listener's metrics and implements actors.Observer.
 type Metrics struct {
-	Registry *prometheus.Registry
-	handler  *prometheus.HistogramVec
-	drains   *prometheus.HistogramVec
-	claims   *prometheus.CounterVec
-	vmaas    *prometheus.HistogramVec
-	database *prometheus.HistogramVec
+	// Registry is where the metrics are registered; Gatherer what /metrics
+	// serves (the same registry unless NewIn was given a Registerer that
+	// is no Gatherer).
+	Registry   prometheus.Registerer
+	Gatherer   prometheus.Gatherer
+	dependency *prometheus.HistogramVec
+	handler    *prometheus.HistogramVec
+	drains     *prometheus.HistogramVec
+	claims     *prometheus.CounterVec
+	vmaas      *prometheus.HistogramVec
+	database   *prometheus.HistogramVec
 }
 
 // handlerBuckets are the upper bounds of patchflow_handler_duration_seconds:
@@ -33,11 +39,31 @@ type Metrics struct {
 // time.
 var handlerBuckets = prometheus.ExponentialBucketsRange(0.001, 32.768, 61)
 
-// New returns the metrics; AttachBridge adds the pipeline's own once the
-// bridge exists.
+// New returns the metrics in a registry of their own, with Go and process
+// collectors; AttachBridge adds the pipeline's own once the bridge exists.
 func New() *Metrics {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m, err := NewIn(reg)
+	if err != nil {
+		panic(err) // a fresh registry refuses nothing
+	}
+	return m
+}
+
+// NewIn returns the metrics registered in reg (a program's own registry,
+// which may hold other metrics); /metrics then serves reg when it is a
+// prometheus.Gatherer, else prometheus.DefaultGatherer.
+func NewIn(reg prometheus.Registerer) (*Metrics, error) {
+	g, ok := reg.(prometheus.Gatherer)
+	if !ok {
+		g = prometheus.DefaultGatherer
+	}
 	m := &Metrics{
-		Registry: prometheus.NewRegistry(),
+		Registry: reg, Gatherer: g,
+		dependency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "patchflow_dependency_duration_seconds", Help: "Calls the handler reported to each dependency, by result (ok: served; refused: answered with a refusal; error: no answer; cancelled).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}, []string{"dependency", "result"}),
 		handler: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "patchflow_handler_duration_seconds", Help: "Handler attempts by outcome (ok, skipped, transient, permanent, unknown, cancelled, panic).",
 			Buckets: handlerBuckets}, []string{"outcome"}),
@@ -53,15 +79,40 @@ func New() *Metrics {
 			Name: "patchflow_database_duration_seconds", Help: "Database transactions by operation and result.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15)}, []string{"operation", "result"}),
 	}
-	m.Registry.MustRegister(m.handler, m.drains, m.claims, m.vmaas, m.database,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return m
+	for _, c := range []prometheus.Collector{m.handler, m.drains, m.claims, m.vmaas, m.database, m.dependency} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register the consumer's metrics (one consumer per registry): %w", err)
+		}
+	}
+	return m, nil
 }
 
-// AttachBridge exports the bridge's per-partition state and counters.
-func (m *Metrics) AttachBridge(b *actors.Bridge) {
-	m.Registry.MustRegister(&bridgeCollector{partitions: b.Partitions, stats: func() actors.StatsSnapshot { return b.Stats().Snapshot() },
+// AttachBridge exports the bridge's per-partition state and counters. It
+// fails when the registry holds a bridge's metrics already (one consumer a
+// registry).
+func (m *Metrics) AttachBridge(b *actors.Bridge) error {
+	err := m.Registry.Register(&bridgeCollector{partitions: b.Partitions, stats: func() actors.StatsSnapshot { return b.Stats().Snapshot() },
 		concurrency: b.Concurrency})
+	if err != nil {
+		return fmt.Errorf("register the consumer's metrics (one consumer per registry): %w", err)
+	}
+	return nil
+}
+
+// Dependency records one call a handler reported to dependency (see
+// consumer.DependencyReporter).
+func (m *Metrics) Dependency(dependency string, d time.Duration, err error) {
+	result := "ok"
+	switch messages.ClassOf(err) {
+	case messages.ErrorClass_ERROR_CLASS_UNSPECIFIED:
+	case messages.ErrorClass_ERROR_CLASS_PERMANENT:
+		result = "refused"
+	case messages.ErrorClass_ERROR_CLASS_CANCELLED:
+		result = "cancelled"
+	default:
+		result = "error"
+	}
+	m.dependency.WithLabelValues(dependency, result).Observe(d.Seconds())
 }
 
 // HandlerDone implements actors.Observer.

@@ -129,7 +129,7 @@ func TestNoPlaceholderOffsetSamples(t *testing.T) {
 func TestHandlerHistogramResolvesAFifth(t *testing.T) {
 	m := New()
 	m.HandlerDone("ok", 250*time.Millisecond)
-	families, err := m.Registry.Gather()
+	families, err := m.Gatherer.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

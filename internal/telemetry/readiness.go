@@ -17,8 +17,9 @@ import (
 // it is asked. Use it by pointer; safe for concurrent use.
 type Readiness struct {
 	Bridge *actors.Bridge
-	// Database judges the database; nil when there is none (simulated handler).
-	Database *DependencyWatch
+	// Dependencies are the dependencies judged by a check of their own
+	// (the database, for the listener); none for a handler without.
+	Dependencies []*DependencyWatch
 	// PinLimit: a partition whose oldest unfinished record has held the
 	// watermark longer than this makes the process not ready; so does one
 	// that has had records waiting and none admitted for that long.
@@ -78,8 +79,8 @@ func (r *Readiness) judge(now time.Time) (bool, string) {
 			return false, why
 		}
 	}
-	if r.Database != nil {
-		if up, why := r.Database.Up(now); !up {
+	for _, d := range r.Dependencies {
+		if up, why := d.Up(now); !up {
 			return false, why
 		}
 	}

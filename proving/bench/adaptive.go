@@ -189,7 +189,7 @@ func startSimulated(src Source, partitions, records int, settings actors.Setting
 	obs := &latencies{}
 	capacity := downstream.NewCapacity(k)
 	h := simulated.Handler{Latency: l, Capacity: capacity}
-	bridge, err := actors.NewBridge(actors.BridgeConfig{System: system, Settings: settings, Handler: h, Observer: obs,
+	bridge, err := actors.NewBridge(actors.BridgeConfig{System: system, Settings: settings, Handler: simulated.ForPipeline(h), Observer: obs,
 		DeadLetters: actors.DeadLetterFunc(func(context.Context, *messages.DeadLetter) error { return nil })})
 	if err != nil {
 		system.Shutdown()

@@ -9,13 +9,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
-// buildListener builds cmd/listener into dir.
+// buildListener builds cmd/listener-proving (the listener with the
+// simulated handler, as make bench runs it) into dir.
 func buildListener(t *testing.T, dir string) string {
 	t.Helper()
 	bin := filepath.Join(dir, "listener")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/patchflow/patchflow/cmd/listener").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/patchflow/patchflow/cmd/listener-proving").CombinedOutput()
 	if err != nil {
-		t.Fatalf("go build ./cmd/listener: %v\n%s", err, out)
+		t.Fatalf("go build ./cmd/listener-proving: %v\n%s", err, out)
 	}
 	return bin
 }

@@ -96,7 +96,7 @@ func TestMetricsFromTheListenersRegistry(t *testing.T) {
 	m.Database("store_system", 20*time.Millisecond, nil)
 	m.Database("store_evaluation", 10*time.Millisecond, nil)
 	m.Database("store_evaluation", 10*time.Millisecond, nil)
-	srv := httptest.NewServer(promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	srv := httptest.NewServer(promhttp.HandlerFor(m.Gatherer, promhttp.HandlerOpts{}))
 	defer srv.Close()
 	sc, err := fetchMetrics(srv.URL)
 	if err != nil {

@@ -48,7 +48,7 @@ type Window struct {
 // sleeper is the in-process handler: the listener's simulated handler
 // (it waits latency), counting the records it finished.
 func sleeper(latency time.Duration, done *atomic.Int64) actors.Handler {
-	sim := simulated.Handler{Latency: latency}
+	sim := simulated.ForPipeline(simulated.Handler{Latency: latency})
 	return actors.HandlerFunc(func(ctx context.Context, r *messages.Record) error {
 		if err := sim.Handle(ctx, r); err != nil {
 			return err

@@ -12,7 +12,7 @@ import (
 // setting added, removed or reworded in the code without make docs fails
 // here.
 func TestConfigurationMatchesTheCode(t *testing.T) {
-	path := "../../../" + docs.ConfigurationPath
+	path := "../../" + docs.ConfigurationPath
 	old, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/patchflow/patchflow/actors"
+	"github.com/patchflow/patchflow/consumer"
 	"github.com/patchflow/patchflow/messages"
 	"github.com/patchflow/patchflow/proving/downstream"
 )
@@ -41,20 +43,20 @@ type Handler struct {
 	// Pinned, when set, names records that wait until their context ends
 	// (a drain cancels it, or the attempt deadline passes) instead of
 	// Latency: each holds its partition's watermark for as long as it runs.
-	Pinned func(*messages.Record) bool
+	Pinned func(*consumer.Record) bool
 	// Log, when set, gets every record the handler completes, before Handle
 	// returns success.
 	Log *RecordLog
 }
 
 // PinAt pins the record at offset in every partition (Handler.Pinned).
-func PinAt(offset int64) func(*messages.Record) bool {
-	return func(r *messages.Record) bool { return r.GetOffset() == offset }
+func PinAt(offset int64) func(*consumer.Record) bool {
+	return func(r *consumer.Record) bool { return r.Offset == offset }
 }
 
-// Handle implements actors.Handler.
-func (h Handler) Handle(ctx context.Context, r *messages.Record) error {
-	if bytes.HasPrefix(r.GetValue(), []byte(PoisonPrefix)) {
+// Handle implements consumer.Handler.
+func (h Handler) Handle(ctx context.Context, r *consumer.Record) error {
+	if bytes.HasPrefix(r.Value, []byte(PoisonPrefix)) {
 		return messages.Permanent(fmt.Errorf("malformed event: value starts with %q", PoisonPrefix))
 	}
 	if h.Pinned != nil && h.Pinned(r) {
@@ -118,11 +120,11 @@ func OpenRecordLog(path string) (*RecordLog, error) {
 }
 
 // Record appends r's line.
-func (l *RecordLog) Record(r *messages.Record) error {
+func (l *RecordLog) Record(r *consumer.Record) error {
 	var buf [48]byte
-	b := strconv.AppendInt(buf[:0], int64(r.GetPartition()), 10)
+	b := strconv.AppendInt(buf[:0], int64(r.Partition), 10)
 	b = append(b, ' ')
-	b = strconv.AppendInt(b, r.GetOffset(), 10)
+	b = strconv.AppendInt(b, r.Offset, 10)
 	b = append(b, '\n')
 	_, err := l.f.Write(b)
 	return err
@@ -130,3 +132,16 @@ func (l *RecordLog) Record(r *messages.Record) error {
 
 // Close closes the file.
 func (l *RecordLog) Close() error { return l.f.Close() }
+
+// ForPipeline returns h as the actor pipeline's own handler, for the
+// benchmarks that drive actors.Bridge directly rather than through a
+// consumer.Consumer. Like the consumer, it copies no key or value.
+func ForPipeline(h consumer.Handler) actors.Handler {
+	return actors.HandlerFunc(func(ctx context.Context, r *messages.Record) error {
+		rec := consumer.Record{Topic: r.GetTopic(), Partition: r.GetPartition(), Offset: r.GetOffset(), Key: r.GetKey(), Value: r.GetValue()}
+		if ts := r.GetTimestamp(); ts != nil {
+			rec.Timestamp = ts.AsTime()
+		}
+		return h.Handle(ctx, &rec)
+	})
+}

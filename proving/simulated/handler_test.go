@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patchflow/patchflow/consumer"
 	"github.com/patchflow/patchflow/messages"
 	"github.com/patchflow/patchflow/proving/downstream"
 	"github.com/patchflow/patchflow/proving/simulated"
@@ -36,8 +37,8 @@ func readLines(t *testing.T, path string) []string {
 	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
 }
 
-func rec(partition int32, offset int64, value string) *messages.Record {
-	return &messages.Record{Topic: "t", Partition: partition, Offset: offset, Value: []byte(value)}
+func rec(partition int32, offset int64, value string) *consumer.Record {
+	return &consumer.Record{Topic: "t", Partition: partition, Offset: offset, Value: []byte(value)}
 }
 
 // recordLogChild is the process TestRecordLogSurvivesSIGKILL kills: it

@@ -1,4 +1,4 @@
-package listener
+package consumer
 
 // Tests of what the listener asks of the broker: read_committed isolation
 // against a transactional producer, and the dead-letter topic's size limit.
@@ -234,30 +234,17 @@ func produceTransactions(t *testing.T, brokers []string, version, topic string) 
 func handleUntilCommitted(t *testing.T, brokers []string, version, topic, isolation string, end int64) map[string]bool {
 	t.Helper()
 	group := uniqueName("isolation")
-	env := map[string]string{
-		"KAFKA_BROKERS": strings.Join(brokers, ","), "KAFKA_TOPIC": topic, "KAFKA_GROUP": group, "KAFKA_VERSION": version,
-		"DATABASE_URL": "postgres://unused/x", "VMAAS_URL": "http://unused", "LISTENER_HTTP_ADDR": "", "LISTENER_PROGRESS_INTERVAL": "0",
-		"KAFKA_SESSION_TIMEOUT": "6s", "KAFKA_HEARTBEAT_INTERVAL": "1s",
-	}
-	if isolation != "" {
-		env["KAFKA_ISOLATION_LEVEL"] = isolation
-	}
-	cfg, _, err := Parse(nil, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := testConfig(brokers, version, topic, group)
+	cfg.Isolation = isolation
 	var mu sync.Mutex
 	seen := map[string]bool{}
-	handler := actors.HandlerFunc(func(_ context.Context, r *messages.Record) error {
+	handler := HandlerFunc(func(_ context.Context, r *Record) error {
 		mu.Lock()
-		seen[string(r.GetValue())] = true
+		seen[string(r.Value)] = true
 		mu.Unlock()
 		return nil
 	})
-	run, err := Start(context.Background(), cfg, handler, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := start(t, cfg, handler, WithLogger(testLogger(t)))
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		p, err := offsets.Read(brokers, topic, group)
@@ -512,24 +499,13 @@ func checkLargestRecordDeadLettered(t *testing.T, brokers []string, version stri
 		t.Fatal(err)
 	}
 
-	env := map[string]string{
-		"KAFKA_BROKERS": strings.Join(brokers, ","), "KAFKA_TOPIC": topic, "KAFKA_GROUP": uniqueName("large"), "KAFKA_VERSION": version,
-		"DATABASE_URL": "postgres://unused/x", "VMAAS_URL": "http://unused", "LISTENER_HTTP_ADDR": "", "LISTENER_PROGRESS_INTERVAL": "0",
-		"KAFKA_SESSION_TIMEOUT": "6s", "KAFKA_HEARTBEAT_INTERVAL": "1s",
-	}
-	cfg, _, err := Parse(nil, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
-	if err != nil {
-		t.Fatal(err)
-	}
-	handler := actors.HandlerFunc(func(context.Context, *messages.Record) error {
-		return messages.Permanent(errors.New("refused for the test"))
+	cfg := testConfig(brokers, version, topic, uniqueName("large"))
+	handler := HandlerFunc(func(context.Context, *Record) error {
+		return Permanent(errors.New("refused for the test"))
 	})
-	run, err := Start(context.Background(), cfg, handler, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := start(t, cfg, handler, WithLogger(testLogger(t)))
 	defer func() { _ = run.Stop() }()
-	letter := readOneDeadLetter(t, brokers, version, cfg.Kafka.DLQTopic)
+	letter := readOneDeadLetter(t, brokers, version, topic+".dlq")
 	if letter.GetValueTruncated() || !bytes.Equal(letter.GetValue(), value) {
 		t.Fatalf("dead letter of the 9 MiB record: value %d bytes, value_truncated %v; want it whole", len(letter.GetValue()), letter.GetValueTruncated())
 	}

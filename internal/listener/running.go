@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/patchflow/patchflow/actors"
-	"github.com/patchflow/patchflow/messages"
+	"github.com/patchflow/patchflow/consumer"
 )
 
 // Running is a listener that Start runs in the background, for the demo
@@ -21,7 +21,7 @@ type Running struct {
 
 // Start runs RunWith in the background and returns once its bridge exists,
 // or RunWith's error when it could not start.
-func Start(ctx context.Context, cfg *Config, handler actors.Handler, logger *slog.Logger) (*Running, error) {
+func Start(ctx context.Context, cfg *Config, handler consumer.Handler, logger *slog.Logger) (*Running, error) {
 	runCtx, cancel := context.WithCancel(ctx)
 	r := &Running{exited: make(chan struct{}), cancel: cancel}
 	ready := make(chan struct{})
@@ -56,12 +56,12 @@ func (r *Running) Stop() error {
 
 // TimedHandler measures the mean time of the handler it wraps.
 type TimedHandler struct {
-	Inner        actors.Handler
+	Inner        consumer.Handler
 	nanos, calls atomic.Int64
 }
 
-// Handle implements actors.Handler.
-func (h *TimedHandler) Handle(ctx context.Context, r *messages.Record) error {
+// Handle implements consumer.Handler.
+func (h *TimedHandler) Handle(ctx context.Context, r *consumer.Record) error {
 	start := time.Now()
 	err := h.Inner.Handle(ctx, r)
 	h.nanos.Add(int64(time.Since(start)))

@@ -1,4 +1,4 @@
-package listener
+package consumer
 
 // Regressions of a review of caught-up detection and the dependency
 // warnings; each failed before its fix.

@@ -1,0 +1,256 @@
+package consumer
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/patchflow/patchflow/actors"
+	"github.com/patchflow/patchflow/actors/limit"
+	"github.com/patchflow/patchflow/actors/ordering"
+)
+
+// Config is what a Consumer needs. Brokers, Topic and Group are required;
+// every other field has a default when left at its zero value (listed with
+// the field), so a Config of three fields is a production setting. New
+// refuses a Config it cannot run with an error naming the field.
+//
+// Offsets are always committed by the consumer, only past finished records,
+// every CommitInterval and at the end of each claim; there is no setting to
+// turn that off. A dead-letter topic always exists: the consumer creates it
+// at start when it is missing.
+type Config struct {
+	// Brokers are the bootstrap brokers, host:port each.
+	Brokers []string
+	// Topic is the topic consumed.
+	Topic string
+	// Group is the consumer group id. It is also written into dead-letter
+	// envelopes.
+	Group string
+	// DeadLetterTopic receives records that cannot be handled. Default:
+	// Topic + ".dlq". Created at start when missing, with Topic's partition
+	// count and room for its largest record.
+	DeadLetterTopic string
+	// KafkaVersion is the protocol version to speak. Default "3.6.0";
+	// at least "0.11.0" (headers, idempotent writes, read_committed), at
+	// least "2.4.0" for the cooperative-sticky assignor.
+	KafkaVersion string
+	// Assignor is the partition assignment: "cooperative-sticky" (default:
+	// partitions that stay with a member keep running through a rebalance),
+	// "sticky", "range" or "roundrobin" (eager: every rebalance drains every
+	// partition).
+	Assignor string
+	// Isolation is how transactional topics are read: "read_committed"
+	// (default) or "read_uncommitted".
+	Isolation string
+	// CommitInterval is how often marked offsets are committed, when one
+	// changed. Default 100 ms: a crash replays what finished since the last
+	// commit besides what was in flight.
+	CommitInterval time.Duration
+	// SessionTimeout (default 10 s) and HeartbeatInterval (default 3 s, at
+	// most a third of it) tune how fast the group notices a dead member.
+	SessionTimeout, HeartbeatInterval time.Duration
+	// Security is TLS and SASL; the zero value is plaintext.
+	Security Security
+	// Members is how many consumer-group members the process runs; they
+	// share InFlightTotal. Default 1.
+	Members int
+
+	// InFlightPerPartition (S, default 64) bounds the records admitted and
+	// not finished per partition; InFlightTotal (G, default 1,024) per
+	// process: the limit with Concurrency "fixed", the adaptive limit's
+	// ceiling otherwise.
+	InFlightPerPartition, InFlightTotal int
+	// Concurrency is "adaptive" (default: the process-wide limit moves
+	// between ConcurrencyFloor and InFlightTotal following the handler's
+	// latency) or "fixed" (it stays at InFlightTotal).
+	Concurrency string
+	// ConcurrencyFloor (default 8), ConcurrencyLaw ("gradient", default;
+	// "vegas", "aimd") and ConcurrencyTolerance (default 1, at most 2) tune
+	// the adaptive limit.
+	ConcurrencyFloor     int
+	ConcurrencyLaw       string
+	ConcurrencyTolerance float64
+	// Ordering within a partition: "key" (default: one record per key at a
+	// time, in offset order), "partition" (one record at a time) or
+	// "unordered".
+	Ordering string
+	// DrainTimeout bounds how long in-flight records may finish at the end
+	// of a claim or at shutdown. Default 20 s.
+	DrainTimeout time.Duration
+	// MaxAttempts (default 5) is how many of a record's own failures it
+	// may have before it is dead-lettered; a shared outage does not count.
+	MaxAttempts int
+	// AttemptTimeout is one handler call's deadline. Default 2 min;
+	// negative: none (then a record failing on its own has no time bound).
+	AttemptTimeout time.Duration
+	// BackoffMin (default 100 ms) and BackoffMax (default 10 s) bound the
+	// exponential backoff between attempts.
+	BackoffMin, BackoffMax time.Duration
+	// SpanPerPartition bounds the offsets a partition admits past its
+	// oldest unfinished record. Default 64 × InFlightPerPartition.
+	SpanPerPartition int
+	// CommitMetadataMaxBytes bounds the commit metadata that records the
+	// offsets finished above the committed one, so a new owner runs only
+	// what was unfinished. Default 4,096, lowered at start to the brokers'
+	// offset.metadata.max.bytes; negative: none.
+	CommitMetadataMaxBytes int
+	// ReadyPinLimit: Ready reports false while a partition's oldest
+	// unfinished record has held its committed offset longer than this, or
+	// a partition with records waiting has admitted none that long.
+	// Default 5 min.
+	ReadyPinLimit time.Duration
+	// ProgressInterval is how often a progress line is logged. Default
+	// 10 s; negative: never.
+	ProgressInterval time.Duration
+}
+
+// Security is how the consumer reaches the brokers: TLS, SASL, or both.
+// The password is never shown: String masks it.
+type Security struct {
+	TLS                bool
+	CAFile             string // PEM; empty: the system roots
+	CertFile, KeyFile  string // PEM client certificate for mutual TLS; both or neither
+	InsecureSkipVerify bool
+	SASLMechanism      string // "", "PLAIN", "SCRAM-SHA-256" or "SCRAM-SHA-512"
+	SASLUser           string
+	SASLPassword       string `json:"-"`
+}
+
+// String shows the settings with the SASL password masked.
+func (s Security) String() string { return s.kafka().String() }
+
+func (s Security) kafka() actors.KafkaSecurity {
+	return actors.KafkaSecurity{TLS: s.TLS, CAFile: s.CAFile, CertFile: s.CertFile, KeyFile: s.KeyFile,
+		InsecureSkipVerify: s.InsecureSkipVerify, SASLMechanism: s.SASLMechanism, SASLUser: s.SASLUser, SASLPassword: s.SASLPassword}
+}
+
+// resolved is a Config with its defaults applied, in the pipeline's terms.
+type resolved struct {
+	kafka            actors.KafkaSettings
+	pipeline         actors.Settings
+	members          int
+	readyPinLimit    time.Duration
+	progressInterval time.Duration
+}
+
+// resolve applies the defaults and checks cfg, naming every bad field.
+func (cfg Config) resolve() (resolved, error) {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("consumer.Config.%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	r := resolved{pipeline: actors.DefaultSettings(), members: 1, readyPinLimit: 5 * time.Minute, progressInterval: 10 * time.Second}
+	if len(cfg.Brokers) == 0 {
+		bad("Brokers", "required: the bootstrap brokers, host:port each")
+	}
+	for _, b := range cfg.Brokers {
+		if strings.Contains(b, "@") || strings.Contains(b, "://") || !strings.Contains(b, ":") {
+			bad("Brokers", "each is host:port, without a scheme or credentials (Security.SASLUser logs in)")
+			break
+		}
+	}
+	if strings.TrimSpace(cfg.Topic) == "" {
+		bad("Topic", "required")
+	}
+	if strings.TrimSpace(cfg.Group) == "" {
+		bad("Group", "required")
+	}
+	dlq := orDefault(cfg.DeadLetterTopic, cfg.Topic+".dlq")
+	if dlq == cfg.Topic {
+		bad("DeadLetterTopic", "must differ from Topic")
+	}
+	version, err := sarama.ParseKafkaVersion(orDefault(cfg.KafkaVersion, "3.6.0"))
+	switch {
+	case err != nil:
+		bad("KafkaVersion", "%q is not a Kafka version like 3.6.0", cfg.KafkaVersion)
+	case !version.IsAtLeast(sarama.V0_11_0_0):
+		bad("KafkaVersion", "must be at least 0.11.0 (record headers, idempotent dead-letter writes, read_committed), got %s", cfg.KafkaVersion)
+	}
+	assignor := orDefault(cfg.Assignor, actors.Assignors[0])
+	if !slices.Contains(actors.Assignors, assignor) {
+		bad("Assignor", "%q: want one of %s", assignor, strings.Join(actors.Assignors, ", "))
+	} else if assignor == "cooperative-sticky" && err == nil && !version.IsAtLeast(sarama.V2_4_0_0) {
+		bad("Assignor", "cooperative-sticky needs KafkaVersion 2.4.0 or later; raise it or choose an eager assignor")
+	}
+	isolation := orDefault(cfg.Isolation, actors.IsolationLevels[0])
+	if !slices.Contains(actors.IsolationLevels, isolation) {
+		bad("Isolation", "%q: want one of %s", isolation, strings.Join(actors.IsolationLevels, ", "))
+	}
+	session, heartbeat := orDefault(cfg.SessionTimeout, 10*time.Second), orDefault(cfg.HeartbeatInterval, 3*time.Second)
+	if heartbeat*3 > session {
+		bad("HeartbeatInterval", "%v must be at most a third of SessionTimeout (%v)", heartbeat, session)
+	}
+	if cfg.Security.SASLMechanism != "" && cfg.Security.SASLUser == "" {
+		bad("Security.SASLUser", "required with SASLMechanism %s", cfg.Security.SASLMechanism)
+	}
+	if (cfg.Security.CertFile == "") != (cfg.Security.KeyFile == "") {
+		bad("Security.KeyFile", "a client certificate needs both CertFile and KeyFile")
+	}
+	r.members = orDefault(cfg.Members, 1)
+	r.kafka = actors.KafkaSettings{Brokers: cfg.Brokers, Topic: cfg.Topic, Group: cfg.Group, DLQTopic: dlq, Version: version,
+		Assignor: assignor, Isolation: isolation, CommitInterval: orDefault(cfg.CommitInterval, actors.DefaultCommitInterval),
+		SessionTimeout: session, HeartbeatInterval: heartbeat, Security: cfg.Security.kafka()}
+
+	p := &r.pipeline
+	p.ConsumerGroup = cfg.Group
+	p.InFlightPerPartition = orDefault(cfg.InFlightPerPartition, p.InFlightPerPartition)
+	p.InFlightTotal = orDefault(cfg.InFlightTotal, p.InFlightTotal)
+	switch cfg.Concurrency {
+	case "", "adaptive":
+		p.Concurrency = actors.ConcurrencyAdaptive
+	case "fixed":
+		p.Concurrency = actors.ConcurrencyFixed
+	default:
+		bad("Concurrency", "%q: want adaptive or fixed", cfg.Concurrency)
+	}
+	p.ConcurrencyFloor = orDefault(cfg.ConcurrencyFloor, p.ConcurrencyFloor)
+	if cfg.ConcurrencyLaw != "" {
+		if p.ConcurrencyLaw, err = limit.ParseLaw(cfg.ConcurrencyLaw); err != nil {
+			bad("ConcurrencyLaw", "%v", err)
+		}
+	}
+	p.ConcurrencyTolerance = orDefault(cfg.ConcurrencyTolerance, p.ConcurrencyTolerance)
+	if cfg.Ordering != "" {
+		if p.Ordering, err = ordering.ParseMode(cfg.Ordering); err != nil {
+			bad("Ordering", "%v", err)
+		}
+	}
+	p.DrainTimeout = orDefault(cfg.DrainTimeout, p.DrainTimeout)
+	p.MaxAttempts = orDefault(cfg.MaxAttempts, p.MaxAttempts)
+	p.AttemptTimeout = orNone(cfg.AttemptTimeout, p.AttemptTimeout)
+	p.BackoffMin = orDefault(cfg.BackoffMin, p.BackoffMin)
+	p.BackoffMax = orDefault(cfg.BackoffMax, max(p.BackoffMax, p.BackoffMin))
+	p.SpanPerPartition = cfg.SpanPerPartition
+	p.CommitMetadataMaxBytes = orNone(cfg.CommitMetadataMaxBytes, p.CommitMetadataMaxBytes)
+	r.readyPinLimit = orDefault(cfg.ReadyPinLimit, r.readyPinLimit)
+	r.progressInterval = orNone(cfg.ProgressInterval, r.progressInterval)
+	if err := p.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("consumer.Config: %w", err))
+	}
+	return r, errors.Join(errs...)
+}
+
+// orDefault returns v, or def when v is the zero value.
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// orNone returns def for zero, 0 (none) for a negative v, and v otherwise.
+func orNone[T int | time.Duration](v, def T) T {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return 0
+	}
+	return v
+}

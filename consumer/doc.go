@@ -1,0 +1,41 @@
+// Package consumer consumes a Kafka topic with a consumer group, many
+// records of each partition at once, through a Handler you write:
+//
+//	c, err := consumer.New(consumer.Config{
+//		Brokers: []string{"kafka:9092"}, Topic: "events", Group: "my-service",
+//	}, consumer.HandlerFunc(func(ctx context.Context, r *consumer.Record) error {
+//		return process(ctx, r.Key, r.Value)
+//	}))
+//	if err != nil {
+//		return err
+//	}
+//	return c.Run(ctx) // until ctx is done; then it drains and commits
+//
+// What it guarantees, each proved by a test (README, "What it guarantees"):
+//   - No skip: the group's committed offset of a partition never passes a
+//     record that is not finished (handled, skipped or dead-lettered),
+//     whatever order records finish in. The commit's metadata carries the
+//     records finished above it, so a new owner (after a crash or a
+//     rebalance) runs only what was unfinished.
+//   - Nothing lost: a record that cannot be handled is written to the
+//     dead-letter topic (created at start when missing) before it counts as
+//     finished; one revoked or cut short at shutdown is not committed and
+//     Kafka delivers it again.
+//   - Key order: records with one key run one at a time, in offset order
+//     (Config.Ordering "key", the default).
+//   - Bounded: at most Config.InFlightPerPartition records of a partition
+//     and InFlightTotal of the process are in flight; memory does not grow
+//     with the backlog.
+//   - No hostage: a record failing on its own is dead-lettered after
+//     Config.MaxAttempts; a dependency down for every record (named with
+//     FailedIn and reported by a DependencyReporter) is retried until it
+//     recovers, dead-lettering nothing.
+//   - Clean handover: at a revoke or shutdown in-flight records get
+//     Config.DrainTimeout, the last finished offset is committed, and the
+//     partition moves on.
+//
+// Offsets are committed by the consumer itself and only that way: no
+// setting turns committing off or hands it to the caller.
+//
+// It runs on IBM/sarama and protoactor-go; neither appears in this API.
+package consumer

@@ -1,0 +1,122 @@
+package consumer
+
+import (
+	"context"
+	"time"
+
+	"github.com/patchflow/patchflow/messages"
+)
+
+// Record is one Kafka record handed to a Handler. Key, Value and the
+// headers' bytes belong to the pipeline: read them during Handle, copy what
+// must outlive it.
+type Record struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Key       []byte
+	Value     []byte
+	Headers   []Header
+	// Timestamp is the record's Kafka timestamp; zero when it has none.
+	Timestamp time.Time
+}
+
+// Header is one Kafka record header.
+type Header struct {
+	Key, Value []byte
+}
+
+// Handler does the work of one record; it is the only thing a user of this
+// package writes.
+//
+// Handle returns nil on success. It returns Skip(reason, ...) for a record
+// it ignores on purpose: finished, committed and counted by reason, never
+// dead-lettered. Permanent(err) dead-letters the record at once (a broken
+// record). Any other error is retried with backoff: Transient(err) and a
+// deadline count towards Config.MaxAttempts only when they are the
+// record's own (the dependency named with FailedIn serves other records
+// meanwhile); unclassified errors and panics always count. A record whose
+// attempts run out is dead-lettered, with every failure in its envelope.
+//
+// ctx carries the attempt's deadline (Config.AttemptTimeout) and is
+// cancelled when the partition is revoked or the consumer stops and the
+// drain timeout runs short; return promptly then: the record is not
+// committed and Kafka delivers it again.
+//
+// Handle runs concurrently for different records (in Config.Ordering
+// "key", never for two records of one key at once) and may run more than
+// once for one record (a retry, a redelivery after a crash or a rebalance):
+// make its effects idempotent.
+type Handler interface {
+	Handle(ctx context.Context, record *Record) error
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, record *Record) error
+
+// Handle calls f.
+func (f HandlerFunc) Handle(ctx context.Context, record *Record) error { return f(ctx, record) }
+
+// DependencyReporter is implemented by a Handler that reports each call it
+// makes to a dependency (a database, an HTTP service): New gives it report
+// once, before the first record. took is the call's duration; err is nil
+// when the dependency served the call, an error classed Permanent when it
+// answered with a refusal (it is up), and any other error when it gave no
+// answer (a timeout, a refused connection, a 503). A cancelled context's
+// error is not counted either way.
+//
+// The retry rule reads these: a record's failure named with
+// FailedIn(dependency, ...) counts as its own only while that dependency
+// serves others; during a shared outage it is retried without limit. The
+// calls are also the metric patchflow_dependency_duration_seconds{dependency,
+// result}. A new dependency needs only a new name.
+type DependencyReporter interface {
+	ReportDependenciesTo(report func(dependency string, took time.Duration, err error))
+}
+
+// Permanent marks err as one no retry can fix (a malformed or invalid
+// record): the record is dead-lettered after this attempt, with err's text.
+func Permanent(err error) error { return messages.Permanent(err) }
+
+// Transient marks err as worth retrying (a dependency is down or slow).
+func Transient(err error) error { return messages.Transient(err) }
+
+// FailedIn names the dependency err came from (a short name, the one the
+// handler reports calls under), so the retry rule can tell a shared outage
+// from the record's own trouble. err's class is unchanged.
+func FailedIn(dependency string, err error) error { return messages.FailedIn(dependency, err) }
+
+// Skip returns the error a Handler gives for a record it ignores on
+// purpose: the record is finished and committed, counted under reason (a
+// short, fixed string: it is a metric label), never dead-lettered.
+func Skip(reason, detail string) error { return messages.Skip(messages.Reason(reason), detail) }
+
+// adapter runs a Handler for the pipeline: the pipeline's records are
+// protobuf messages; a Handler sees a Record with a time.Time.
+type adapter struct{ h Handler }
+
+func (a adapter) Handle(ctx context.Context, r *messages.Record) error {
+	rec := Record{Topic: r.GetTopic(), Partition: r.GetPartition(), Offset: r.GetOffset(), Key: r.GetKey(), Value: r.GetValue()}
+	if ts := r.GetTimestamp(); ts != nil {
+		rec.Timestamp = ts.AsTime()
+	}
+	if hs := r.GetHeaders(); len(hs) > 0 {
+		rec.Headers = make([]Header, len(hs))
+		for i, h := range hs {
+			rec.Headers[i] = Header{Key: h.GetKey(), Value: h.GetValue()}
+		}
+	}
+	return a.h.Handle(ctx, &rec)
+}
+
+// served reads a reported call as the retry rule does: served, not served,
+// or (a cancellation) nothing.
+func served(err error) (ok, counts bool) {
+	switch messages.ClassOf(err) {
+	case messages.ErrorClass_ERROR_CLASS_UNSPECIFIED, messages.ErrorClass_ERROR_CLASS_PERMANENT:
+		return true, true
+	case messages.ErrorClass_ERROR_CLASS_CANCELLED:
+		return false, false
+	}
+	return false, true
+}

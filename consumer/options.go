@@ -1,0 +1,47 @@
+package consumer
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/patchflow/patchflow/internal/pipeline"
+)
+
+// Option changes how a Consumer runs beyond its Config.
+type Option func(*pipeline.Options)
+
+// WithLogger sends the consumer's logs (claims, drains, dead letters,
+// progress) to logger. Default: none.
+func WithLogger(logger *slog.Logger) Option {
+	return func(o *pipeline.Options) { o.Logger = logger }
+}
+
+// WithRegisterer registers the consumer's metrics (prefix patchflow_) with
+// reg. Default: a registry of the consumer's own, with Go and process
+// collectors, served by WithHTTP's /metrics. With reg, /metrics serves reg
+// when it is also a prometheus.Gatherer, else prometheus.DefaultGatherer.
+func WithRegisterer(reg prometheus.Registerer) Option {
+	return func(o *pipeline.Options) { o.Registerer = reg }
+}
+
+// WithHTTP serves /metrics, /healthz (the process runs), /readyz (the
+// consumer is in its group, no partition pinned or stalled past
+// Config.ReadyPinLimit, no dead-letter write failing, every health check
+// passing) and the status page /status with its JSON twin /status.json on
+// addr ("127.0.0.1:9000", say) while Run runs. Default: no HTTP.
+func WithHTTP(addr string) Option {
+	return func(o *pipeline.Options) { o.HTTPAddr = addr }
+}
+
+// WithHealthCheck adds a dependency /readyz and Ready judge: check runs
+// every second (2 s at most each) and the consumer reads as not ready once
+// it has failed without a break for grace. check's errors are shown: keep
+// secrets out of them.
+func WithHealthCheck(name string, grace time.Duration, check func(context.Context) error) Option {
+	return func(o *pipeline.Options) {
+		o.Checks = append(o.Checks, pipeline.HealthCheck{Name: name, Grace: grace, Check: check})
+	}
+}
