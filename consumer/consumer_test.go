@@ -402,7 +402,9 @@ type reportingHandler struct {
 	report func(string, time.Duration, error)
 }
 
-func (h *reportingHandler) ReportDependenciesTo(report func(string, time.Duration, error)) { h.report = report }
+func (h *reportingHandler) ReportDependenciesTo(report func(string, time.Duration, error)) {
+	h.report = report
+}
 
 func (h *reportingHandler) Handle(_ context.Context, r *consumer.Record) error {
 	var err error
