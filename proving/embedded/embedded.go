@@ -7,6 +7,8 @@ package embedded
 import (
 	"fmt"
 
+	"github.com/IBM/sarama"
+
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/patchflow/patchflow/internal/listener"
@@ -42,6 +44,29 @@ func (b *Broker) Addrs() []string { return b.cluster.ListenAddrs() }
 
 // Close stops the broker; its records are gone.
 func (b *Broker) Close() { b.cluster.Close() }
+
+// Produce writes records to topic, given as key, value pairs, and returns
+// once the broker has them all.
+func (b *Broker) Produce(topic string, keyValues ...string) error {
+	if len(keyValues)%2 != 0 {
+		return fmt.Errorf("produce to %s: %d strings are not key, value pairs", topic, len(keyValues))
+	}
+	cfg := sarama.NewConfig()
+	cfg.Producer.Return.Successes = true
+	p, err := sarama.NewSyncProducer(b.Addrs(), cfg)
+	if err != nil {
+		return fmt.Errorf("produce to %s: %w", topic, err)
+	}
+	defer p.Close()
+	msgs := make([]*sarama.ProducerMessage, 0, len(keyValues)/2)
+	for i := 0; i < len(keyValues); i += 2 {
+		msgs = append(msgs, &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(keyValues[i]), Value: sarama.StringEncoder(keyValues[i+1])})
+	}
+	if err := p.SendMessages(msgs); err != nil {
+		return fmt.Errorf("produce to %s: %w", topic, err)
+	}
+	return nil
+}
 
 // Cluster returns the kfake cluster, for tests that steer it.
 func (b *Broker) Cluster() *kfake.Cluster { return b.cluster }

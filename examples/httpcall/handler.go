@@ -1,0 +1,69 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/patchflow/patchflow/consumer"
+)
+
+// Enricher is the handler: it POSTs each record's value to URL, with the
+// record's key in the X-Record-Key header, and reads the answer.
+//
+//   - 2xx: the record is done.
+//   - 4xx: the service refuses the record; no retry can help, so it is
+//     dead-lettered (consumer.Permanent).
+//   - 5xx, a timeout, a refused connection: the service is in trouble. The
+//     error names the dependency (consumer.FailedIn), so the consumer can
+//     tell an outage (every record fails: retried until it passes) from a
+//     record of its own trouble (dead-lettered after Config.MaxAttempts).
+//
+// It reports every call (ReportDependenciesTo), which is what lets the
+// consumer tell the two apart, and what the dependency histogram shows.
+type Enricher struct {
+	URL    string
+	Client *http.Client
+	report func(dependency string, took time.Duration, err error)
+}
+
+// dependency is the name the enricher's calls and failures go under.
+const dependency = "enricher"
+
+// ReportDependenciesTo implements consumer.DependencyReporter.
+func (e *Enricher) ReportDependenciesTo(report func(string, time.Duration, error)) { e.report = report }
+
+// Handle implements consumer.Handler.
+func (e *Enricher) Handle(ctx context.Context, r *consumer.Record) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.URL, bytes.NewReader(r.Value))
+	if err != nil {
+		return consumer.Permanent(err)
+	}
+	req.Header.Set("X-Record-Key", string(r.Key))
+	start := time.Now()
+	err = e.call(req)
+	if e.report != nil && ctx.Err() == nil {
+		e.report(dependency, time.Since(start), err)
+	}
+	return consumer.FailedIn(dependency, err)
+}
+
+// call sends req and classes the outcome.
+func (e *Enricher) call(req *http.Request) error {
+	resp, err := e.Client.Do(req)
+	if err != nil {
+		return consumer.Transient(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	switch {
+	case resp.StatusCode < 300:
+		return nil
+	case resp.StatusCode < 500:
+		return consumer.Permanent(fmt.Errorf("%s refused the record: %s: %s", dependency, resp.Status, bytes.TrimSpace(body)))
+	}
+	return consumer.Transient(fmt.Errorf("%s: %s", dependency, resp.Status))
+}
