@@ -18,20 +18,20 @@ import (
 // plain value (progress, catchUp, troubleWatch) stepped by a loop that only
 // reads the bridge and logs.
 
-// WatchInterval is how often the catch-up state and the dependencies'
+// watchInterval is how often the catch-up state and the dependencies'
 // failures are looked at.
-const WatchInterval = time.Second
+const watchInterval = time.Second
 
-// BehindAfter is how long a caught-up listener must have had records to
+// behindAfter is how long a caught-up listener must have had records to
 // read before it says it fell behind: a stream that arrives as fast as it is
 // read has lag most of the time, and would otherwise flap.
-const BehindAfter = 10 * time.Second
+const behindAfter = 10 * time.Second
 
-// TroubleEvery is the least time between two warnings about one dependency;
-// TroubleQuiet how long it must have had no failure to be called recovered.
+// troubleEvery is the least time between two warnings about one dependency;
+// troubleQuiet how long it must have had no failure to be called recovered.
 const (
-	TroubleEvery = 10 * time.Second
-	TroubleQuiet = 10 * time.Second
+	troubleEvery = 10 * time.Second
+	troubleQuiet = 10 * time.Second
 )
 
 // view is what one look at the bridge sees.
@@ -119,7 +119,7 @@ func (c *catchUp) step(now time.Time, up bool) string {
 		if c.behindSince.IsZero() {
 			c.behindSince = now
 		}
-		if now.Sub(c.behindSince) >= BehindAfter {
+		if now.Sub(c.behindSince) >= behindAfter {
 			c.said, c.behindSince = false, time.Time{}
 			return "behind"
 		}
@@ -128,14 +128,14 @@ func (c *catchUp) step(now time.Time, up bool) string {
 }
 
 // troubleWatch decides the dependency warnings from the failures taken
-// every WatchInterval. Only shared failures (the dependency failing for
+// every watchInterval. Only shared failures (the dependency failing for
 // others too) warn: a record's own failures end in its dead letter, which
-// is logged by itself. A dependency warns at most once per TroubleEvery,
+// is logged by itself. A dependency warns at most once per troubleEvery,
 // counting every failure since its previous warning; once it has had no
-// failure for TroubleQuiet, one line says it recovered and how long it
+// failure for troubleQuiet, one line says it recovered and how long it
 // failed. Its entry is kept (one per dependency name), so a warning right
-// after a recovery still waits for TroubleEvery since the last one; what it
-// gathers of own failures alone is dropped every TroubleEvery.
+// after a recovery still waits for troubleEvery since the last one; what it
+// gathers of own failures alone is dropped every troubleEvery.
 type troubleWatch struct {
 	deps map[string]*trouble
 }
@@ -173,7 +173,7 @@ func (w *troubleWatch) step(now time.Time, taken []actors.DependencyFailures) []
 		if t.pending.Attempts == 0 {
 			t.pending = actors.DependencyFailures{Dependency: f.Dependency}
 			t.records = map[string]struct{}{}
-			t.since = now.Add(-WatchInterval) // a take covers the interval before it
+			t.since = now.Add(-watchInterval) // a take covers the interval before it
 		}
 		t.pending.Attempts += f.Attempts
 		t.pending.Shared += f.Shared
@@ -186,16 +186,16 @@ func (w *troubleWatch) step(now time.Time, taken []actors.DependencyFailures) []
 	var out []troubleLine
 	for name, t := range w.deps {
 		switch {
-		case t.pending.Shared > 0 && (t.warnedAt.IsZero() || now.Sub(t.warnedAt) >= TroubleEvery):
+		case t.pending.Shared > 0 && (t.warnedAt.IsZero() || now.Sub(t.warnedAt) >= troubleEvery):
 			if !t.failing {
 				t.failing, t.episode = true, t.since
 			}
 			out = append(out, troubleLine{warn: true, DependencyFailures: t.pending, records: len(t.records), over: now.Sub(t.since)})
 			t.warnedAt, t.pending, t.records = now, actors.DependencyFailures{}, nil
-		case t.failing && now.Sub(t.lastFailure) >= TroubleQuiet:
+		case t.failing && now.Sub(t.lastFailure) >= troubleQuiet:
 			out = append(out, troubleLine{DependencyFailures: actors.DependencyFailures{Dependency: name}, over: t.lastFailure.Sub(t.episode)})
 			t.failing = false
-		case t.pending.Attempts > 0 && t.pending.Shared == 0 && now.Sub(t.since) >= TroubleEvery:
+		case t.pending.Attempts > 0 && t.pending.Shared == 0 && now.Sub(t.since) >= troubleEvery:
 			t.pending, t.records = actors.DependencyFailures{}, nil // own failures only: dropped
 		}
 	}
@@ -203,10 +203,10 @@ func (w *troubleWatch) step(now time.Time, taken []actors.DependencyFailures) []
 }
 
 // logProgress logs progress every interval (0: never), and watches catch-up
-// and dependency trouble every WatchInterval, until ctx is done.
+// and dependency trouble every watchInterval, until ctx is done.
 func logProgress(ctx context.Context, bridge *actors.Bridge, every time.Duration, logger *slog.Logger) {
 	deps := bridge.Dependencies()
-	watch := time.NewTicker(WatchInterval)
+	watch := time.NewTicker(watchInterval)
 	defer watch.Stop()
 	var tick <-chan time.Time
 	if every > 0 {

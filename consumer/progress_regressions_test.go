@@ -38,7 +38,7 @@ func TestOwnFailuresDoNotGrowWithoutBound(t *testing.T) {
 			t.Fatalf("own failures warned: %+v", lines)
 		}
 	}
-	if n := len(w.deps["vmaas"].records); n > 2*int(TroubleQuiet/time.Second) {
+	if n := len(w.deps["vmaas"].records); n > 2*int(troubleQuiet/time.Second) {
 		t.Errorf("after an hour of own failures (one new record a second) the watch holds %d records; want a bound", n)
 	}
 	lines := w.step(at.Add(seconds*time.Second), []actors.DependencyFailures{{Dependency: "vmaas", Attempts: 1, Shared: 1,
@@ -46,7 +46,7 @@ func TestOwnFailuresDoNotGrowWithoutBound(t *testing.T) {
 	if len(lines) != 1 || !lines[0].warn {
 		t.Fatalf("a shared failure: %+v; want a warning", lines)
 	}
-	if l := lines[0]; l.records > 2*int(TroubleEvery/time.Second) || l.over > 2*TroubleEvery {
+	if l := lines[0]; l.records > 2*int(troubleEvery/time.Second) || l.over > 2*troubleEvery {
 		t.Errorf("first warning: %d records retrying over %v, %d failed attempts; the outage is one attempt of one record",
 			l.records, l.over, l.Attempts)
 	}
@@ -79,7 +79,7 @@ func TestRecoverySaysHowLongItFailed(t *testing.T) {
 	}
 }
 
-// At most one warning per dependency per TroubleEvery, a recovery between
+// At most one warning per dependency per troubleEvery, a recovery between
 // them included: failures at +0, +1 and +12 once warned at +10 and again at
 // +12, with "recovered" at +11 between.
 func TestWarningsAtMostOncePerTroubleEvery(t *testing.T) {
@@ -100,8 +100,8 @@ func TestWarningsAtMostOncePerTroubleEvery(t *testing.T) {
 		}
 	}
 	for i := 1; i < len(warned); i++ {
-		if d := warned[i] - warned[i-1]; d < TroubleEvery {
-			t.Errorf("warnings at +%v and +%v: %v apart, want at least %v", warned[i-1], warned[i], d, TroubleEvery)
+		if d := warned[i] - warned[i-1]; d < troubleEvery {
+			t.Errorf("warnings at +%v and +%v: %v apart, want at least %v", warned[i-1], warned[i], d, troubleEvery)
 		}
 	}
 }

@@ -52,7 +52,7 @@ func TestProgressSkipsUnchangedLines(t *testing.T) {
 	}
 }
 
-// "caught up" once when it happens; "behind" only after BehindAfter without
+// "caught up" once when it happens; "behind" only after behindAfter without
 // being caught up, so a stream read as fast as it arrives does not flap.
 func TestCatchUpHysteresis(t *testing.T) {
 	at := time.Unix(1000, 0)
@@ -68,10 +68,10 @@ func TestCatchUpHysteresis(t *testing.T) {
 		{3 * time.Second, false, ""},
 		{4 * time.Second, true, ""}, // behind for a second: not said
 		{5 * time.Second, false, ""},
-		{5*time.Second + BehindAfter - time.Millisecond, false, ""},
-		{5*time.Second + BehindAfter, false, "behind"},
-		{6*time.Second + BehindAfter, false, ""},
-		{7*time.Second + BehindAfter, true, "caught up"},
+		{5*time.Second + behindAfter - time.Millisecond, false, ""},
+		{5*time.Second + behindAfter, false, "behind"},
+		{6*time.Second + behindAfter, false, ""},
+		{7*time.Second + behindAfter, true, "caught up"},
 	}
 	for i, s := range steps {
 		if got := c.step(at.Add(s.after), s.up); got != s.want {
@@ -80,8 +80,8 @@ func TestCatchUpHysteresis(t *testing.T) {
 	}
 }
 
-// One warning per dependency per TroubleEvery, counting every failure and
-// each record once since the previous; a recovery line after TroubleQuiet
+// One warning per dependency per troubleEvery, counting every failure and
+// each record once since the previous; a recovery line after troubleQuiet
 // without failures; a record's own failures never warn.
 func TestTroubleWatch(t *testing.T) {
 	at := time.Unix(1000, 0)
@@ -94,24 +94,24 @@ func TestTroubleWatch(t *testing.T) {
 		lines[0].LastError != "connection refused" {
 		t.Fatalf("first failures: %+v; want one warning of 3 records, 3 attempts", lines)
 	}
-	for s := 1; s < int(TroubleEvery/time.Second); s++ {
+	for s := 1; s < int(troubleEvery/time.Second); s++ {
 		if lines := w.step(at.Add(time.Duration(s)*time.Second), db(2, 2, "t/0@1", "t/0@9")); len(lines) != 0 {
-			t.Fatalf("second %d: %+v; want nothing within TroubleEvery of the warning", s, lines)
+			t.Fatalf("second %d: %+v; want nothing within troubleEvery of the warning", s, lines)
 		}
 	}
-	lines = w.step(at.Add(TroubleEvery), db(1, 1, "t/0@1"))
-	n := int64(TroubleEvery/time.Second) - 1
-	if len(lines) != 1 || !lines[0].warn || lines[0].Attempts != 2*n+1 || lines[0].records != 2 || lines[0].over != TroubleEvery {
-		t.Fatalf("after TroubleEvery: %+v; want one warning of %d attempts, 2 records, over %v", lines, 2*n+1, TroubleEvery)
+	lines = w.step(at.Add(troubleEvery), db(1, 1, "t/0@1"))
+	n := int64(troubleEvery/time.Second) - 1
+	if len(lines) != 1 || !lines[0].warn || lines[0].Attempts != 2*n+1 || lines[0].records != 2 || lines[0].over != troubleEvery {
+		t.Fatalf("after troubleEvery: %+v; want one warning of %d attempts, 2 records, over %v", lines, 2*n+1, troubleEvery)
 	}
-	if lines := w.step(at.Add(TroubleEvery+TroubleQuiet-time.Second), nil); len(lines) != 0 {
-		t.Fatalf("quiet for less than TroubleQuiet: %+v", lines)
+	if lines := w.step(at.Add(troubleEvery+troubleQuiet-time.Second), nil); len(lines) != 0 {
+		t.Fatalf("quiet for less than troubleQuiet: %+v", lines)
 	}
-	lines = w.step(at.Add(TroubleEvery+TroubleQuiet), nil)
+	lines = w.step(at.Add(troubleEvery+troubleQuiet), nil)
 	if len(lines) != 1 || lines[0].warn || lines[0].Dependency != "database" {
-		t.Fatalf("after TroubleQuiet: %+v; want the recovery", lines)
+		t.Fatalf("after troubleQuiet: %+v; want the recovery", lines)
 	}
-	if lines := w.step(at.Add(TroubleEvery+2*TroubleQuiet), nil); len(lines) != 0 {
+	if lines := w.step(at.Add(troubleEvery+2*troubleQuiet), nil); len(lines) != 0 {
 		t.Fatalf("recovery said twice: %+v", lines)
 	}
 
