@@ -17,7 +17,7 @@ import (
 // error's text.
 func TestPartitionDeadLetterReasons(t *testing.T) {
 	broken := func() error {
-		return fmt.Errorf("decode event: %w", messages.Permanent(&messages.ValidationError{Reason: messages.ReasonMissingHostID, Detail: "host.id is missing"}))
+		return fmt.Errorf("decode event: %w", messages.Permanent(&messages.ValidationError{Reason: messages.Reason("missing host id"), Detail: "host.id is missing"}))
 	}
 	cases := []struct {
 		name     string
@@ -25,14 +25,17 @@ func TestPartitionDeadLetterReasons(t *testing.T) {
 		fail     func() error
 		want     messages.Reason
 	}{
-		{"broken message", 1, broken, messages.ReasonMissingHostID},
+		{"broken message", 1, broken, messages.Reason("missing host id")},
 		{"permanent, not broken", 1, func() error { return messages.Permanent(errors.New("host 42 not found in inventory")) }, messages.ReasonPermanent},
 		{"own failures, unclassified", 3, func() error { return errors.New("nil map in handler") }, messages.ReasonUnknown},
 		{"own failures, panics", 3, func() error { panic("index out of range") }, messages.ReasonPanic},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			dlq := newScriptedDeadLetters(1, false)                        // the first write fails: counted only once acknowledged
+			// The first write fails: counted only once acknowledged. Each
+			// write waits for the gate, so the check between the two is not
+			// a race with the retry.
+			dlq := newScriptedDeadLetters(1, true)
 			f := newPartitionFixture(t, testSettings(ordering.ByKey), dlq) // MaxAttempts 3
 			f.admit(0, "host")
 			for attempt := 1; attempt <= c.attempts; attempt++ {
@@ -47,9 +50,14 @@ func TestPartitionDeadLetterReasons(t *testing.T) {
 			if s := f.stats.Snapshot(); s.DeadLettered != 0 || s.DeadLetteredByReason != nil {
 				t.Fatalf("counted before the write was acknowledged: %+v", s)
 			}
+			dlq.gate <- struct{}{} // the first write goes on, and fails
 			if l := expectLetter(t, dlq); l.GetReason() != string(c.want) || int(l.GetAttempts()) != c.attempts {
 				t.Fatalf("envelope reason %q after %d attempts, want %q after %d", l.GetReason(), l.GetAttempts(), c.want, c.attempts)
 			}
+			if s := f.stats.Snapshot(); s.DeadLettered != 0 {
+				t.Fatalf("counted after a failed write, before the second was acknowledged: %+v", s)
+			}
+			dlq.gate <- struct{}{} // the second succeeds
 			f.marker.expectMark(t, 1)
 			s := f.stats.Snapshot()
 			if want := map[string]int64{string(c.want): 1}; s.DeadLettered != 1 || !maps.Equal(s.DeadLetteredByReason, want) {

@@ -192,10 +192,10 @@ func TestPartitionCommitsSkippedRecords(t *testing.T) {
 	expectCall(t, f.handler)
 	f.handler.answer(1, ok)
 	waitFor(t, "offset 1 to finish", func() bool { return f.handler.isFinished(1) })
-	f.handler.answer(0, func() error { return messages.Skip(messages.ReasonReporterNotAllowed, "reporter yupana") })
+	f.handler.answer(0, func() error { return messages.Skip(messages.Reason("reporter not allowed"), "reporter yupana") })
 	f.marker.expectMark(t, 2)
 	s := f.stats.Snapshot()
-	if s.Skipped != 1 || s.SkippedByReason[string(messages.ReasonReporterNotAllowed)] != 1 || s.Succeeded != 1 || s.DeadLettered != 0 {
+	if s.Skipped != 1 || s.SkippedByReason[string(messages.Reason("reporter not allowed"))] != 1 || s.Succeeded != 1 || s.DeadLettered != 0 {
 		t.Fatalf("stats %+v", s)
 	}
 	select {

@@ -75,9 +75,11 @@ type systemProfilePage struct {
 	} `json:"results"`
 }
 
-// ReportTo makes every HTTP attempt report whether the inventory service
-// served it (see VMaaS.ReportTo).
-func (c *Inventory) ReportTo(report func(served bool)) { c.retry.report.Store(&report) }
+// ReportTo makes every HTTP attempt report its duration and whether the
+// inventory service served it (see VMaaS.ReportTo).
+func (c *Inventory) ReportTo(report func(took time.Duration, err error)) {
+	c.retry.report.Store(&report)
+}
 
 // SystemProfile returns the raw system_profile JSON object of host hostID,
 // as the inventory sent it; the caller decodes the fields it needs. hostID is

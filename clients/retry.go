@@ -85,16 +85,31 @@ type retrier struct {
 	secrets  []string
 	requests atomic.Uint64 // attempts sent
 	retries  atomic.Uint64 // attempts after the first
-	// report, when set, hears each attempt's outcome for the service:
-	// served (an answer, even a refusal of the request) or not.
-	report atomic.Pointer[func(served bool)]
+	// report, when set, hears each attempt: its duration and its outcome
+	// for the service (see reportErr).
+	report atomic.Pointer[func(took time.Duration, err error)]
 }
 
-// observe reports one attempt's outcome, when someone listens.
-func (r *retrier) observe(served bool) {
+// observe reports one attempt, when someone listens.
+func (r *retrier) observe(took time.Duration, res attemptResult) {
 	if f := r.report.Load(); f != nil {
-		(*f)(served)
+		(*f)(took, reportErr(res))
 	}
+}
+
+// reportErr is an attempt's outcome as consumer.DependencyReporter reads
+// it: nil when served, a permanent error when the service answered with a
+// refusal of the request (it is up), a transient one when it gave no
+// answer it could serve (a retryable or 5xx status, a timeout, no
+// connection).
+func reportErr(res attemptResult) error {
+	switch res.outcome {
+	case succeeded:
+		return nil
+	case permanent:
+		return messages.Permanent(res.err)
+	}
+	return messages.Transient(res.err)
 }
 
 // outcome says what the loop does after an attempt.
@@ -141,6 +156,7 @@ func (r *retrier) doInto(ctx context.Context, op string, newRequest requestFunc,
 		if n > 1 {
 			r.retries.Add(1)
 		}
+		start := time.Now()
 		res := r.attempt(ctx, newRequest, buf)
 		// A failure caused by the caller's context is the caller's doing,
 		// not the server's: report it as such whatever the attempt saw.
@@ -149,7 +165,7 @@ func (r *retrier) doInto(ctx context.Context, op string, newRequest requestFunc,
 		}
 		// The caller's own cancellation says nothing of the service, so it is
 		// not reported (above); a refusal of the request says it is up.
-		r.observe(res.outcome == succeeded || res.outcome == permanent)
+		r.observe(time.Since(start), res)
 		switch res.outcome {
 		case succeeded:
 			return res.body, nil

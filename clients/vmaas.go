@@ -94,11 +94,12 @@ func NewVMaaS(baseURL string, opts VMaaSOptions) (*VMaaS, error) {
 	return c, nil
 }
 
-// ReportTo makes every HTTP attempt report whether VMaaS served it: a
-// response, even a 4xx refusing the request (served), or a 5xx, a timeout or
-// no connection (not). Answers from the cache are not calls and are not
-// reported. Cancellations by the caller are not reported either.
-func (c *VMaaS) ReportTo(report func(served bool)) { c.retry.report.Store(&report) }
+// ReportTo makes every HTTP attempt report its duration and whether VMaaS
+// served it: err nil for a response, a permanent error for a 4xx refusing
+// the request (VMaaS is up), a transient one for a 5xx, a timeout or no
+// connection. Answers from the cache are not calls and are not reported.
+// Cancellations by the caller are not reported either.
+func (c *VMaaS) ReportTo(report func(took time.Duration, err error)) { c.retry.report.Store(&report) }
 
 // Updates asks VMaaS which updates are available for req's packages.
 //

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"strconv"
 
-	"github.com/patchflow/patchflow/messages/jsonscan"
+	"github.com/patchflow/patchflow/internal/jsonscan"
 )
 
 // The JSON of the updates API, written and read without reflection: an

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/patchflow/patchflow/messages/jsonscan"
+	"github.com/patchflow/patchflow/internal/jsonscan"
 )
 
 // The hand-written JSON of the updates API must be invisible: these tests

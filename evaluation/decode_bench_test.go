@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/patchflow/patchflow/clients"
-	"github.com/patchflow/patchflow/messages"
+	"github.com/patchflow/patchflow/inventory"
 	"github.com/patchflow/patchflow/proving/loadgen"
 	"github.com/patchflow/patchflow/proving/platform"
 )
@@ -76,7 +76,7 @@ func (r realistic) targets(tb testing.TB) [2]evaluationTarget {
 
 func (r realistic) upload(tb testing.TB) evaluationTarget {
 	tb.Helper()
-	ev, err := messages.DecodeInventoryEvent(r.event, messages.DefaultValidationOptions())
+	ev, err := inventory.DecodeInventoryEvent(r.event, inventory.DefaultValidationOptions())
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -151,12 +151,12 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 
 func BenchmarkEventDecode(b *testing.B) {
 	r := newRealistic(b)
-	opts := messages.DefaultValidationOptions()
+	opts := inventory.DefaultValidationOptions()
 	b.SetBytes(int64(len(r.event)))
 	b.ReportAllocs()
 	defer measureCPU(b)()
 	for b.Loop() {
-		if _, err := messages.DecodeInventoryEvent(r.event, opts); err != nil {
+		if _, err := inventory.DecodeInventoryEvent(r.event, opts); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -164,7 +164,7 @@ func BenchmarkEventDecode(b *testing.B) {
 
 func BenchmarkEventNewUpload(b *testing.B) {
 	r := newRealistic(b)
-	ev, err := messages.DecodeInventoryEvent(r.event, messages.DefaultValidationOptions())
+	ev, err := inventory.DecodeInventoryEvent(r.event, inventory.DefaultValidationOptions())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -206,14 +206,14 @@ func BenchmarkEventVMaaS(b *testing.B) {
 // the record's bytes to the evaluation it stores.
 func BenchmarkEventAll(b *testing.B) {
 	r := newRealistic(b)
-	opts := messages.DefaultValidationOptions()
+	opts := inventory.DefaultValidationOptions()
 	c := cannedVMaaS(b, r.answer)
 	b.SetBytes(int64(len(r.event)))
 	b.ReportAllocs()
 	defer measureCPU(b)()
 	i := 0
 	for b.Loop() {
-		ev, err := messages.DecodeInventoryEvent(r.event, opts)
+		ev, err := inventory.DecodeInventoryEvent(r.event, opts)
 		if err != nil {
 			b.Fatal(err)
 		}

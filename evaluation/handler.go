@@ -15,6 +15,7 @@ import (
 
 	"github.com/patchflow/patchflow/clients"
 	"github.com/patchflow/patchflow/consumer"
+	"github.com/patchflow/patchflow/inventory"
 	"github.com/patchflow/patchflow/messages"
 	"github.com/patchflow/patchflow/persistence"
 )
@@ -26,24 +27,12 @@ type Handler struct {
 	store      *persistence.Store
 	vmaas      *clients.VMaaS
 	inventory  *clients.Inventory
-	validation messages.ValidationOptions
+	validation inventory.ValidationOptions
 	logger     *slog.Logger
 	stats      Stats
-	// Timings, when set, receives the duration of each VMaaS call and
-	// database transaction (for metrics).
-	Timings Timings
+	// report hears every call to a dependency (ReportDependenciesTo).
+	report func(dependency string, took time.Duration, err error)
 }
-
-// Timings receives call durations.
-type Timings interface {
-	VMaaS(d time.Duration, err error)
-	Database(operation string, d time.Duration, err error)
-}
-
-type noTimings struct{}
-
-func (noTimings) VMaaS(time.Duration, error)            {}
-func (noTimings) Database(string, time.Duration, error) {}
 
 // Stats counts what the handler did with the events it accepted. Skipped
 // counts uploads not applied (older than the applied event, already
@@ -53,45 +42,39 @@ type Stats struct {
 }
 
 // New returns a Handler.
-func New(store *persistence.Store, vmaas *clients.VMaaS, inventory *clients.Inventory, validation messages.ValidationOptions, logger *slog.Logger) *Handler {
+func New(store *persistence.Store, vmaas *clients.VMaaS, inventory *clients.Inventory, validation inventory.ValidationOptions, logger *slog.Logger) *Handler {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Handler{store: store, vmaas: vmaas, inventory: inventory, validation: validation, logger: logger, Timings: noTimings{}}
+	return &Handler{store: store, vmaas: vmaas, inventory: inventory, validation: validation, logger: logger,
+		report: func(string, time.Duration, error) {}}
 }
 
-// ReportDependenciesTo implements actors.DependencyReporter: after it,
-// every VMaaS and inventory HTTP attempt (not cache hits) and every database
-// transaction is reported to observe, as served or failed. It wraps the
-// Timings set so far, so set Timings first.
-func (h *Handler) ReportDependenciesTo(observe func(dependency string, served bool)) {
+// ReportDependenciesTo implements consumer.DependencyReporter: after it,
+// every VMaaS and inventory HTTP attempt (not cache hits) and every
+// database transaction is reported, with its duration and its error, under
+// messages.DependencyVMaaS, DependencyInventory and DependencyDatabase.
+func (h *Handler) ReportDependenciesTo(report func(dependency string, took time.Duration, err error)) {
 	if h.vmaas != nil {
-		h.vmaas.ReportTo(func(served bool) { observe(messages.DependencyVMaaS, served) })
+		h.vmaas.ReportTo(func(took time.Duration, err error) { report(messages.DependencyVMaaS, took, err) })
 	}
 	if h.inventory != nil {
-		h.inventory.ReportTo(func(served bool) { observe(messages.DependencyInventory, served) })
+		h.inventory.ReportTo(func(took time.Duration, err error) { report(messages.DependencyInventory, took, err) })
 	}
-	h.Timings = databaseReport{Timings: h.Timings, observe: observe}
+	h.report = report
 }
 
-// databaseReport reports database transactions as it passes timings on.
-type databaseReport struct {
-	Timings
-	observe func(dependency string, served bool)
-}
-
-// Database reports a transaction: served unless it failed for want of the
-// database (a transient error); a cancellation says nothing and is not
-// reported.
-func (t databaseReport) Database(operation string, d time.Duration, err error) {
+// database reports one transaction. A failure that is not for want of the
+// database (a permanent error, an unclassified one: the database answered)
+// is reported as served; a transient one as not; a cancellation says
+// nothing of the database and the consumer does not count it.
+func (h *Handler) database(start time.Time, err error) {
 	switch messages.ClassOf(err) {
-	case messages.ErrorClass_ERROR_CLASS_CANCELLED:
-	case messages.ErrorClass_ERROR_CLASS_TRANSIENT:
-		t.observe(messages.DependencyDatabase, false)
+	case messages.ErrorClass_ERROR_CLASS_TRANSIENT, messages.ErrorClass_ERROR_CLASS_CANCELLED:
 	default:
-		t.observe(messages.DependencyDatabase, true)
+		err = nil
 	}
-	t.Timings.Database(operation, d, err)
+	h.report(messages.DependencyDatabase, time.Since(start), err)
 }
 
 // Stats returns the handler's counters.
@@ -100,7 +83,7 @@ func (h *Handler) Stats() *Stats { return &h.stats }
 // Handle implements consumer.Handler.
 //
 // Broken events fail permanently: they are dead-lettered with the reason (a
-// messages.ValidationReasons value). An unreachable database, VMaaS or
+// inventory.ValidationReasons value). An unreachable database, VMaaS or
 // inventory fails transiently: retried.
 //
 // Events the service ignores by design return messages.Skip: the record is
@@ -118,7 +101,7 @@ func (h *Handler) Stats() *Stats { return &h.stats }
 // have; an older event evaluates the stored profile too, when that is due,
 // before it is skipped.
 func (h *Handler) Handle(ctx context.Context, r *consumer.Record) error {
-	ev, err := messages.DecodeInventoryEvent(r.Value, h.validation)
+	ev, err := inventory.DecodeInventoryEvent(r.Value, h.validation)
 	if err != nil {
 		return err
 	}
@@ -127,17 +110,17 @@ func (h *Handler) Handle(ctx context.Context, r *consumer.Record) error {
 		at = r.Timestamp // no event timestamp: order by the record's
 	}
 	if at.IsZero() {
-		return messages.Permanent(&messages.ValidationError{Reason: messages.ReasonMalformedJSON, Detail: "event has no timestamp"})
+		return messages.Permanent(&messages.ValidationError{Reason: inventory.ReasonMalformedJSON, Detail: "event has no timestamp"})
 	}
-	if ev.Type == messages.EventDelete {
+	if ev.Type == inventory.EventDelete {
 		start := time.Now()
 		already, err := h.store.DeleteSystem(ctx, ev.OrgID(), ev.HostID(), at)
-		h.Timings.Database("delete_system", time.Since(start), err)
+		h.database(start, err)
 		if err != nil {
 			return fmt.Errorf("delete host %s: %w", ev.HostID(), err)
 		}
 		if already {
-			return messages.Skip(messages.ReasonHostDeleted, "the host was deleted already")
+			return messages.Skip(inventory.ReasonHostDeleted, "the host was deleted already")
 		}
 		h.stats.Deletes.Add(1)
 		return nil
@@ -145,7 +128,7 @@ func (h *Handler) Handle(ctx context.Context, r *consumer.Record) error {
 	return h.upload(ctx, ev, at)
 }
 
-func (h *Handler) upload(ctx context.Context, ev *messages.InventoryEvent, at time.Time) error {
+func (h *Handler) upload(ctx context.Context, ev *inventory.InventoryEvent, at time.Time) error {
 	host := ev.Host
 	profile := host.SystemProfile
 	if profile == nil {
@@ -161,7 +144,7 @@ func (h *Handler) upload(ctx context.Context, ev *messages.InventoryEvent, at ti
 	}
 	start := time.Now()
 	check, err := h.store.CheckUpload(ctx, u)
-	h.Timings.Database("check_upload", time.Since(start), err)
+	h.database(start, err)
 	if err != nil {
 		return fmt.Errorf("check host %s: %w", host.ID, err)
 	}
@@ -176,7 +159,7 @@ func (h *Handler) upload(ctx context.Context, ev *messages.InventoryEvent, at ti
 		}
 		start := time.Now()
 		res, err = h.store.StoreEvaluatedSystem(ctx, u, e, check)
-		h.Timings.Database("store_system", time.Since(start), err)
+		h.database(start, err)
 		if err != nil {
 			return fmt.Errorf("store host %s: %w", host.ID, err)
 		}
@@ -184,7 +167,7 @@ func (h *Handler) upload(ctx context.Context, ev *messages.InventoryEvent, at ti
 			h.stats.Uploads.Add(1)
 			h.stats.Evaluations.Add(1)
 			if len(u.Packages) == 0 {
-				return messages.Skip(messages.ReasonNothingToEvaluate, "the host has no installed packages")
+				return messages.Skip(inventory.ReasonNothingToEvaluate, "the host has no installed packages")
 			}
 			return nil
 		}
@@ -193,7 +176,7 @@ func (h *Handler) upload(ctx context.Context, ev *messages.InventoryEvent, at ti
 	h.stats.Skipped.Add(1)
 	h.logger.Debug("upload not applied", "host_id", host.ID, "org_id", host.OrgID, "reason", res.Skipped, "request_id", ev.RequestID)
 	if res.Skipped == persistence.SkippedDeleted {
-		return messages.Skip(messages.ReasonHostDeleted, "an upload after the host's delete does not bring it back")
+		return messages.Skip(inventory.ReasonHostDeleted, "an upload after the host's delete does not bring it back")
 	}
 	// Not newer than the applied event (res.EventTime): older, or the same.
 	older := res.Skipped == persistence.SkippedOlder
@@ -206,10 +189,10 @@ func (h *Handler) upload(ctx context.Context, ev *messages.InventoryEvent, at ti
 		start := time.Now()
 		st, err := h.store.LoadSystem(ctx, host.OrgID, host.ID)
 		if !errors.Is(err, persistence.ErrNoSystem) {
-			h.Timings.Database("load_system", time.Since(start), err)
+			h.database(start, err)
 		}
 		if errors.Is(err, persistence.ErrNoSystem) {
-			return messages.Skip(messages.ReasonHostDeleted, "the host was deleted while the event was handled")
+			return messages.Skip(inventory.ReasonHostDeleted, "the host was deleted while the event was handled")
 		}
 		if err != nil {
 			return fmt.Errorf("load host %s: %w", host.ID, err)
@@ -221,16 +204,16 @@ func (h *Handler) upload(ctx context.Context, ev *messages.InventoryEvent, at ti
 	}
 	switch {
 	case older:
-		return messages.Skip(messages.ReasonOlderThanApplied, fmt.Sprintf("event of %s, the host is at %s",
+		return messages.Skip(inventory.ReasonOlderThanApplied, fmt.Sprintf("event of %s, the host is at %s",
 			at.UTC().Format(time.RFC3339Nano), res.EventTime.UTC().Format(time.RFC3339Nano)))
 	case res.NeedsEvaluation:
 		return evaluated // this event's own evaluation, finished now: nil, or nothing to evaluate
 	default:
-		return messages.Skip(messages.ReasonAlreadyApplied, "the event of "+at.UTC().Format(time.RFC3339Nano)+" is stored and evaluated")
+		return messages.Skip(inventory.ReasonAlreadyApplied, "the event of "+at.UTC().Format(time.RFC3339Nano)+" is stored and evaluated")
 	}
 }
 
-func (h *Handler) fetchProfile(ctx context.Context, hostID string) (*messages.SystemProfile, error) {
+func (h *Handler) fetchProfile(ctx context.Context, hostID string) (*inventory.SystemProfile, error) {
 	if h.inventory == nil {
 		return nil, messages.Permanent(errors.New("event carries no system profile and no inventory service is configured"))
 	}
@@ -239,11 +222,11 @@ func (h *Handler) fetchProfile(ctx context.Context, hostID string) (*messages.Sy
 		return nil, fmt.Errorf("fetch profile of %s: %w", hostID, err)
 	}
 	h.stats.ProfilesFetched.Add(1)
-	p, err := messages.DecodeSystemProfile(raw)
+	p, err := inventory.DecodeSystemProfile(raw)
 	if err != nil {
 		return nil, err
 	}
-	if err := messages.ValidateSystemProfile(p, h.validation); err != nil {
+	if err := inventory.ValidateSystemProfile(p, h.validation); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -275,9 +258,7 @@ func (h *Handler) ask(ctx context.Context, hostID string, t evaluationTarget) (p
 	// No repository_list: VMaaS then answers with fixes from every
 	// repository, and the system's enabled ones tell installable from
 	// applicable.
-	start := time.Now()
 	resp, err := h.vmaas.Updates(ctx, req)
-	h.Timings.VMaaS(time.Since(start), err)
 	if err != nil {
 		return persistence.Evaluation{}, fmt.Errorf("evaluate host %s: %w", hostID, err)
 	}
@@ -295,7 +276,7 @@ func (h *Handler) evaluate(ctx context.Context, hostID string, res persistence.U
 	}
 	start := time.Now()
 	stored, err := h.store.StoreEvaluation(ctx, res.SystemID, res.EventTime, e)
-	h.Timings.Database("store_evaluation", time.Since(start), err)
+	h.database(start, err)
 	if err != nil {
 		return fmt.Errorf("store evaluation of system %d: %w", res.SystemID, err)
 	}
@@ -303,7 +284,7 @@ func (h *Handler) evaluate(ctx context.Context, hostID string, res persistence.U
 		h.stats.Evaluations.Add(1)
 	}
 	if len(t.packages) == 0 {
-		return messages.Skip(messages.ReasonNothingToEvaluate, "the host has no installed packages")
+		return messages.Skip(inventory.ReasonNothingToEvaluate, "the host has no installed packages")
 	}
 	return nil
 }
@@ -358,7 +339,7 @@ func AdvisoryType(name string) string {
 }
 
 // newUpload maps an event and its profile to what persistence stores.
-func newUpload(ev *messages.InventoryEvent, p *messages.SystemProfile, at time.Time) (persistence.SystemUpload, error) {
+func newUpload(ev *inventory.InventoryEvent, p *inventory.SystemProfile, at time.Time) (persistence.SystemUpload, error) {
 	h := ev.Host
 	u := persistence.SystemUpload{
 		OrgID: h.OrgID, InventoryID: h.ID, EventTime: at, RequestID: ev.RequestID,
@@ -382,7 +363,7 @@ func newUpload(ev *messages.InventoryEvent, p *messages.SystemProfile, at time.T
 	for _, m := range p.DnfModules {
 		u.Modules = append(u.Modules, persistence.Module{Name: m.Name, Stream: m.Stream})
 	}
-	nevras, err := messages.ParsedPackages(p)
+	nevras, err := inventory.ParsedPackages(p)
 	if err != nil {
 		return u, err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/patchflow/patchflow/clients"
 	"github.com/patchflow/patchflow/consumer"
 	"github.com/patchflow/patchflow/evaluation"
+	"github.com/patchflow/patchflow/inventory"
 	"github.com/patchflow/patchflow/messages"
 	"github.com/patchflow/patchflow/persistence"
 	"github.com/patchflow/patchflow/persistence/pgtest"
@@ -56,7 +57,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { vmaas.CloseIdleConnections(); inv.CloseIdleConnections() })
-	return &fixture{ds: ds, mock: mock, store: store, handler: evaluation.New(store, vmaas, inv, messages.DefaultValidationOptions(), nil)}
+	return &fixture{ds: ds, mock: mock, store: store, handler: evaluation.New(store, vmaas, inv, inventory.DefaultValidationOptions(), nil)}
 }
 
 const host = "0f7f3c1e-9a52-4d6b-8e1a-2b3c4d5e6f70"
@@ -213,8 +214,8 @@ func TestIdempotentEffects(t *testing.T) {
 	want := f.checkMatchesDataset(t, 2)
 	calls := f.mock.Stats().VMaaSCalls
 
-	f.mustSkip(t, updated, messages.ReasonAlreadyApplied)   // the same event again
-	f.mustSkip(t, created, messages.ReasonOlderThanApplied) // an older one after a newer one
+	f.mustSkip(t, updated, inventory.ReasonAlreadyApplied)   // the same event again
+	f.mustSkip(t, created, inventory.ReasonOlderThanApplied) // an older one after a newer one
 	if got := f.checkMatchesDataset(t, 2); !reflect.DeepEqual(stable(got), stable(want)) {
 		t.Fatal("replays changed the stored state")
 	}
@@ -224,9 +225,9 @@ func TestIdempotentEffects(t *testing.T) {
 
 	deleted := platform.EventSpec{Type: "delete", Timestamp: t0.Add(2 * time.Minute)}
 	f.mustHandle(t, deleted)
-	f.mustSkip(t, deleted, messages.ReasonHostDeleted) // the delete again
-	f.mustSkip(t, updated, messages.ReasonHostDeleted) // a late update after the delete
-	f.mustSkip(t, platform.EventSpec{Type: "updated", Timestamp: t0.Add(3 * time.Minute), Revision: 3}, messages.ReasonHostDeleted)
+	f.mustSkip(t, deleted, inventory.ReasonHostDeleted) // the delete again
+	f.mustSkip(t, updated, inventory.ReasonHostDeleted) // a late update after the delete
+	f.mustSkip(t, platform.EventSpec{Type: "updated", Timestamp: t0.Add(3 * time.Minute), Revision: 3}, inventory.ReasonHostDeleted)
 	if st := f.state(t); st != nil {
 		t.Fatalf("deleted host resurrected: %+v", st.SystemID)
 	}
@@ -254,10 +255,10 @@ func TestFailedEvaluationStoresNothing(t *testing.T) {
 	if err := f.setFaults(platform.Faults{}); err != nil {
 		t.Fatal(err)
 	}
-	f.mustSkip(t, created, messages.ReasonAlreadyApplied)
+	f.mustSkip(t, created, inventory.ReasonAlreadyApplied)
 	f.mustHandle(t, updated)
 	f.checkMatchesDataset(t, 2)
-	f.mustSkip(t, updated, messages.ReasonAlreadyApplied)
+	f.mustSkip(t, updated, inventory.ReasonAlreadyApplied)
 }
 
 // storeUnevaluated stores spec's profile without its evaluation, as the
@@ -270,7 +271,7 @@ func (f *fixture) storeUnevaluated(t *testing.T, spec platform.EventSpec) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, err := messages.DecodeInventoryEvent(body, messages.DefaultValidationOptions())
+	ev, err := inventory.DecodeInventoryEvent(body, inventory.DefaultValidationOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +297,7 @@ func TestStoredButUnevaluatedUploadIsEvaluatedOnRedelivery(t *testing.T) {
 	if st := f.state(t); st.LastEvaluatedEventTime == nil || !st.LastEvaluatedEventTime.Equal(t0) {
 		t.Fatalf("the stored profile reads as evaluated: %v", st.LastEvaluatedEventTime)
 	}
-	f.mustSkip(t, created, messages.ReasonOlderThanApplied)
+	f.mustSkip(t, created, inventory.ReasonOlderThanApplied)
 	f.checkMatchesDataset(t, 2) // the older event evaluated the stored revision 2
 
 	// again, this time redelivering the event itself
@@ -304,7 +305,7 @@ func TestStoredButUnevaluatedUploadIsEvaluatedOnRedelivery(t *testing.T) {
 	f.storeUnevaluated(t, newest)
 	f.mustHandle(t, newest) // finishes as the first delivery would have
 	f.checkMatchesDataset(t, 3)
-	f.mustSkip(t, newest, messages.ReasonAlreadyApplied)
+	f.mustSkip(t, newest, inventory.ReasonAlreadyApplied)
 }
 
 // A host without packages is stored, not sent to VMaaS, and loses the
@@ -318,7 +319,7 @@ func TestHostWithoutPackagesIsStoredNotEvaluated(t *testing.T) {
 	}
 	calls := f.mock.Stats().VMaaSCalls
 	empty := platform.EventSpec{Type: "updated", Timestamp: t0.Add(time.Minute), Revision: 1}
-	requireSkip(t, "update without packages", f.withoutPackages(t, empty, false), messages.ReasonNothingToEvaluate)
+	requireSkip(t, "update without packages", f.withoutPackages(t, empty, false), inventory.ReasonNothingToEvaluate)
 	st := f.state(t)
 	switch {
 	case st == nil:
@@ -334,7 +335,7 @@ func TestHostWithoutPackagesIsStoredNotEvaluated(t *testing.T) {
 	if n := f.mock.Stats().VMaaSCalls; n != calls {
 		t.Fatalf("a host without packages was sent to VMaaS (%d calls)", n-calls)
 	}
-	requireSkip(t, "the same event again", f.withoutPackages(t, empty, false), messages.ReasonAlreadyApplied)
+	requireSkip(t, "the same event again", f.withoutPackages(t, empty, false), inventory.ReasonAlreadyApplied)
 
 	// packages again: evaluated as usual
 	f.mustHandle(t, platform.EventSpec{Type: "updated", Timestamp: t0.Add(2 * time.Minute), Revision: 2})
@@ -343,7 +344,7 @@ func TestHostWithoutPackagesIsStoredNotEvaluated(t *testing.T) {
 	// a new host whose profile is an empty object
 	other := platform.HostID(7, 1)
 	requireSkip(t, "empty profile", f.withoutPackages(t, platform.EventSpec{Type: "created", HostID: other, Timestamp: t0}, true),
-		messages.ReasonNothingToEvaluate)
+		inventory.ReasonNothingToEvaluate)
 	if st, err := f.store.LoadSystem(context.Background(), "org-7", other); err != nil || len(st.Packages) != 0 {
 		t.Fatalf("host with an empty profile: %+v, %v", st, err)
 	}
@@ -356,7 +357,7 @@ func TestSubMicrosecondEventTime(t *testing.T) {
 	at := t0.Add(123456789 * time.Nanosecond)
 	f.mustHandle(t, platform.EventSpec{Type: "created", Timestamp: at})
 	f.checkMatchesDataset(t, 0)
-	f.mustSkip(t, platform.EventSpec{Type: "created", Timestamp: at}, messages.ReasonAlreadyApplied)
+	f.mustSkip(t, platform.EventSpec{Type: "created", Timestamp: at}, inventory.ReasonAlreadyApplied)
 }
 
 // stable drops what legitimately differs between two equal states.
@@ -380,8 +381,8 @@ func TestIDOnlyEventFetchesProfile(t *testing.T) {
 // transiently.
 func TestErrorClasses(t *testing.T) {
 	f := newFixture(t)
-	f.mustSkip(t, platform.EventSpec{Type: "created", Timestamp: t0, HostType: "edge"}, messages.ReasonExcludedHostType)
-	f.mustSkip(t, platform.EventSpec{Type: "created", Timestamp: t0, Reporter: "someone-else"}, messages.ReasonReporterNotAllowed)
+	f.mustSkip(t, platform.EventSpec{Type: "created", Timestamp: t0, HostType: "edge"}, inventory.ReasonExcludedHostType)
+	f.mustSkip(t, platform.EventSpec{Type: "created", Timestamp: t0, Reporter: "someone-else"}, inventory.ReasonReporterNotAllowed)
 	if f.state(t) != nil {
 		t.Fatal("a filtered event stored a host")
 	}
@@ -401,7 +402,7 @@ func TestErrorClasses(t *testing.T) {
 
 	// a filtered event for a stored host leaves it as it is
 	want := f.checkMatchesDataset(t, 0)
-	f.mustSkip(t, platform.EventSpec{Type: "updated", Timestamp: t0.Add(time.Minute), Revision: 2, HostType: "edge"}, messages.ReasonExcludedHostType)
+	f.mustSkip(t, platform.EventSpec{Type: "updated", Timestamp: t0.Add(time.Minute), Revision: 2, HostType: "edge"}, inventory.ReasonExcludedHostType)
 	if got := f.checkMatchesDataset(t, 0); !reflect.DeepEqual(got, want) {
 		t.Fatal("a filtered update changed the stored host")
 	}

@@ -2,13 +2,13 @@ package messages
 
 import (
 	"errors"
-	"slices"
 )
 
-// Reasons a record is dead-lettered besides the validation reasons: the
-// class of the failure that decided. With ValidationReasons they make the
-// bounded set of DeadLetterReasons, fit for a metric label: a reason never
-// carries an error's text (that is in the envelope's error).
+// Reasons a record is dead-lettered besides the validation reasons its
+// domain names (ValidationError): the class of the failure that decided.
+// With the domain's validation reasons they make a bounded set, fit for a
+// metric label: a reason never carries an error's text (that is in the
+// envelope's error).
 const (
 	// ReasonPermanent: a permanent failure that is not a broken message
 	// (the host unknown to inventory, a request VMaaS refuses...).
@@ -25,22 +25,20 @@ const (
 	ReasonPanic Reason = "panic"
 )
 
-// DeadLetterReasons returns every reason a record is dead-lettered with:
-// the validation reasons, in the order DecodeInventoryEvent checks them,
-// then the failure classes.
+// DeadLetterReasons returns the reasons a record is dead-lettered with
+// besides its domain's validation reasons: the failure classes.
 func DeadLetterReasons() []Reason {
-	return append(ValidationReasons(), ReasonPermanent, ReasonTransient, ReasonUnknown, ReasonPanic)
+	return []Reason{ReasonPermanent, ReasonTransient, ReasonUnknown, ReasonPanic}
 }
 
 // DeadLetterReason returns the reason a record is dead-lettered for after a
 // last failure of class, whose validation reason is validation (empty for
-// a failure that is not a broken message). It is always one of
-// DeadLetterReasons: a permanent failure with a validation reason outside
-// ValidationReasons counts as ReasonPermanent.
+// a failure that is not a broken message): the validation reason for a
+// permanent failure that has one, else one of DeadLetterReasons.
 func DeadLetterReason(class ErrorClass, validation Reason) Reason {
 	switch class {
 	case ErrorClass_ERROR_CLASS_PERMANENT:
-		if slices.Contains(ValidationReasons(), validation) {
+		if validation != "" {
 			return validation
 		}
 		return ReasonPermanent

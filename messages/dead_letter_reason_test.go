@@ -9,23 +9,24 @@ import (
 	"github.com/patchflow/patchflow/messages"
 )
 
-// A dead-letter reason is the validation reason of a broken message, however
-// the handler wrapped it, or else the class of the failure; whatever the
-// input, it is one of DeadLetterReasons, so it can be a metric label.
+// A dead-letter reason is the validation reason of a broken message (the
+// domain's fixed set, never an error's text), however the handler wrapped
+// it, or else the class of the failure, one of DeadLetterReasons.
 func TestDeadLetterReason(t *testing.T) {
-	broken := fmt.Errorf("decode event: %w", messages.Permanent(&messages.ValidationError{Reason: messages.ReasonMissingOrgID, Detail: "host.org_id is missing"}))
+	const missingOrg messages.Reason = "missing org id"
+	broken := fmt.Errorf("decode event: %w", messages.Invalid(missingOrg, "host.org_id is missing"))
 	stranger := messages.Permanent(&messages.ValidationError{Reason: "a reason of another handler", Detail: "x"})
 	cases := []struct {
 		name string
 		err  error
 		want messages.Reason
 	}{
-		{"broken message, wrapped", broken, messages.ReasonMissingOrgID},
-		{"validation reason outside the set", stranger, messages.ReasonPermanent},
+		{"broken message, wrapped", broken, missingOrg},
+		{"another domain's validation reason", stranger, "a reason of another handler"},
 		{"permanent, not broken", messages.Permanent(errors.New("host not found in inventory")), messages.ReasonPermanent},
 		{"transient", messages.Transient(errors.New("vmaas: context deadline exceeded")), messages.ReasonTransient},
 		{"unclassified", errors.New("nil map"), messages.ReasonUnknown},
-		{"validation reason on a transient failure", messages.Transient(&messages.ValidationError{Reason: messages.ReasonMalformedJSON}), messages.ReasonTransient},
+		{"validation reason on a transient failure", messages.Transient(&messages.ValidationError{Reason: "malformed JSON"}), messages.ReasonTransient},
 	}
 	for _, c := range cases {
 		v, _ := messages.ValidationReasonOf(c.err)
@@ -42,12 +43,12 @@ func TestDeadLetterReason(t *testing.T) {
 			t.Errorf("class %v: reason %q, want unknown", class, r)
 		}
 	}
-	for _, r := range messages.ValidationReasons() {
-		if got := messages.DeadLetterReason(messages.ErrorClass_ERROR_CLASS_PERMANENT, r); got != r || !slices.Contains(messages.DeadLetterReasons(), got) {
-			t.Errorf("validation reason %q: dead-letter reason %q", r, got)
+	for _, class := range []messages.ErrorClass{messages.ErrorClass_ERROR_CLASS_PERMANENT, messages.ErrorClass_ERROR_CLASS_TRANSIENT, messages.ErrorClass_ERROR_CLASS_UNKNOWN} {
+		if got := messages.DeadLetterReason(class, ""); !slices.Contains(messages.DeadLetterReasons(), got) {
+			t.Errorf("class %v without a validation reason: %q is not one of DeadLetterReasons", class, got)
 		}
 	}
-	if _, ok := messages.ValidationReasonOf(messages.Skip(messages.ReasonHostDeleted, "")); ok {
+	if _, ok := messages.ValidationReasonOf(messages.Skip("host recently deleted", "")); ok {
 		t.Error("a skip reads as a broken message")
 	}
 	if _, ok := messages.ValidationReasonOf(nil); ok {

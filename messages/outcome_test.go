@@ -27,9 +27,9 @@ func TestFailedInKeepsClassAndNamesInnermostDependency(t *testing.T) {
 }
 
 func TestSkipReasonSurvivesWrapping(t *testing.T) {
-	err := fmt.Errorf("host h: %w", messages.Skip(messages.ReasonReporterNotAllowed, "reporter yupana"))
+	err := fmt.Errorf("host h: %w", messages.Skip(messages.Reason("reporter not allowed"), "reporter yupana"))
 	r, ok := messages.SkipReasonOf(err)
-	if !ok || r != messages.ReasonReporterNotAllowed {
+	if !ok || r != messages.Reason("reporter not allowed") {
 		t.Fatalf("SkipReasonOf = %q, %v", r, ok)
 	}
 	if _, ok := messages.SkipReasonOf(messages.Permanent(errors.New("bad"))); ok {

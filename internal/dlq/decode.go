@@ -12,6 +12,7 @@ import (
 	"github.com/IBM/sarama"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/patchflow/patchflow/inventory"
 	"github.com/patchflow/patchflow/messages"
 )
 
@@ -54,7 +55,7 @@ func Reason(l *messages.DeadLetter) string {
 		return r
 	}
 	var validation messages.Reason
-	for _, r := range messages.ValidationReasons() {
+	for _, r := range inventory.ValidationReasons() {
 		if strings.Contains(l.GetError(), string(r)+":") {
 			validation = r
 			break

@@ -15,6 +15,7 @@ import (
 
 	"github.com/patchflow/patchflow/actors"
 	"github.com/patchflow/patchflow/internal/dlq"
+	"github.com/patchflow/patchflow/inventory"
 	"github.com/patchflow/patchflow/messages"
 )
 
@@ -84,7 +85,7 @@ func TestDecodeListenerEnvelope(t *testing.T) {
 	before := time.Now()
 	value := `{"type":"created","host":{"id":` // broken
 	record := &messages.Record{Topic: "platform.inventory.events", Partition: 3, Offset: 42, Key: []byte("host-1"), Value: []byte(value)}
-	fail := fmt.Errorf("decode event: %w", messages.Permanent(&messages.ValidationError{Reason: messages.ReasonMalformedJSON, Detail: "unexpected end of JSON input"}))
+	fail := fmt.Errorf("decode event: %w", messages.Permanent(&messages.ValidationError{Reason: inventory.ReasonMalformedJSON, Detail: "unexpected end of JSON input"}))
 	m := listenerEnvelope(t, record, fail)
 
 	e := dlq.Decode(m)

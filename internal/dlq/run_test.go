@@ -22,6 +22,7 @@ import (
 	"github.com/patchflow/patchflow/internal/dlq"
 	"github.com/patchflow/patchflow/internal/listener"
 	"github.com/patchflow/patchflow/internal/settings"
+	"github.com/patchflow/patchflow/inventory"
 	"github.com/patchflow/patchflow/messages"
 	"github.com/patchflow/patchflow/proving/embedded"
 	"github.com/patchflow/patchflow/proving/offsets"
@@ -53,7 +54,7 @@ func startListener(t *testing.T) *listener.Config {
 	handler := consumer.HandlerFunc(func(ctx context.Context, r *consumer.Record) error {
 		switch string(r.Value) {
 		case "not json":
-			return fmt.Errorf("decode event: %w", messages.Permanent(&messages.ValidationError{Reason: messages.ReasonMalformedJSON, Detail: "invalid character 'o' in literal null"}))
+			return fmt.Errorf("decode event: %w", messages.Permanent(&messages.ValidationError{Reason: inventory.ReasonMalformedJSON, Detail: "invalid character 'o' in literal null"}))
 		case "unknown host":
 			return messages.Permanent(errors.New("host not found in inventory"))
 		case "flaky":

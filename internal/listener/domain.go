@@ -9,8 +9,7 @@ import (
 	"github.com/patchflow/patchflow/clients"
 	"github.com/patchflow/patchflow/consumer"
 	"github.com/patchflow/patchflow/evaluation"
-	"github.com/patchflow/patchflow/internal/telemetry"
-	"github.com/patchflow/patchflow/messages"
+	"github.com/patchflow/patchflow/inventory"
 	"github.com/patchflow/patchflow/persistence"
 )
 
@@ -24,7 +23,7 @@ type DomainConfig struct {
 	VMaaSCacheSize   int
 	InventoryURL     string
 	InventoryTimeout time.Duration
-	Validation       messages.ValidationOptions
+	Validation       inventory.ValidationOptions
 }
 
 // Domain is a running handler and what it holds open.
@@ -56,7 +55,7 @@ func (d *Domain) Close() {
 
 // NewDomain builds the handler cfg asks for: it connects to PostgreSQL and
 // applies migrations for the evaluating handler.
-func NewDomain(ctx context.Context, cfg *Config, logger *slog.Logger, metrics *telemetry.Metrics) (*Domain, error) {
+func NewDomain(ctx context.Context, cfg *Config, logger *slog.Logger) (*Domain, error) {
 	if e := cfg.extension(cfg.Handler); e != nil {
 		return e.NewDomain(ctx, cfg, logger)
 	}
@@ -83,9 +82,6 @@ func NewDomain(ctx context.Context, cfg *Config, logger *slog.Logger, metrics *t
 		}
 	}
 	h := evaluation.New(store, vmaas, inventory, d.Validation, logger)
-	if metrics != nil {
-		h.Timings = metrics
-	}
 	logger.Info("database ready; schema migrated")
 	return &Domain{Handler: h, Store: store, Evaluator: h, Closer: func() {
 		vmaas.CloseIdleConnections()

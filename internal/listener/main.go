@@ -8,6 +8,7 @@ import (
 
 	"github.com/patchflow/patchflow/internal/settings"
 	"github.com/patchflow/patchflow/internal/telemetry"
+	"github.com/patchflow/patchflow/inventory"
 )
 
 // Main runs the listener process: settings from the environment and args,
@@ -33,7 +34,8 @@ func Main(args []string, stdout, stderr io.Writer, exts ...Extension) int {
 	ctx, stop := ShutdownOnSignals(logger, os.Exit)
 	defer stop()
 	metrics := telemetry.New()
-	domain, err := NewDomain(ctx, cfg, logger, metrics)
+	metrics.KnowReasons(inventory.SkipReasons(), inventory.ValidationReasons())
+	domain, err := NewDomain(ctx, cfg, logger)
 	if err != nil {
 		logger.Error("listener failed to start", "error", err)
 		return 1

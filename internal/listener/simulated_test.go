@@ -90,7 +90,7 @@ func TestSimulatedKnobsThroughTheListener(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	domain, err := listener.NewDomain(context.Background(), cfg, slog.New(slog.DiscardHandler), nil)
+	domain, err := listener.NewDomain(context.Background(), cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestSimulatedCapacitySetting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	domain, err := listener.NewDomain(context.Background(), cfg, slog.New(slog.DiscardHandler), nil)
+	domain, err := listener.NewDomain(context.Background(), cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/patchflow/patchflow/consumer"
 	"github.com/patchflow/patchflow/internal/listener"
 	"github.com/patchflow/patchflow/internal/telemetry"
+	"github.com/patchflow/patchflow/inventory"
 	"github.com/patchflow/patchflow/messages"
 	"github.com/patchflow/patchflow/proving/embedded"
 	"github.com/patchflow/patchflow/proving/offsets"
@@ -97,6 +98,7 @@ func startEmbeddedListener(t *testing.T, env map[string]string, handler consumer
 	t.Cleanup(cluster.Close)
 	cfg.Brokers, cfg.Kafka.Brokers = cluster.Addrs(), cluster.Addrs()
 	metrics := telemetry.New()
+	metrics.KnowReasons(inventory.SkipReasons(), inventory.ValidationReasons())
 	bridges := make(chan *actors.Bridge, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -306,7 +308,7 @@ func TestDeadLettersCountedByReason(t *testing.T) {
 	handler := consumer.HandlerFunc(func(ctx context.Context, r *consumer.Record) error {
 		switch v := string(r.Value); v {
 		case "not json":
-			return fmt.Errorf("decode event: %w", messages.Permanent(&messages.ValidationError{Reason: messages.ReasonMalformedJSON, Detail: "invalid character"}))
+			return fmt.Errorf("decode event: %w", messages.Permanent(&messages.ValidationError{Reason: inventory.ReasonMalformedJSON, Detail: "invalid character"}))
 		case "unknown host":
 			return messages.Permanent(errors.New("host not found in inventory"))
 		}
@@ -324,7 +326,7 @@ func TestDeadLettersCountedByReason(t *testing.T) {
 	eventually(t, "every record committed", func() bool { return scrape(t, srv.URL, committed) == 5 })
 
 	want := map[string]float64{`patchflow_records_total{outcome="dead_lettered"}`: 3}
-	for _, r := range messages.DeadLetterReasons() {
+	for _, r := range append(messages.DeadLetterReasons(), inventory.ValidationReasons()...) {
 		want[fmt.Sprintf("patchflow_records_dead_lettered_total{reason=%q}", r)] = 0
 	}
 	want[`patchflow_records_dead_lettered_total{reason="malformed JSON"}`] = 2
@@ -343,7 +345,7 @@ func TestDeadLettersCountedByReason(t *testing.T) {
 	err = json.NewDecoder(resp.Body).Decode(&st)
 	resp.Body.Close()
 	wantByReason := map[string]int64{}
-	for _, r := range messages.DeadLetterReasons() {
+	for _, r := range append(messages.DeadLetterReasons(), inventory.ValidationReasons()...) {
 		wantByReason[string(r)] = 0 // every reason, from the start
 	}
 	wantByReason["malformed JSON"], wantByReason["permanent"] = 2, 1

@@ -17,8 +17,8 @@ func TestDashboardQueriesExistingMetrics(t *testing.T) {
 	m.HandlerDone("ok", time.Millisecond)
 	m.DrainDone(time.Millisecond, false)
 	m.ClaimStarted("t", 0)
-	m.VMaaS(time.Millisecond, nil)
-	m.Database("store_system", time.Millisecond, nil)
+	m.Dependency("vmaas", time.Millisecond, nil)
+	m.Dependency("database", time.Millisecond, nil)
 	known := map[string]bool{}
 	families, err := m.Gatherer.Gather()
 	if err != nil {

@@ -24,11 +24,12 @@ type Metrics struct {
 	Registry   prometheus.Registerer
 	Gatherer   prometheus.Gatherer
 	dependency *prometheus.HistogramVec
-	handler    *prometheus.HistogramVec
-	drains     *prometheus.HistogramVec
-	claims     *prometheus.CounterVec
-	vmaas      *prometheus.HistogramVec
-	database   *prometheus.HistogramVec
+	// skipReasons and validationReasons are the reasons exported from the
+	// start (KnowReasons).
+	skipReasons, validationReasons []messages.Reason
+	handler                        *prometheus.HistogramVec
+	drains                         *prometheus.HistogramVec
+	claims                         *prometheus.CounterVec
 }
 
 // handlerBuckets are the upper bounds of patchflow_handler_duration_seconds:
@@ -72,14 +73,8 @@ func NewIn(reg prometheus.Registerer) (*Metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}, []string{"timed_out"}),
 		claims: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "patchflow_claims_total", Help: "Partitions claimed (each rebalance that gives this process a partition)."}, []string{"topic"}),
-		vmaas: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "patchflow_vmaas_request_duration_seconds", Help: "VMaaS updates calls, retries included, by result.",
-			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}, []string{"result"}),
-		database: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "patchflow_database_duration_seconds", Help: "Database transactions by operation and result.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15)}, []string{"operation", "result"}),
 	}
-	for _, c := range []prometheus.Collector{m.handler, m.drains, m.claims, m.vmaas, m.database, m.dependency} {
+	for _, c := range []prometheus.Collector{m.handler, m.drains, m.claims, m.dependency} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register the consumer's metrics (one consumer per registry): %w", err)
 		}
@@ -91,7 +86,7 @@ func NewIn(reg prometheus.Registerer) (*Metrics, error) {
 // fails when the registry holds a bridge's metrics already (one consumer a
 // registry).
 func (m *Metrics) AttachBridge(b *actors.Bridge) error {
-	err := m.Registry.Register(&bridgeCollector{partitions: b.Partitions, stats: func() actors.StatsSnapshot { return b.Stats().Snapshot() },
+	err := m.Registry.Register(&bridgeCollector{skipReasons: m.skipReasons, validationReasons: m.validationReasons, partitions: b.Partitions, stats: func() actors.StatsSnapshot { return b.Stats().Snapshot() },
 		concurrency: b.Concurrency})
 	if err != nil {
 		return fmt.Errorf("register the consumer's metrics (one consumer per registry): %w", err)
@@ -128,22 +123,20 @@ func (m *Metrics) DrainDone(d time.Duration, timedOut bool) {
 // ClaimStarted implements actors.Observer.
 func (m *Metrics) ClaimStarted(topic string, _ int32) { m.claims.WithLabelValues(topic).Inc() }
 
-// VMaaS records one VMaaS call.
-func (m *Metrics) VMaaS(d time.Duration, err error) {
-	m.vmaas.WithLabelValues(result(err)).Observe(d.Seconds())
+// KnowReasons names the reasons the handler can give, so that each is
+// exported from the start (at 0) and a rate or an alert on one works before
+// its first record: skip reasons, and the validation reasons of broken
+// records (the failure classes, messages.DeadLetterReasons, always are).
+// Call it before the metrics are served.
+func (m *Metrics) KnowReasons(skip, validation []messages.Reason) {
+	m.skipReasons, m.validationReasons = skip, validation
 }
 
-// Database records one database transaction.
-func (m *Metrics) Database(operation string, d time.Duration, err error) {
-	m.database.WithLabelValues(operation, result(err)).Observe(d.Seconds())
-}
-
-// skippedByReason is the snapshot's count per skip reason, with every reason
-// the evaluating handler can give present from the start (at 0), so a rate
-// or an alert on one works before its first skip.
-func skippedByReason(s actors.StatsSnapshot) map[string]int64 {
-	out := make(map[string]int64, len(s.SkippedByReason)+len(messages.SkipReasons()))
-	for _, r := range messages.SkipReasons() {
+// skippedByReason is the snapshot's count per skip reason, with every
+// reason known present from the start (at 0).
+func skippedByReason(s actors.StatsSnapshot, known []messages.Reason) map[string]int64 {
+	out := make(map[string]int64, len(s.SkippedByReason)+len(known))
+	for _, r := range known {
 		out[string(r)] = 0
 	}
 	for r, n := range s.SkippedByReason {
@@ -153,24 +146,17 @@ func skippedByReason(s actors.StatsSnapshot) map[string]int64 {
 }
 
 // deadLetteredByReason is the snapshot's count per dead-letter reason, every
-// one of messages.DeadLetterReasons present from the start (at 0). The set
-// is bounded: the pipeline gives no other reason.
-func deadLetteredByReason(s actors.StatsSnapshot) map[string]int64 {
-	out := make(map[string]int64, len(messages.DeadLetterReasons()))
-	for _, r := range messages.DeadLetterReasons() {
+// one of messages.DeadLetterReasons and of the validation reasons known
+// present from the start (at 0).
+func deadLetteredByReason(s actors.StatsSnapshot, validation []messages.Reason) map[string]int64 {
+	out := make(map[string]int64, len(messages.DeadLetterReasons())+len(validation))
+	for _, r := range append(messages.DeadLetterReasons(), validation...) {
 		out[string(r)] = 0
 	}
 	for r, n := range s.DeadLetteredByReason {
 		out[r] = n
 	}
 	return out
-}
-
-func result(err error) string {
-	if err != nil {
-		return "error"
-	}
-	return "ok"
 }
 
 var (
@@ -200,9 +186,10 @@ var (
 
 // bridgeCollector reads the bridge at scrape time.
 type bridgeCollector struct {
-	partitions  func() []actors.PartitionState
-	stats       func() actors.StatsSnapshot
-	concurrency func() actors.ConcurrencyState
+	skipReasons, validationReasons []messages.Reason
+	partitions                     func() []actors.PartitionState
+	stats                          func() actors.StatsSnapshot
+	concurrency                    func() actors.ConcurrencyState
 }
 
 func (c *bridgeCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -245,10 +232,10 @@ func (c *bridgeCollector) Collect(ch chan<- prometheus.Metric) {
 	for outcome, v := range map[string]int64{"ok": s.Succeeded, "skipped": s.Skipped, "dead_lettered": s.DeadLettered, "resumed": s.Resumed, "abandoned": s.Abandoned, "fenced": s.Fenced} {
 		ch <- prometheus.MustNewConstMetric(descRecords, prometheus.CounterValue, float64(v), outcome)
 	}
-	for reason, v := range skippedByReason(s) {
+	for reason, v := range skippedByReason(s, c.skipReasons) {
 		ch <- prometheus.MustNewConstMetric(descSkipped, prometheus.CounterValue, float64(v), reason)
 	}
-	for reason, v := range deadLetteredByReason(s) {
+	for reason, v := range deadLetteredByReason(s, c.validationReasons) {
 		ch <- prometheus.MustNewConstMetric(descDeadLetters, prometheus.CounterValue, float64(v), reason)
 	}
 	ch <- prometheus.MustNewConstMetric(descRetries, prometheus.CounterValue, float64(s.RetriedOwn), "own")

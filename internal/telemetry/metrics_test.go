@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/patchflow/patchflow/actors"
+	"github.com/patchflow/patchflow/inventory"
 	"github.com/patchflow/patchflow/messages"
 )
 
@@ -51,8 +52,9 @@ func samples(t *testing.T, c prometheus.Collector, names ...string) map[string]f
 // and a reason it does not know (another handler's) as it comes.
 func TestSkippedRecordsByReason(t *testing.T) {
 	snap := actors.StatsSnapshot{Succeeded: 5, Skipped: 4, DeadLettered: 2, Abandoned: 1, Resumed: 6,
-		SkippedByReason: map[string]int64{string(messages.ReasonReporterNotAllowed): 3, "a reason of another handler": 1}}
-	c := &bridgeCollector{partitions: func() []actors.PartitionState { return nil }, stats: func() actors.StatsSnapshot { return snap }}
+		SkippedByReason: map[string]int64{string(inventory.ReasonReporterNotAllowed): 3, "a reason of another handler": 1}}
+	c := &bridgeCollector{partitions: func() []actors.PartitionState { return nil }, stats: func() actors.StatsSnapshot { return snap },
+		skipReasons: inventory.SkipReasons()}
 	want := map[string]float64{
 		`patchflow_records_total{outcome="ok"}`:                                 5,
 		`patchflow_records_total{outcome="skipped"}`:                            4,
@@ -62,7 +64,7 @@ func TestSkippedRecordsByReason(t *testing.T) {
 		`patchflow_records_total{outcome="fenced"}`:                             0,
 		`patchflow_records_skipped_total{reason="a reason of another handler"}`: 1,
 	}
-	for _, r := range messages.SkipReasons() {
+	for _, r := range inventory.SkipReasons() {
 		want[fmt.Sprintf("patchflow_records_skipped_total{reason=%q}", r)] = float64(snap.SkippedByReason[string(r)])
 	}
 	got := samples(t, c, "patchflow_records_total", "patchflow_records_skipped_total")
@@ -79,11 +81,12 @@ func TestSkippedRecordsByReason(t *testing.T) {
 // outcome, which stays as it was.
 func TestDeadLetteredRecordsByReason(t *testing.T) {
 	snap := actors.StatsSnapshot{DeadLettered: 5,
-		DeadLetteredByReason: map[string]int64{string(messages.ReasonMissingHostID): 3, string(messages.ReasonTransient): 2}}
-	c := &bridgeCollector{partitions: func() []actors.PartitionState { return nil }, stats: func() actors.StatsSnapshot { return snap }}
+		DeadLetteredByReason: map[string]int64{string(inventory.ReasonMissingHostID): 3, string(messages.ReasonTransient): 2}}
+	c := &bridgeCollector{partitions: func() []actors.PartitionState { return nil }, stats: func() actors.StatsSnapshot { return snap },
+		validationReasons: inventory.ValidationReasons()}
 	got := samples(t, c, "patchflow_records_total", "patchflow_records_dead_lettered_total")
 	want := map[string]float64{}
-	for _, r := range messages.DeadLetterReasons() {
+	for _, r := range append(messages.DeadLetterReasons(), inventory.ValidationReasons()...) {
 		want[fmt.Sprintf("patchflow_records_dead_lettered_total{reason=%q}", r)] = float64(snap.DeadLetteredByReason[string(r)])
 	}
 	var sum float64

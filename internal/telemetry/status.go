@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/patchflow/patchflow/actors"
+	"github.com/patchflow/patchflow/messages"
 )
 
 // Status is what /status shows, and /status.json serves. Its JSON names
@@ -102,10 +103,12 @@ type Setting struct {
 // statusSource builds Status snapshots and remembers the previous one to
 // compute recent throughput per partition.
 type statusSource struct {
-	ready    *Readiness
-	settings []Setting
-	prev     map[[2]any]int64
-	prevAt   time.Time
+	ready *Readiness
+	// validationReasons are shown at 0 before their first dead letter.
+	validationReasons []messages.Reason
+	settings          []Setting
+	prev              map[[2]any]int64
+	prevAt            time.Time
 }
 
 func (s *statusSource) snapshot() Status {
@@ -117,7 +120,7 @@ func (s *statusSource) snapshot() Status {
 	// Empty lists, not null, before the first claim and without settings.
 	st := Status{Now: now, Ready: ok, Why: why, Totals: s.ready.Bridge.Stats().Snapshot(),
 		Partitions: []PartitionStatus{}, Settings: append([]Setting{}, s.settings...)}
-	st.Totals.DeadLetteredByReason = deadLetteredByReason(st.Totals)
+	st.Totals.DeadLetteredByReason = deadLetteredByReason(st.Totals, s.validationReasons)
 	c := s.ready.Bridge.Concurrency()
 	st.Concurrency = ConcurrencyStatus{Mode: c.Mode, Law: c.Law, Limit: c.Limit, Floor: c.Floor, Ceiling: c.Ceiling,
 		PerPartition: s.ready.Bridge.Settings().InFlightPerPartition, InFlight: int(st.Totals.InFlight),
@@ -209,8 +212,11 @@ td,th{border:1px solid #ccc;padding:.3em .7em;text-align:right}th{background:#f3
 `))
 
 // StatusHandlers returns /status (HTML, refreshing itself) and /status.json.
-func StatusHandlers(ready *Readiness, settings []Setting) (html, js http.Handler) {
-	src := &statusSource{ready: ready, settings: settings}
+//
+// validation are the handler's validation reasons, shown at 0 before their
+// first dead letter (Metrics.KnowReasons).
+func StatusHandlers(ready *Readiness, settings []Setting, validation []messages.Reason) (html, js http.Handler) {
+	src := &statusSource{ready: ready, settings: settings, validationReasons: validation}
 	html = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		_ = statusPage.Execute(w, src.snapshot())

@@ -28,7 +28,8 @@ func TestStatusJSONBeforeAnyClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	_, js := StatusHandlers(&Readiness{Bridge: b}, nil)
+	validation := []messages.Reason{"missing org id", "malformed JSON"}
+	_, js := StatusHandlers(&Readiness{Bridge: b}, nil, validation)
 	rec := httptest.NewRecorder()
 	js.ServeHTTP(rec, httptest.NewRequest("GET", "/status.json", nil))
 	body := rec.Body.String()
@@ -41,7 +42,7 @@ func TestStatusJSONBeforeAnyClaim(t *testing.T) {
 	if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil {
 		t.Fatal(err)
 	}
-	if got := st.Totals.DeadLetteredByReason; len(got) != len(messages.DeadLetterReasons()) {
-		t.Errorf("dead_lettered_by_reason %v before any dead letter; want every one of the %d reasons at 0", got, len(messages.DeadLetterReasons()))
+	if got, want := len(st.Totals.DeadLetteredByReason), len(messages.DeadLetterReasons())+len(validation); got != want {
+		t.Errorf("dead_lettered_by_reason %v before any dead letter; want every one of the %d reasons at 0", st.Totals.DeadLetteredByReason, want)
 	}
 }

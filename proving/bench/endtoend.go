@@ -434,11 +434,18 @@ func (e *EndToEnd) Run(ctx context.Context, listener, bin string, c EndToEndConf
 	h := final.histogramOf("patchflow_handler_duration_seconds")
 	res.HandlerAttempts = int64(h.count)
 	res.HandlerMeanMS, res.HandlerP50MS, res.HandlerP99MS = h.mean()*1000, h.quantile(0.5)*1000, h.quantile(0.99)*1000
-	res.VMaaSMS = final.sum("patchflow_vmaas_request_duration_seconds_sum", nil) / n * 1000
-	res.DatabaseByOp = map[string]float64{}
-	for op, secs := range final.byLabel("patchflow_database_duration_seconds_sum", "operation") {
-		res.DatabaseByOp[op] = secs / n * 1000
-		res.DatabaseMS += secs / n * 1000
+	// A listener since issue 25 reports each dependency's calls in one
+	// histogram; an earlier build (the one before issue 12) had one per
+	// dependency, the database's by operation. Each build exports one kind.
+	deps := final.byLabel("patchflow_dependency_duration_seconds_sum", "dependency")
+	res.VMaaSMS = (deps["vmaas"] + final.sum("patchflow_vmaas_request_duration_seconds_sum", nil)) / n * 1000
+	res.DatabaseMS = deps["database"] / n * 1000
+	if ops := final.byLabel("patchflow_database_duration_seconds_sum", "operation"); len(ops) > 0 {
+		res.DatabaseByOp = map[string]float64{}
+		for op, secs := range ops {
+			res.DatabaseByOp[op] = secs / n * 1000
+			res.DatabaseMS += secs / n * 1000
+		}
 	}
 	res.OtherMS = max(0, h.sum/n*1000-res.VMaaSMS-res.DatabaseMS)
 	res.CPU, res.MachineCores = cpu1.perEvent(cpu0, n), (cpu1.machine-cpu0.machine).Seconds()/res.Seconds

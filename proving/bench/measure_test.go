@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"net/http/httptest"
@@ -92,10 +93,10 @@ func TestMetricsFromTheListenersRegistry(t *testing.T) {
 		m.HandlerDone("ok", 150*time.Millisecond)
 	}
 	m.HandlerDone("transient", 3*time.Second)
-	m.VMaaS(120*time.Millisecond, nil)
-	m.Database("store_system", 20*time.Millisecond, nil)
-	m.Database("store_evaluation", 10*time.Millisecond, nil)
-	m.Database("store_evaluation", 10*time.Millisecond, nil)
+	m.Dependency("vmaas", 120*time.Millisecond, nil)
+	m.Dependency("database", 20*time.Millisecond, nil)
+	m.Dependency("database", 10*time.Millisecond, errors.New("refused"))
+	m.Dependency("database", 10*time.Millisecond, nil)
 	srv := httptest.NewServer(promhttp.HandlerFor(m.Gatherer, promhttp.HandlerOpts{}))
 	defer srv.Close()
 	sc, err := fetchMetrics(srv.URL)
@@ -112,12 +113,9 @@ func TestMetricsFromTheListenersRegistry(t *testing.T) {
 	if p := h.quantile(1); p < 2.048 || p > 4.096 {
 		t.Fatalf("the slowest attempt, %v s, is not in the 2-4 s bucket", p)
 	}
-	if got := sc.sum("patchflow_vmaas_request_duration_seconds_sum", nil); math.Abs(got-0.12) > 1e-9 {
-		t.Fatalf("VMaaS sum %v", got)
-	}
-	ops := sc.byLabel("patchflow_database_duration_seconds_sum", "operation")
-	if len(ops) != 2 || math.Abs(ops["store_system"]-0.02) > 1e-9 || math.Abs(ops["store_evaluation"]-0.02) > 1e-9 {
-		t.Fatalf("database by operation %v", ops)
+	deps := sc.byLabel("patchflow_dependency_duration_seconds_sum", "dependency")
+	if len(deps) != 2 || math.Abs(deps["vmaas"]-0.12) > 1e-9 || math.Abs(deps["database"]-0.04) > 1e-9 {
+		t.Fatalf("time by dependency %v, want vmaas 0.12 s and database 0.04 s (every result)", deps)
 	}
 }
 

@@ -132,7 +132,7 @@ func runStream(ctx context.Context, base *listener.Config, ds *platform.Dataset,
 		res.produced, productionDone = p.res, true
 	}
 
-	domain, err := listener.NewDomain(ctx, &cfg, logger, nil)
+	domain, err := listener.NewDomain(ctx, &cfg, logger)
 	if err != nil {
 		return res, err
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/patchflow/patchflow/inventory"
 	"github.com/patchflow/patchflow/messages"
 	"github.com/patchflow/patchflow/proving/platform"
 )
@@ -26,7 +27,7 @@ func TestRenderedMessagesMatchTheirKind(t *testing.T) {
 	o := smallOptions()
 	ds := platform.NewDataset(o.Seed, platform.DatasetSize{Packages: 300, Repos: 20, Advisories: 100})
 	plan := NewPlan(o)
-	vopts := messages.DefaultValidationOptions()
+	vopts := inventory.DefaultValidationOptions()
 	vopts.MaxMessageBytes = 20000 // below TooLargeBytes, above every other message here
 	if got, want := plan.BadCount(), int(float64(o.Events)*o.BadShare+0.5); got != want {
 		t.Fatalf("%d bad messages, want %d", got, want)
@@ -48,7 +49,7 @@ func TestRenderedMessagesMatchTheirKind(t *testing.T) {
 		} else if it.Bad == "" && len(body) > vopts.MaxMessageBytes {
 			t.Fatalf("item %d: a good message of %d bytes would be refused", i, len(body))
 		}
-		ev, err := messages.DecodeInventoryEvent(body, vopts)
+		ev, err := inventory.DecodeInventoryEvent(body, vopts)
 		if it.Skip != "" {
 			skips[it.Skip]++
 			if it.Skip == SkipNoPackages {
@@ -93,7 +94,7 @@ func TestKindsAreListenerReasons(t *testing.T) {
 		bad = append(bad, string(k))
 	}
 	var reasons []string
-	for _, r := range messages.ValidationReasons() {
+	for _, r := range inventory.ValidationReasons() {
 		reasons = append(reasons, string(r))
 	}
 	slices.Sort(bad)
@@ -102,7 +103,7 @@ func TestKindsAreListenerReasons(t *testing.T) {
 		t.Errorf("bad kinds %q, validation reasons %q", bad, reasons)
 	}
 	for _, k := range SkipKinds {
-		if !slices.Contains(messages.SkipReasons(), messages.Reason(k)) {
+		if !slices.Contains(inventory.SkipReasons(), messages.Reason(k)) {
 			t.Errorf("skip kind %q is not a skip reason", k)
 		}
 	}

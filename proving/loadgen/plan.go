@@ -50,7 +50,7 @@ func DefaultOptions() Options {
 type BadKind string
 
 // The bad kinds, matching the listener's validation reasons
-// (messages.ValidationReasons).
+// (inventory.ValidationReasons).
 const (
 	BadMalformedJSON BadKind = "malformed JSON"
 	BadTooLarge      BadKind = "message too large"
@@ -65,7 +65,7 @@ var BadKinds = []BadKind{BadMalformedJSON, BadTooLarge, BadUnknownType, BadMissi
 
 // SkipKind is a kind of valid message the listener ignores by design, in
 // whole or in part: it must commit it and count it under the skip reason of
-// the same name (messages.SkipReasons), never dead-letter it.
+// the same name (inventory.SkipReasons), never dead-letter it.
 type SkipKind string
 
 // The skip kinds. Each is for a host no other event mentions.

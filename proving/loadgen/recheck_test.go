@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/patchflow/patchflow/messages"
+	"github.com/patchflow/patchflow/inventory"
 	"github.com/patchflow/patchflow/proving/platform"
 )
 
@@ -89,7 +89,7 @@ func TestExpectedStateAfterRepeatsAndChanges(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ev, err := messages.DecodeInventoryEvent(body, messages.DefaultValidationOptions())
+		ev, err := inventory.DecodeInventoryEvent(body, inventory.DefaultValidationOptions())
 		if err != nil {
 			t.Fatal(err)
 		}

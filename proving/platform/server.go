@@ -15,7 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/patchflow/patchflow/messages"
+	"github.com/patchflow/patchflow/inventory"
 	"github.com/patchflow/patchflow/proving/downstream"
 )
 
@@ -172,7 +172,7 @@ func Fingerprint(packages []string) string {
 	canon := make([]string, len(packages))
 	for i, p := range packages {
 		canon[i] = p
-		if n, err := messages.ParseNEVRA(p); err == nil {
+		if n, err := inventory.ParseNEVRA(p); err == nil {
 			canon[i] = n.String()
 		}
 	}

@@ -1,4 +1,4 @@
-package messages
+package inventory
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"slices"
 	"time"
+
+	"github.com/patchflow/patchflow/messages"
 )
 
 // The wire types mirror the JSON and hold only the fields the listener uses,
@@ -70,7 +72,7 @@ type wireRHSM struct {
 func decodeEvent(data []byte) (*InventoryEvent, error) {
 	var w wireEvent
 	if err := unmarshalEvent(data, &w); err != nil {
-		return nil, invalid(ReasonMalformedJSON, describeJSONError(err))
+		return nil, messages.Invalid(ReasonMalformedJSON, describeJSONError(err))
 	}
 	return w.event()
 }
@@ -168,7 +170,7 @@ func parseTimestamp(field, s string) (time.Time, error) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
-		return time.Time{}, invalid(ReasonMalformedJSON, fmt.Sprintf("%s: %s is not an RFC 3339 timestamp", field, quote(s)))
+		return time.Time{}, messages.Invalid(ReasonMalformedJSON, fmt.Sprintf("%s: %s is not an RFC 3339 timestamp", field, quote(s)))
 	}
 	return t.UTC(), nil
 }

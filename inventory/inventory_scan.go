@@ -1,9 +1,9 @@
-package messages
+package inventory
 
 import (
 	"encoding/json"
 
-	"github.com/patchflow/patchflow/messages/jsonscan"
+	"github.com/patchflow/patchflow/internal/jsonscan"
 )
 
 // The fast path of decoding: the wire types of inventory_wire.go filled by

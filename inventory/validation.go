@@ -1,83 +1,65 @@
-package messages
+package inventory
 
 import (
 	"fmt"
 	"slices"
 	"strings"
-)
 
-// Reason says why an inventory event was not processed the ordinary way:
-// either it is broken (dead-lettered) or the service ignores it by design
-// (skipped). The values are stable strings meant for metric labels, the
-// status page and dead-letter records.
-type Reason string
+	"github.com/patchflow/patchflow/messages"
+)
 
 // Reasons a message is broken: one per check of DecodeInventoryEvent, so a
 // rejected record can be counted and found by what was wrong with it. They
-// come as permanent *ValidationError values; the record goes to the
+// come as permanent *messages.ValidationError values; the record goes to the
 // dead-letter topic, for a person to look at.
 const (
-	ReasonMalformedJSON     Reason = "malformed JSON"
-	ReasonMessageTooLarge   Reason = "message too large"
-	ReasonUnknownEventType  Reason = "unknown event type"
-	ReasonMissingHostID     Reason = "missing host id" // absent, or not a UUID
-	ReasonMissingOrgID      Reason = "missing org id"
-	ReasonUnparsablePackage Reason = "unparsable package"
+	ReasonMalformedJSON     messages.Reason = "malformed JSON"
+	ReasonMessageTooLarge   messages.Reason = "message too large"
+	ReasonUnknownEventType  messages.Reason = "unknown event type"
+	ReasonMissingHostID     messages.Reason = "missing host id" // absent, or not a UUID
+	ReasonMissingOrgID      messages.Reason = "missing org id"
+	ReasonUnparsablePackage messages.Reason = "unparsable package"
 )
 
 // Reasons an event is skipped: nothing is wrong with it, the service
-// ignores it (or part of it) on purpose. They come as *Skipped values (see
-// Skip): the record is committed and counted by reason, never retried and
+// ignores it (or part of it) on purpose. They come as *messages.Skipped values (see
+// messages.Skip): the record is committed and counted by reason, never retried and
 // never dead-lettered.
 const (
 	// Filters, applied by DecodeInventoryEvent and ValidateSystemProfile:
 	// the event is not stored.
-	ReasonReporterNotAllowed Reason = "reporter not allowed" // host.reporter absent or not in the allow list
-	ReasonExcludedHostType   Reason = "excluded host type"   // e.g. edge hosts, patched by image
+	ReasonReporterNotAllowed messages.Reason = "reporter not allowed" // host.reporter absent or not in the allow list
+	ReasonExcludedHostType   messages.Reason = "excluded host type"   // e.g. edge hosts, patched by image
 
 	// Outcomes of applying a valid event to what is stored, decided by the
 	// handler.
 
 	// ReasonNothingToEvaluate: the host is stored, but it has no installed
 	// packages, so there is nothing to ask VMaaS about.
-	ReasonNothingToEvaluate Reason = "nothing to evaluate"
+	ReasonNothingToEvaluate messages.Reason = "nothing to evaluate"
 	// ReasonOlderThanApplied: a newer event of the host is applied already;
 	// this one would move the host back in time.
-	ReasonOlderThanApplied Reason = "older than applied"
+	ReasonOlderThanApplied messages.Reason = "older than applied"
 	// ReasonAlreadyApplied: the event (an event of the same time) is
 	// applied and evaluated already: a redelivery, in practice.
-	ReasonAlreadyApplied Reason = "already applied"
+	ReasonAlreadyApplied messages.Reason = "already applied"
 	// ReasonHostDeleted: the host was deleted recently; a late upload must
 	// not bring it back, and another delete has nothing left to do.
-	ReasonHostDeleted Reason = "host recently deleted"
+	ReasonHostDeleted messages.Reason = "host recently deleted"
 )
 
 // ValidationReasons returns every reason of a broken message, in the order
 // DecodeInventoryEvent checks them.
-func ValidationReasons() []Reason {
-	return []Reason{ReasonMessageTooLarge, ReasonMalformedJSON, ReasonUnknownEventType, ReasonMissingHostID,
+func ValidationReasons() []messages.Reason {
+	return []messages.Reason{ReasonMessageTooLarge, ReasonMalformedJSON, ReasonUnknownEventType, ReasonMissingHostID,
 		ReasonMissingOrgID, ReasonUnparsablePackage}
 }
 
 // SkipReasons returns every reason an event is skipped: the filters first,
 // then the outcomes the handler decides.
-func SkipReasons() []Reason {
-	return []Reason{ReasonReporterNotAllowed, ReasonExcludedHostType, ReasonNothingToEvaluate, ReasonOlderThanApplied,
+func SkipReasons() []messages.Reason {
+	return []messages.Reason{ReasonReporterNotAllowed, ReasonExcludedHostType, ReasonNothingToEvaluate, ReasonOlderThanApplied,
 		ReasonAlreadyApplied, ReasonHostDeleted}
-}
-
-// ValidationError is why an event cannot be processed, ever: every one
-// returned by this package is wrapped with Permanent, so ClassOf reports
-// ERROR_CLASS_PERMANENT and errors.As still finds the *ValidationError.
-type ValidationError struct {
-	Reason Reason
-	Detail string
-}
-
-func (e *ValidationError) Error() string { return string(e.Reason) + ": " + e.Detail }
-
-func invalid(r Reason, detail string) error {
-	return Permanent(&ValidationError{Reason: r, Detail: detail})
 }
 
 // ValidationOptions are the policy knobs of DecodeInventoryEvent. Start from
@@ -119,14 +101,14 @@ func DefaultValidationOptions() ValidationOptions {
 // nothing to evaluate.
 //
 // The error, when there is one, comes with a nil event and is either
-//   - a permanent *ValidationError (one of ValidationReasons): the message is
+//   - a permanent *messages.ValidationError (one of ValidationReasons): the message is
 //     broken and belongs on the dead-letter topic; or
-//   - a *Skipped with ReasonReporterNotAllowed or ReasonExcludedHostType
-//     (see SkipReasonOf): the event is valid but filtered out by opts, and
+//   - a *messages.Skipped with ReasonReporterNotAllowed or ReasonExcludedHostType
+//     (see messages.SkipReasonOf): the event is valid but filtered out by opts, and
 //     the record is to be committed and counted, not dead-lettered.
 func DecodeInventoryEvent(data []byte, opts ValidationOptions) (*InventoryEvent, error) {
 	if opts.MaxMessageBytes > 0 && len(data) > opts.MaxMessageBytes {
-		return nil, invalid(ReasonMessageTooLarge, fmt.Sprintf("%d bytes, limit %d", len(data), opts.MaxMessageBytes))
+		return nil, messages.Invalid(ReasonMessageTooLarge, fmt.Sprintf("%d bytes, limit %d", len(data), opts.MaxMessageBytes))
 	}
 	ev, err := decodeEvent(data)
 	if err != nil {
@@ -145,25 +127,25 @@ func validateEvent(ev *InventoryEvent, opts ValidationOptions) error {
 		idField, orgField = "id", "org_id"
 	case EventCreated, EventUpdated:
 		if ev.Host == nil {
-			return invalid(ReasonMissingHostID, fmt.Sprintf("%s event has no host", ev.Type))
+			return messages.Invalid(ReasonMissingHostID, fmt.Sprintf("%s event has no host", ev.Type))
 		}
 		idField, orgField = "host.id", "host.org_id"
 	case "":
-		return invalid(ReasonUnknownEventType, "type is missing")
+		return messages.Invalid(ReasonUnknownEventType, "type is missing")
 	default:
-		return invalid(ReasonUnknownEventType, fmt.Sprintf("type %s is not created, updated or delete", quote(string(ev.Type))))
+		return messages.Invalid(ReasonUnknownEventType, fmt.Sprintf("type %s is not created, updated or delete", quote(string(ev.Type))))
 	}
 
 	switch id := ev.HostID(); {
 	case id == "":
-		return invalid(ReasonMissingHostID, idField+" is missing")
+		return messages.Invalid(ReasonMissingHostID, idField+" is missing")
 	case !isUUID(id):
-		return invalid(ReasonMissingHostID, fmt.Sprintf("%s %s is not a UUID", idField, quote(id)))
+		return messages.Invalid(ReasonMissingHostID, fmt.Sprintf("%s %s is not a UUID", idField, quote(id)))
 	}
 	// An org id of blanks cannot name an organization and would only
 	// surface later as a foreign-key or tenancy error.
 	if strings.TrimSpace(ev.OrgID()) == "" {
-		return invalid(ReasonMissingOrgID, orgField+" is missing")
+		return messages.Invalid(ReasonMissingOrgID, orgField+" is missing")
 	}
 	if ev.Type == EventDelete {
 		return nil
@@ -172,10 +154,10 @@ func validateEvent(ev *InventoryEvent, opts ValidationOptions) error {
 	h := ev.Host
 	if h.SystemProfile != nil || h.Reporter != "" {
 		if h.Reporter == "" {
-			return Skip(ReasonReporterNotAllowed, "host.reporter is missing, and a system profile must come from a known reporter")
+			return messages.Skip(ReasonReporterNotAllowed, "host.reporter is missing, and a system profile must come from a known reporter")
 		}
 		if !slices.Contains(opts.AllowedReporters, h.Reporter) {
-			return Skip(ReasonReporterNotAllowed, fmt.Sprintf("host.reporter %s is not one of %q", quote(h.Reporter), opts.AllowedReporters))
+			return messages.Skip(ReasonReporterNotAllowed, fmt.Sprintf("host.reporter %s is not one of %q", quote(h.Reporter), opts.AllowedReporters))
 		}
 	}
 	if h.SystemProfile == nil {
@@ -186,8 +168,8 @@ func validateEvent(ev *InventoryEvent, opts ValidationOptions) error {
 
 // ValidateSystemProfile applies the profile checks of DecodeInventoryEvent
 // to a profile from DecodeSystemProfile: a host type in
-// opts.ExcludedHostTypes is a *Skipped with ReasonExcludedHostType, and an
-// unparsable package a permanent *ValidationError. No packages at all is
+// opts.ExcludedHostTypes is a *messages.Skipped with ReasonExcludedHostType, and an
+// unparsable package a permanent *messages.ValidationError. No packages at all is
 // valid (so is a nil profile, which has none): such a host is stored and
 // has nothing to evaluate.
 func ValidateSystemProfile(p *SystemProfile, opts ValidationOptions) error {
@@ -195,11 +177,11 @@ func ValidateSystemProfile(p *SystemProfile, opts ValidationOptions) error {
 		return nil
 	}
 	if slices.Contains(opts.ExcludedHostTypes, p.HostType) {
-		return Skip(ReasonExcludedHostType, fmt.Sprintf("host type %s is excluded", quote(p.HostType)))
+		return messages.Skip(ReasonExcludedHostType, fmt.Sprintf("host type %s is excluded", quote(p.HostType)))
 	}
 	for i, pkg := range p.InstalledPackages {
 		if _, err := ParseNEVRA(pkg); err != nil {
-			return invalid(ReasonUnparsablePackage, fmt.Sprintf("installed_packages[%d]: %v", i, err))
+			return messages.Invalid(ReasonUnparsablePackage, fmt.Sprintf("installed_packages[%d]: %v", i, err))
 		}
 	}
 	return nil
@@ -216,7 +198,7 @@ func ParsedPackages(p *SystemProfile) ([]NEVRA, error) {
 	for i, pkg := range p.InstalledPackages {
 		n, err := ParseNEVRA(pkg)
 		if err != nil {
-			return nil, invalid(ReasonUnparsablePackage, fmt.Sprintf("installed_packages[%d]: %v", i, err))
+			return nil, messages.Invalid(ReasonUnparsablePackage, fmt.Sprintf("installed_packages[%d]: %v", i, err))
 		}
 		out = append(out, n)
 	}

@@ -1,4 +1,4 @@
-package messages_test
+package inventory_test
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patchflow/patchflow/inventory"
 	"github.com/patchflow/patchflow/messages"
 )
 
@@ -20,9 +21,9 @@ func mustTime(t *testing.T, s string) time.Time {
 	return v.UTC()
 }
 
-func decode(t *testing.T, data []byte) *messages.InventoryEvent {
+func decode(t *testing.T, data []byte) *inventory.InventoryEvent {
 	t.Helper()
-	ev, err := messages.DecodeInventoryEvent(data, messages.DefaultValidationOptions())
+	ev, err := inventory.DecodeInventoryEvent(data, inventory.DefaultValidationOptions())
 	if err != nil {
 		t.Fatalf("DecodeInventoryEvent: %v\n%s", err, data)
 	}
@@ -32,7 +33,7 @@ func decode(t *testing.T, data []byte) *messages.InventoryEvent {
 func TestDecodeCreatedEvent(t *testing.T) {
 	ev := decode(t, encode(t, createdEvent()))
 
-	if ev.Type != messages.EventCreated {
+	if ev.Type != inventory.EventCreated {
 		t.Errorf("Type = %q", ev.Type)
 	}
 	if want := mustTime(t, "2024-05-01T10:00:00.123456Z"); !ev.Timestamp.Equal(want) || ev.Timestamp.Location() != time.UTC {
@@ -66,11 +67,11 @@ func TestDecodeCreatedEvent(t *testing.T) {
 	if err := json.Unmarshal(h.Tags, &tags); err != nil || len(tags) != 1 || tags[0]["value"] != "prod" {
 		t.Errorf("Tags = %s (%v)", h.Tags, err)
 	}
-	if want := []messages.Group{{ID: "0a7c43a3-2f1e-4f43-8e4b-4f1f2d3c4b5a", Name: "web servers"}}; !reflect.DeepEqual(h.Groups, want) {
+	if want := []inventory.Group{{ID: "0a7c43a3-2f1e-4f43-8e4b-4f1f2d3c4b5a", Name: "web servers"}}; !reflect.DeepEqual(h.Groups, want) {
 		t.Errorf("Groups = %+v", h.Groups)
 	}
 
-	want := &messages.SystemProfile{
+	want := &inventory.SystemProfile{
 		Arch:     "x86_64",
 		HostType: "",
 		InstalledPackages: []string{
@@ -78,14 +79,14 @@ func TestDecodeCreatedEvent(t *testing.T) {
 			"python3-libs-0:3.6.8-37.el8.x86_64",
 			"bash-4.4.20-1.el8_4.x86_64",
 		},
-		YumRepos: []messages.YumRepo{
+		YumRepos: []inventory.YumRepo{
 			{ID: "rhel-8-for-x86_64-baseos-rpms", Name: "BaseOS", Enabled: true, BaseURL: "https://cdn.redhat.com/content/dist/rhel8/8/x86_64/baseos/os"},
 			{ID: "epel", Name: "EPEL"},
 		},
-		DnfModules:      []messages.DnfModule{{Name: "postgresql", Stream: "12"}},
+		DnfModules:      []inventory.DnfModule{{Name: "postgresql", Stream: "12"}},
 		RHSMVersion:     "8.4",
 		Releasever:      "8",
-		OperatingSystem: &messages.OperatingSystem{Name: "RHEL", Major: 8, Minor: 4},
+		OperatingSystem: &inventory.OperatingSystem{Name: "RHEL", Major: 8, Minor: 4},
 		OwnerID:         "1b36b20f-7fa0-4454-a6d2-008294e06378",
 	}
 	if !reflect.DeepEqual(h.SystemProfile, want) {
@@ -101,14 +102,14 @@ func TestDecodeUpdatedEvent(t *testing.T) {
 		p["operating_system"] = map[string]any{"name": "CentOS Linux", "major": 7, "minor": 9}
 	})
 	ev := decode(t, data)
-	if ev.Type != messages.EventUpdated {
+	if ev.Type != inventory.EventUpdated {
 		t.Errorf("Type = %q", ev.Type)
 	}
 	if ev.RequestID != "req-metadata" {
 		t.Errorf("RequestID = %q, want the metadata one when platform_metadata is absent", ev.RequestID)
 	}
 	p := ev.Host.SystemProfile
-	if p.Arch != "aarch64" || *p.OperatingSystem != (messages.OperatingSystem{Name: "CentOS Linux", Major: 7, Minor: 9}) {
+	if p.Arch != "aarch64" || *p.OperatingSystem != (inventory.OperatingSystem{Name: "CentOS Linux", Major: 7, Minor: 9}) {
 		t.Errorf("profile = %+v, os %+v", p, p.OperatingSystem)
 	}
 }
@@ -119,7 +120,7 @@ func TestDecodeDeleteEvent(t *testing.T) {
 		m["host"] = map[string]any{"id": "11111111-1111-1111-1111-111111111111", "org_id": "other"}
 	})
 	ev := decode(t, data)
-	if ev.Type != messages.EventDelete || ev.Host != nil {
+	if ev.Type != inventory.EventDelete || ev.Host != nil {
 		t.Errorf("Type = %q, Host = %+v", ev.Type, ev.Host)
 	}
 	if ev.ID != testHostID || ev.DeleteOrgID != testOrgID || ev.HostID() != testHostID || ev.OrgID() != testOrgID {
@@ -235,26 +236,26 @@ func TestDecodeUppercaseUUID(t *testing.T) {
 
 func TestDecodeSystemProfile(t *testing.T) {
 	raw := encode(t, profileOf(createdEvent()))
-	p, err := messages.DecodeSystemProfile(raw)
+	p, err := inventory.DecodeSystemProfile(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p.Arch != "x86_64" || len(p.InstalledPackages) != 3 || len(p.YumRepos) != 2 || p.RHSMVersion != "8.4" || p.OperatingSystem.Major != 8 {
 		t.Errorf("profile = %+v", p)
 	}
-	if err := messages.ValidateSystemProfile(p, messages.DefaultValidationOptions()); err != nil {
+	if err := inventory.ValidateSystemProfile(p, inventory.DefaultValidationOptions()); err != nil {
 		t.Errorf("ValidateSystemProfile: %v", err)
 	}
 
-	p, err = messages.DecodeSystemProfile([]byte("null"))
+	p, err = inventory.DecodeSystemProfile([]byte("null"))
 	if err != nil || p == nil || len(p.InstalledPackages) != 0 {
 		t.Errorf("null: %+v, %v; want an empty profile", p, err)
 	}
 
 	for _, bad := range []string{`{"installed_packages": "kernel"}`, `{"arch": 1}`, `{`, ``} {
-		p, err := messages.DecodeSystemProfile([]byte(bad))
+		p, err := inventory.DecodeSystemProfile([]byte(bad))
 		var ve *messages.ValidationError
-		if p != nil || !errors.As(err, &ve) || ve.Reason != messages.ReasonMalformedJSON ||
+		if p != nil || !errors.As(err, &ve) || ve.Reason != inventory.ReasonMalformedJSON ||
 			messages.ClassOf(err) != messages.ErrorClass_ERROR_CLASS_PERMANENT {
 			t.Errorf("%q: %+v, %v; want a permanent malformed JSON error", bad, p, err)
 		}
@@ -262,7 +263,7 @@ func TestDecodeSystemProfile(t *testing.T) {
 }
 
 func TestHostIDWithoutHost(t *testing.T) {
-	ev := &messages.InventoryEvent{Type: messages.EventCreated, ID: testHostID, DeleteOrgID: testOrgID}
+	ev := &inventory.InventoryEvent{Type: inventory.EventCreated, ID: testHostID, DeleteOrgID: testOrgID}
 	if ev.HostID() != "" || ev.OrgID() != "" {
 		t.Errorf("created without host: HostID %q OrgID %q; top-level fields belong to delete only", ev.HostID(), ev.OrgID())
 	}

@@ -1,56 +1,57 @@
-package messages_test
+package inventory_test
 
 import (
 	"fmt"
 	"strings"
 	"testing"
 
-	"github.com/patchflow/patchflow/messages"
 	"pgregory.net/rapid"
+
+	"github.com/patchflow/patchflow/inventory"
 )
 
 func TestParseNEVRA(t *testing.T) {
 	cases := []struct {
 		in        string
-		want      messages.NEVRA
+		want      inventory.NEVRA
 		canonical string
 	}{
 		{"kernel-0:4.18.0-305.el8.x86_64",
-			messages.NEVRA{Name: "kernel", Epoch: 0, Version: "4.18.0", Release: "305.el8", Arch: "x86_64"},
+			inventory.NEVRA{Name: "kernel", Epoch: 0, Version: "4.18.0", Release: "305.el8", Arch: "x86_64"},
 			"kernel-0:4.18.0-305.el8.x86_64"},
 		{"python3-libs-0:3.6.8-37.el8.x86_64",
-			messages.NEVRA{Name: "python3-libs", Epoch: 0, Version: "3.6.8", Release: "37.el8", Arch: "x86_64"},
+			inventory.NEVRA{Name: "python3-libs", Epoch: 0, Version: "3.6.8", Release: "37.el8", Arch: "x86_64"},
 			"python3-libs-0:3.6.8-37.el8.x86_64"},
 		{"bash-4.4.20-1.el8_4.x86_64",
-			messages.NEVRA{Name: "bash", Version: "4.4.20", Release: "1.el8_4", Arch: "x86_64"},
+			inventory.NEVRA{Name: "bash", Version: "4.4.20", Release: "1.el8_4", Arch: "x86_64"},
 			"bash-0:4.4.20-1.el8_4.x86_64"},
 		{"1:java-1.8.0-openjdk-headless-1.8.0.292.b10-1.el8_4.x86_64",
-			messages.NEVRA{Name: "java-1.8.0-openjdk-headless", Epoch: 1, Version: "1.8.0.292.b10", Release: "1.el8_4", Arch: "x86_64"},
+			inventory.NEVRA{Name: "java-1.8.0-openjdk-headless", Epoch: 1, Version: "1.8.0.292.b10", Release: "1.el8_4", Arch: "x86_64"},
 			"java-1.8.0-openjdk-headless-1:1.8.0.292.b10-1.el8_4.x86_64"},
 		{"java-1.8.0-openjdk-headless-1:1.8.0.292.b10-1.el8_4.x86_64",
-			messages.NEVRA{Name: "java-1.8.0-openjdk-headless", Epoch: 1, Version: "1.8.0.292.b10", Release: "1.el8_4", Arch: "x86_64"},
+			inventory.NEVRA{Name: "java-1.8.0-openjdk-headless", Epoch: 1, Version: "1.8.0.292.b10", Release: "1.el8_4", Arch: "x86_64"},
 			"java-1.8.0-openjdk-headless-1:1.8.0.292.b10-1.el8_4.x86_64"},
 		{"perl-IO-Socket-SSL-2.066-4.module+el8.3.0+6446+594cad75.noarch",
-			messages.NEVRA{Name: "perl-IO-Socket-SSL", Version: "2.066", Release: "4.module+el8.3.0+6446+594cad75", Arch: "noarch"},
+			inventory.NEVRA{Name: "perl-IO-Socket-SSL", Version: "2.066", Release: "4.module+el8.3.0+6446+594cad75", Arch: "noarch"},
 			"perl-IO-Socket-SSL-0:2.066-4.module+el8.3.0+6446+594cad75.noarch"},
 		{"libstdc++-8.4.1-1.el8.i686",
-			messages.NEVRA{Name: "libstdc++", Version: "8.4.1", Release: "1.el8", Arch: "i686"},
+			inventory.NEVRA{Name: "libstdc++", Version: "8.4.1", Release: "1.el8", Arch: "i686"},
 			"libstdc++-0:8.4.1-1.el8.i686"},
 		{"tzdata-2:2021a-1.el8.noarch",
-			messages.NEVRA{Name: "tzdata", Epoch: 2, Version: "2021a", Release: "1.el8", Arch: "noarch"},
+			inventory.NEVRA{Name: "tzdata", Epoch: 2, Version: "2021a", Release: "1.el8", Arch: "noarch"},
 			"tzdata-2:2021a-1.el8.noarch"},
 		{"a-1-1.x",
-			messages.NEVRA{Name: "a", Version: "1", Release: "1", Arch: "x"},
+			inventory.NEVRA{Name: "a", Version: "1", Release: "1", Arch: "x"},
 			"a-0:1-1.x"},
 		{"vim-enhanced-2147483647:8.0.1763-15.el8.x86_64",
-			messages.NEVRA{Name: "vim-enhanced", Epoch: 2147483647, Version: "8.0.1763", Release: "15.el8", Arch: "x86_64"},
+			inventory.NEVRA{Name: "vim-enhanced", Epoch: 2147483647, Version: "8.0.1763", Release: "15.el8", Arch: "x86_64"},
 			"vim-enhanced-2147483647:8.0.1763-15.el8.x86_64"},
 		{"007:bond-1-1.x",
-			messages.NEVRA{Name: "bond", Epoch: 7, Version: "1", Release: "1", Arch: "x"},
+			inventory.NEVRA{Name: "bond", Epoch: 7, Version: "1", Release: "1", Arch: "x"},
 			"bond-7:1-1.x"},
 	}
 	for _, c := range cases {
-		got, err := messages.ParseNEVRA(c.in)
+		got, err := inventory.ParseNEVRA(c.in)
 		if err != nil {
 			t.Errorf("ParseNEVRA(%q): %v", c.in, err)
 			continue
@@ -96,7 +97,7 @@ func TestParseNEVRARejects(t *testing.T) {
 		{"k\u00e9rnel\u2003-0:4.18.0-305.el8.x86_64", "white space"}, // em space after a letter that is not ASCII
 	}
 	for _, c := range cases {
-		got, err := messages.ParseNEVRA(c.in)
+		got, err := inventory.ParseNEVRA(c.in)
 		if err == nil {
 			t.Errorf("ParseNEVRA(%q) = %+v, want an error about %s", c.in, got, c.problem)
 			continue
@@ -104,7 +105,7 @@ func TestParseNEVRARejects(t *testing.T) {
 		if !strings.Contains(err.Error(), c.problem) {
 			t.Errorf("ParseNEVRA(%q): %q does not say %q", c.in, err, c.problem)
 		}
-		if got != (messages.NEVRA{}) {
+		if got != (inventory.NEVRA{}) {
 			t.Errorf("ParseNEVRA(%q) returned %+v with its error", c.in, got)
 		}
 	}
@@ -112,9 +113,9 @@ func TestParseNEVRARejects(t *testing.T) {
 
 // validNEVRA draws NEVRAs within the documented grammar: names may hold
 // dashes and dots, version and release dots but no dashes, arch neither.
-func validNEVRA() *rapid.Generator[messages.NEVRA] {
-	return rapid.Custom(func(t *rapid.T) messages.NEVRA {
-		return messages.NEVRA{
+func validNEVRA() *rapid.Generator[inventory.NEVRA] {
+	return rapid.Custom(func(t *rapid.T) inventory.NEVRA {
+		return inventory.NEVRA{
 			Name:    rapid.StringMatching(`[A-Za-z0-9_+][A-Za-z0-9_+.-]{0,30}`).Draw(t, "name"),
 			Epoch:   rapid.IntRange(0, 1<<31-1).Draw(t, "epoch"),
 			Version: rapid.StringMatching(`[A-Za-z0-9_+~^.]{1,15}`).Draw(t, "version"),
@@ -127,7 +128,7 @@ func validNEVRA() *rapid.Generator[messages.NEVRA] {
 func TestNEVRARoundTrip(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		n := validNEVRA().Draw(t, "nevra")
-		got, err := messages.ParseNEVRA(n.String())
+		got, err := inventory.ParseNEVRA(n.String())
 		if err != nil {
 			t.Fatalf("ParseNEVRA(%q): %v", n.String(), err)
 		}
@@ -142,11 +143,11 @@ func TestNEVRARoundTrip(t *testing.T) {
 func TestNEVRACanonicalFormIsStable(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		s := rapid.StringMatching(`[a-c0-9:.-]{0,16}`).Draw(t, "s")
-		n, err := messages.ParseNEVRA(s)
+		n, err := inventory.ParseNEVRA(s)
 		if err != nil {
 			return
 		}
-		again, err := messages.ParseNEVRA(n.String())
+		again, err := inventory.ParseNEVRA(n.String())
 		if err != nil || again != n {
 			t.Fatalf("%q parsed to %+v, whose String %q parses to %+v, %v", s, n, n.String(), again, err)
 		}
@@ -158,8 +159,8 @@ func BenchmarkParseNEVRA(b *testing.B) {
 		"pkg-0042-0:3.4.0-7.el8.x86_64", "0:bash-4.4.20-1.el8_4.x86_64", "glibc-langpack-en-2.28-151.el8.x86_64"}
 	for _, c := range []struct {
 		name  string
-		parse func(string) (messages.NEVRA, error)
-	}{{"legacy", messages.LegacyParseNEVRA}, {"onepass", messages.ParseNEVRA}} {
+		parse func(string) (inventory.NEVRA, error)
+	}{{"legacy", inventory.LegacyParseNEVRA}, {"onepass", inventory.ParseNEVRA}} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			defer measureCPU(b)()
@@ -184,8 +185,8 @@ func FuzzParseNEVRAMatchesLegacy(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		got, gotErr := messages.ParseNEVRA(s)
-		want, wantErr := messages.LegacyParseNEVRA(s)
+		got, gotErr := inventory.ParseNEVRA(s)
+		want, wantErr := inventory.LegacyParseNEVRA(s)
 		if got != want || fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
 			t.Errorf("ParseNEVRA(%q) = %+v, %v; before %+v, %v", s, got, gotErr, want, wantErr)
 		}

@@ -1,4 +1,4 @@
-package messages_test
+package inventory_test
 
 import (
 	"encoding/json"

@@ -1,10 +1,10 @@
-package messages_test
+package inventory_test
 
 import (
 	"fmt"
 	"testing"
 
-	"github.com/patchflow/patchflow/messages"
+	"github.com/patchflow/patchflow/inventory"
 )
 
 // realisticEvent builds a created event shaped like production ones: the
@@ -98,14 +98,14 @@ func TestRealisticEventDecodes(t *testing.T) {
 
 func BenchmarkDecodeInventoryEvent(b *testing.B) {
 	data := realisticEvent(b)
-	opts := messages.DefaultValidationOptions()
-	if _, err := messages.DecodeInventoryEvent(data, opts); err != nil {
+	opts := inventory.DefaultValidationOptions()
+	if _, err := inventory.DecodeInventoryEvent(data, opts); err != nil {
 		b.Fatal(err)
 	}
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := messages.DecodeInventoryEvent(data, opts); err != nil {
+		if _, err := inventory.DecodeInventoryEvent(data, opts); err != nil {
 			b.Fatal(err)
 		}
 	}

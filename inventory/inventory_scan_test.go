@@ -1,4 +1,4 @@
-package messages_test
+package inventory_test
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patchflow/patchflow/inventory"
 	"github.com/patchflow/patchflow/messages"
 )
 
@@ -183,15 +184,15 @@ func seeds(tb testing.TB) map[string][]byte {
 // what json.Unmarshal decodes.
 func checkSameDecoding(t *testing.T, name string, data []byte) {
 	t.Helper()
-	if _, err := messages.ScanEvent(data); err != nil {
+	if _, err := inventory.ScanEvent(data); err != nil {
 		t.Errorf("%s: event: %v\ninput %q", name, err, data)
 	}
-	if _, err := messages.ScanProfile(data); err != nil {
+	if _, err := inventory.ScanProfile(data); err != nil {
 		t.Errorf("%s: profile: %v\ninput %q", name, err, data)
 	}
-	opts := messages.DefaultValidationOptions()
-	got, gotErr := messages.DecodeInventoryEvent(data, opts)
-	want, wantErr := messages.LegacyDecodeInventoryEvent(data, opts)
+	opts := inventory.DefaultValidationOptions()
+	got, gotErr := inventory.DecodeInventoryEvent(data, opts)
+	want, wantErr := inventory.LegacyDecodeInventoryEvent(data, opts)
 	if !sameError(gotErr, wantErr) || !reflect.DeepEqual(got, want) {
 		t.Errorf("%s: DecodeInventoryEvent = %+v, %v\nwith json.Unmarshal alone %+v, %v\ninput %q", name, got, gotErr, want, wantErr, data)
 	}
@@ -237,21 +238,21 @@ func TestScanTakesOrdinaryEvents(t *testing.T) {
 		"nulls", "null host fields", "null elements", "empty lists", "tags of every kind", "tags with white space", "escapes in values", "non-ASCII values",
 		"invalid UTF-8 value", "invalid UTF-8 skipped", "escaped key", "escaped map key", "huge skipped number", "deep junk",
 		"white space everywhere", "max int major", "negative zero major", "bad timestamp", "package with white space"} {
-		if scanned, _ := messages.ScanEvent(cases[name]); !scanned {
+		if scanned, _ := inventory.ScanEvent(cases[name]); !scanned {
 			t.Errorf("%s: left to json.Unmarshal", name)
 		}
 	}
 	for _, name := range []string{"repeated type", "repeated host", "upper case key", "mixed case key", "key folding to s",
 		"key folding to k", "junk past max depth", "huge major", "major past int", "fractional major", "truncated", "byte order mark"} {
-		if scanned, _ := messages.ScanEvent(cases[name]); scanned {
+		if scanned, _ := inventory.ScanEvent(cases[name]); scanned {
 			t.Errorf("%s: taken by the fast path", name)
 		}
 	}
 	profile := encode(t, profileOf(createdEvent()))
-	if scanned, _ := messages.ScanProfile(profile); !scanned {
+	if scanned, _ := inventory.ScanProfile(profile); !scanned {
 		t.Error("a system profile was left to json.Unmarshal")
 	}
-	if scanned, _ := messages.ScanProfile([]byte("null")); !scanned {
+	if scanned, _ := inventory.ScanProfile([]byte("null")); !scanned {
 		t.Error("a null system profile was left to json.Unmarshal")
 	}
 }
@@ -272,11 +273,11 @@ func TestDecodedStringsOwnTheirMemory(t *testing.T) {
 
 func BenchmarkDecodeInventoryEventBeside(b *testing.B) {
 	data := realisticEvent(b)
-	opts := messages.DefaultValidationOptions()
+	opts := inventory.DefaultValidationOptions()
 	for _, c := range []struct {
 		name   string
-		decode func([]byte, messages.ValidationOptions) (*messages.InventoryEvent, error)
-	}{{"unmarshal", messages.LegacyDecodeInventoryEvent}, {"scan", messages.DecodeInventoryEvent}} {
+		decode func([]byte, inventory.ValidationOptions) (*inventory.InventoryEvent, error)
+	}{{"unmarshal", inventory.LegacyDecodeInventoryEvent}, {"scan", inventory.DecodeInventoryEvent}} {
 		b.Run(c.name, func(b *testing.B) {
 			b.SetBytes(int64(len(data)))
 			b.ReportAllocs()

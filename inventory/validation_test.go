@@ -1,4 +1,4 @@
-package messages_test
+package inventory_test
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/patchflow/patchflow/inventory"
 	"github.com/patchflow/patchflow/messages"
 )
 
@@ -16,20 +17,20 @@ import (
 // or listed twice, fails TestReasonLists.
 var (
 	brokenReasons = []messages.Reason{
-		messages.ReasonMalformedJSON,
-		messages.ReasonMessageTooLarge,
-		messages.ReasonUnknownEventType,
-		messages.ReasonMissingHostID,
-		messages.ReasonMissingOrgID,
-		messages.ReasonUnparsablePackage,
+		inventory.ReasonMalformedJSON,
+		inventory.ReasonMessageTooLarge,
+		inventory.ReasonUnknownEventType,
+		inventory.ReasonMissingHostID,
+		inventory.ReasonMissingOrgID,
+		inventory.ReasonUnparsablePackage,
 	}
 	skipReasons = []messages.Reason{
-		messages.ReasonReporterNotAllowed,
-		messages.ReasonExcludedHostType,
-		messages.ReasonNothingToEvaluate,
-		messages.ReasonOlderThanApplied,
-		messages.ReasonAlreadyApplied,
-		messages.ReasonHostDeleted,
+		inventory.ReasonReporterNotAllowed,
+		inventory.ReasonExcludedHostType,
+		inventory.ReasonNothingToEvaluate,
+		inventory.ReasonOlderThanApplied,
+		inventory.ReasonAlreadyApplied,
+		inventory.ReasonHostDeleted,
 	}
 	failureReasons = []messages.Reason{
 		messages.ReasonPermanent,
@@ -41,13 +42,13 @@ var (
 
 func TestReasonLists(t *testing.T) {
 	sorted := func(rs []messages.Reason) []messages.Reason { return slices.Sorted(slices.Values(rs)) }
-	if got, want := sorted(messages.ValidationReasons()), sorted(brokenReasons); !slices.Equal(got, want) {
+	if got, want := sorted(inventory.ValidationReasons()), sorted(brokenReasons); !slices.Equal(got, want) {
 		t.Errorf("ValidationReasons() = %q, want %q", got, want)
 	}
-	if got, want := sorted(messages.SkipReasons()), sorted(skipReasons); !slices.Equal(got, want) {
+	if got, want := sorted(inventory.SkipReasons()), sorted(skipReasons); !slices.Equal(got, want) {
 		t.Errorf("SkipReasons() = %q, want %q", got, want)
 	}
-	if got, want := sorted(messages.DeadLetterReasons()), sorted(append(slices.Clone(brokenReasons), failureReasons...)); !slices.Equal(got, want) {
+	if got, want := sorted(messages.DeadLetterReasons()), sorted(failureReasons); !slices.Equal(got, want) {
 		t.Errorf("DeadLetterReasons() = %q, want %q", got, want)
 	}
 	seen := map[messages.Reason]bool{}
@@ -61,7 +62,7 @@ func TestReasonLists(t *testing.T) {
 
 // requireSkipped asserts the contract of a filtered event: nil event, a
 // *Skipped with the exact reason and a detail, and not a broken message.
-func requireSkipped(t *testing.T, name string, ev *messages.InventoryEvent, err error, want messages.Reason) {
+func requireSkipped(t *testing.T, name string, ev *inventory.InventoryEvent, err error, want messages.Reason) {
 	t.Helper()
 	if ev != nil {
 		t.Errorf("%s: returned an event with the skip", name)
@@ -86,7 +87,7 @@ func requireSkipped(t *testing.T, name string, ev *messages.InventoryEvent, err 
 
 // requireRejected asserts the whole error contract: nil event, permanent
 // class, a *ValidationError reachable with errors.As, and the exact reason.
-func requireRejected(t *testing.T, name string, ev *messages.InventoryEvent, err error, want messages.Reason) {
+func requireRejected(t *testing.T, name string, ev *inventory.InventoryEvent, err error, want messages.Reason) {
 	t.Helper()
 	if err == nil {
 		t.Errorf("%s: accepted, want %q", name, want)
@@ -123,66 +124,66 @@ func TestDecodeInventoryEventRejects(t *testing.T) {
 		data []byte
 		want messages.Reason
 	}{
-		{"empty input", nil, messages.ReasonMalformedJSON},
-		{"truncated", encode(t, createdEvent())[:200], messages.ReasonMalformedJSON},
-		{"not JSON", []byte("created"), messages.ReasonMalformedJSON},
-		{"trailing garbage", []byte(`{"type":"delete"} x`), messages.ReasonMalformedJSON},
-		{"array event", []byte(`[]`), messages.ReasonMalformedJSON},
-		{"type is a number", []byte(`{"type": 1}`), messages.ReasonMalformedJSON},
-		{"host is a string", []byte(`{"type":"created","host":"x"}`), messages.ReasonMalformedJSON},
-		{"packages not an array", profile(func(p map[string]any) { p["installed_packages"] = "kernel" }), messages.ReasonMalformedJSON},
-		{"package not a string", profile(func(p map[string]any) { p["installed_packages"] = []any{1} }), messages.ReasonMalformedJSON},
-		{"enabled not a bool", profile(func(p map[string]any) { p["yum_repos"] = []any{map[string]any{"enabled": "yes"}} }), messages.ReasonMalformedJSON},
-		{"os major not an integer", profile(func(p map[string]any) { p["operating_system"] = map[string]any{"major": 8.5} }), messages.ReasonMalformedJSON},
-		{"bad timestamp", with(t, deleteEvent(), func(m map[string]any) { m["timestamp"] = "yesterday" }), messages.ReasonMalformedJSON},
-		{"bad stale timestamp", host(func(h map[string]any) { h["stale_timestamp"] = "2024-13-01T00:00:00Z" }), messages.ReasonMalformedJSON},
+		{"empty input", nil, inventory.ReasonMalformedJSON},
+		{"truncated", encode(t, createdEvent())[:200], inventory.ReasonMalformedJSON},
+		{"not JSON", []byte("created"), inventory.ReasonMalformedJSON},
+		{"trailing garbage", []byte(`{"type":"delete"} x`), inventory.ReasonMalformedJSON},
+		{"array event", []byte(`[]`), inventory.ReasonMalformedJSON},
+		{"type is a number", []byte(`{"type": 1}`), inventory.ReasonMalformedJSON},
+		{"host is a string", []byte(`{"type":"created","host":"x"}`), inventory.ReasonMalformedJSON},
+		{"packages not an array", profile(func(p map[string]any) { p["installed_packages"] = "kernel" }), inventory.ReasonMalformedJSON},
+		{"package not a string", profile(func(p map[string]any) { p["installed_packages"] = []any{1} }), inventory.ReasonMalformedJSON},
+		{"enabled not a bool", profile(func(p map[string]any) { p["yum_repos"] = []any{map[string]any{"enabled": "yes"}} }), inventory.ReasonMalformedJSON},
+		{"os major not an integer", profile(func(p map[string]any) { p["operating_system"] = map[string]any{"major": 8.5} }), inventory.ReasonMalformedJSON},
+		{"bad timestamp", with(t, deleteEvent(), func(m map[string]any) { m["timestamp"] = "yesterday" }), inventory.ReasonMalformedJSON},
+		{"bad stale timestamp", host(func(h map[string]any) { h["stale_timestamp"] = "2024-13-01T00:00:00Z" }), inventory.ReasonMalformedJSON},
 		{"bad check-in", host(func(h map[string]any) {
 			h["per_reporter_staleness"] = map[string]any{"puptoo": map[string]any{"last_check_in": 5}}
-		}), messages.ReasonMalformedJSON},
+		}), inventory.ReasonMalformedJSON},
 
-		{"no type", with(t, deleteEvent(), func(m map[string]any) { delete(m, "type") }), messages.ReasonUnknownEventType},
-		{"null event", []byte("null"), messages.ReasonUnknownEventType},
-		{"unknown type", with(t, deleteEvent(), func(m map[string]any) { m["type"] = "deleted" }), messages.ReasonUnknownEventType},
-		{"type is case sensitive", with(t, createdEvent(), func(m map[string]any) { m["type"] = "Created" }), messages.ReasonUnknownEventType},
+		{"no type", with(t, deleteEvent(), func(m map[string]any) { delete(m, "type") }), inventory.ReasonUnknownEventType},
+		{"null event", []byte("null"), inventory.ReasonUnknownEventType},
+		{"unknown type", with(t, deleteEvent(), func(m map[string]any) { m["type"] = "deleted" }), inventory.ReasonUnknownEventType},
+		{"type is case sensitive", with(t, createdEvent(), func(m map[string]any) { m["type"] = "Created" }), inventory.ReasonUnknownEventType},
 
-		{"created without host", with(t, createdEvent(), func(m map[string]any) { delete(m, "host") }), messages.ReasonMissingHostID},
-		{"host id missing", host(func(h map[string]any) { delete(h, "id") }), messages.ReasonMissingHostID},
-		{"host id not a UUID", host(func(h map[string]any) { h["id"] = "web-01" }), messages.ReasonMissingHostID},
-		{"host id without dashes", host(func(h map[string]any) { h["id"] = strings.ReplaceAll(testHostID, "-", "") }), messages.ReasonMissingHostID},
-		{"host id with braces", host(func(h map[string]any) { h["id"] = "{" + testHostID[1:35] + "}" }), messages.ReasonMissingHostID},
-		{"host id truncated", host(func(h map[string]any) { h["id"] = testHostID[:35] }), messages.ReasonMissingHostID},
-		{"host id with suffix", host(func(h map[string]any) { h["id"] = testHostID + "0" }), messages.ReasonMissingHostID},
-		{"host id non-hex", host(func(h map[string]any) { h["id"] = "g" + testHostID[1:] }), messages.ReasonMissingHostID},
-		{"delete id missing", with(t, deleteEvent(), func(m map[string]any) { delete(m, "id") }), messages.ReasonMissingHostID},
+		{"created without host", with(t, createdEvent(), func(m map[string]any) { delete(m, "host") }), inventory.ReasonMissingHostID},
+		{"host id missing", host(func(h map[string]any) { delete(h, "id") }), inventory.ReasonMissingHostID},
+		{"host id not a UUID", host(func(h map[string]any) { h["id"] = "web-01" }), inventory.ReasonMissingHostID},
+		{"host id without dashes", host(func(h map[string]any) { h["id"] = strings.ReplaceAll(testHostID, "-", "") }), inventory.ReasonMissingHostID},
+		{"host id with braces", host(func(h map[string]any) { h["id"] = "{" + testHostID[1:35] + "}" }), inventory.ReasonMissingHostID},
+		{"host id truncated", host(func(h map[string]any) { h["id"] = testHostID[:35] }), inventory.ReasonMissingHostID},
+		{"host id with suffix", host(func(h map[string]any) { h["id"] = testHostID + "0" }), inventory.ReasonMissingHostID},
+		{"host id non-hex", host(func(h map[string]any) { h["id"] = "g" + testHostID[1:] }), inventory.ReasonMissingHostID},
+		{"delete id missing", with(t, deleteEvent(), func(m map[string]any) { delete(m, "id") }), inventory.ReasonMissingHostID},
 		{"delete id only in host", with(t, deleteEvent(), func(m map[string]any) {
 			delete(m, "id")
 			m["host"] = map[string]any{"id": testHostID, "org_id": testOrgID}
-		}), messages.ReasonMissingHostID},
+		}), inventory.ReasonMissingHostID},
 
-		{"host org id missing", host(func(h map[string]any) { delete(h, "org_id") }), messages.ReasonMissingOrgID},
-		{"host org id blank", host(func(h map[string]any) { h["org_id"] = "  " }), messages.ReasonMissingOrgID},
-		{"delete org id missing", with(t, deleteEvent(), func(m map[string]any) { delete(m, "org_id") }), messages.ReasonMissingOrgID},
-		{"id-only org id missing", with(t, idOnlyEvent(), func(m map[string]any) { delete(hostOf(m), "org_id") }), messages.ReasonMissingOrgID},
+		{"host org id missing", host(func(h map[string]any) { delete(h, "org_id") }), inventory.ReasonMissingOrgID},
+		{"host org id blank", host(func(h map[string]any) { h["org_id"] = "  " }), inventory.ReasonMissingOrgID},
+		{"delete org id missing", with(t, deleteEvent(), func(m map[string]any) { delete(m, "org_id") }), inventory.ReasonMissingOrgID},
+		{"id-only org id missing", with(t, idOnlyEvent(), func(m map[string]any) { delete(hostOf(m), "org_id") }), inventory.ReasonMissingOrgID},
 
 		// broken beats filtered: a foreign reporter does not hide a missing org id
-		{"reporter not allowed, org id missing", host(func(h map[string]any) { h["reporter"] = "yupana"; delete(h, "org_id") }), messages.ReasonMissingOrgID},
+		{"reporter not allowed, org id missing", host(func(h map[string]any) { h["reporter"] = "yupana"; delete(h, "org_id") }), inventory.ReasonMissingOrgID},
 
 		{"package without arch", profile(func(p map[string]any) {
 			p["installed_packages"] = []any{"bash-0:4.4.20-1.el8_4.x86_64", "kernel-4.18.0-305"}
-		}), messages.ReasonUnparsablePackage},
-		{"package empty", profile(func(p map[string]any) { p["installed_packages"] = []any{""} }), messages.ReasonUnparsablePackage},
-		{"package bad epoch", profile(func(p map[string]any) { p["installed_packages"] = []any{"kernel-x:4.18.0-305.el8.x86_64"} }), messages.ReasonUnparsablePackage},
+		}), inventory.ReasonUnparsablePackage},
+		{"package empty", profile(func(p map[string]any) { p["installed_packages"] = []any{""} }), inventory.ReasonUnparsablePackage},
+		{"package bad epoch", profile(func(p map[string]any) { p["installed_packages"] = []any{"kernel-x:4.18.0-305.el8.x86_64"} }), inventory.ReasonUnparsablePackage},
 	}
 
 	covered := map[messages.Reason]bool{}
 	for _, c := range cases {
-		ev, err := messages.DecodeInventoryEvent(c.data, messages.DefaultValidationOptions())
+		ev, err := inventory.DecodeInventoryEvent(c.data, inventory.DefaultValidationOptions())
 		requireRejected(t, c.name, ev, err, c.want)
 		covered[c.want] = true
 	}
 	// Too large is tested below with a small limit.
-	covered[messages.ReasonMessageTooLarge] = true
-	for _, r := range messages.ValidationReasons() {
+	covered[inventory.ReasonMessageTooLarge] = true
+	for _, r := range inventory.ValidationReasons() {
 		if !covered[r] {
 			t.Errorf("no case produces %q", r)
 		}
@@ -201,24 +202,24 @@ func TestDecodeInventoryEventSkipsFilteredEvents(t *testing.T) {
 		data []byte
 		want messages.Reason
 	}{
-		{"reporter not allowed", host(func(h map[string]any) { h["reporter"] = "yupana" }), messages.ReasonReporterNotAllowed},
-		{"reporter missing with profile", host(func(h map[string]any) { delete(h, "reporter") }), messages.ReasonReporterNotAllowed},
-		{"id-only with bad reporter", with(t, idOnlyEvent(), func(m map[string]any) { hostOf(m)["reporter"] = "satellite" }), messages.ReasonReporterNotAllowed},
-		{"updated from a foreign reporter", with(t, updatedEvent(), func(m map[string]any) { hostOf(m)["reporter"] = "cloud-connector" }), messages.ReasonReporterNotAllowed},
-		{"edge host", host(func(h map[string]any) { h["system_profile"].(map[string]any)["host_type"] = "edge" }), messages.ReasonExcludedHostType},
+		{"reporter not allowed", host(func(h map[string]any) { h["reporter"] = "yupana" }), inventory.ReasonReporterNotAllowed},
+		{"reporter missing with profile", host(func(h map[string]any) { delete(h, "reporter") }), inventory.ReasonReporterNotAllowed},
+		{"id-only with bad reporter", with(t, idOnlyEvent(), func(m map[string]any) { hostOf(m)["reporter"] = "satellite" }), inventory.ReasonReporterNotAllowed},
+		{"updated from a foreign reporter", with(t, updatedEvent(), func(m map[string]any) { hostOf(m)["reporter"] = "cloud-connector" }), inventory.ReasonReporterNotAllowed},
+		{"edge host", host(func(h map[string]any) { h["system_profile"].(map[string]any)["host_type"] = "edge" }), inventory.ReasonExcludedHostType},
 		// filters run before the packages are parsed: an ignored host's
 		// packages are not this service's business
 		{"edge host with a bad package", host(func(h map[string]any) {
 			p := h["system_profile"].(map[string]any)
 			p["host_type"], p["installed_packages"] = "edge", []any{"nonsense"}
-		}), messages.ReasonExcludedHostType},
+		}), inventory.ReasonExcludedHostType},
 		{"foreign reporter with a bad package", host(func(h map[string]any) {
 			h["reporter"] = "yupana"
 			h["system_profile"].(map[string]any)["installed_packages"] = []any{"nonsense"}
-		}), messages.ReasonReporterNotAllowed},
+		}), inventory.ReasonReporterNotAllowed},
 	}
 	for _, c := range cases {
-		ev, err := messages.DecodeInventoryEvent(c.data, messages.DefaultValidationOptions())
+		ev, err := inventory.DecodeInventoryEvent(c.data, inventory.DefaultValidationOptions())
 		requireSkipped(t, c.name, ev, err, c.want)
 	}
 }
@@ -235,7 +236,7 @@ func TestEmptyPackageListIsValid(t *testing.T) {
 		"packages null":    profile(func(p map[string]any) { p["installed_packages"] = nil }),
 		"empty profile":    with(t, createdEvent(), func(m map[string]any) { hostOf(m)["system_profile"] = map[string]any{} }),
 	} {
-		ev, err := messages.DecodeInventoryEvent(data, messages.DefaultValidationOptions())
+		ev, err := inventory.DecodeInventoryEvent(data, inventory.DefaultValidationOptions())
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 			continue
@@ -247,31 +248,31 @@ func TestEmptyPackageListIsValid(t *testing.T) {
 }
 
 func TestMessageTooLargeIsCheckedBeforeParsing(t *testing.T) {
-	opts := messages.DefaultValidationOptions()
+	opts := inventory.DefaultValidationOptions()
 	opts.MaxMessageBytes = 64
 	// Malformed on purpose: a size check after parsing would say malformed.
 	data := []byte(`{"type": "created", "host": {` + strings.Repeat(" ", 100))
-	ev, err := messages.DecodeInventoryEvent(data, opts)
-	requireRejected(t, "over the limit", ev, err, messages.ReasonMessageTooLarge)
+	ev, err := inventory.DecodeInventoryEvent(data, opts)
+	requireRejected(t, "over the limit", ev, err, inventory.ReasonMessageTooLarge)
 
 	good := encode(t, deleteEvent())
 	opts.MaxMessageBytes = len(good)
-	if _, err := messages.DecodeInventoryEvent(good, opts); err != nil {
+	if _, err := inventory.DecodeInventoryEvent(good, opts); err != nil {
 		t.Errorf("a message of exactly the limit was rejected: %v", err)
 	}
 	opts.MaxMessageBytes = len(good) - 1
-	ev, err = messages.DecodeInventoryEvent(good, opts)
-	requireRejected(t, "one byte over", ev, err, messages.ReasonMessageTooLarge)
+	ev, err = inventory.DecodeInventoryEvent(good, opts)
+	requireRejected(t, "one byte over", ev, err, inventory.ReasonMessageTooLarge)
 
 	opts.MaxMessageBytes = 0
-	if _, err := messages.DecodeInventoryEvent(good, opts); err != nil {
+	if _, err := inventory.DecodeInventoryEvent(good, opts); err != nil {
 		t.Errorf("MaxMessageBytes 0 should mean no bound: %v", err)
 	}
 }
 
 func TestDefaultValidationOptions(t *testing.T) {
-	got := messages.DefaultValidationOptions()
-	want := messages.ValidationOptions{
+	got := inventory.DefaultValidationOptions()
+	want := inventory.ValidationOptions{
 		MaxMessageBytes:   1_000_000,
 		AllowedReporters:  []string{"puptoo", "rhsm-system-profile-bridge"},
 		ExcludedHostTypes: []string{"edge"},
@@ -280,17 +281,17 @@ func TestDefaultValidationOptions(t *testing.T) {
 		t.Errorf("DefaultValidationOptions = %+v, want %+v", got, want)
 	}
 	got.AllowedReporters[0] = "changed"
-	if messages.DefaultValidationOptions().AllowedReporters[0] != "puptoo" {
+	if inventory.DefaultValidationOptions().AllowedReporters[0] != "puptoo" {
 		t.Error("callers changing their options changed the defaults")
 	}
 }
 
 func TestReporterPolicy(t *testing.T) {
-	defaults := messages.DefaultValidationOptions()
+	defaults := inventory.DefaultValidationOptions()
 	cases := []struct {
 		name string
 		data []byte
-		opts messages.ValidationOptions
+		opts inventory.ValidationOptions
 		ok   bool
 	}{
 		{"puptoo", encode(t, createdEvent()), defaults, true},
@@ -298,19 +299,19 @@ func TestReporterPolicy(t *testing.T) {
 		{"id-only without reporter", encode(t, idOnlyEvent()), defaults, true},
 		{"id-only with allowed reporter", with(t, idOnlyEvent(), func(m map[string]any) { hostOf(m)["reporter"] = "puptoo" }), defaults, true},
 		{"custom allow list", with(t, createdEvent(), func(m map[string]any) { hostOf(m)["reporter"] = "yupana" }),
-			messages.ValidationOptions{AllowedReporters: []string{"yupana"}}, true},
-		{"zero options fail closed", encode(t, createdEvent()), messages.ValidationOptions{}, false},
+			inventory.ValidationOptions{AllowedReporters: []string{"yupana"}}, true},
+		{"zero options fail closed", encode(t, createdEvent()), inventory.ValidationOptions{}, false},
 		{"reporter is case sensitive", with(t, createdEvent(), func(m map[string]any) { hostOf(m)["reporter"] = "Puptoo" }), defaults, false},
 		{"edge allowed when not excluded", with(t, createdEvent(), func(m map[string]any) { profileOf(m)["host_type"] = "edge" }),
-			messages.ValidationOptions{AllowedReporters: []string{"puptoo"}}, true},
+			inventory.ValidationOptions{AllowedReporters: []string{"puptoo"}}, true},
 	}
 	for _, c := range cases {
-		ev, err := messages.DecodeInventoryEvent(c.data, c.opts)
+		ev, err := inventory.DecodeInventoryEvent(c.data, c.opts)
 		if c.ok && err != nil {
 			t.Errorf("%s: %v", c.name, err)
 		}
 		if !c.ok {
-			requireSkipped(t, c.name, ev, err, messages.ReasonReporterNotAllowed)
+			requireSkipped(t, c.name, ev, err, inventory.ReasonReporterNotAllowed)
 		}
 	}
 }
@@ -320,7 +321,7 @@ func TestValidationErrorMessages(t *testing.T) {
 	data := with(t, createdEvent(), func(m map[string]any) {
 		profileOf(m)["installed_packages"] = []any{"bash-0:4.4.20-1.el8_4.x86_64", long}
 	})
-	_, err := messages.DecodeInventoryEvent(data, messages.DefaultValidationOptions())
+	_, err := inventory.DecodeInventoryEvent(data, inventory.DefaultValidationOptions())
 	var ve *messages.ValidationError
 	if !errors.As(err, &ve) {
 		t.Fatalf("err = %v", err)
@@ -332,16 +333,16 @@ func TestValidationErrorMessages(t *testing.T) {
 		t.Errorf("Detail repeats %d bytes of input; it should be bounded", len(ve.Detail))
 	}
 
-	_, err = messages.DecodeInventoryEvent([]byte(`{"type":"created","host":{"system_profile":{"installed_packages":[1]}}}`), messages.DefaultValidationOptions())
+	_, err = inventory.DecodeInventoryEvent([]byte(`{"type":"created","host":{"system_profile":{"installed_packages":[1]}}}`), inventory.DefaultValidationOptions())
 	if got := fmt.Sprint(err); !strings.Contains(got, "host.system_profile.installed_packages") || strings.Contains(got, "wire") {
 		t.Errorf("type error %q should name the JSON path, not Go types", got)
 	}
 }
 
 func TestParsedPackages(t *testing.T) {
-	p := &messages.SystemProfile{InstalledPackages: []string{"kernel-0:4.18.0-305.el8.x86_64", "bash-4.4.20-1.el8_4.x86_64"}}
-	got, err := messages.ParsedPackages(p)
-	want := []messages.NEVRA{
+	p := &inventory.SystemProfile{InstalledPackages: []string{"kernel-0:4.18.0-305.el8.x86_64", "bash-4.4.20-1.el8_4.x86_64"}}
+	got, err := inventory.ParsedPackages(p)
+	want := []inventory.NEVRA{
 		{Name: "kernel", Epoch: 0, Version: "4.18.0", Release: "305.el8", Arch: "x86_64"},
 		{Name: "bash", Epoch: 0, Version: "4.4.20", Release: "1.el8_4", Arch: "x86_64"},
 	}
@@ -350,25 +351,25 @@ func TestParsedPackages(t *testing.T) {
 	}
 
 	p.InstalledPackages = append(p.InstalledPackages, "nonsense")
-	got, err = messages.ParsedPackages(p)
+	got, err = inventory.ParsedPackages(p)
 	var ve *messages.ValidationError
-	if got != nil || !errors.As(err, &ve) || ve.Reason != messages.ReasonUnparsablePackage || messages.ClassOf(err) != messages.ErrorClass_ERROR_CLASS_PERMANENT {
+	if got != nil || !errors.As(err, &ve) || ve.Reason != inventory.ReasonUnparsablePackage || messages.ClassOf(err) != messages.ErrorClass_ERROR_CLASS_PERMANENT {
 		t.Errorf("ParsedPackages with a bad package = %+v, %v", got, err)
 	}
 }
 
 func TestValidateSystemProfile(t *testing.T) {
-	opts := messages.DefaultValidationOptions()
-	requireSkipped(t, "edge", nil, messages.ValidateSystemProfile(&messages.SystemProfile{HostType: "edge", InstalledPackages: []string{"a-1-1.noarch"}}, opts),
-		messages.ReasonExcludedHostType)
-	requireRejected(t, "bad package", nil, messages.ValidateSystemProfile(&messages.SystemProfile{InstalledPackages: []string{"a-1.noarch"}}, opts),
-		messages.ReasonUnparsablePackage)
-	for name, p := range map[string]*messages.SystemProfile{
+	opts := inventory.DefaultValidationOptions()
+	requireSkipped(t, "edge", nil, inventory.ValidateSystemProfile(&inventory.SystemProfile{HostType: "edge", InstalledPackages: []string{"a-1-1.noarch"}}, opts),
+		inventory.ReasonExcludedHostType)
+	requireRejected(t, "bad package", nil, inventory.ValidateSystemProfile(&inventory.SystemProfile{InstalledPackages: []string{"a-1.noarch"}}, opts),
+		inventory.ReasonUnparsablePackage)
+	for name, p := range map[string]*inventory.SystemProfile{
 		"valid": {InstalledPackages: []string{"a-1-1.noarch"}},
 		"empty": {}, // stored, nothing to evaluate
 		"nil":   nil,
 	} {
-		if err := messages.ValidateSystemProfile(p, opts); err != nil {
+		if err := inventory.ValidateSystemProfile(p, opts); err != nil {
 			t.Errorf("%s profile: %v", name, err)
 		}
 	}

@@ -1,10 +1,11 @@
-package messages_test
+package inventory_test
 
 import (
 	"errors"
 	"slices"
 	"testing"
 
+	"github.com/patchflow/patchflow/inventory"
 	"github.com/patchflow/patchflow/messages"
 )
 
@@ -32,9 +33,9 @@ func FuzzDecodeInventoryEvent(f *testing.F) {
 	f.Add([]byte(`null`))
 	f.Add([]byte(``))
 
-	opts := messages.DefaultValidationOptions()
+	opts := inventory.DefaultValidationOptions()
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ev, err := messages.DecodeInventoryEvent(data, opts)
+		ev, err := inventory.DecodeInventoryEvent(data, opts)
 		if err != nil {
 			if ev != nil {
 				t.Fatalf("event %+v returned with error %v", ev, err)
@@ -44,7 +45,7 @@ func FuzzDecodeInventoryEvent(f *testing.F) {
 				if errors.As(err, &ve) || messages.ClassOf(err) == messages.ErrorClass_ERROR_CLASS_PERMANENT {
 					t.Fatalf("%v is both skipped and broken", err)
 				}
-				if reason != messages.ReasonReporterNotAllowed && reason != messages.ReasonExcludedHostType {
+				if reason != inventory.ReasonReporterNotAllowed && reason != inventory.ReasonExcludedHostType {
 					t.Fatalf("the decoder skipped for %q, which is not one of its filters", reason)
 				}
 				return
@@ -53,7 +54,7 @@ func FuzzDecodeInventoryEvent(f *testing.F) {
 				t.Fatalf("ClassOf(%v) = %v, want permanent", err, c)
 			}
 			var ve *messages.ValidationError
-			if !errors.As(err, &ve) || !slices.Contains(messages.ValidationReasons(), ve.Reason) {
+			if !errors.As(err, &ve) || !slices.Contains(inventory.ValidationReasons(), ve.Reason) {
 				t.Fatalf("%v is not a *ValidationError with one of ValidationReasons", err)
 			}
 			return
@@ -62,11 +63,11 @@ func FuzzDecodeInventoryEvent(f *testing.F) {
 			t.Fatal("nil event and nil error")
 		}
 		switch ev.Type {
-		case messages.EventDelete:
+		case inventory.EventDelete:
 			if ev.Host != nil {
 				t.Fatalf("delete with a host: %+v", ev.Host)
 			}
-		case messages.EventCreated, messages.EventUpdated:
+		case inventory.EventCreated, inventory.EventUpdated:
 			if ev.Host == nil {
 				t.Fatal("created or updated without a host")
 			}
@@ -78,7 +79,7 @@ func FuzzDecodeInventoryEvent(f *testing.F) {
 		}
 		if ev.Host != nil && ev.Host.SystemProfile != nil {
 			p := ev.Host.SystemProfile
-			pkgs, err := messages.ParsedPackages(p)
+			pkgs, err := inventory.ParsedPackages(p)
 			if err != nil || len(pkgs) != len(p.InstalledPackages) { // none at all is valid: nothing to evaluate
 				t.Fatalf("accepted profile whose packages do not parse: %d of %d, %v", len(pkgs), len(p.InstalledPackages), err)
 			}

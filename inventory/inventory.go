@@ -1,8 +1,10 @@
-package messages
+package inventory
 
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/patchflow/patchflow/messages"
 )
 
 // EventType is the "type" field of an inventory event.
@@ -138,12 +140,12 @@ type Group struct {
 // inventory service (the value of system_profile, not the response around
 // it), for events that carried none. It only decodes: apply
 // ValidateSystemProfile before using the packages. JSON null gives an empty
-// profile, never a nil one. Errors are permanent *ValidationError values
+// profile, never a nil one. Errors are permanent *messages.ValidationError values
 // with ReasonMalformedJSON.
 func DecodeSystemProfile(data []byte) (*SystemProfile, error) {
 	var w wireSystemProfile
 	if err := unmarshalProfile(data, &w); err != nil {
-		return nil, invalid(ReasonMalformedJSON, describeJSONError(err))
+		return nil, messages.Invalid(ReasonMalformedJSON, describeJSONError(err))
 	}
 	return w.profile(), nil
 }

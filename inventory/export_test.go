@@ -1,4 +1,4 @@
-package messages
+package inventory
 
 import (
 	"encoding/json"
@@ -7,7 +7,8 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/patchflow/patchflow/messages/jsonscan"
+	"github.com/patchflow/patchflow/internal/jsonscan"
+	"github.com/patchflow/patchflow/messages"
 )
 
 // Hooks for the tests of package messages_test.
@@ -18,11 +19,11 @@ import (
 // the two.
 func LegacyDecodeInventoryEvent(data []byte, opts ValidationOptions) (*InventoryEvent, error) {
 	if opts.MaxMessageBytes > 0 && len(data) > opts.MaxMessageBytes {
-		return nil, invalid(ReasonMessageTooLarge, fmt.Sprintf("%d bytes, limit %d", len(data), opts.MaxMessageBytes))
+		return nil, messages.Invalid(ReasonMessageTooLarge, fmt.Sprintf("%d bytes, limit %d", len(data), opts.MaxMessageBytes))
 	}
 	var w wireEvent
 	if err := json.Unmarshal(data, &w); err != nil {
-		return nil, invalid(ReasonMalformedJSON, describeJSONError(err))
+		return nil, messages.Invalid(ReasonMalformedJSON, describeJSONError(err))
 	}
 	ev, err := w.event()
 	if err != nil {
@@ -43,7 +44,7 @@ func legacyValidate(ev *InventoryEvent, opts ValidationOptions) error {
 			got, gotErr := ParseNEVRA(pkg)
 			want, wantErr := LegacyParseNEVRA(pkg)
 			if got != want || fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
-				return invalid(ReasonUnparsablePackage, fmt.Sprintf("installed_packages[%d]: parsed otherwise than before", i))
+				return messages.Invalid(ReasonUnparsablePackage, fmt.Sprintf("installed_packages[%d]: parsed otherwise than before", i))
 			}
 		}
 	}
