@@ -111,9 +111,9 @@ func (k *KafkaDeadLetters) explain(err error) error {
 	case errors.Is(err, sarama.ErrUnknownTopicOrPartition):
 		what = fmt.Sprintf("dead-letter topic %s does not exist: create it (the listener creates it at start when it can)", t)
 	case errors.Is(err, sarama.ErrTopicAuthorizationFailed):
-		what = fmt.Sprintf("the broker refused the write to dead-letter topic %s: grant the listener's principal WRITE on topic %s", t, t)
+		what = fmt.Sprintf("the broker refused the write to dead-letter topic %s: grant the consumer's principal WRITE on topic %s", t, t)
 	case errors.Is(err, sarama.ErrClusterAuthorizationFailed):
-		what = fmt.Sprintf("the broker refused the idempotent write to dead-letter topic %s: grant the listener's principal WRITE on topic %s (brokers before Kafka 2.8 also want IDEMPOTENT_WRITE on the cluster)", t, t)
+		what = fmt.Sprintf("the broker refused the idempotent write to dead-letter topic %s: grant the consumer's principal WRITE on topic %s (brokers before Kafka 2.8 also want IDEMPOTENT_WRITE on the cluster)", t, t)
 	case isSASLError(err):
 		what = fmt.Sprintf("the broker did not accept the listener's SASL login while writing to dead-letter topic %s: check KAFKA_SASL_MECHANISM, KAFKA_SASL_USER and KAFKA_SASL_PASSWORD, and that the principal may WRITE on topic %s", t, t)
 	case errors.Is(err, breaker.ErrBreakerOpen):

@@ -3,6 +3,7 @@ package consumer
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -51,8 +52,9 @@ type Config struct {
 	// changed. Default 100 ms: a crash replays what finished since the last
 	// commit besides what was in flight.
 	CommitInterval time.Duration
-	// SessionTimeout (default 10 s) and HeartbeatInterval (default 3 s, at
-	// most a third of it) tune how fast the group notices a dead member.
+	// SessionTimeout (default 10 s) and HeartbeatInterval (default 3 s or a
+	// third of SessionTimeout, whichever is less; at most a third of it)
+	// tune how fast the group notices a dead member.
 	SessionTimeout, HeartbeatInterval time.Duration
 	// Security is TLS and SASL; the zero value is plaintext.
 	Security Security
@@ -88,8 +90,9 @@ type Config struct {
 	// AttemptTimeout is one handler call's deadline. Default 2 min;
 	// negative: none (then a record failing on its own has no time bound).
 	AttemptTimeout time.Duration
-	// BackoffMin (default 100 ms) and BackoffMax (default 10 s) bound the
-	// exponential backoff between attempts.
+	// BackoffMin (default 100 ms, or BackoffMax if less) and BackoffMax
+	// (default 10 s, or BackoffMin if more) bound the exponential backoff
+	// between attempts.
 	BackoffMin, BackoffMax time.Duration
 	// SpanPerPartition bounds the offsets a partition admits past its
 	// oldest unfinished record. Default 64 × InFlightPerPartition.
@@ -102,7 +105,8 @@ type Config struct {
 	// ReadyPinLimit: Ready reports false while a partition's oldest
 	// unfinished record has held its committed offset longer than this, or
 	// a partition with records waiting has admitted none that long.
-	// Default 5 min.
+	// Default 5 min. Durations other than AttemptTimeout and
+	// ProgressInterval must not be negative.
 	ReadyPinLimit time.Duration
 	// ProgressInterval is how often a progress line is logged. Default
 	// 10 s; negative: never.
@@ -123,6 +127,12 @@ type Security struct {
 
 // String shows the settings with the SASL password masked.
 func (s Security) String() string { return s.kafka().String() }
+
+// GoString is String, for %#v.
+func (s Security) GoString() string { return s.String() }
+
+// LogValue is String, for log/slog.
+func (s Security) LogValue() slog.Value { return slog.StringValue(s.String()) }
 
 func (s Security) kafka() actors.KafkaSecurity {
 	return actors.KafkaSecurity{TLS: s.TLS, CAFile: s.CAFile, CertFile: s.CertFile, KeyFile: s.KeyFile,
@@ -164,7 +174,7 @@ func (cfg Config) resolve() (resolved, error) {
 	if dlq == cfg.Topic {
 		bad("DeadLetterTopic", "must differ from Topic")
 	}
-	version, err := sarama.ParseKafkaVersion(orDefault(cfg.KafkaVersion, "3.6.0"))
+	version, err := sarama.ParseKafkaVersion(kafkaVersion(orDefault(cfg.KafkaVersion, "3.6.0")))
 	switch {
 	case err != nil:
 		bad("KafkaVersion", "%q is not a Kafka version like 3.6.0", cfg.KafkaVersion)
@@ -181,9 +191,26 @@ func (cfg Config) resolve() (resolved, error) {
 	if !slices.Contains(actors.IsolationLevels, isolation) {
 		bad("Isolation", "%q: want one of %s", isolation, strings.Join(actors.IsolationLevels, ", "))
 	}
-	session, heartbeat := orDefault(cfg.SessionTimeout, 10*time.Second), orDefault(cfg.HeartbeatInterval, 3*time.Second)
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"CommitInterval", cfg.CommitInterval}, {"SessionTimeout", cfg.SessionTimeout}, {"HeartbeatInterval", cfg.HeartbeatInterval},
+		{"DrainTimeout", cfg.DrainTimeout}, {"BackoffMin", cfg.BackoffMin}, {"BackoffMax", cfg.BackoffMax}, {"ReadyPinLimit", cfg.ReadyPinLimit}} {
+		if f.d < 0 {
+			bad(f.name, "must not be negative, got %v (zero is the default)", f.d)
+		}
+	}
+	if cfg.Members < 0 {
+		bad("Members", "must not be negative, got %d (zero is the default, 1)", cfg.Members)
+	}
+	// The heartbeat's default follows a shorter session (a third of it).
+	session := orDefault(cfg.SessionTimeout, 10*time.Second)
+	heartbeat := orDefault(cfg.HeartbeatInterval, min(3*time.Second, session/3))
 	if heartbeat*3 > session {
 		bad("HeartbeatInterval", "%v must be at most a third of SessionTimeout (%v)", heartbeat, session)
+	}
+	if m := cfg.Security.SASLMechanism; !slices.Contains([]string{actors.SASLNone, actors.SASLPlain, actors.SASLScramSHA256, actors.SASLScramSHA512}, m) {
+		bad("Security.SASLMechanism", "%q: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (or none)", m)
 	}
 	if cfg.Security.SASLMechanism != "" && cfg.Security.SASLUser == "" {
 		bad("Security.SASLUser", "required with SASLMechanism %s", cfg.Security.SASLMechanism)
@@ -223,7 +250,8 @@ func (cfg Config) resolve() (resolved, error) {
 	p.DrainTimeout = orDefault(cfg.DrainTimeout, p.DrainTimeout)
 	p.MaxAttempts = orDefault(cfg.MaxAttempts, p.MaxAttempts)
 	p.AttemptTimeout = orNone(cfg.AttemptTimeout, p.AttemptTimeout)
-	p.BackoffMin = orDefault(cfg.BackoffMin, p.BackoffMin)
+	// Each backoff bound's default follows the other one given.
+	p.BackoffMin = orDefault(cfg.BackoffMin, min(p.BackoffMin, orDefault(cfg.BackoffMax, p.BackoffMin)))
 	p.BackoffMax = orDefault(cfg.BackoffMax, max(p.BackoffMax, p.BackoffMin))
 	p.SpanPerPartition = cfg.SpanPerPartition
 	p.CommitMetadataMaxBytes = orNone(cfg.CommitMetadataMaxBytes, p.CommitMetadataMaxBytes)
@@ -233,6 +261,15 @@ func (cfg Config) resolve() (resolved, error) {
 		errs = append(errs, fmt.Errorf("consumer.Config: %w", err))
 	}
 	return r, errors.Join(errs...)
+}
+
+// kafkaVersion accepts the three-part form of versions before 1.0 too
+// ("0.11.0" for sarama's "0.11.0.0").
+func kafkaVersion(v string) string {
+	if strings.HasPrefix(v, "0.") && strings.Count(v, ".") == 2 {
+		return v + ".0"
+	}
+	return v
 }
 
 // orDefault returns v, or def when v is the zero value.

@@ -66,7 +66,15 @@ func New(cfg Config, h Handler, opts ...Option) (*Consumer, error) {
 	}
 	c := &Consumer{cfg: r, handler: h}
 	for _, o := range opts {
+		if o == nil {
+			return nil, errors.New("consumer.New: an option is nil")
+		}
 		o(&c.opts)
+	}
+	for _, hc := range c.opts.Checks {
+		if hc.Check == nil || hc.Name == "" || hc.Grace < 0 {
+			return nil, fmt.Errorf("consumer.WithHealthCheck(%q, %v, check): needs a name, a grace not negative and a check", hc.Name, hc.Grace)
+		}
 	}
 	if c.opts.Logger == nil {
 		c.opts.Logger = slog.New(slog.DiscardHandler)
@@ -85,55 +93,49 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return errors.New("consumer: Run was called before; a Consumer runs once")
 	}
 	logger, o := c.opts.Logger, c.opts
-	k, settings := c.cfg.kafka, c.cfg.pipeline
-	pcfg, err := actors.NewProducerConfig(k)
-	if err != nil {
-		return err
+	if ctx.Err() != nil {
+		return nil // stopped before it began: nothing to drain
 	}
-	admin, err := sarama.NewClusterAdmin(k.Brokers, pcfg)
-	if err != nil {
-		return fmt.Errorf("connect to Kafka at %v: %w", k.Brokers, err)
+	// Reaching the brokers can take minutes when they do not answer; a
+	// ctx that ends meanwhile ends Run at once, and what connect opens
+	// later is closed when it returns.
+	type connected struct {
+		l   *links
+		err error
 	}
-	k.DeadLetterMaxBytes, err = ensureDeadLetterTopic(admin, k.Topic, k.DLQTopic, logger)
-	if err == nil && settings.CommitMetadataMaxBytes > 0 {
-		settings.CommitMetadataMaxBytes = commitMetadataLimit(admin, settings.CommitMetadataMaxBytes, logger)
+	done := make(chan connected, 1)
+	go func() {
+		l, err := c.connect(logger)
+		done <- connected{l, err}
+	}()
+	var l *links
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return r.err
+		}
+		l = r.l
+	case <-ctx.Done():
+		go func() {
+			if r := <-done; r.err == nil {
+				r.l.close()
+			}
+		}()
+		logger.Info("stopped before it had reached the brokers")
+		return nil
 	}
-	_ = admin.Close()
-	if err != nil {
-		return err
-	}
-	// The producer's record limit follows the dead-letter topic's.
-	pcfg, err = actors.NewProducerConfig(k)
-	if err != nil {
-		return err
-	}
-	producer, err := sarama.NewSyncProducer(k.Brokers, pcfg)
-	if err != nil {
-		return fmt.Errorf("dead-letter producer: %w", err)
-	}
-	defer producer.Close()
+	defer l.close()
+	k, settings, producer, probeClient, groups := l.kafka, l.settings, l.producer, l.probe, l.groups
 
 	system := actors.NewActorSystem(logger)
 	defer system.Shutdown()
-	// The settle probe asks the broker, with the consumers' isolation level,
-	// whether an idle partition has anything left to deliver; the committed
-	// reader lets a new owner skip what the last one finished.
-	probeCfg, err := actors.NewConsumerConfig(k, settings)
-	if err != nil {
-		return err
-	}
-	probeCfg.ClientID = "patchflow-probe"
-	probeClient, err := sarama.NewClient(k.Brokers, probeCfg)
-	if err != nil {
-		return fmt.Errorf("connect to Kafka at %v: %w", k.Brokers, err)
-	}
-	defer probeClient.Close()
 	m := o.Metrics
 	if m == nil {
-		m, err = newMetrics(o.Registerer)
-		if err != nil {
+		var err error
+		if m, err = newMetrics(o.Registerer); err != nil {
 			return err
 		}
+		defer m.Unregister() // the registry may take another consumer once this one is over
 	}
 	deps := &actors.Dependencies{}
 	if r, ok := c.handler.(DependencyReporter); ok {
@@ -148,16 +150,18 @@ func (c *Consumer) Run(ctx context.Context) error {
 		System: system, Settings: settings, Handler: adapter{c.handler}, Observer: m, Dependencies: deps,
 		DeadLetters: &actors.KafkaDeadLetters{Producer: producer, Topic: k.DLQTopic},
 		Logger:      logger,
-		SettleProbe: actors.NewFetchProbe(probeClient, probeCfg.Consumer.IsolationLevel),
+		SettleProbe: actors.NewFetchProbe(probeClient, l.isolation),
 		Committed:   actors.NewCommittedReader(probeClient, k.Group),
 	})
 	if err != nil {
 		return err
 	}
 	defer bridge.Close()
-	if err := m.AttachBridge(bridge); err != nil {
+	detach, err := m.AttachBridge(bridge)
+	if err != nil {
 		return err
 	}
+	defer detach()
 	readiness := &telemetry.Readiness{Bridge: bridge, PinLimit: c.cfg.readyPinLimit, Stalls: &telemetry.StallWatch{}, Logger: logger}
 	for _, hc := range o.Checks {
 		readiness.Dependencies = append(readiness.Dependencies, telemetry.NewDependencyWatch(hc.Name, hc.Check, hc.Grace, healthCheckTimeout))
@@ -181,22 +185,6 @@ func (c *Consumer) Run(ctx context.Context) error {
 		o.Started(bridge)
 	}
 
-	var groups []sarama.ConsumerGroup
-	for i := 0; i < c.cfg.members; i++ {
-		ccfg, err := actors.NewConsumerConfig(k, settings)
-		if err != nil {
-			return err
-		}
-		ccfg.ClientID = fmt.Sprintf("patchflow-%d", i)
-		g, err := sarama.NewConsumerGroup(k.Brokers, k.Group, ccfg)
-		if err != nil {
-			for _, g := range groups {
-				_ = g.Close()
-			}
-			return fmt.Errorf("join consumer group %q: %w", k.Group, err)
-		}
-		groups = append(groups, g)
-	}
 	logger.Info("listener started", "consumers", c.cfg.members, "topic", k.Topic, "group", k.Group, "dlq_topic", k.DLQTopic)
 
 	// The members stop only once the drain line is written: it counts the

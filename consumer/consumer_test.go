@@ -300,7 +300,8 @@ func TestSecondOwnerRunsOnlyWhatTheFirstLeftUnfinished(t *testing.T) {
 }
 
 // Metrics go to the registry given; a second consumer on the same registry
-// is refused at Run with a clear error instead of a panic.
+// is refused at Run with a clear error instead of a panic while the first
+// runs, and runs once the first has returned (its metrics unregistered).
 func TestMetricsGoToTheRegistryGiven(t *testing.T) {
 	broker, err := embedded.Start(1, "events")
 	if err != nil {
@@ -315,11 +316,6 @@ func TestMetricsGoToTheRegistryGiven(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := run(c)
-	defer func() {
-		if err := stop(); err != nil {
-			t.Error(err)
-		}
-	}()
 	produce(t, broker.Addrs(), "events", []string{"k"}, []string{"v"})
 	waitFor(t, "the record handled", 20*time.Second, func() bool { return c.Stats().Succeeded == 1 })
 	families, err := reg.Gather()
@@ -341,8 +337,24 @@ func TestMetricsGoToTheRegistryGiven(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := again.Run(ctx); err == nil || !strings.Contains(err.Error(), "one consumer per registry") {
+	if err := again.Run(ctx); err == nil || !strings.Contains(err.Error(), "one consumer at a time per registry") {
 		t.Fatalf("a second consumer on the registry: %v, want a clear error", err)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if families, _ := reg.Gather(); len(families) != 0 {
+		t.Errorf("%d metric families left in the registry after Run returned", len(families))
+	}
+	third, err := consumer.New(cfg, h, consumer.WithRegisterer(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop = run(third)
+	produce(t, broker.Addrs(), "events", []string{"k"}, []string{"v2"})
+	waitFor(t, "the next consumer on the registry handles a record", 20*time.Second, func() bool { return third.Stats().Succeeded == 1 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -27,9 +27,11 @@
 //     and InFlightTotal of the process are in flight; memory does not grow
 //     with the backlog.
 //   - No hostage: a record failing on its own is dead-lettered after
-//     Config.MaxAttempts; a dependency down for every record (named with
-//     FailedIn and reported by a DependencyReporter) is retried until it
-//     recovers, dead-lettering nothing.
+//     Config.MaxAttempts; a dependency down for every record (its failures
+//     named with FailedIn, its calls reported by a DependencyReporter) is
+//     retried until it recovers, dead-lettering nothing. An error the
+//     handler returns unclassified and unnamed always counts as the
+//     record's own.
 //   - Clean handover: at a revoke or shutdown in-flight records get
 //     Config.DrainTimeout, the last finished offset is committed, and the
 //     partition moves on.

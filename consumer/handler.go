@@ -58,12 +58,14 @@ type HandlerFunc func(ctx context.Context, record *Record) error
 func (f HandlerFunc) Handle(ctx context.Context, record *Record) error { return f(ctx, record) }
 
 // DependencyReporter is implemented by a Handler that reports each call it
-// makes to a dependency (a database, an HTTP service): New gives it report
-// once, before the first record. took is the call's duration; err is nil
-// when the dependency served the call, an error classed Permanent when it
-// answered with a refusal (it is up), and any other error when it gave no
-// answer (a timeout, a refused connection, a 503). A cancelled context's
-// error is not counted either way.
+// makes to a dependency (a database, an HTTP service): Run gives it report
+// once, before the first record (a handler value given to two consumers
+// reports to the one that ran last: give each its own). took is the call's
+// duration; err is nil when the dependency served the call, an error
+// classed Permanent when it answered with a refusal (it is up), and any
+// other error when it gave no answer (a timeout, context.DeadlineExceeded
+// included, a refused connection, a 503). A call the caller cancelled
+// (context.Canceled) counts neither way.
 //
 // The retry rule reads these: a record's failure named with
 // FailedIn(dependency, ...) counts as its own only while that dependency
@@ -83,8 +85,16 @@ func Transient(err error) error { return messages.Transient(err) }
 
 // FailedIn names the dependency err came from (a short name, the one the
 // handler reports calls under), so the retry rule can tell a shared outage
-// from the record's own trouble. err's class is unchanged.
-func FailedIn(dependency string, err error) error { return messages.FailedIn(dependency, err) }
+// from the record's own trouble. A failure in a dependency is worth
+// retrying: an err without a class becomes Transient (one classed
+// Permanent, or a cancellation, keeps its class). It then counts towards
+// Config.MaxAttempts only while the dependency serves other calls.
+func FailedIn(dependency string, err error) error {
+	if messages.ClassOf(err) == messages.ErrorClass_ERROR_CLASS_UNKNOWN {
+		err = messages.Transient(err)
+	}
+	return messages.FailedIn(dependency, err)
+}
 
 // Skip returns the error a Handler gives for a record it ignores on
 // purpose: the record is finished and committed, counted under reason (a

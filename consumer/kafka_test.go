@@ -380,7 +380,7 @@ func TestDeadLetterTopicNotCreatable(t *testing.T) {
 	}
 	for _, want := range []string{`dead-letter topic "events.dlq" is missing and could not be created`,
 		"create it with 2 partitions and max.message.bytes=" + strconv.Itoa(defaultMessageMaxBytes+envelopeMargin),
-		"grant the listener's principal CREATE on it", "KAFKA_DLQ_TOPIC"} {
+		"grant the consumer's principal CREATE on it", "consumer.Config.DeadLetterTopic", "KAFKA_DLQ_TOPIC"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
@@ -402,7 +402,7 @@ func TestMissingTopicSaysHowToCreateIt(t *testing.T) {
 		t.Fatal("no error for a missing topic")
 	}
 	for _, want := range []string{`topic "platform.inventory.events" does not exist`, "--create --topic platform.inventory.events",
-		"bin/loadgen -create-topic", "make kafka-up", "KAFKA_TOPIC"} {
+		"bin/loadgen -create-topic", "make kafka-up", "consumer.Config.Topic", "KAFKA_TOPIC"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}

@@ -34,7 +34,7 @@ const defaultMessageMaxBytes = 1048588
 //
 // Starting without a writable dead-letter topic would stall every partition
 // at its first bad record, so failure to find or create it stops the
-// listener.
+// consumer.
 func ensureDeadLetterTopic(admin sarama.ClusterAdmin, topic, dlq string, logger *slog.Logger) (int, error) {
 	metas, err := admin.DescribeTopics([]string{topic, dlq})
 	if err != nil {
@@ -50,9 +50,9 @@ func ensureDeadLetterTopic(admin sarama.ClusterAdmin, topic, dlq string, logger 
 		}
 	}
 	if source == nil || errors.Is(source.Err, sarama.ErrUnknownTopicOrPartition) || len(source.Partitions) == 0 {
-		return 0, fmt.Errorf("topic %q does not exist, and the listener does not create it: create it "+
-			"(kafka-topics.sh --bootstrap-server <broker> --create --topic %s --partitions 8; bin/loadgen -create-topic "+
-			"creates it before producing; make kafka-up creates it on its broker), or set KAFKA_TOPIC to the topic of inventory events",
+		return 0, fmt.Errorf("topic %q does not exist, and the consumer does not create it: create it "+
+			"(kafka-topics.sh --bootstrap-server <broker> --create --topic %s --partitions 8; for the listener, bin/loadgen -create-topic "+
+			"creates it before producing and make kafka-up on its broker), or consume an existing topic (consumer.Config.Topic; the listener's KAFKA_TOPIC)",
 			topic, topic)
 	}
 	sourceLimit, err := maxMessageBytes(admin, topic)
@@ -60,7 +60,7 @@ func ensureDeadLetterTopic(admin sarama.ClusterAdmin, topic, dlq string, logger 
 		sourceLimit = defaultMessageMaxBytes
 		logger.Warn("cannot read max.message.bytes of the source topic; sizing the dead-letter topic for the broker default",
 			"topic", topic, "assumed_max_message_bytes", sourceLimit, "error", err,
-			"fix", "grant the listener's principal DESCRIBE_CONFIGS on topic "+topic+" and the cluster")
+			"fix", "grant the consumer's principal DESCRIBE_CONFIGS on topic "+topic+" and the cluster")
 	}
 	want := sourceLimit + envelopeMargin
 
@@ -73,12 +73,12 @@ func ensureDeadLetterTopic(admin sarama.ClusterAdmin, topic, dlq string, logger 
 	err = admin.CreateTopic(dlq, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: replication,
 		ConfigEntries: map[string]*string{"max.message.bytes": &limit}}, false)
 	switch {
-	case errors.Is(err, sarama.ErrTopicAlreadyExists): // another listener created it meanwhile
+	case errors.Is(err, sarama.ErrTopicAlreadyExists): // another consumer created it meanwhile
 		return checkDeadLetterLimit(admin, dlq, sourceLimit, want, logger), nil
 	case err != nil:
 		return 0, fmt.Errorf("dead-letter topic %q is missing and could not be created: %w; create it with %d partitions and max.message.bytes=%d "+
 			"(kafka-topics.sh --bootstrap-server <broker> --create --topic %s --partitions %d --config max.message.bytes=%d), "+
-			"or grant the listener's principal CREATE on it, or set KAFKA_DLQ_TOPIC to an existing topic",
+			"or grant the consumer's principal CREATE on it, or name an existing topic (consumer.Config.DeadLetterTopic; the listener's KAFKA_DLQ_TOPIC)",
 			dlq, err, partitions, want, dlq, partitions, want)
 	}
 	logger.Info("dead-letter topic created", "topic", dlq, "partitions", partitions, "replication_factor", replication,
@@ -93,14 +93,14 @@ func checkDeadLetterLimit(admin sarama.ClusterAdmin, dlq string, sourceLimit, wa
 	have, err := maxMessageBytes(admin, dlq)
 	if err != nil {
 		logger.Warn("cannot read max.message.bytes of the dead-letter topic; oversized dead letters will be written without their value",
-			"topic", dlq, "error", err, "fix", "grant the listener's principal DESCRIBE_CONFIGS on topic "+dlq+" and the cluster")
+			"topic", dlq, "error", err, "fix", "grant the consumer's principal DESCRIBE_CONFIGS on topic "+dlq+" and the cluster")
 		return 0
 	}
 	if have < want {
 		logger.Warn("the dead-letter topic accepts smaller records than the source topic plus the dead-letter envelope: "+
 			"records near the source's limit will be dead-lettered without their value (value_truncated)",
 			"topic", dlq, "max_message_bytes", have, "source_max_message_bytes", sourceLimit, "wanted_max_message_bytes", want,
-			"fix", fmt.Sprintf("kafka-configs.sh --bootstrap-server <broker> --alter --entity-type topics --entity-name %s --add-config max.message.bytes=%d, then restart the listener", dlq, want))
+			"fix", fmt.Sprintf("kafka-configs.sh --bootstrap-server <broker> --alter --entity-type topics --entity-name %s --add-config max.message.bytes=%d, then restart the consumer", dlq, want))
 	}
 	return have
 }
@@ -149,7 +149,7 @@ func commitMetadataLimit(admin sarama.ClusterAdmin, configured int, logger *slog
 	limit, err := brokerBytes(admin, "offset.metadata.max.bytes")
 	switch {
 	case err != nil:
-		logger.Debug("cannot read the brokers' offset.metadata.max.bytes; keeping LISTENER_COMMIT_METADATA_MAX_BYTES", "limit", configured, "error", err)
+		logger.Debug("cannot read the brokers' offset.metadata.max.bytes; keeping the configured commit metadata limit", "limit", configured, "error", err)
 	case limit < configured:
 		logger.Info("commit metadata limited to the brokers' offset.metadata.max.bytes", "limit", limit, "configured", configured)
 		return limit

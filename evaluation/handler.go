@@ -65,14 +65,13 @@ func (h *Handler) ReportDependenciesTo(report func(dependency string, took time.
 }
 
 // database reports one transaction. A failure that is not for want of the
-// database (a permanent error, an unclassified one: the database answered)
-// is reported as served; a transient one as not; a cancellation says
-// nothing of the database and the consumer does not count it.
+// database (an unclassified one: the database answered, with an error) is
+// reported as a refusal (Permanent: served, result "refused"); a transient
+// one as no answer; a cancellation says nothing of the database and the
+// consumer does not count it.
 func (h *Handler) database(start time.Time, err error) {
-	switch messages.ClassOf(err) {
-	case messages.ErrorClass_ERROR_CLASS_TRANSIENT, messages.ErrorClass_ERROR_CLASS_CANCELLED:
-	default:
-		err = nil
+	if messages.ClassOf(err) == messages.ErrorClass_ERROR_CLASS_UNKNOWN {
+		err = messages.Permanent(err)
 	}
 	h.report(messages.DependencyDatabase, time.Since(start), err)
 }

@@ -50,12 +50,23 @@ func (w *DependencyWatch) Run(ctx context.Context, interval time.Duration) {
 func (w *DependencyWatch) Check(ctx context.Context) {
 	start := time.Now()
 	pctx, cancel := context.WithTimeout(ctx, w.timeout)
-	err := w.ping(pctx)
+	err := w.safePing(pctx)
 	cancel()
 	if ctx.Err() != nil {
 		return // stopping: an interrupted check says nothing about the dependency
 	}
 	w.Record(start, err)
+}
+
+// safePing is ping with a panic read as a failed check: a health check's
+// bug must not stop the process.
+func (w *DependencyWatch) safePing(ctx context.Context) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("the %s check panicked: %v", w.name, p)
+		}
+	}()
+	return w.ping(ctx)
 }
 
 // Record records the outcome of a check that began at start.

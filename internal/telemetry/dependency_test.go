@@ -105,3 +105,12 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// A check that panics is a failed check, not a dead process.
+func TestAPanickingCheckIsAFailedCheck(t *testing.T) {
+	w := NewDependencyWatch("database", func(context.Context) error { panic("nil pool") }, 0, time.Second)
+	w.Check(context.Background())
+	if up, why := w.Up(time.Now()); up || !strings.Contains(why, "panicked") || !strings.Contains(why, "nil pool") {
+		t.Fatalf("after a panicking check: up %v, %q", up, why)
+	}
+}

@@ -74,24 +74,38 @@ func NewIn(reg prometheus.Registerer) (*Metrics, error) {
 		claims: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "patchflow_claims_total", Help: "Partitions claimed (each rebalance that gives this process a partition)."}, []string{"topic"}),
 	}
-	for _, c := range []prometheus.Collector{m.handler, m.drains, m.claims, m.dependency} {
+	for i, c := range []prometheus.Collector{m.handler, m.drains, m.claims, m.dependency} {
 		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("register the consumer's metrics (one consumer per registry): %w", err)
+			for _, done := range []prometheus.Collector{m.handler, m.drains, m.claims, m.dependency}[:i] {
+				reg.Unregister(done)
+			}
+			return nil, fmt.Errorf("register the consumer's metrics (one consumer at a time per registry): %w", err)
 		}
 	}
 	return m, nil
 }
 
 // AttachBridge exports the bridge's per-partition state and counters. It
-// fails when the registry holds a bridge's metrics already (one consumer a
-// registry).
-func (m *Metrics) AttachBridge(b *actors.Bridge) error {
-	err := m.Registry.Register(&bridgeCollector{skipReasons: m.skipReasons, validationReasons: m.validationReasons, partitions: b.Partitions, stats: func() actors.StatsSnapshot { return b.Stats().Snapshot() },
-		concurrency: b.Concurrency})
-	if err != nil {
-		return fmt.Errorf("register the consumer's metrics (one consumer per registry): %w", err)
+// fails when the registry holds a bridge's metrics already (one consumer at
+// a time per registry).
+//
+// The returned detach unregisters them, so that another bridge can attach
+// once this one's run is over.
+func (m *Metrics) AttachBridge(b *actors.Bridge) (detach func(), err error) {
+	c := &bridgeCollector{skipReasons: m.skipReasons, validationReasons: m.validationReasons, partitions: b.Partitions,
+		stats: func() actors.StatsSnapshot { return b.Stats().Snapshot() }, concurrency: b.Concurrency}
+	if err := m.Registry.Register(c); err != nil {
+		return nil, fmt.Errorf("register the consumer's metrics (one consumer at a time per registry): %w", err)
 	}
-	return nil
+	return func() { m.Registry.Unregister(c) }, nil
+}
+
+// Unregister removes the metrics NewIn registered (not a bridge's: its
+// detach does), so that the registry can take another consumer's.
+func (m *Metrics) Unregister() {
+	for _, c := range []prometheus.Collector{m.handler, m.drains, m.claims, m.dependency} {
+		m.Registry.Unregister(c)
+	}
 }
 
 // Dependency records one call a handler reported to dependency (see

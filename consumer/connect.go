@@ -1,0 +1,98 @@
+package consumer
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/IBM/sarama"
+
+	"github.com/patchflow/patchflow/actors"
+)
+
+// links are the clients Run opens before it consumes: the dead-letter
+// producer, the probe client (settle probe and committed-offset reader) and
+// the group members, with the settings the brokers' limits adjusted.
+type links struct {
+	kafka     actors.KafkaSettings // DeadLetterMaxBytes read from the topic
+	settings  actors.Settings      // CommitMetadataMaxBytes lowered to the brokers'
+	producer  sarama.SyncProducer
+	probe     sarama.Client
+	isolation sarama.IsolationLevel
+	groups    []sarama.ConsumerGroup
+}
+
+// connect reaches the brokers: it checks the topic, creates or checks the
+// dead-letter topic, reads the brokers' commit metadata limit, and opens
+// the producer, the probe client and one consumer group per member. On an
+// error it closes what it opened.
+func (c *Consumer) connect(logger *slog.Logger) (_ *links, err error) {
+	l := &links{kafka: c.cfg.kafka, settings: c.cfg.pipeline}
+	defer func() {
+		if err != nil {
+			l.close()
+		}
+	}()
+	k := &l.kafka
+	pcfg, err := actors.NewProducerConfig(*k)
+	if err != nil {
+		return nil, err
+	}
+	admin, err := sarama.NewClusterAdmin(k.Brokers, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to Kafka at %v: %w", k.Brokers, err)
+	}
+	k.DeadLetterMaxBytes, err = ensureDeadLetterTopic(admin, k.Topic, k.DLQTopic, logger)
+	if err == nil && l.settings.CommitMetadataMaxBytes > 0 {
+		l.settings.CommitMetadataMaxBytes = commitMetadataLimit(admin, l.settings.CommitMetadataMaxBytes, logger)
+	}
+	_ = admin.Close()
+	if err != nil {
+		return nil, err
+	}
+	// The producer's record limit follows the dead-letter topic's.
+	if pcfg, err = actors.NewProducerConfig(*k); err != nil {
+		return nil, err
+	}
+	if l.producer, err = sarama.NewSyncProducer(k.Brokers, pcfg); err != nil {
+		return nil, fmt.Errorf("dead-letter producer: %w", err)
+	}
+	// The settle probe asks the broker, with the consumers' isolation level,
+	// whether an idle partition has anything left to deliver; the committed
+	// reader lets a new owner skip what the last one finished.
+	probeCfg, err := actors.NewConsumerConfig(*k, l.settings)
+	if err != nil {
+		return nil, err
+	}
+	probeCfg.ClientID = "patchflow-probe"
+	l.isolation = probeCfg.Consumer.IsolationLevel
+	if l.probe, err = sarama.NewClient(k.Brokers, probeCfg); err != nil {
+		return nil, fmt.Errorf("connect to Kafka at %v: %w", k.Brokers, err)
+	}
+	for i := 0; i < c.cfg.members; i++ {
+		ccfg, err := actors.NewConsumerConfig(*k, l.settings)
+		if err != nil {
+			return nil, err
+		}
+		ccfg.ClientID = fmt.Sprintf("patchflow-%d", i)
+		g, err := sarama.NewConsumerGroup(k.Brokers, k.Group, ccfg)
+		if err != nil {
+			return nil, fmt.Errorf("join consumer group %q: %w", k.Group, err)
+		}
+		l.groups = append(l.groups, g)
+	}
+	return l, nil
+}
+
+// close closes what connect opened. A group member RunMember ran is closed
+// already; closing it again only reports that it is.
+func (l *links) close() {
+	for _, g := range l.groups {
+		_ = g.Close()
+	}
+	if l.probe != nil {
+		_ = l.probe.Close()
+	}
+	if l.producer != nil {
+		_ = l.producer.Close()
+	}
+}
