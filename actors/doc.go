@@ -1,6 +1,11 @@
-// Package actors is the listener's concurrency core: the consumer-group bridge
-// (a sarama ConsumerGroupHandler), one PartitionActor per claimed partition,
-// and one EvaluationActor per record attempt.
+// Package actors is the pipeline's concurrency core: the consumer-group
+// bridge (a sarama ConsumerGroupHandler), one PartitionActor per claimed
+// partition, and one EvaluationActor per record attempt.
+//
+// It is the engine behind package consumer, which is the public API: its
+// exported names serve the module's own packages (consumer, and the
+// proving ground's benchmarks and tests, which drive the bridge directly)
+// and may change without notice. Use package consumer.
 //
 // Guarantees (README's "What it guarantees" names the test of each):
 //   - The committed offset of a partition never passes the lowest admitted
@@ -20,7 +25,7 @@
 //     write that cannot succeed keeps its record unfinished and reports the
 //     partition blocked.
 //
-// What it may import: messages, its own subpackages (ledger, ordering),
-// sarama and protoactor. It never imports persistence or clients: the domain
-// arrives as a Handler.
+// What it may import: messages, its own subpackages (ledger, ordering,
+// limit), sarama and protoactor. It never imports persistence, clients or
+// the inventory domain: the domain arrives as a Handler.
 package actors

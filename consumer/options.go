@@ -20,7 +20,9 @@ func WithLogger(logger *slog.Logger) Option {
 }
 
 // WithRegisterer registers the consumer's metrics (prefix patchflow_) with
-// reg. Default: a registry of the consumer's own, with Go and process
+// reg while Run runs: one consumer at a time per registry (Run refuses to
+// start beside another's metrics), and they are unregistered when Run
+// returns. Default: a registry of the consumer's own, with Go and process
 // collectors, served by WithHTTP's /metrics. With reg, /metrics serves reg
 // when it is also a prometheus.Gatherer, else prometheus.DefaultGatherer.
 func WithRegisterer(reg prometheus.Registerer) Option {
