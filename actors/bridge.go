@@ -293,8 +293,21 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 	fence := &fencedMarker{inner: marker}
 	cc := newClaimCredits(b.cfg.Settings.InFlightPerPartition, b.total)
 	log := b.logger.With("topic", claim.Topic(), "partition", claim.Partition(), "generation", generation)
-	resume := b.readResume(session.Context(), claim, log)
 	span := NewSpan(b.cfg.Settings.Span())
+	// The claim's end is watched from the start, the commit metadata's
+	// read included: a revoke while the coordinator is slow must not wait
+	// for the read.
+	aheadCtx, stopAhead := context.WithCancel(session.Context())
+	entry := &claimEntry{topic: claim.Topic(), partition: claim.Partition(), generation: generation, claim: claim, credits: cc, span: span,
+		ahead: newReadAhead(aheadCtx, claim.Messages(), readAheadRecords, readAheadBytes)}
+	entry.lastDelivered.Store(time.Now().UnixNano())
+	ended := watchClaimEnd(claim, entry, log)
+	if ended == nil {
+		// A claim without Errors(): its end is what the read-ahead sees,
+		// watched by the credit and span waits too.
+		ended = entry.ahead.ended
+	}
+	resume := b.readResume(session.Context(), ended, claim, log)
 	wc := PartitionConfig{
 		Topic: claim.Topic(), Partition: claim.Partition(), Generation: generation, Epoch: epoch,
 		Resume: resume, Span: span,
@@ -308,19 +321,22 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 		},
 	}
 	var worker ClaimWorker
-	var gauges *partitionGauges
 	if b.cfg.NewWorker != nil {
 		w, err := b.cfg.NewWorker(wc)
 		if err != nil {
+			stopAhead()
+			entry.ahead.stop()
 			return fmt.Errorf("start the worker of %s/%d: %w", claim.Topic(), claim.Partition(), err)
 		}
 		worker = w
 	} else {
 		w, err := spawnPartitionActor(b.cfg.System, wc)
 		if err != nil {
+			stopAhead()
+			entry.ahead.stop()
 			return fmt.Errorf("spawn %s: %w", partitionActorName(wc), err)
 		}
-		worker, gauges = w, w.pa.gauges
+		worker, entry.gauges = w, w.pa.gauges
 	}
 	started := claimStartAttrs(claim.InitialOffset(), claim.HighWaterMarkOffset())
 	if resume != nil {
@@ -328,19 +344,9 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 	}
 	log.Info("claim started", started...)
 	b.cfg.Observer.ClaimStarted(claim.Topic(), claim.Partition())
-	aheadCtx, stopAhead := context.WithCancel(session.Context())
-	entry := &claimEntry{topic: claim.Topic(), partition: claim.Partition(), generation: generation, gauges: gauges, claim: claim, credits: cc, span: span,
-		ahead: newReadAhead(aheadCtx, claim.Messages(), readAheadRecords, readAheadBytes)}
-	entry.lastDelivered.Store(time.Now().UnixNano())
 	b.claims.Store(epoch, entry)
 	defer b.claims.Delete(epoch)
 
-	ended := watchClaimEnd(claim, entry, log)
-	if ended == nil {
-		// A claim without Errors(): its end is what the read-ahead sees,
-		// watched by the credit and span waits too.
-		ended = entry.ahead.ended
-	}
 	reason := b.feed(session.Context(), claim, worker, entry, ended)
 	stopAhead()
 	entry.ahead.stop() // what it still holds is not admitted: Kafka delivers it again

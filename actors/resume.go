@@ -120,14 +120,26 @@ func resumeOf(initial int64, c Committed) (resume *ledger.Resume, why string) {
 // readResume reads the committed metadata of a claim about to start at
 // the group's committed offset (sarama's InitialOffset; a claim sarama began
 // at the oldest or newest offset has none that applies). A read that fails
-// or takes too long leaves the claim without it, with a warning.
-func (b *Bridge) readResume(ctx context.Context, claim sarama.ConsumerGroupClaim, log *slog.Logger) *ledger.Resume {
+// or takes too long leaves the claim without it, with a warning. The read
+// ends when the claim does (ended closes: a revoke, or ctx, the session),
+// so a slow coordinator never holds a revoked claim past its drain.
+func (b *Bridge) readResume(ctx context.Context, ended <-chan struct{}, claim sarama.ConsumerGroupClaim, log *slog.Logger) *ledger.Resume {
 	if b.cfg.Committed == nil || claim.InitialOffset() < 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, resumeReadTimeout)
 	defer cancel()
+	go func() {
+		select {
+		case <-ended:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	c, err := b.cfg.Committed(ctx, claim.Topic(), claim.Partition())
+	if isClosed(ended) {
+		return nil // the claim ended: nothing will be admitted
+	}
 	if err != nil {
 		log.Warn("could not read the commit metadata; replaying every record above the committed offset", "error", err)
 		return nil
