@@ -9,9 +9,10 @@ import (
 
 // Dependencies keeps, for each dependency of the handler (database, VMaaS,
 // inventory, ...), when it last served a call and how healthy it has been
-// lately: a moving average of its call outcomes. The partition actors read
-// it to tell a shared outage from a record's own failure (see the retry rule
-// in partition_failures.go).
+// lately: a moving average of its call outcomes; when a health check of it
+// (a probe) last passed and last failed; and which records failed at it
+// last. The partition actors read it to tell a shared outage from a
+// record's own failure (see the retry rule in partition_failures.go).
 //
 // The domain reports each call (Observe), typically from its clients: a
 // call that got an answer counts as served, even an answer refusing the
@@ -31,6 +32,10 @@ type Dependencies struct {
 	recordsOnce sync.Once
 	// failures tallies retried failures for the listener's warnings.
 	failures failureTally
+	// marks keeps, per dependency, the latest failures of two different
+	// records: is some record other than the one judged failing too?
+	marksMu sync.Mutex
+	marks   map[string]*failureMarks
 }
 
 // RecordsDependency is the entry for the records themselves: a success per
@@ -52,6 +57,23 @@ const (
 type dependencyHealth struct {
 	lastServed atomic.Int64  // unix nanoseconds of the last served call; 0: none
 	health     atomic.Uint64 // float64 bits: moving average of outcomes (1 served, 0 failed); NaN before the first
+	// Probe outcomes, unix nanoseconds of when each ended; 0: none. Kept
+	// out of the moving average: a probe every second would outweigh the
+	// calls of a quiet process.
+	probeServed atomic.Int64
+	probeFailed atomic.Int64
+}
+
+// failureMarks are the latest failure of any record at a dependency and
+// the latest of a record other than that one: between them, the latest
+// failure of a record other than any given one.
+type failureMarks struct {
+	last, other failureMark
+}
+
+type failureMark struct {
+	record recordID
+	at     int64 // unix nanoseconds
 }
 
 // Observe records one call to dependency: served or failed.
@@ -91,16 +113,25 @@ func (d *Dependencies) entry(dependency string) *dependencyHealth {
 // noOutcome is the health of a dependency before its first outcome.
 var noOutcome = math.Float64bits(math.NaN())
 
+// Probe records the outcome of a health check of dependency that ended
+// now: whether it was served. A probe is the evidence of last resort, for
+// a record that failed while no other call reached the dependency: keep it
+// on the path the records' calls take, so it fails when they would.
+func (d *Dependencies) Probe(dependency string, served bool) {
+	h := d.entry(dependency)
+	now := time.Now().UnixNano()
+	if served {
+		h.probeServed.Store(now)
+	} else {
+		h.probeFailed.Store(now)
+	}
+}
+
 // ServingSince reports whether dependency has been observed at all (known),
 // and whether it is serving: it served a call after t and most of its recent
-// calls were served.
+// calls were served. Probes are not calls: they count in ownFailure alone.
 func (d *Dependencies) ServingSince(dependency string, t time.Time) (known, serving bool) {
-	var h *dependencyHealth
-	if dependency == RecordsDependency {
-		h = d.entry(dependency)
-	} else if v, ok := d.deps.Load(dependency); ok {
-		h = v.(*dependencyHealth)
-	}
+	h := d.lookup(dependency)
 	health := math.NaN()
 	if h != nil {
 		health = math.Float64frombits(h.health.Load())
@@ -109,4 +140,88 @@ func (d *Dependencies) ServingSince(dependency string, t time.Time) (known, serv
 		return false, false
 	}
 	return true, h.lastServed.Load() > t.UnixNano() && health >= healthyShare
+}
+
+func (d *Dependencies) lookup(dependency string) *dependencyHealth {
+	if dependency == RecordsDependency {
+		return d.entry(dependency)
+	}
+	if v, ok := d.deps.Load(dependency); ok {
+		return v.(*dependencyHealth)
+	}
+	return nil
+}
+
+// ownFailure judges a transient failure of record at dependency ("" for
+// none), the record having last failed (or begun its first attempt) at
+// since, and notes the failure for the judgements of other records. The
+// failure is the record's own when the dependency it names (the records of
+// the process, when it names none or one never observed) is serving:
+//   - it served a call since, and most of its recent calls were served; or
+//   - it served no call since, which is what a record that stops its
+//     neighbours sees (its partition blocked behind it, partition
+//     ordering, the only busy partition): then a probe of the dependency
+//     passed since, none failed since, and no other record failed at it
+//     since. What the record blocks is never taken as an outage, and an
+//     outage still reads as one: the probe or another record fails.
+//
+// Without a probe of the dependency, a record failing with no call served
+// around it reads as a shared outage, as before probes: retried, never
+// dead-lettered.
+func (d *Dependencies) ownFailure(dependency string, record recordID, since time.Time) bool {
+	name := RecordsDependency
+	if dependency != "" {
+		if h := d.lookup(dependency); h != nil && h.known() {
+			name = dependency
+		}
+	}
+	own := d.judge(name, record, since.UnixNano())
+	d.noteFailure(name, record)
+	return own
+}
+
+func (h *dependencyHealth) known() bool {
+	return !math.IsNaN(math.Float64frombits(h.health.Load())) || h.probeServed.Load() != 0 || h.probeFailed.Load() != 0
+}
+
+func (d *Dependencies) judge(name string, record recordID, since int64) bool {
+	h := d.lookup(name)
+	if h == nil {
+		return false
+	}
+	if health := math.Float64frombits(h.health.Load()); !math.IsNaN(health) && h.lastServed.Load() > since {
+		return health >= healthyShare
+	}
+	return h.probeServed.Load() > since && h.probeFailed.Load() <= since && !d.othersFailedSince(name, record, since)
+}
+
+func (d *Dependencies) noteFailure(name string, record recordID) {
+	now := time.Now().UnixNano()
+	d.marksMu.Lock()
+	defer d.marksMu.Unlock()
+	if d.marks == nil {
+		d.marks = map[string]*failureMarks{}
+	}
+	m := d.marks[name]
+	if m == nil {
+		m = &failureMarks{}
+		d.marks[name] = m
+	}
+	if m.last.at != 0 && m.last.record != record {
+		m.other = m.last
+	}
+	m.last = failureMark{record, now}
+}
+
+func (d *Dependencies) othersFailedSince(name string, record recordID, since int64) bool {
+	d.marksMu.Lock()
+	defer d.marksMu.Unlock()
+	m := d.marks[name]
+	if m == nil {
+		return false
+	}
+	if m.last.record != record {
+		return m.last.at > since
+	}
+	return m.other.at > since
 }

@@ -16,21 +16,25 @@ import (
 //   - unclassified or a panic: an own failure;
 //   - transient, spent waiting for what every record shares (a connection of
 //     the pool: messages.Congested): never an own failure;
-//   - other transient: an own failure only when the dependency it names is serving
-//     (Dependencies.ServingSince): it served a call since the record last
-//     failed (since the attempt began, for its first failure), and most of
-//     its recent calls were served. A failure that names no
-//     dependency, or one never observed, is judged by the records of the
-//     process the same way (RecordsDependency). Otherwise the trouble is
-//     shared (an outage, or a dependency shedding load) and the failure does
-//     not count.
+//   - other transient: an own failure only when the dependency it names is
+//     serving (Dependencies.ownFailure), judged since the record last failed
+//     (since the attempt began, for its first failure): it served a call
+//     since and most of its recent calls were served; or, when it served no
+//     call since (the record may be what stops the others), a probe of it
+//     passed since, none failed, and no other record failed at it. A
+//     failure that names no dependency, or one never observed, is judged
+//     by the records of the process the same way (RecordsDependency, never
+//     probed). Otherwise the trouble is shared (an outage, or a dependency
+//     shedding load) and the failure does not count.
 //
 // A record is retried, with backoff, until MaxAttempts of its failures are
 // its own; then it is dead-lettered. So a shared outage of any length
 // dead-letters nothing, and a record that keeps failing while its neighbours
-// are served is dead-lettered within Settings.OwnFailureBound. What is not
-// told apart: a call the record itself made earlier in the same attempt
-// counts as served like any other.
+// are served is dead-lettered within Settings.OwnFailureBound (alone, with
+// a probe: each own failure also waits for a probe after the previous one,
+// a second apart in the consumer). What is not told apart: a call the
+// record itself made earlier in the same attempt counts as served like any
+// other.
 func (a *PartitionActor) failed(c actor.Context, st *recordState, m *messages.RecordFailed) {
 	class := m.GetErrorClass()
 	if class == messages.ErrorClass_ERROR_CLASS_CANCELLED {
@@ -120,13 +124,7 @@ func (a *PartitionActor) isOwnFailure(class messages.ErrorClass, m *messages.Rec
 		if m.GetStarted() == nil {
 			return false // no start time: cannot tell, so assume shared
 		}
-		if dep := m.GetDependency(); dep != "" {
-			if known, serving := a.deps.ServingSince(dep, since); known {
-				return serving
-			}
-		}
-		_, serving := a.deps.ServingSince(RecordsDependency, since)
-		return serving
+		return a.deps.ownFailure(m.GetDependency(), recordID{a.cfg.Topic, a.cfg.Partition, m.GetOffset()}, since)
 	}
 	return false
 }

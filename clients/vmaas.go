@@ -137,18 +137,7 @@ func (c *VMaaS) updates(ctx context.Context, req *UpdatesRequest) (*UpdatesRespo
 	}
 
 	buf := bodies.Get().(*[]byte)
-	raw, err := c.retry.doInto(ctx, op, func(ctx context.Context) (*http.Request, error) {
-		r, err := http.NewRequestWithContext(ctx, http.MethodPost, c.updatesURL, bytes.NewReader(body))
-		if err != nil {
-			return nil, err
-		}
-		r.Header.Set("Content-Type", "application/json")
-		r.Header.Set("Accept", "application/json")
-		// No Accept-Encoding: the transport then asks for gzip itself and
-		// decompresses transparently, which it does not do when the
-		// header is set by hand.
-		return r, nil
-	}, *buf)
+	raw, err := c.retry.doInto(ctx, op, c.updatesRequest(body), *buf)
 	if err != nil {
 		bodies.Put(buf)
 		return nil, err
@@ -177,6 +166,44 @@ func (c *VMaaS) updates(ctx context.Context, req *UpdatesRequest) (*UpdatesRespo
 		c.cache.Add(key, resp.Clone())
 	}
 	return &resp, nil
+}
+
+// updatesRequest builds the POST of body to the updates API.
+func (c *VMaaS) updatesRequest(body []byte) requestFunc {
+	return func(ctx context.Context) (*http.Request, error) {
+		r, err := http.NewRequestWithContext(ctx, http.MethodPost, c.updatesURL, bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Accept", "application/json")
+		// No Accept-Encoding: the transport then asks for gzip itself and
+		// decompresses transparently, which it does not do when the
+		// header is set by hand.
+		return r, nil
+	}
+}
+
+// pingBody is the health check's request: the updates of one package, the
+// path every evaluation's call takes.
+var pingBody = []byte(`{"package_list":["bash-0:5.1.8-6.el9_1.x86_64"],"security_only":false,"latest_only":false,"third_party":false,"epoch_required":false}`)
+
+// Ping asks VMaaS for the updates of one package, once (no retry, no
+// cache, not reported to ReportTo: it is not a call of an evaluation),
+// within the client's per-attempt timeout or ctx's deadline. nil when VMaaS
+// answers with an update list; otherwise the reason, without secrets. It is
+// the pipeline's probe of VMaaS: keep it on the evaluations' path, so it
+// fails when their calls would.
+func (c *VMaaS) Ping(ctx context.Context) error {
+	res := c.retry.attempt(ctx, c.updatesRequest(pingBody), nil)
+	if res.outcome != succeeded {
+		return fmt.Errorf("vmaas ping: %w", res.err)
+	}
+	var resp UpdatesResponse
+	if err := unmarshalUpdates(res.body, &resp); err != nil || resp.UpdateList == nil {
+		return errors.New("vmaas ping: the answer is not an updates list")
+	}
+	return nil
 }
 
 // bodies recycles the buffers answers are read into, a few hundred

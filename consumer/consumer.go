@@ -164,7 +164,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 	defer detach()
 	readiness := &telemetry.Readiness{Bridge: bridge, PinLimit: c.cfg.readyPinLimit, Stalls: &telemetry.StallWatch{}, Logger: logger}
 	for _, hc := range o.Checks {
-		readiness.Dependencies = append(readiness.Dependencies, telemetry.NewDependencyWatch(hc.Name, hc.Check, hc.Grace, healthCheckTimeout))
+		w := telemetry.NewDependencyWatch(hc.Name, hc.Check, hc.Grace, healthCheckTimeout)
+		w.OnCheck(func(err error) { deps.Probe(hc.Name, err == nil) })
+		readiness.Dependencies = append(readiness.Dependencies, w)
 	}
 	c.bridge.Store(bridge)
 	c.ready.Store(readiness)

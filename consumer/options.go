@@ -42,6 +42,16 @@ func WithHTTP(addr string) Option {
 // every second (2 s at most each) and the consumer reads as not ready once
 // it has failed without a break for grace. check's errors are shown: keep
 // secrets out of them.
+//
+// A check named as a dependency the handler reports (DependencyReporter,
+// FailedIn) also judges that dependency's transient failures for a record
+// that fails while no other call reaches it (its partition waiting behind
+// it, say): the failure counts towards the record's dead letter only when a
+// check passed since its previous failure, none failed, and no other record
+// failed there. Without such a check the record is retried as long as
+// nothing else is served, as in an outage. So keep the check on the path
+// the handler's calls take: a check that passes while those calls fail
+// would dead-letter records in an outage of a quiet process.
 func WithHealthCheck(name string, grace time.Duration, check func(context.Context) error) Option {
 	return func(o *pipeline.Options) {
 		o.Checks = append(o.Checks, pipeline.HealthCheck{Name: name, Grace: grace, Check: check})

@@ -31,6 +31,8 @@ type Domain struct {
 	Handler   consumer.Handler
 	Store     *persistence.Store // nil for an extension's handler
 	Evaluator *evaluation.Handler
+	// PingVMaaS checks VMaaS; nil for an extension's handler.
+	PingVMaaS func(context.Context) error
 	// Extra is what an extension's handler offers beside it (the simulated
 	// handler's capacity, say); nil for the evaluating handler.
 	Extra any
@@ -83,7 +85,7 @@ func NewDomain(ctx context.Context, cfg *Config, logger *slog.Logger) (*Domain, 
 	}
 	h := evaluation.New(store, vmaas, inventory, d.Validation, logger)
 	logger.Info("database ready; schema migrated")
-	return &Domain{Handler: h, Store: store, Evaluator: h, Closer: func() {
+	return &Domain{Handler: h, Store: store, Evaluator: h, PingVMaaS: vmaas.Ping, Closer: func() {
 		vmaas.CloseIdleConnections()
 		if inventory != nil {
 			inventory.CloseIdleConnections()

@@ -41,7 +41,7 @@ func Main(args []string, stdout, stderr io.Writer, exts ...Extension) int {
 		return 1
 	}
 	defer domain.Close()
-	if err := Run(ctx, cfg, domain.Handler, logger, Hooks{Metrics: metrics, Ping: domain.Ping, Settings: settingsOf(set.Effective())}); err != nil {
+	if err := Run(ctx, cfg, domain.Handler, logger, Hooks{Metrics: metrics, Ping: domain.Ping, PingVMaaS: domain.PingVMaaS, Settings: settingsOf(set.Effective())}); err != nil {
 		logger.Error("listener failed", "error", err)
 		return 1
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/patchflow/patchflow/consumer"
 	"github.com/patchflow/patchflow/internal/pipeline"
 	"github.com/patchflow/patchflow/internal/telemetry"
+	"github.com/patchflow/patchflow/messages"
 )
 
 // Hooks are optional parts of a run.
@@ -24,6 +25,10 @@ type Hooks struct {
 	// second; it must return by its context's deadline and its errors must
 	// carry no secret (persistence.Store.Ping does both).
 	Ping func(context.Context) error
+	// PingVMaaS checks VMaaS the same way (clients.VMaaS.Ping). Both
+	// checks also judge their dependency's failures for a record that
+	// fails alone (consumer.WithHealthCheck).
+	PingVMaaS func(context.Context) error
 	// Settings is shown on the status page (secrets redacted).
 	Settings []telemetry.Setting
 }
@@ -54,7 +59,10 @@ func RunWith(ctx context.Context, cfg *Config, handler consumer.Handler, logger 
 		opts = append(opts, consumer.WithHTTP(cfg.HTTPAddr))
 	}
 	if hooks.Ping != nil {
-		opts = append(opts, consumer.WithHealthCheck("database", cfg.ReadyDBGrace, hooks.Ping))
+		opts = append(opts, consumer.WithHealthCheck(messages.DependencyDatabase, cfg.ReadyDBGrace, hooks.Ping))
+	}
+	if hooks.PingVMaaS != nil {
+		opts = append(opts, consumer.WithHealthCheck(messages.DependencyVMaaS, cfg.ReadyVMaaSGrace, hooks.PingVMaaS))
 	}
 	if hooks.Started != nil {
 		opts = append(opts, consumer.Option(pipeline.Started(hooks.Started)))

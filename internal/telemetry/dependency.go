@@ -18,6 +18,8 @@ type DependencyWatch struct {
 	ping    func(context.Context) error
 	grace   time.Duration
 	timeout time.Duration
+	// onCheck, when set, hears each check's outcome (OnCheck).
+	onCheck func(error)
 
 	mu           sync.Mutex
 	failingSince time.Time // start of the first failed check in a row; zero while checks pass
@@ -30,6 +32,10 @@ type DependencyWatch struct {
 func NewDependencyWatch(name string, ping func(context.Context) error, grace, timeout time.Duration) *DependencyWatch {
 	return &DependencyWatch{name: name, ping: ping, grace: grace, timeout: timeout}
 }
+
+// OnCheck makes every check that ran to its end (not one cut short by Run's
+// context ending) report its outcome to f as well; call it before Run.
+func (w *DependencyWatch) OnCheck(f func(error)) { w.onCheck = f }
 
 // Run checks at once, then every interval, until ctx is done. Checks do not
 // overlap: a slow one delays the next.
@@ -54,6 +60,9 @@ func (w *DependencyWatch) Check(ctx context.Context) {
 	cancel()
 	if ctx.Err() != nil {
 		return // stopping: an interrupted check says nothing about the dependency
+	}
+	if w.onCheck != nil {
+		w.onCheck(err)
 	}
 	w.Record(start, err)
 }
