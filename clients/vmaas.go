@@ -184,9 +184,12 @@ func (c *VMaaS) updatesRequest(body []byte) requestFunc {
 	}
 }
 
+// PingPackage is the one package whose updates Ping asks for.
+const PingPackage = "bash-0:5.1.8-6.el9_1.x86_64"
+
 // pingBody is the health check's request: the updates of one package, the
 // path every evaluation's call takes.
-var pingBody = []byte(`{"package_list":["bash-0:5.1.8-6.el9_1.x86_64"],"security_only":false,"latest_only":false,"third_party":false,"epoch_required":false}`)
+var pingBody = []byte(`{"package_list":["` + PingPackage + `"],"security_only":false,"latest_only":false,"third_party":false,"epoch_required":false}`)
 
 // Ping asks VMaaS for the updates of one package, once (no retry, no
 // cache, not reported to ReportTo: it is not a call of an evaluation),

@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/patchflow/patchflow/clients"
 )
 
 const host = "8a3f1c2e-0000-4000-8000-000000000001"
@@ -231,5 +233,28 @@ func TestNamedCallersEvaluationsAreRecorded(t *testing.T) {
 	}
 	if Fingerprint(p0) == Fingerprint(p1) {
 		t.Fatal("two hosts share a package list: the test cannot tell them apart")
+	}
+}
+
+// The listener's VMaaS health check meets the mock's faults but is counted
+// apart from the evaluations.
+func TestProbesAreNotEvaluations(t *testing.T) {
+	s, err := NewServer(NewDataset(1, DefaultSize()), ServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+	if code, _ := post(t, ts.URL+"/api/v3/updates", map[string]any{"package_list": []string{clients.PingPackage}}); code != 200 {
+		t.Fatalf("probe answered %d", code)
+	}
+	if st := s.Stats(); st.VMaaSCalls != 0 || st.VMaaSProbes != 1 {
+		t.Fatalf("stats %+v: want 1 probe and no call", st)
+	}
+	if err := s.setFaults(Faults{ErrorRate: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := post(t, ts.URL+"/api/v3/updates", map[string]any{"package_list": []string{clients.PingPackage}}); code != 503 {
+		t.Fatalf("probe during a 503 fault answered %d", code)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/patchflow/patchflow/clients"
 	"github.com/patchflow/patchflow/inventory"
 	"github.com/patchflow/patchflow/proving/downstream"
 )
@@ -70,7 +71,7 @@ type Server struct {
 	capacity *downstream.Capacity
 	mux      *http.ServeMux
 
-	vmaasCalls, vmaas503, vmaasHung, inventoryCalls atomic.Int64
+	vmaasCalls, vmaas503, vmaasHung, inventoryCalls, probes atomic.Int64
 
 	evalMu      sync.Mutex
 	evaluations []Evaluation
@@ -215,15 +216,31 @@ type updatesResponse struct {
 }
 
 func (s *Server) updates(w http.ResponseWriter, r *http.Request) {
-	s.vmaasCalls.Add(1)
 	s.mu.RLock()
 	errorRate, latency, hang := s.faults.ErrorRate, s.latency, s.hang
 	s.mu.RUnlock()
 	var req updatesRequest
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 16<<20)).Decode(&req); err != nil {
+		s.vmaasCalls.Add(1)
 		http.Error(w, "malformed request: "+err.Error(), http.StatusBadRequest)
 		return
 	}
+	// The listener's health check (clients.VMaaS.Ping) meets the same
+	// faults as the evaluations but is not one: counted apart, so the
+	// calls still count evaluations (and repeated ones).
+	if len(req.PackageList) == 1 && req.PackageList[0] == clients.PingPackage {
+		s.probes.Add(1)
+		if errorRate > 0 && rand.Float64() < errorRate {
+			http.Error(w, "service unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		if !sleep(r, latency.Sample()) {
+			return
+		}
+		writeJSON(w, updatesResponse{UpdateList: map[string]packageUpdates{req.PackageList[0]: {AvailableUpdates: []update{}}}, LastChange: "2026-11-01T00:00:00Z"})
+		return
+	}
+	s.vmaasCalls.Add(1)
 	profile := Fingerprint(req.PackageList)
 	if hang[profile] {
 		s.vmaasHung.Add(1)
@@ -308,6 +325,8 @@ type Stats struct {
 	VMaaS503       int64 `json:"vmaas_503"`
 	VMaaSHung      int64 `json:"vmaas_hung"` // calls left unanswered (HangHosts)
 	InventoryCalls int64 `json:"inventory_calls"`
+	// VMaaSProbes are the listeners' VMaaS health checks, in no other count.
+	VMaaSProbes int64 `json:"vmaas_probes"`
 	// VMaaSServing and VMaaSQueued are the VMaaS calls holding a slot of
 	// Faults.Capacity (waiting their latency; with no capacity, every call
 	// that does) and waiting for one, now.
@@ -318,7 +337,7 @@ type Stats struct {
 
 // Stats returns the counts so far.
 func (s *Server) Stats() Stats {
-	return Stats{VMaaSCalls: s.vmaasCalls.Load(), VMaaS503: s.vmaas503.Load(), VMaaSHung: s.vmaasHung.Load(), InventoryCalls: s.inventoryCalls.Load(),
+	return Stats{VMaaSCalls: s.vmaasCalls.Load(), VMaaS503: s.vmaas503.Load(), VMaaSHung: s.vmaasHung.Load(), InventoryCalls: s.inventoryCalls.Load(), VMaaSProbes: s.probes.Load(),
 		VMaaSServing: s.capacity.Serving(), VMaaSQueued: s.capacity.Queued()}
 }
 
