@@ -32,6 +32,8 @@ func Main() {
 	s.String(&env.Browser, "E2E_BROWSER", "browser", "", "Chromium binary for the status page check (empty: skipped)", nil)
 	s.String(&env.Screenshot, "E2E_SCREENSHOT", "screenshot", "", "save the status page screenshot here", nil)
 	s.String(&only, "E2E_SCENARIOS", "scenarios", "", "comma-separated scenario names (default: all)", nil)
+	var clusterDir string
+	s.String(&clusterDir, "E2E_CLUSTER_DIR", "cluster-dir", "", "the three-node cluster's directory (.ci/kafka-cluster start), for the cluster scenarios (empty: skipped)", nil)
 	var listenerEnv string
 	s.String(&listenerEnv, "E2E_LISTENER_ENV", "listener-env", "", "comma-separated NAME=value settings added to every listener's environment, after the scenario's (to measure the suite with a setting changed)", checkListenerEnv)
 	err := s.Parse(os.Args[1:], os.LookupEnv)
@@ -56,10 +58,28 @@ func Main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 
+	scenarios := Scenarios()
+	var cluster *Cluster
+	if clusterDir != "" {
+		if cluster, err = OpenCluster(clusterDir, env.AdminURL); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: the cluster:", err)
+			os.Exit(1)
+		}
+		defer cluster.Close()
+	}
+	scenarios = append(scenarios, ClusterScenarios()...)
 	failed := 0
-	for _, sc := range Scenarios() {
+	for _, sc := range scenarios {
 		if only != "" && !slices.Contains(strings.Split(only, ","), sc.Name) {
 			continue
+		}
+		env := env
+		if sc.Cluster {
+			if cluster == nil {
+				fmt.Printf("%-14s skipped: no cluster (E2E_CLUSTER_DIR)\n", sc.Name)
+				continue
+			}
+			env.Brokers, env.KafkaDir, env.Cluster = cluster.Tools, "", cluster
 		}
 		if sc.SASL != "" && len(env.SASLBrokers) == 0 {
 			fmt.Printf("%-14s skipped: no SASL listener (E2E_SASL_BROKERS)\n", sc.Name)

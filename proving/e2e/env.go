@@ -40,6 +40,10 @@ type Env struct {
 	// ListenerEnv is added to every listener's environment after the
 	// scenario's own (NAME=value each).
 	ListenerEnv []string
+	// Cluster is the three-node cluster and its fault proxies, for the
+	// cluster scenarios; nil: they are skipped. Brokers are its tools
+	// listeners while they run.
+	Cluster *Cluster
 }
 
 // createDatabase makes an empty database and returns its URL.

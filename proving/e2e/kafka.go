@@ -26,7 +26,12 @@ func (e *Env) createTopics(topic string, partitions int32) error {
 	}
 	defer admin.Close()
 	for _, t := range []string{topic, topic + ".dlq"} {
-		if err := admin.CreateTopic(t, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: 1}, false); err != nil {
+		detail := &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: 1}
+		if e.Cluster != nil {
+			minISR := "2"
+			detail.ReplicationFactor, detail.ConfigEntries = 3, map[string]*string{"min.insync.replicas": &minISR}
+		}
+		if err := admin.CreateTopic(t, detail, false); err != nil {
 			return fmt.Errorf("create %s: %w", t, err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -18,10 +19,15 @@ type listenerProc struct {
 	name    string
 	log     string // path of its log (JSON lines)
 	cmd     *exec.Cmd
-	started time.Time     // when the suite started it
-	status  string        // its /status.json, when its HTTP address is known
-	exited  chan struct{} // closed once the process has exited
-	err     error         // its exit status, valid after exited closes
+	started time.Time // when the suite started it
+	status  string    // its /status.json, when its HTTP address is known
+	slot    int       // its fault-proxy slot on the cluster (Env.Cluster)
+	// stopped says the suite signalled it to end (kill9, term); exitedAt
+	// is when it did, valid after exited closes.
+	stopped  atomic.Bool
+	exitedAt time.Time
+	exited   chan struct{} // closed once the process has exited
+	err      error         // its exit status, valid after exited closes
 	// samples are its recent /status.json reads (Scenario.SampleStatus),
 	// oldest first.
 	samples []statusSample
@@ -52,6 +58,7 @@ func (e *Env) startListener(name string, env []string) (*listenerProc, error) {
 	p := &listenerProc{name: name, log: log.Name(), cmd: cmd, started: time.Now(), exited: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
+		p.exitedAt = time.Now()
 		log.Close()
 		close(p.exited)
 	}()
@@ -60,6 +67,7 @@ func (e *Env) startListener(name string, env []string) (*listenerProc, error) {
 
 // kill9 ends the process at once, as a crash would.
 func (p *listenerProc) kill9() {
+	p.stopped.Store(true)
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
 	<-p.exited
 }
@@ -69,6 +77,7 @@ func (p *listenerProc) term(limit time.Duration) error {
 	if !p.running() {
 		return nil
 	}
+	p.stopped.Store(true)
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.exited:
@@ -168,6 +177,17 @@ func (p *listenerProc) running() bool {
 		return false
 	default:
 		return true
+	}
+}
+
+// exitedOnItsOwn reports whether the process ended before the suite
+// stopped the run (at stopping) without being signalled to.
+func (p *listenerProc) exitedOnItsOwn(stopping time.Time) bool {
+	select {
+	case <-p.exited:
+		return !p.stopped.Load() && (stopping.IsZero() || p.exitedAt.Before(stopping))
+	default:
+		return false
 	}
 }
 

@@ -59,6 +59,15 @@ type Scenario struct {
 	// evaluated, and no partition's committed offset may stay pinned
 	// longer than the listeners' own-failure bound plus pinSlack.
 	Hostages int
+	// Cluster runs the scenario on the three-node cluster, every listener
+	// link through a fault proxy (Env.Cluster).
+	Cluster bool
+	// StreamFor produces the stream evenly over this long while the
+	// listeners run, instead of before they start.
+	StreamFor time.Duration
+	// Limit is how long the run may take to commit everything (default 6
+	// minutes).
+	Limit time.Duration
 	// Judge, when set, adds the scenario's own checks once the listeners
 	// have stopped, appending to line.Problems and line.Figures.
 	Judge func(r *run, line *Line) error
@@ -129,22 +138,25 @@ func (l Line) String() string {
 
 // run is the state of one scenario in progress.
 type run struct {
-	env       *Env
-	sc        Scenario
-	topic     string
-	group     string
-	dbURL     string
-	mock      *platform.Server
-	mockURL   string
-	plan      *loadgen.Plan
-	ds        *platform.Dataset
-	hostages  []string
-	began     time.Time // when the listeners started
-	listeners []*listenerProc
-	started   int
-	faults    []string
-	statusURL string // the first listener's /status, when StatusPort
-	problems  []string
+	env     *Env
+	sc      Scenario
+	topic   string
+	group   string
+	dbURL   string
+	mock    *platform.Server
+	mockURL string
+	// What the listeners are given for the database and the mock: dbURL
+	// and mockURL, or, on the cluster, the fault proxies in front of them.
+	listenerDB, listenerMock string
+	plan                     *loadgen.Plan
+	ds                       *platform.Dataset
+	hostages                 []string
+	began                    time.Time // when the listeners started
+	listeners                []*listenerProc
+	started                  int
+	faults                   []string
+	statusURL                string // the first listener's /status, when StatusPort
+	problems                 []string
 	// stopping is when the suite began stopping the listeners at the end.
 	stopping time.Time
 	// What the revoke-starved fault did, for its judge.
@@ -155,6 +167,8 @@ type run struct {
 	troubleFrom, troubleTo time.Time
 	// What the crash loop's kills saw, for its judge.
 	kills []killRecord
+	// notes are the faults' own figures, for the line.
+	notes []string
 	// watch is what the run has seen of the group's progress.
 	watch *watch
 }
@@ -200,6 +214,11 @@ func (r *run) look() bool {
 	}
 	for part, end := range progress.Ends {
 		committed := min(progress.Committed[part], end)
+		if at, seen := w.pinnedAt[part]; seen && at >= 0 && committed < at {
+			// Only a member fenced out of its generation could move it
+			// back (a zombie's commit the coordinator accepted).
+			r.problems = appendOnce(r.problems, fmt.Sprintf("partition %d's committed offset went back from %d to %d", part, at, committed))
+		}
 		if at, seen := w.pinnedAt[part]; !seen || committed != at {
 			w.pinnedAt[part], w.pinnedSince[part] = committed, now
 			if !seen {
@@ -228,14 +247,23 @@ var shape = platform.ProfileShape{Packages: 40, Repos: 10}
 
 // listenerEnv is the configuration every listener process of the run gets.
 func (r *run) listenerEnv() []string {
+	return r.listenerEnvSlot(0)
+}
+
+// listenerEnvSlot is listenerEnv for the listener in fault-proxy slot k
+// (on the cluster: its own proxies to the brokers).
+func (r *run) listenerEnvSlot(k int) []string {
 	brokers := []string{kv("KAFKA_BROKERS", join(r.env.Brokers))}
+	if c := r.env.Cluster; c != nil {
+		brokers = []string{kv("KAFKA_BROKERS", join(c.slotBrokers(k)))}
+	}
 	if r.sc.SASL != "" {
 		brokers = []string{kv("KAFKA_BROKERS", join(r.env.SASLBrokers)), kv("KAFKA_SASL_MECHANISM", r.sc.SASL),
 			kv("KAFKA_SASL_USER", r.env.SASLUser), kv("KAFKA_SASL_PASSWORD", r.env.SASLPassword)}
 	}
 	return append(append(brokers,
 		kv("KAFKA_TOPIC", r.topic), kv("KAFKA_GROUP", r.group),
-		kv("DATABASE_URL", r.dbURL), kv("VMAAS_URL", r.mockURL), kv("INVENTORY_URL", r.mockURL),
+		kv("DATABASE_URL", r.listenerDB), kv("VMAAS_URL", r.listenerMock), kv("INVENTORY_URL", r.listenerMock),
 		kv("LISTENER_DRAIN_TIMEOUT", "5s"), kv("KAFKA_SESSION_TIMEOUT", "3s"), kv("KAFKA_HEARTBEAT_INTERVAL", "500ms"),
 		kv("LISTENER_BACKOFF_MAX", "2s"), kv("DB_MAX_OPEN_CONNS", "16"), kv("LOG_FORMAT", "json"),
 		kv("LISTENER_PROGRESS_INTERVAL", "5s"),
@@ -255,8 +283,9 @@ func (r *run) startListenerWith(extra ...string) (*listenerProc, error) {
 	name := fmt.Sprintf("%s-listener-%d", r.sc.Name, r.started)
 	// Each process calls the mock by its own name, so the mock can tell
 	// which process evaluated what (platform.CallerPrefix).
-	named := r.mockURL + platform.CallerPrefix + name
-	env := append(append(r.listenerEnv(), kv("VMAAS_URL", named), kv("INVENTORY_URL", named)), extra...)
+	named := r.listenerMock + platform.CallerPrefix + name
+	slot := (r.started - 1) % clusterSlots
+	env := append(append(r.listenerEnvSlot(slot), kv("VMAAS_URL", named), kv("INVENTORY_URL", named)), extra...)
 	var status string
 	if r.sc.StatusPorts || r.sc.StatusPort && r.started == 1 {
 		addr, err := freeAddr()
@@ -273,7 +302,7 @@ func (r *run) startListenerWith(extra ...string) (*listenerProc, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.status = status
+	p.status, p.slot = status, slot
 	r.listeners = append(r.listeners, p)
 	return p, nil
 }
@@ -323,6 +352,14 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 	}
 	defer stopMock()
 	r.mockURL = mockURL
+	r.listenerDB, r.listenerMock = r.dbURL, r.mockURL
+	if env.Cluster != nil {
+		drop, err := r.proxyDatabaseAndMock()
+		if err != nil {
+			return line, err
+		}
+		defer drop()
+	}
 	cfg, err := settingsOf(r.listenerEnv())
 	if err != nil {
 		return line, fmt.Errorf("the scenario's listener settings: %w", err)
@@ -337,6 +374,8 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 			return line, err
 		}
 		line.Figures = append(line.Figures, fmt.Sprintf("stream produced over %v", streamFor))
+	} else if sc.StreamFor > 0 {
+		streamFor = sc.StreamFor // the faults meet a steady stream, not a backlog
 	} else if _, err := loadgen.Produce(ctx, ds, opts, plan, produce); err != nil {
 		return line, err
 	}
@@ -395,10 +434,14 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 	r.watch = &watch{line: &line, lastProgress: began, lastCommitted: -1, pinnedAt: map[int32]int64{}, pinnedSince: map[int32]time.Time{}}
 	w := r.watch
 	faults := sc.Faults
-	deadline := began.Add(6 * time.Minute)
+	limit := 6 * time.Minute
+	if sc.Limit > 0 {
+		limit = sc.Limit
+	}
+	deadline := began.Add(limit)
 	for {
 		if time.Now().After(deadline) {
-			line.Problems = append(line.Problems, "did not finish within 6 minutes")
+			line.Problems = append(line.Problems, fmt.Sprintf("did not finish within %v", limit))
 			break
 		}
 		select {
@@ -554,6 +597,7 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 			line.Problems = append(line.Problems, err.Error())
 		}
 	}
+	line.Figures = append(line.Figures, r.notes...)
 	s := r.mock.Stats()
 	line.Duplicates = s.VMaaSCalls - s.VMaaS503 - s.VMaaSHung - int64(evaluating)
 	if sc.Judge != nil {
@@ -583,4 +627,12 @@ func killRandom(r *run) (*listenerProc, error) {
 	p := live[rand.IntN(len(live))]
 	p.kill9()
 	return p, nil
+}
+
+// appendOnce appends s unless list holds it already.
+func appendOnce(list []string, s string) []string {
+	if slices.Contains(list, s) {
+		return list
+	}
+	return append(list, s)
 }

@@ -1,0 +1,175 @@
+package e2e
+
+import (
+	"fmt"
+	"syscall"
+	"time"
+)
+
+// ClusterScenarios are the faults of a replicated cluster (three nodes,
+// replication factor 3, min.insync.replicas 2) and of the network between
+// it and the listeners, each judged like every scenario (every host right,
+// nothing lost, dead letters exact, committed = end, no committed offset
+// ever going back) plus its own line. The stream is produced while the
+// listeners run, so each fault meets a steady flow rather than a backlog.
+func ClusterScenarios() []Scenario {
+	base := func(name string, stream time.Duration, listeners int, faults ...Fault) Scenario {
+		return Scenario{Name: name, Events: 8000, Hosts: 2000, Listeners: listeners, Cluster: true, NoDeadLetters: true,
+			StreamFor: stream, Limit: 5 * time.Minute, Faults: faults, Judge: judgeNoUnplannedExit}
+	}
+	return []Scenario{
+		base("leader-loss", 60*time.Second, 3, Fault{0.15, "kill -9 the coordinator, the node leading most partitions if it is not; start it after 20 s", leaderLoss}),
+		base("rolling-restart", 90*time.Second, 3, Fault{0.05, "SIGTERM and start each node in turn, the next once nothing is under-replicated", rollingRestart}),
+		base("partitioned", 60*time.Second, 2, Fault{0.15, "blackhole listener 1's link to the node leading most partitions for 30 s", partitioned(30 * time.Second)}),
+		base("zombie", 60*time.Second, 3, Fault{0.2, "SIGSTOP listener 1 for 12 s (session timeout 3 s), then SIGCONT", zombie(12 * time.Second)}),
+		base("slow-network", 100*time.Second, 2, Fault{0.05, "200 ± 100 ms and a 2 s slow close on every broker link for 60 s, then 256 KB/s for 20 s", slowNetwork}),
+		base("db-link-resets", 60*time.Second, 2, Fault{0.2, "reset every PostgreSQL connection 100 ms into it, for 20 s", dbResets(20 * time.Second)}),
+	}
+}
+
+// judgeNoUnplannedExit: every listener the scenario started and did not
+// stop itself is still running when the suite stops them.
+func judgeNoUnplannedExit(r *run, line *Line) error {
+	for _, p := range r.listeners {
+		if p.exitedOnItsOwn(r.stopping) {
+			line.Problems = append(line.Problems, fmt.Sprintf("%s exited on its own: %v", p.name, p.err))
+		}
+	}
+	return nil
+}
+
+// leaderLoss kill -9s the group's coordinator (or, should it lead none of
+// the topic's partitions, the node leading most), restarts it after 20 s and
+// waits for the cluster to be whole again.
+func leaderLoss(r *run) error {
+	leads, coordinator, err := r.leadership()
+	if err != nil {
+		return err
+	}
+	victim := coordinator
+	if leads[victim] == 0 {
+		for n, c := range leads {
+			if c > leads[victim] {
+				victim = n
+			}
+		}
+	}
+	r.note(fmt.Sprintf("killed node %d (coordinator: node %d; it led %d of 8 partitions)", victim, coordinator, leads[victim]))
+	if err := r.node("node-kill", victim); err != nil {
+		return err
+	}
+	r.wait(20 * time.Second)
+	if err := r.node("node-start", victim); err != nil {
+		return err
+	}
+	took, err := r.waitReplicated(2 * time.Minute)
+	r.note(fmt.Sprintf("replicated again %.1fs after the restart", took.Seconds()))
+	return err
+}
+
+// rollingRestart stops each node with SIGTERM and starts it again, the
+// next only once no partition is under-replicated: the monthly routine.
+func rollingRestart(r *run) error {
+	start := time.Now()
+	for n := int32(1); n <= 3; n++ {
+		if err := r.node("node-stop", n); err != nil {
+			return err
+		}
+		if err := r.node("node-start", n); err != nil {
+			return err
+		}
+		if _, err := r.waitReplicated(2 * time.Minute); err != nil {
+			return fmt.Errorf("after restarting node %d: %w", n, err)
+		}
+	}
+	r.note(fmt.Sprintf("rolled three nodes in %.1fs", time.Since(start).Seconds()))
+	return nil
+}
+
+// partitioned cuts listener 1 (slot 0) off from one node, the one leading
+// most partitions, for d: its connections to that node stay open and carry
+// nothing; every other link stays healthy.
+func partitioned(d time.Duration) func(r *run) error {
+	return func(r *run) error {
+		leads, _, err := r.leadership()
+		if err != nil {
+			return err
+		}
+		victim := int32(1)
+		for n, c := range leads {
+			if c > leads[victim] {
+				victim = n
+			}
+		}
+		nf := r.env.Cluster.net
+		if err := nf.blackhole(nf.brokers[0][victim-1]); err != nil {
+			return err
+		}
+		r.note(fmt.Sprintf("listener 1 cut off from node %d (leading %d of 8) for %v", victim, leads[victim], d))
+		r.wait(d)
+		nf.heal()
+		return nil
+	}
+}
+
+// zombie stops listener 1 past its session timeout while its handlers hold
+// records, lets the group move its partitions, then lets it run again: it
+// wakes up holding records whose partitions are someone else's.
+func zombie(d time.Duration) func(r *run) error {
+	return func(r *run) error {
+		live := r.live()
+		if len(live) == 0 {
+			return errorf("no listener to stop")
+		}
+		p := live[0]
+		if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			return err
+		}
+		r.wait(d)
+		if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			return err
+		}
+		r.note(fmt.Sprintf("%s stopped for %v", p.name, d))
+		return nil
+	}
+}
+
+// slowNetwork slows every broker link, then limits its bandwidth.
+func slowNetwork(r *run) error {
+	nf := r.env.Cluster.net
+	for _, p := range nf.allBrokers() {
+		if err := nf.latency(p, 200, 100); err != nil {
+			return err
+		}
+		if err := nf.slowClose(p, 2000); err != nil { // a closing connection lingers 2 s
+			return err
+		}
+	}
+	r.wait(60 * time.Second)
+	nf.heal()
+	for _, p := range nf.allBrokers() {
+		if err := nf.bandwidth(p, 256); err != nil {
+			return err
+		}
+	}
+	r.wait(20 * time.Second)
+	nf.heal()
+	return nil
+}
+
+// dbResets resets every connection to PostgreSQL 100 ms after it first
+// carries data, for d: transactions die mid-way, new ones too.
+func dbResets(d time.Duration) func(r *run) error {
+	return func(r *run) error {
+		nf := r.env.Cluster.net
+		if err := nf.resets(nf.database, 100); err != nil {
+			return err
+		}
+		r.wait(d)
+		nf.heal()
+		return nil
+	}
+}
+
+// note adds a figure to the run's line.
+func (r *run) note(s string) { r.notes = append(r.notes, s) }
