@@ -66,6 +66,11 @@ type BridgeConfig struct {
 	// finished above the committed offset are not run again (see
 	// resumeOf). Nil: every claim replays from its committed offset.
 	Committed CommittedReader
+	// Isolation is the isolation level the group's consumers read with;
+	// the commit metadata records it (with Settings.Ordering), and a claim
+	// resumes only from metadata written under the same. sarama's zero
+	// value is read_uncommitted, as in sarama's default configuration.
+	Isolation sarama.IsolationLevel
 	// NewWorker, when set, replaces the PartitionActor as the worker of each
 	// claim. The benchmark uses it to run a plain goroutine pool behind the
 	// same bridge, credits, ledger and gate; production leaves it nil.
@@ -93,6 +98,8 @@ type Bridge struct {
 	logger   *slog.Logger
 	claims   sync.Map // epoch -> *claimEntry, the claims running now
 	sessions atomic.Int64
+	// reading is readingOf(Settings.Ordering, Isolation).
+	reading string
 }
 
 // claimEntry is what Partitions reads of a running claim.
@@ -166,7 +173,7 @@ func NewBridge(cfg BridgeConfig) (*Bridge, error) {
 	if r, ok := cfg.Handler.(DependencyReporter); ok {
 		r.ReportDependenciesTo(cfg.Dependencies.Observe)
 	}
-	b := &Bridge{cfg: cfg, logger: cfg.Logger}
+	b := &Bridge{cfg: cfg, logger: cfg.Logger, reading: readingOf(cfg.Settings.Ordering, cfg.Isolation)}
 	if cfg.Settings.Concurrency != ConcurrencyAdaptive {
 		b.total = newCredits(cfg.Settings.InFlightTotal)
 		return b, nil
@@ -310,7 +317,7 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 	resume := b.readResume(session.Context(), ended, claim, log)
 	wc := PartitionConfig{
 		Topic: claim.Topic(), Partition: claim.Partition(), Generation: generation, Epoch: epoch,
-		Resume: resume, Span: span,
+		Resume: resume, Reading: b.reading, Span: span,
 		Settings: b.cfg.Settings, Handler: b.cfg.Handler, DeadLetters: b.cfg.DeadLetters,
 		Marker: fence, Logger: b.logger.With("generation", generation), Stats: b.cfg.Stats,
 		Observer: b.cfg.Observer, Dependencies: b.cfg.Dependencies, Samples: b.concurrency, Running: b.runningCalls(),

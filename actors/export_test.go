@@ -17,6 +17,9 @@ func SpanWait(s *Span, ctx context.Context, offset, last int64) bool {
 // ResumeOf exposes resumeOf.
 var ResumeOf = resumeOf
 
+// Fingerprint exposes fingerprint.
+var Fingerprint = fingerprint
+
 // FormatClaims exposes formatClaims.
 var FormatClaims = formatClaims
 

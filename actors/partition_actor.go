@@ -56,6 +56,10 @@ type PartitionConfig struct {
 	// Resume is what the committed metadata says was finished above Start,
 	// decoded and checked by the bridge; nil when there is none to trust.
 	Resume *ledger.Resume
+	// Reading is the token the commit metadata carries for how the claim
+	// reads and runs its records (readingOf); the next owner resumes only
+	// under the same one.
+	Reading string
 	// Span receives the watermark as it moves, for the bridge's span limit;
 	// nil when nothing limits the span (actor tests without a bridge).
 	Span        *Span
@@ -179,6 +183,9 @@ func NewPartitionActor(cfg PartitionConfig) *PartitionActor {
 	if cfg.Resume != nil {
 		_ = a.ledger.Restore(*cfg.Resume) // a new ledger: it cannot refuse
 	}
+	if err := a.ledger.SetReading(cfg.Reading); err != nil {
+		a.logger.Error("commit metadata written without its reading", "error", err)
+	}
 	env := &evaluationEnv{
 		observer:    cfg.Observer,
 		run:         run,
@@ -292,7 +299,7 @@ func (a *PartitionActor) admit(c actor.Context, rec *messages.Record) {
 	}
 	a.stats.admitted.Add(1)
 	if a.ledger.Restored(off) {
-		a.resumed(c, off)
+		a.resumed(c, rec)
 		return
 	}
 	a.stats.inFlight.Add(1)
@@ -364,7 +371,7 @@ func (a *PartitionActor) finish(c actor.Context, st *recordState, done *messages
 		a.stats.succeeded.Add(1)
 		a.deps.Observe(RecordsDependency, true)
 	}
-	advanced, err := a.ledger.Finish(off)
+	advanced, err := a.ledger.FinishRecord(off, fingerprint(rec))
 	if err != nil {
 		a.stats.refusedFinishes.Add(1)
 		a.logger.Error("ledger refused a finish; the record's credit and key are released, its offset is left to the ledger", "offset", off, "error", err)
@@ -385,10 +392,11 @@ func (a *PartitionActor) finish(c actor.Context, st *recordState, done *messages
 // resumed finishes, without running it, a record the earlier owner of the
 // partition finished (its commit metadata says so): it takes no key in the
 // gate, and its credit goes back at once.
-func (a *PartitionActor) resumed(c actor.Context, off int64) {
+func (a *PartitionActor) resumed(c actor.Context, rec *messages.Record) {
+	off := rec.GetOffset()
 	a.cfg.Release(1)
 	a.stats.resumed.Add(1)
-	advanced, _ := a.ledger.Finish(off) // admitted by the caller: cannot be refused
+	advanced, _ := a.ledger.FinishRecord(off, fingerprint(rec)) // admitted by the caller: cannot be refused
 	a.gauges.admitted.Store(off)
 	a.progressed(c, advanced)
 }

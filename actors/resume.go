@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/IBM/sarama"
 
 	"github.com/patchflow/patchflow/actors/ledger"
+	"github.com/patchflow/patchflow/messages"
 )
 
 // Committed is what a group committed for a partition, and where the
@@ -20,6 +22,10 @@ type Committed struct {
 	// End is the partition's end offset (its high watermark): no finished
 	// offset can lie at or past it.
 	End int64
+	// Last is the record the log holds now at the last offset the metadata
+	// speaks of, to check it against the metadata's tail; nil when the log
+	// holds none there, or the metadata is not ours or was not read.
+	Last *messages.Record
 }
 
 // CommittedReader returns what the group committed for a partition. It
@@ -33,10 +39,13 @@ const resumeReadTimeout = 5 * time.Second
 // NewCommittedReader returns a CommittedReader that asks the group's
 // coordinator through client (one OffsetFetch, once more after refreshing
 // the coordinator if the first fails), then the partition's leader for its
-// end offset. A read that outlives ctx is left to finish in the background,
-// bounded by the client's network timeouts.
+// end offset and, when the metadata is ours and speaks of offsets below the
+// end, for the record at the last of them (one fetch, with the client's
+// isolation level). A read that outlives ctx is left to finish in the
+// background, bounded by the client's network timeouts.
 func NewCommittedReader(client sarama.Client, group string) CommittedReader {
 	version := client.Config().Version
+	isolation := client.Config().Consumer.IsolationLevel
 	fetch := func(topic string, partition int32) (Committed, error) {
 		coordinator, err := client.Coordinator(group)
 		if err != nil {
@@ -76,6 +85,15 @@ func NewCommittedReader(client sarama.Client, group string) CommittedReader {
 					err = fmt.Errorf("end offset: %w", err)
 				}
 			}
+			if r, derr := ledger.DecodeMetadata(c.Metadata); err == nil && derr == nil && r.End <= c.End && ctx.Err() == nil {
+				var found bool
+				c.Last, found, err = recordAt(client, topic, partition, r.End-1, isolation)
+				if err != nil {
+					err = fmt.Errorf("the record at %d, to check the metadata against the log: %w", r.End-1, err)
+				} else if !found {
+					c.Last = nil
+				}
+			}
 			done <- answer{c, err}
 		}()
 		select {
@@ -88,21 +106,26 @@ func NewCommittedReader(client sarama.Client, group string) CommittedReader {
 }
 
 // resumeOf decides whether the committed metadata may skip records of a
-// claim that began at initial. It may only when the metadata is ours,
-// intact, and speaks of the very commit the claim began at: its base is the
-// committed offset, sarama started the claim there (not at the oldest
-// offset after the committed one fell out of range, say), and it speaks of
-// no offset at or past the partition's end (which no record finished could
-// be: a log truncated by an unclean leader election, or metadata another
-// writer forged). Otherwise it returns nil and why; the claim then replays
-// everything from where it began, which is safe. why is empty when there is
-// simply no metadata.
-func resumeOf(initial int64, c Committed) (resume *ledger.Resume, why string) {
+// claim that began at initial and reads its records as reading says
+// (readingOf). It may only when the metadata is ours, intact, and speaks of
+// the very commit the claim began at: its base is the committed offset,
+// sarama started the claim there (not at the oldest offset after the
+// committed one fell out of range, say); it speaks of no offset at or past
+// the partition's end (which no record finished could be: a log truncated
+// by an unclean leader election, or metadata another writer forged); the
+// record at its last offset is still the one it names (a log truncated and
+// written again past its old end holds others: see history.go); and it was
+// written under the same reading. Otherwise it returns nil and why; the
+// claim then replays everything from where it began, which is safe. why is
+// empty when there is simply no metadata.
+func resumeOf(initial int64, reading string, c Committed) (resume *ledger.Resume, why string) {
 	if c.Metadata == "" {
 		return nil, ""
 	}
 	r, err := ledger.DecodeMetadata(c.Metadata)
 	switch {
+	case errors.Is(err, ledger.ErrForeignMetadata) && strings.HasPrefix(c.Metadata, "pf1:"):
+		return nil, "the commit metadata is in version 1, which names no record to check it against the log (written before an upgrade; this replay happens once)"
 	case errors.Is(err, ledger.ErrForeignMetadata):
 		return nil, "the commit metadata is not in a format of this listener (another client, or another version, committed it)"
 	case err != nil:
@@ -113,6 +136,12 @@ func resumeOf(initial int64, c Committed) (resume *ledger.Resume, why string) {
 		return nil, fmt.Sprintf("the claim began at %d, not at the committed offset %d", initial, c.Offset)
 	case r.End > c.End:
 		return nil, fmt.Sprintf("the commit metadata speaks of offsets up to %d, past the partition's end %d (its log was truncated, or another client wrote it)", r.End-1, c.End)
+	case c.Last == nil || c.Last.GetOffset() != r.End-1:
+		return nil, fmt.Sprintf("the log holds no record at %d, the last offset the commit metadata speaks of, to check it against (compacted away, or not read)", r.End-1)
+	case fingerprint(c.Last) != r.Tail:
+		return nil, fmt.Sprintf("the record at %d is not the one the commit metadata names (fingerprint %08x, not %08x): the log was truncated and written again (an unclean leader election) or the topic made anew", r.End-1, fingerprint(c.Last), r.Tail)
+	case r.Reading != reading:
+		return nil, fmt.Sprintf("the commit metadata was written reading %q, this listener reads %q (ordering.isolation): finished under one is not finished under the other", r.Reading, reading)
 	}
 	return &r, ""
 }
@@ -144,7 +173,7 @@ func (b *Bridge) readResume(ctx context.Context, ended <-chan struct{}, claim sa
 		log.Warn("could not read the commit metadata; replaying every record above the committed offset", "error", err)
 		return nil
 	}
-	r, why := resumeOf(claim.InitialOffset(), c)
+	r, why := resumeOf(claim.InitialOffset(), b.reading, c)
 	if why != "" {
 		log.Warn("commit metadata ignored; replaying every record above the committed offset", "why", why, "metadata_bytes", len(c.Metadata))
 	}

@@ -262,37 +262,50 @@ func resumeAfterHandover(t *testing.T, k actors.KafkaSettings) {
 	}
 }
 
-// Metadata the listener did not write, or written for another offset, is
+// Metadata the listener did not write, written for another offset or under
+// another reading, or speaking of records the log no longer holds, is
 // ignored: the claim replays everything above the committed offset.
 func TestResumeIgnoresForeignMetadata(t *testing.T) {
 	mine := earlierOwner(t, 5, 9, 6, 7, 8, 9)
+	at9 := &messages.Record{Topic: "events", Offset: 9, Key: []byte("host-9"), Value: []byte("v1")}
 	l := ledger.New(8)
+	_ = l.SetReading("key.rc")
 	for o := int64(5); o <= 9; o++ {
 		_ = l.Admit(o)
 	}
 	for o := int64(6); o <= 9; o++ {
-		_, _ = l.Finish(o)
+		_, _ = l.FinishRecord(o, actors.Fingerprint(&messages.Record{Offset: o, Key: []byte(fmt.Sprintf("host-%d", o)), Value: []byte("v1")}))
 	}
 	_, meta, _ := l.Commit(4096)
+	rewritten := &messages.Record{Topic: "events", Offset: 9, Key: []byte("host-9"), Value: []byte("v2")}
+	at8 := &messages.Record{Topic: "events", Offset: 8, Key: []byte("host-9"), Value: []byte("v1")}
 	for _, tc := range []struct {
 		name               string
 		initial, committed int64
 		metadata           string
 		end                int64
+		last               *messages.Record
+		reading            string
 		want               bool
 		why                string
 	}{
-		{"ours", 5, 5, meta, 10, true, ""},
-		{"ours, the partition grown since", 5, 5, meta, 5000, true, ""},
-		{"none", 5, 5, "", 10, false, ""},
-		{"another client's", 5, 5, "{\"consumer\":\"x\"}", 10, false, "not in a format of this listener"},
-		{"damaged", 5, 5, meta[:len(meta)-1] + "0", 10, false, "checksum"},
-		{"left behind by another client's commit", 7, 7, meta, 10, false, "not of the committed offset 7"},
-		{"claim began elsewhere", 0, 5, meta, 10, false, "the claim began at 0"},
-		{"past the partition's end (a truncated log)", 5, 5, meta, 9, false, "past the partition's end 9"},
+		{"ours", 5, 5, meta, 10, at9, "key.rc", true, ""},
+		{"ours, the partition grown since", 5, 5, meta, 5000, at9, "key.rc", true, ""},
+		{"none", 5, 5, "", 10, at9, "key.rc", false, ""},
+		{"another client's", 5, 5, "{\"consumer\":\"x\"}", 10, at9, "key.rc", false, "not in a format of this listener"},
+		{"version 1", 5, 5, "pf1:5:5:1,4:0d2c1f5b", 10, at9, "key.rc", false, "version 1"},
+		{"damaged", 5, 5, meta[:len(meta)-1] + "0", 10, at9, "key.rc", false, "checksum"},
+		{"left behind by another client's commit", 7, 7, meta, 10, at9, "key.rc", false, "not of the committed offset 7"},
+		{"claim began elsewhere", 0, 5, meta, 10, at9, "key.rc", false, "the claim began at 0"},
+		{"past the partition's end (a truncated log)", 5, 5, meta, 9, at9, "key.rc", false, "past the partition's end 9"},
+		{"the log truncated and written again", 5, 5, meta, 12, rewritten, "key.rc", false, "is not the one the commit metadata names"},
+		{"no record at its last offset", 5, 5, meta, 10, nil, "key.rc", false, "holds no record at 9"},
+		{"a record of another offset", 5, 5, meta, 10, at8, "key.rc", false, "holds no record at 9"},
+		{"another isolation level", 5, 5, meta, 10, at9, "key.ru", false, "written reading \"key.rc\""},
+		{"another ordering", 5, 5, meta, 10, at9, "unordered.rc", false, "this listener reads \"unordered.rc\""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, why := actors.ResumeOf(tc.initial, actors.Committed{Offset: tc.committed, Metadata: tc.metadata, End: tc.end})
+			r, why := actors.ResumeOf(tc.initial, tc.reading, actors.Committed{Offset: tc.committed, Metadata: tc.metadata, End: tc.end, Last: tc.last})
 			if (r != nil) != tc.want || !strings.Contains(why, tc.why) {
 				t.Fatalf("resumeOf = %v, %q; want resume %v, why containing %q", r, why, tc.want, tc.why)
 			}

@@ -54,6 +54,10 @@ type Ledger struct {
 	// highestFinished is the highest offset finished by this ledger; -1
 	// before the first.
 	highestFinished int64
+	// tail is the fingerprint of the record at highestFinished (FinishRecord).
+	tail uint32
+	// reading is the token the metadata carries (SetReading).
+	reading string
 
 	// restored is what an earlier owner committed (Restore); nil when none,
 	// and once Commit finds the admitted offsets past its span.
@@ -93,9 +97,17 @@ func (l *Ledger) Admit(offset int64) error {
 	return nil
 }
 
-// Finish records that offset is finished. It reports whether the watermark
-// moved, so the caller knows when a new commit is worth making.
+// Finish is FinishRecord with fingerprint 0, for callers whose commits are
+// never resumed from (a resume checks the fingerprint against the log).
 func (l *Ledger) Finish(offset int64) (advanced bool, err error) {
+	return l.FinishRecord(offset, 0)
+}
+
+// FinishRecord records that offset is finished; fingerprint identifies its
+// record in the log's history, and the metadata names the fingerprint of
+// the last offset it speaks of. It reports whether the watermark moved, so
+// the caller knows when a new commit is worth making.
+func (l *Ledger) FinishRecord(offset int64, fingerprint uint32) (advanced bool, err error) {
 	pos, ok := l.find(offset)
 	if !ok {
 		return false, fmt.Errorf("%w: %d", ErrUnknownOffset, offset)
@@ -106,7 +118,9 @@ func (l *Ledger) Finish(offset int64) (advanced bool, err error) {
 	}
 	l.done[i] = true
 	l.pending--
-	l.highestFinished = max(l.highestFinished, offset)
+	if offset > l.highestFinished {
+		l.highestFinished, l.tail = offset, fingerprint
+	}
 	if pos != 0 {
 		return false, nil
 	}

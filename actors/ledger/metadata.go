@@ -6,7 +6,7 @@ package ledger
 // not. docs/architecture.md ("Commit metadata") is the reference a person
 // decodes it by hand from:
 //
-//	pf1:<base>:<count>:<u0>,<f0>,<u1>,<f1>,...:<crc>
+//	pf2:<base>:<count>:<u0>,<f0>,<u1>,<f1>,...:<tail>:<reading>:<crc>
 //
 //	base   the committed offset itself (decimal): the metadata speaks only of
 //	       the commit it was written with, so one left behind by another
@@ -18,6 +18,13 @@ package ledger
 //	       up to count. Offsets the partition does not hold (compacted away,
 //	       transaction markers) fall in finished runs: nothing will deliver
 //	       them again.
+//	tail   the fingerprint of the record at base+count-1, the last offset it
+//	       speaks of (8 lowercase hex digits): ties the metadata to the
+//	       log's history, so a log truncated and written again past the old
+//	       end (an unclean leader election) is not resumed as done
+//	reading how the offsets were read and run (the caller's token, such as
+//	       "key.rc": ordering and isolation); a resume across a change of it
+//	       would be wrong, so the caller compares it
 //	crc    CRC-32C (Castagnoli) of everything before the last colon, 8
 //	       lowercase hex digits
 //
@@ -42,8 +49,12 @@ import (
 )
 
 // MetadataPrefix names the format of the commit metadata this package
-// writes (version 1).
-const MetadataPrefix = "pf1:"
+// writes (version 2; version 1, without tail and reading, is foreign: its
+// resume cannot be checked against the log).
+const MetadataPrefix = "pf2:"
+
+// maxReading bounds the reading token.
+const maxReading = 32
 
 // ErrForeignMetadata is returned by DecodeMetadata for metadata in no format
 // of this package: empty, written by another client or a later version.
@@ -55,6 +66,11 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // [Base, End) not inside an unfinished interval are finished.
 type Resume struct {
 	Base, End int64
+	// Tail is the fingerprint of the record at End-1, as the ledger that
+	// wrote the metadata was told it (FinishRecord).
+	Tail uint32
+	// Reading is the token the writer set (SetReading).
+	Reading string
 	// unfinished are half-open intervals [from, to), ascending, disjoint,
 	// inside [Base, End).
 	unfinished []interval
@@ -125,20 +141,20 @@ func (l *Ledger) Commit(maxBytes int) (offset int64, metadata string, ok bool) {
 	if !ok {
 		return 0, "", false
 	}
-	end := l.highestFinished + 1
+	end, tail := l.highestFinished+1, l.tail
 	r := l.restored
 	if r != nil && l.last >= r.End-1 {
 		// Every offset it speaks of was admitted: the ledger knows them itself.
 		l.restored, r = nil, nil
 	}
 	if r != nil && r.End > end {
-		end = r.End
+		end, tail = r.End, r.Tail
 	}
 	if end <= wm {
 		return wm, "", true
 	}
 	runs := l.runs(wm, end)
-	return wm, l.encode(wm, runs, maxBytes), true
+	return wm, l.encode(wm, runs, tail, maxBytes), true
 }
 
 // runs returns the alternating run lengths of [wm, end): unfinished first.
@@ -183,11 +199,15 @@ func (l *Ledger) runs(wm, end int64) []int64 {
 	return runs
 }
 
-// encode writes base and runs in the format above, dropping whole pairs
-// from the end until it fits in maxBytes; "" when not even one fits.
-func (l *Ledger) encode(base int64, runs []int64, maxBytes int) string {
-	// fixed: prefix, base, three colons, the crc
-	fixed := len(MetadataPrefix) + digits(base) + 3 + 8
+// encode writes base, runs, tail and the reading in the format above,
+// dropping whole pairs from the end until it fits in maxBytes; "" when not
+// even one fits. Dropping pairs moves the last offset spoken of, so tail
+// speaks of the full runs only: a shortened encoding names no tail it
+// cannot vouch for and carries 00000000, which a resume then fails to match
+// (the offsets are replayed, which is safe).
+func (l *Ledger) encode(base int64, runs []int64, tail uint32, maxBytes int) string {
+	// fixed: prefix, base, five colons, the tail, the reading, the crc
+	fixed := len(MetadataPrefix) + digits(base) + 5 + 8 + len(l.reading) + 8
 	pairs, size, count := 0, 0, int64(0)
 	for k := 0; k+1 < len(runs); k += 2 {
 		add := digits(runs[k]) + digits(runs[k+1]) + 2 // two numbers, two commas
@@ -200,6 +220,9 @@ func (l *Ledger) encode(base int64, runs []int64, maxBytes int) string {
 	if pairs == 0 {
 		return ""
 	}
+	if 2*pairs < len(runs) {
+		tail = 0
+	}
 	b := append(l.buf[:0], MetadataPrefix...)
 	b = strconv.AppendInt(b, base, 10)
 	b = append(b, ':')
@@ -211,6 +234,8 @@ func (l *Ledger) encode(base int64, runs []int64, maxBytes int) string {
 		}
 		b = strconv.AppendInt(b, r, 10)
 	}
+	b = fmt.Appendf(b, ":%08x:", tail)
+	b = append(b, l.reading...)
 	sum := crc32.Checksum(b, castagnoli)
 	b = append(b, ':')
 	b = fmt.Appendf(b, "%08x", sum)
@@ -249,8 +274,15 @@ func DecodeMetadata(metadata string) (Resume, error) {
 		return Resume{}, errors.New("ledger: commit metadata checksum does not match")
 	}
 	fields := strings.Split(body[:cut-len(MetadataPrefix)], ":")
-	if len(fields) != 3 {
-		return Resume{}, fmt.Errorf("ledger: commit metadata has %d fields, want base, count and runs", len(fields))
+	if len(fields) != 5 {
+		return Resume{}, fmt.Errorf("ledger: commit metadata has %d fields, want base, count, runs, tail and reading", len(fields))
+	}
+	tail, err := strconv.ParseUint(fields[3], 16, 32)
+	if err != nil || fields[3] != fmt.Sprintf("%08x", tail) {
+		return Resume{}, errors.New("ledger: commit metadata tail is not 8 lowercase hex digits")
+	}
+	if !validReading(fields[4]) {
+		return Resume{}, fmt.Errorf("ledger: commit metadata reading %q is not a token", fields[4])
 	}
 	base, err := parseCount(fields[0])
 	if err != nil {
@@ -267,7 +299,7 @@ func DecodeMetadata(metadata string) (Resume, error) {
 	if len(texts)%2 != 0 {
 		return Resume{}, errors.New("ledger: commit metadata runs are not (unfinished, finished) pairs")
 	}
-	r := Resume{Base: base, End: base + count}
+	r := Resume{Base: base, End: base + count, Tail: uint32(tail), Reading: fields[4]}
 	at := base
 	for i, t := range texts {
 		n, err := parseCount(t)
@@ -297,4 +329,29 @@ func parseCount(s string) (int64, error) {
 		return 0, fmt.Errorf("%q is not a decimal count", s)
 	}
 	return strconv.ParseInt(s, 10, 64)
+}
+
+// validReading reports whether s may be a reading token: at most maxReading
+// characters of a-z, 0-9, '.' and '-' (no colon: it is a field).
+func validReading(s string) bool {
+	if len(s) > maxReading {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '.' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+// SetReading sets the token the metadata carries to say how the offsets
+// were read and run (see the format above). It fails for a token that is
+// not one.
+func (l *Ledger) SetReading(reading string) error {
+	if !validReading(reading) {
+		return fmt.Errorf("ledger: reading %q: want at most %d of a-z, 0-9, '.', '-'", reading, maxReading)
+	}
+	l.reading = reading
+	return nil
 }

@@ -186,9 +186,13 @@ func TestMetadataSurvivesASecondOwner(t *testing.T) {
 
 // TestMetadataFormat pins the format documented in docs/architecture.md:
 // committed at 1200; 1200, 1203 and 1204 unfinished; 1201, 1202 and
-// 1205-1300 finished.
+// 1205-1300 finished, the record at 1300 fingerprinted 0000beef, read in
+// key order under read_committed.
 func TestMetadataFormat(t *testing.T) {
 	l := ledger.New(8)
+	if err := l.SetReading("key.rc"); err != nil {
+		t.Fatal(err)
+	}
 	for o := int64(1200); o <= 1300; o++ {
 		if err := l.Admit(o); err != nil {
 			t.Fatal(err)
@@ -198,24 +202,24 @@ func TestMetadataFormat(t *testing.T) {
 		if o == 1203 || o == 1204 {
 			continue
 		}
-		if _, err := l.Finish(o); err != nil {
+		if _, err := l.FinishRecord(o, uint32(o)<<16|0xbeef); err != nil {
 			t.Fatal(err)
 		}
 	}
 	wm, meta, _ := l.Commit(4096)
-	body := "pf1:1200:101:1,2,2,96"
+	body := "pf2:1200:101:1,2,2,96:0514beef:key.rc"
 	want := fmt.Sprintf("%s:%08x", body, crc32.Checksum([]byte(body), crc32.MakeTable(crc32.Castagnoli)))
 	if wm != 1200 || meta != want {
 		t.Fatalf("Commit = %d, %q; want 1200, %q", wm, meta, want)
 	}
-	if want != "pf1:1200:101:1,2,2,96:837df16f" {
+	if want != "pf2:1200:101:1,2,2,96:0514beef:key.rc:21b4f722" {
 		t.Fatalf("the documented example's checksum changed: %s", want)
 	}
 	// Finishing the head moves the watermark to 1203: 1205-1300 stay finished.
 	if _, err := l.Finish(1200); err != nil {
 		t.Fatal(err)
 	}
-	if wm, meta, _ := l.Commit(4096); wm != 1203 || !strings.HasPrefix(meta, "pf1:1203:98:2,96:") {
+	if wm, meta, _ := l.Commit(4096); wm != 1203 || !strings.HasPrefix(meta, "pf2:1203:98:2,96:0514beef:key.rc:") {
 		t.Fatalf("after the head finished: %d, %q", wm, meta)
 	}
 	// A limit too small for one pair degrades to no metadata.
@@ -268,24 +272,29 @@ func TestDecodeMetadataRejects(t *testing.T) {
 	}{
 		{"empty", "", true},
 		{"another client", "consumer-7 state", true},
-		{"a later version", valid("pf2:10:5:1,4"), true},
-		{"no checksum", "pf1:10:5:1,4", false},
-		{"checksum wrong", "pf1:10:5:1,4:00000000", false},
-		{"checksum upper case", "pf1:10:5:1,4:" + strings.ToUpper(valid("pf1:10:5:1,4")[len("pf1:10:5:1,4:"):]), false},
-		{"checksum short", "pf1:10:5:1,4:abc", false},
-		{"too few fields", valid("pf1:10:1,4"), false},
-		{"too many fields", valid("pf1:10:5:1,4:7"), false},
-		{"odd runs", valid("pf1:10:5:1,3,1"), false},
-		{"runs short of the count", valid("pf1:10:6:1,4"), false},
-		{"runs past the count", valid("pf1:10:4:1,4"), false},
-		{"an empty run after the first", valid("pf1:10:5:1,0,0,4"), false},
-		{"zero count", valid("pf1:10:0:0,0"), false},
-		{"negative base", valid("pf1:-10:5:1,4"), false},
-		{"plus sign", valid("pf1:+10:5:1,4"), false},
-		{"leading zero", valid("pf1:010:5:1,4"), false},
-		{"base overflow", valid("pf1:9223372036854775807:5:1,4"), false},
-		{"base out of int64", valid("pf1:99999999999999999999:5:1,4"), false},
-		{"not a number", valid("pf1:10:5:1,x"), false},
+		{"version 1, no history to check", valid("pf1:10:5:1,4"), true},
+		{"a later version", valid("pf3:10:5:1,4:0000002a:key.rc"), true},
+		{"no checksum", "pf2:10:5:1,4:0000002a:key.rc", false},
+		{"checksum wrong", "pf2:10:5:1,4:0000002a:key.rc:00000000", false},
+		{"checksum upper case", "pf2:10:5:1,4:0000002a:key.rc:" + strings.ToUpper(valid("pf2:10:5:1,4:0000002a:key.rc")[len("pf2:10:5:1,4:0000002a:key.rc:"):]), false},
+		{"checksum short", "pf2:10:5:1,4:0000002a:key.rc:abc", false},
+		{"too few fields", valid("pf2:10:5:1,4:0000002a"), false},
+		{"too many fields", valid("pf2:10:5:1,4:0000002a:key.rc:7"), false},
+		{"tail short", valid("pf2:10:5:1,4:2a:key.rc"), false},
+		{"tail upper case", valid("pf2:10:5:1,4:0000002A:key.rc"), false},
+		{"reading not a token", valid("pf2:10:5:1,4:0000002a:Key rc"), false},
+		{"reading too long", valid("pf2:10:5:1,4:0000002a:" + strings.Repeat("k", 33)), false},
+		{"odd runs", valid("pf2:10:5:1,3,1:0000002a:key.rc"), false},
+		{"runs short of the count", valid("pf2:10:6:1,4:0000002a:key.rc"), false},
+		{"runs past the count", valid("pf2:10:4:1,4:0000002a:key.rc"), false},
+		{"an empty run after the first", valid("pf2:10:5:1,0,0,4:0000002a:key.rc"), false},
+		{"zero count", valid("pf2:10:0:0,0:0000002a:key.rc"), false},
+		{"negative base", valid("pf2:-10:5:1,4:0000002a:key.rc"), false},
+		{"plus sign", valid("pf2:+10:5:1,4:0000002a:key.rc"), false},
+		{"leading zero", valid("pf2:010:5:1,4:0000002a:key.rc"), false},
+		{"base overflow", valid("pf2:9223372036854775807:5:1,4:0000002a:key.rc"), false},
+		{"base out of int64", valid("pf2:99999999999999999999:5:1,4:0000002a:key.rc"), false},
+		{"not a number", valid("pf2:10:5:1,x:0000002a:key.rc"), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ledger.DecodeMetadata(tc.meta)
@@ -297,8 +306,8 @@ func TestDecodeMetadataRejects(t *testing.T) {
 			}
 		})
 	}
-	r, err := ledger.DecodeMetadata(valid("pf1:10:5:0,5"))
-	if err != nil || r.Base != 10 || r.End != 15 || !r.Finished(10) || r.Unfinished() != 0 {
+	r, err := ledger.DecodeMetadata(valid("pf2:10:5:0,5:0000002a:"))
+	if err != nil || r.Base != 10 || r.End != 15 || !r.Finished(10) || r.Unfinished() != 0 || r.Tail != 42 || r.Reading != "" {
 		t.Fatalf("a first run of 0 unfinished: %+v, %v", r, err)
 	}
 }
@@ -307,8 +316,8 @@ func TestDecodeMetadataRejects(t *testing.T) {
 // never speaks of an offset outside the range it states.
 func FuzzDecodeMetadata(f *testing.F) {
 	for _, seed := range []string{
-		"", "pf1:", "pf1:1200:101:1,2,2,96:837df16f", "pf1:0:1:0,1:00000000",
-		"pf1:10:5:1,4:ffffffff", "pf1:9223372036854775806:1:0,1:12345678", "pf1::::", "pf1:1:2:3,4,5:6",
+		"", "pf2:", "pf2:1200:101:1,2,2,96:0514beef:key.rc:21b4f722", "pf2:0:1:0,1:00000000::00000000",
+		"pf2:10:5:1,4:00000000:x:ffffffff", "pf2:9223372036854775806:1:0,1:00000001:a:12345678", "pf2::::::", "pf2:1:2:3,4,5:6:7:8",
 	} {
 		f.Add(seed)
 	}
@@ -339,4 +348,64 @@ func FuzzDecodeMetadata(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestMetadataTailIsTheLastOffsetsRecord: the tail names the fingerprint of
+// the record at the last offset the metadata speaks of: the ledger's own
+// highest finished, or the restored metadata's end while that lies further;
+// and no tail at all (00000000) once the encoding had to drop offsets, since
+// the fingerprint of the new last offset is not known.
+func TestMetadataTailIsTheLastOffsetsRecord(t *testing.T) {
+	l := ledger.New(8)
+	for o := int64(0); o < 6; o++ {
+		_ = l.Admit(o)
+	}
+	for _, o := range []int64{4, 2, 3} { // 3 finishes last but 4 is the highest
+		_, _ = l.FinishRecord(o, uint32(100+o))
+	}
+	_, meta, _ := l.Commit(4096)
+	if r, err := ledger.DecodeMetadata(meta); err != nil || r.End != 5 || r.Tail != 104 {
+		t.Fatalf("own commit %q: %+v, %v; want the end 5 and the tail of 4 (104)", meta, r, err)
+	}
+
+	// The next owner restores it and has not been handed 4 again: its commit
+	// still speaks of 4, with 4's fingerprint.
+	r, _ := ledger.DecodeMetadata(meta)
+	next := ledger.New(8)
+	_ = next.Restore(r)
+	_ = next.Admit(0)
+	_ = next.Admit(1)
+	_, _ = next.FinishRecord(1, 201)
+	_, meta2, _ := next.Commit(4096)
+	if r2, err := ledger.DecodeMetadata(meta2); err != nil || r2.End != 5 || r2.Tail != 104 {
+		t.Fatalf("restored commit %q: %+v, %v; want the end 5 and the restored tail 104", meta2, r2, err)
+	}
+
+	// Degraded: 0..999 with every even one finished does not fit in 100 bytes.
+	d := ledger.New(8)
+	for o := int64(0); o < 1000; o++ {
+		_ = d.Admit(o)
+	}
+	for o := int64(2); o < 1000; o += 2 {
+		_, _ = d.FinishRecord(o, 7)
+	}
+	_, full, _ := d.Commit(1 << 20)
+	_, short, _ := d.Commit(100)
+	rf, _ := ledger.DecodeMetadata(full)
+	rs, err := ledger.DecodeMetadata(short)
+	if err != nil || rf.Tail != 7 || rs.Tail != 0 || rs.End >= rf.End {
+		t.Fatalf("full tail %d (want 7), degraded tail %d (want 0), ends %d/%d, %v", rf.Tail, rs.Tail, rs.End, rf.End, err)
+	}
+}
+
+func TestSetReadingRefusesNonTokens(t *testing.T) {
+	l := ledger.New(1)
+	for _, bad := range []string{"key:rc", "Key", "key rc", strings.Repeat("a", 33)} {
+		if err := l.SetReading(bad); err == nil {
+			t.Fatalf("SetReading(%q) accepted it", bad)
+		}
+	}
+	if err := l.SetReading("partition.ru"); err != nil {
+		t.Fatal(err)
+	}
 }
