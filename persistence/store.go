@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	_ "github.com/lib/pq" // registers the "postgres" driver
+	"github.com/lib/pq"
 
 	"github.com/patchflow/patchflow/internal/redact"
 )
@@ -23,12 +23,27 @@ type PoolSettings struct {
 	// IDCacheSize is how many ids of packages (and of advisories, and of
 	// accounts up to 100,000) the store keeps in memory; 0: DefaultIDCacheSize.
 	IDCacheSize int
+	// IdleInTransaction is the server's idle_in_transaction_session_timeout
+	// for the pool's sessions (0: the server's own, off by default). A
+	// listener paused mid-transaction (a stopped VM, a long GC) holds its
+	// row and index locks while it sleeps, and every other listener's
+	// writes to those rows wait behind it; the server ends such a session
+	// after this long, so the rest of the fleet goes on. The listener's
+	// own transactions never wait between statements: they run statements
+	// back to back, VMaaS asked before the first.
+	IdleInTransaction time.Duration
 }
 
 // DefaultPoolSettings suit one listener process.
 func DefaultPoolSettings() PoolSettings {
-	return PoolSettings{MaxOpen: 32, MaxIdle: 32, MaxLifetime: 30 * time.Minute, DeletedTTL: 24 * time.Hour, IDCacheSize: DefaultIDCacheSize}
+	return PoolSettings{MaxOpen: 32, MaxIdle: 32, MaxLifetime: 30 * time.Minute, DeletedTTL: 24 * time.Hour, IDCacheSize: DefaultIDCacheSize,
+		IdleInTransaction: DefaultIdleInTransaction}
 }
+
+// DefaultIdleInTransaction is PoolSettings.IdleInTransaction's default:
+// far above any pause between two statements of a running listener, and
+// below the time a stalled fleet costs.
+const DefaultIdleInTransaction = 5 * time.Second
 
 // Store is the listener's view of the database. Safe for concurrent use.
 // It holds the pool of PoolSettings.MaxOpen connections for the work, and
@@ -51,7 +66,7 @@ func Open(ctx context.Context, url string, pool PoolSettings) (*Store, error) {
 		return nil, fmt.Errorf("database url %s: %w", redact.URL(url), err)
 	}
 	secrets := secretsOf(url)
-	db, err := sql.Open("postgres", url)
+	db, err := openPool(url, pool.IdleInTransaction)
 	if err != nil {
 		return nil, redact.Error(fmt.Errorf("database url: %w", err), secrets)
 	}
@@ -76,6 +91,32 @@ func Open(ctx context.Context, url string, pool PoolSettings) (*Store, error) {
 		ttl = DefaultPoolSettings().DeletedTTL
 	}
 	return &Store{db: db, admit: newAdmission(pool.MaxOpen), health: h, deletedTTL: ttl, ids: newIDCache(pool.IDCacheSize)}, nil
+}
+
+// idleInTransactionParam is the server setting PoolSettings.IdleInTransaction
+// sets, as a run-time parameter of each session's start.
+const idleInTransactionParam = "idle_in_transaction_session_timeout"
+
+// openPool opens the pool of url's sessions, each started with
+// idle_in_transaction_session_timeout set to idle (in milliseconds) unless
+// idle is 0 or url sets it itself (lib/pq passes a parameter it does not
+// know to the server).
+func openPool(url string, idle time.Duration) (*sql.DB, error) {
+	cfg, err := pq.NewConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	if _, set := cfg.Runtime[idleInTransactionParam]; !set && idle > 0 {
+		if cfg.Runtime == nil {
+			cfg.Runtime = map[string]string{}
+		}
+		cfg.Runtime[idleInTransactionParam] = fmt.Sprint(max(idle.Milliseconds(), 1))
+	}
+	connector, err := pq.NewConnectorConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return sql.OpenDB(connector), nil
 }
 
 // DB returns the pool the work runs on (for the checker and tests).

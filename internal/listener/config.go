@@ -114,6 +114,10 @@ func Parse(args []string, lookup func(string) (string, bool), exts ...Extension)
 	s.Int(&d.Pool.MaxOpen, "DB_MAX_OPEN_CONNS", "db-max-open-conns", 32, 1, "database connections open at most: bounds database concurrency below the pipeline's. The readiness check has one more connection of its own")
 	s.Int(&d.Pool.MaxIdle, "DB_MAX_IDLE_CONNS", "db-max-idle-conns", 32, 0, "database connections kept idle")
 	s.Duration(&d.Pool.MaxLifetime, "DB_CONN_MAX_LIFETIME", "db-conn-max-lifetime", 30*time.Minute, 0, "recycle database connections after this long (`0`: never)")
+	s.Duration(&d.Pool.IdleInTransaction, "DB_IDLE_IN_TRANSACTION_TIMEOUT", "db-idle-in-transaction-timeout", persistence.DefaultIdleInTransaction, 0,
+		"the server ends a session of the listener's pool that stays idle inside a transaction this long (`idle_in_transaction_session_timeout`, `0`: the server's own). "+
+			"A listener paused mid-transaction (a stopped VM, a long GC) holds row locks every other listener's writes wait on; the listener never pauses inside its own transactions. "+
+			"A value in `DATABASE_URL` wins")
 	s.Int(&d.Pool.IDCacheSize, "DB_ID_CACHE_SIZE", "db-id-cache-size", persistence.DefaultIDCacheSize, 1,
 		"ids of packages and of advisories (each) kept in memory, so an event whose packages were seen before looks none of them up; about 150 bytes an entry")
 	s.Duration(&d.Pool.DeletedTTL, "DELETED_SYSTEM_TTL", "deleted-system-ttl", 24*time.Hour, time.Minute, "how long a deleted host is remembered, so a late event for it does not resurrect it")
