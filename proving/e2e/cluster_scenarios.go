@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"syscall"
 	"time"
 )
 
@@ -21,10 +20,21 @@ func ClusterScenarios() []Scenario {
 		base("leader-loss", 60*time.Second, 3, Fault{0.15, "kill -9 the coordinator, the node leading most partitions if it is not; start it after 20 s", leaderLoss}),
 		base("rolling-restart", 90*time.Second, 3, Fault{0.05, "SIGTERM and start each node in turn, the next once nothing is under-replicated", rollingRestart}),
 		base("partitioned", 60*time.Second, 2, Fault{0.15, "blackhole listener 1's link to the node leading most partitions for 30 s", partitioned(30 * time.Second)}),
-		base("zombie", 60*time.Second, 3, Fault{0.2, "SIGSTOP listener 1 for 12 s (session timeout 3 s), then SIGCONT", zombie(12 * time.Second)}),
+		withJudge(base("zombie", 60*time.Second, 3, Fault{0.2, "SIGSTOP the listener evaluating the zombie host's older event for at least 12 s (session timeout 3 s) while another applies its newer one, then SIGCONT", zombie(12 * time.Second)}), judgeZombie),
 		base("slow-network", 100*time.Second, 2, Fault{0.05, "200 ± 100 ms and a 2 s slow close on every broker link for 60 s, then 256 KB/s for 20 s", slowNetwork}),
 		base("db-link-resets", 60*time.Second, 2, Fault{0.2, "reset every PostgreSQL connection 100 ms into it, for 20 s", dbResets(20 * time.Second)}),
 	}
+}
+
+// withJudge replaces sc's judge by judge, after judgeNoUnplannedExit.
+func withJudge(sc Scenario, judge func(r *run, line *Line) error) Scenario {
+	sc.Judge = func(r *run, line *Line) error {
+		if err := judgeNoUnplannedExit(r, line); err != nil {
+			return err
+		}
+		return judge(r, line)
+	}
+	return sc
 }
 
 // judgeNoUnplannedExit: every listener the scenario started and did not
@@ -108,28 +118,6 @@ func partitioned(d time.Duration) func(r *run) error {
 		r.note(fmt.Sprintf("listener 1 cut off from node %d (leading %d of 8) for %v", victim, leads[victim], d))
 		r.wait(d)
 		nf.heal()
-		return nil
-	}
-}
-
-// zombie stops listener 1 past its session timeout while its handlers hold
-// records, lets the group move its partitions, then lets it run again: it
-// wakes up holding records whose partitions are someone else's.
-func zombie(d time.Duration) func(r *run) error {
-	return func(r *run) error {
-		live := r.live()
-		if len(live) == 0 {
-			return errorf("no listener to stop")
-		}
-		p := live[0]
-		if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-			return err
-		}
-		r.wait(d)
-		if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-			return err
-		}
-		r.note(fmt.Sprintf("%s stopped for %v", p.name, d))
 		return nil
 	}
 }

@@ -36,6 +36,9 @@ func toxicJSON(name, kind, stream string, attrs string) string {
 // newNetFaults starts a proxy for each listen→upstream pair of clients
 // (clients[k] is slot k's pairs, one per broker).
 func newNetFaults(clients [][][2]string) (*netFaults, error) {
+	// Some toxics log through zerolog's global logger at trace level (a
+	// line per interrupted pipe); the run's output is for its figures.
+	zerolog.SetGlobalLevel(zerolog.WarnLevel)
 	nf := &netFaults{server: toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())}
 	for k, pairs := range clients {
 		var row []*toxiproxy.Proxy

@@ -149,6 +149,7 @@ type run struct {
 	// and mockURL, or, on the cluster, the fault proxies in front of them.
 	listenerDB, listenerMock string
 	plan                     *loadgen.Plan
+	opts                     loadgen.Options
 	ds                       *platform.Dataset
 	hostages                 []string
 	began                    time.Time // when the listeners started
@@ -169,6 +170,8 @@ type run struct {
 	kills []killRecord
 	// notes are the faults' own figures, for the line.
 	notes []string
+	// What the zombie fault did, for its judge.
+	zombie *zombieRecord
 	// watch is what the run has seen of the group's progress.
 	watch *watch
 }
@@ -341,7 +344,7 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 	if err != nil {
 		return line, err
 	}
-	r.plan, r.ds, r.hostages = plan, ds, hostages
+	r.plan, r.opts, r.ds, r.hostages = plan, opts, ds, hostages
 	if r.mock, err = platform.NewServer(ds, platform.ServerOptions{Faults: platform.Faults{Latency: "longtail:50ms", HangHosts: hostages},
 		InventoryLatency: platform.Latency{Kind: "fixed", Base: 10 * time.Millisecond}, Shape: shape}); err != nil {
 		return line, err

@@ -258,3 +258,60 @@ func TestProbesAreNotEvaluations(t *testing.T) {
 		t.Fatalf("probe during a 503 fault answered %d", code)
 	}
 }
+
+// A hung call is answered once the faults no longer hang its host, and Hung
+// names its caller while it hangs: the zombie scenario holds one listener's
+// call this way and lets it go while that listener is stopped.
+func TestAHungCallIsAnsweredOnceTheHangIsLifted(t *testing.T) {
+	ds := NewDataset(3, DefaultSize())
+	shape := ProfileShape{Packages: 30, Repos: 5}
+	srv, err := NewServer(ds, ServerOptions{Shape: shape, Faults: Faults{HangHosts: []string{host}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	answered := make(chan int, 1)
+	go func() {
+		b, _ := json.Marshal(map[string]any{"package_list": ds.Profile(host, 1, shape).Packages})
+		resp, err := http.Post(ts.URL+"/l/listener-7/api/v3/updates", "application/json", bytes.NewReader(b))
+		if err != nil {
+			answered <- -1
+			return
+		}
+		resp.Body.Close()
+		answered <- resp.StatusCode
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for srv.Hung()["listener-7"] != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the call never hung: %v", srv.Hung())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// A change that still hangs the host keeps the call hanging.
+	post(t, ts.URL+"/admin/faults", Faults{HangHosts: []string{host}, Latency: "fixed:0s"})
+	select {
+	case code := <-answered:
+		t.Fatalf("answered %d while its host is still hung", code)
+	case <-time.After(100 * time.Millisecond):
+	}
+	post(t, ts.URL+"/admin/faults", Faults{})
+	select {
+	case code := <-answered:
+		if code != http.StatusOK {
+			t.Fatalf("the released call got %d", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call was not answered once the hang was lifted")
+	}
+	if h := srv.Hung(); len(h) != 0 {
+		t.Fatalf("hung after the release: %v", h)
+	}
+	if s := srv.Stats(); s.VMaaSHung != 1 {
+		t.Fatalf("hung calls %d, want 1 (a call counts once however long it hangs)", s.VMaaSHung)
+	}
+	if ev := srv.Evaluations(); len(ev) != 1 || ev[0].Caller != "listener-7" {
+		t.Fatalf("evaluations %+v; want the released call, for listener-7", ev)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -32,10 +33,12 @@ type Faults struct {
 	// applies to the calls that queue after it: lowering it lets the calls
 	// being served finish, raising it serves queued calls at once.
 	Capacity int `json:"capacity"`
-	// HangHosts are host ids whose evaluations never get an answer: a VMaaS
-	// call whose package list is one of these hosts' profiles (any revision
-	// up to HangRevisions) waits until the client gives up. The rest are
-	// served normally: a dependency that fails for some records only.
+	// HangHosts are host ids whose evaluations get no answer: a VMaaS call
+	// whose package list is one of these hosts' profiles (any revision up
+	// to HangRevisions) waits until the client gives up, or until the
+	// faults change to no longer hang it, and is then served as any other.
+	// The rest are served normally: a dependency that fails for some
+	// records only.
 	HangHosts []string `json:"hang_hosts,omitempty"`
 }
 
@@ -66,6 +69,11 @@ type Server struct {
 	faults  Faults
 	latency Latency
 	hang    map[string]bool // package-list fingerprints of HangHosts' profiles
+	// changed is closed, and replaced, whenever the faults change: a hung
+	// call waits on it to look at the hang again.
+	changed chan struct{}
+	// hungNow counts the calls hanging now, by caller ("" unnamed).
+	hungNow map[string]int
 	// capacity gates the VMaaS latency sleeps; its limit is
 	// Faults.Capacity.
 	capacity *downstream.Capacity
@@ -96,7 +104,8 @@ var validCaller = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
 
 // NewServer returns the mock for ds.
 func NewServer(ds *Dataset, opts ServerOptions) (*Server, error) {
-	s := &Server{ds: ds, opts: opts, mux: http.NewServeMux(), capacity: downstream.NewCapacity(0)}
+	s := &Server{ds: ds, opts: opts, mux: http.NewServeMux(), capacity: downstream.NewCapacity(0),
+		changed: make(chan struct{}), hungNow: map[string]int{}}
 	if err := s.setFaults(opts.Faults); err != nil {
 		return nil, err
 	}
@@ -162,8 +171,52 @@ func (s *Server) setFaults(f Faults) error {
 	s.mu.Lock()
 	s.faults, s.latency, s.hang = f, l, hang
 	s.capacity.SetLimit(f.Capacity)
+	close(s.changed)
+	s.changed = make(chan struct{})
 	s.mu.Unlock()
 	return nil
+}
+
+// Hung returns the callers with a VMaaS call hanging now (HangHosts), and
+// how many each.
+func (s *Server) Hung() map[string]int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return maps.Clone(s.hungNow)
+}
+
+// hangWhile holds a call for profile while the faults hang it; false when
+// the client gave up first.
+func (s *Server) hangWhile(r *http.Request, profile string) bool {
+	caller, _ := r.Context().Value(callerKey{}).(string)
+	counted := false
+	defer func() {
+		if counted {
+			s.mu.Lock()
+			if s.hungNow[caller]--; s.hungNow[caller] == 0 {
+				delete(s.hungNow, caller)
+			}
+			s.mu.Unlock()
+		}
+	}()
+	for {
+		s.mu.Lock()
+		hung, changed := s.hang[profile], s.changed
+		if hung && !counted {
+			s.hungNow[caller]++
+			counted = true
+			s.vmaasHung.Add(1)
+		}
+		s.mu.Unlock()
+		if !hung {
+			return true
+		}
+		select {
+		case <-r.Context().Done():
+			return false
+		case <-changed:
+		}
+	}
 }
 
 // Fingerprint identifies a package list whatever its order and however its
@@ -217,7 +270,7 @@ type updatesResponse struct {
 
 func (s *Server) updates(w http.ResponseWriter, r *http.Request) {
 	s.mu.RLock()
-	errorRate, latency, hang := s.faults.ErrorRate, s.latency, s.hang
+	errorRate, latency := s.faults.ErrorRate, s.latency
 	s.mu.RUnlock()
 	var req updatesRequest
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 16<<20)).Decode(&req); err != nil {
@@ -242,10 +295,8 @@ func (s *Server) updates(w http.ResponseWriter, r *http.Request) {
 	}
 	s.vmaasCalls.Add(1)
 	profile := Fingerprint(req.PackageList)
-	if hang[profile] {
-		s.vmaasHung.Add(1)
-		<-r.Context().Done() // until the client gives up
-		return
+	if !s.hangWhile(r, profile) {
+		return // the client gave up
 	}
 	if s.capacity.Acquire(r.Context()) != nil {
 		return // the client gave up while queued
@@ -323,7 +374,7 @@ func (s *Server) postFaults(w http.ResponseWriter, r *http.Request) {
 type Stats struct {
 	VMaaSCalls     int64 `json:"vmaas_calls"`
 	VMaaS503       int64 `json:"vmaas_503"`
-	VMaaSHung      int64 `json:"vmaas_hung"` // calls left unanswered (HangHosts)
+	VMaaSHung      int64 `json:"vmaas_hung"` // calls that hung (HangHosts), whether answered once the hang was lifted or not
 	InventoryCalls int64 `json:"inventory_calls"`
 	// VMaaSProbes are the listeners' VMaaS health checks, in no other count.
 	VMaaSProbes int64 `json:"vmaas_probes"`
