@@ -7,7 +7,7 @@ STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BIN       := bin
 PKGS      := ./...
 
-.PHONY: all build test test-kafka demo e2e bench docs kafka-up kafka-down proto proto-check lint vet fmt-check race bench-pipeline clean
+.PHONY: all build test test-kafka demo e2e nemesis bench docs kafka-up kafka-down proto proto-check lint vet fmt-check race bench-pipeline clean
 
 KAFKA_STATE := .cache/kafka-dir
 
@@ -44,21 +44,39 @@ test-kafka:
 ## run again, commit metadata), a clean run, group churn, broker restart, database outage, VMaaS trouble,
 ## poison, SASL, hostage (hosts whose VMaaS calls hang: dead-lettered within the own-failure bound) and
 ## revoke-starved (a member joins while the database is down: revoked claims drain within the drain timeout);
-## then, on the same broker, the checks of make test-kafka. E2E_SCENARIOS=crash-loop,clean runs only those;
+## then, on a three-node cluster (.ci/kafka-cluster: replication factor 3, min.insync.replicas 2) with a
+## fault proxy on every listener link: leader-loss, rolling-restart, partitioned, zombie, slow-network and
+## db-link-resets; then, on the single broker, the checks of make test-kafka. E2E_SCENARIOS=crash-loop,clean runs only those;
 ## E2E_BIN=dir runs the listener binary in dir (another build, to compare); E2E_LISTENER_ENV=NAME=value,...
 ## adds settings to every listener
 E2E_BIN ?= $(CURDIR)/$(BIN)
 e2e: build
 	@set -e; \
 	work=$$(mktemp -d /tmp/patchflow-e2e.XXXXXX); \
-	pg=$$(.ci/postgres start); kafka=$$(.ci/kafka start); \
-	trap '.ci/kafka down '"$$kafka"'; .ci/postgres stop '"$$pg" EXIT; \
+	pg=$$(.ci/postgres start); kafka=$$(.ci/kafka start); cluster=$$(.ci/kafka-cluster start); \
+	trap '.ci/kafka-cluster down '"$$cluster"'; .ci/kafka down '"$$kafka"'; .ci/postgres stop '"$$pg" EXIT; \
 	E2E_BROKERS=$$(cat $$kafka/brokers) E2E_DATABASE_URL=$$(cat $$pg/url) E2E_BIN=$(E2E_BIN) E2E_CI=$(CURDIR)/.ci \
-	E2E_KAFKA_DIR=$$kafka E2E_PG_DIR=$$pg E2E_WORK=$$work \
+	E2E_KAFKA_DIR=$$kafka E2E_PG_DIR=$$pg E2E_WORK=$$work E2E_CLUSTER_DIR=$$cluster \
 	E2E_SASL_BROKERS=$$(cat $$kafka/brokers-sasl) E2E_SASL_PASSWORD=patchflow-test-secret \
 	E2E_BROWSER=$$(command -v chromium || true) E2E_SCREENSHOT=$(CURDIR)/docs/status.png $(GO) run ./cmd/e2e; \
 	PATCHFLOW_KAFKA_BROKERS=$$(cat $$kafka/brokers) PATCHFLOW_KAFKA_VERSION=$$(cat $$kafka/version) \
 	$(GO) test -race -count=1 -run RealBroker ./actors ./consumer
+
+## nemesis: a seeded random schedule of faults (brokers killed and restarted, a listener cut off from a
+## broker, slow and thin links, PostgreSQL links reset, listeners killed, ended and stopped, VMaaS trouble)
+## on the three-node cluster for NEMESIS_DURATION, three listeners and a steady stream the whole time;
+## then every check of the e2e suite, and per fault the records repeated, what was at risk, the stall after
+## it healed; the steady listener's memory. NEMESIS_SEED=n replays a schedule (0: a new seed, printed first)
+NEMESIS_SEED ?= 0
+NEMESIS_DURATION ?= 5m
+nemesis: build
+	@set -e; \
+	work=$$(mktemp -d /tmp/patchflow-nemesis.XXXXXX); \
+	pg=$$(.ci/postgres start); cluster=$$(.ci/kafka-cluster start); \
+	trap '.ci/kafka-cluster down '"$$cluster"'; .ci/postgres stop '"$$pg" EXIT; \
+	NEMESIS_SEED=$(NEMESIS_SEED) NEMESIS_DURATION=$(NEMESIS_DURATION) E2E_SCENARIOS=nemesis \
+	E2E_BROKERS=unused E2E_DATABASE_URL=$$(cat $$pg/url) E2E_BIN=$(E2E_BIN) E2E_CI=$(CURDIR)/.ci \
+	E2E_WORK=$$work E2E_CLUSTER_DIR=$$cluster $(GO) run ./cmd/e2e
 
 ## kafka-up: start a real Kafka broker on 127.0.0.1:$${KAFKA_PORT:-19092} (fetched with Maven once) with the
 ## topic of inventory events, $(KAFKA_TOPIC) in $(KAFKA_PARTITIONS) partitions (the broker creates no topic on

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/patchflow/patchflow/internal/settings"
 )
@@ -34,6 +35,10 @@ func Main() {
 	s.String(&only, "E2E_SCENARIOS", "scenarios", "", "comma-separated scenario names (default: all)", nil)
 	var clusterDir string
 	s.String(&clusterDir, "E2E_CLUSTER_DIR", "cluster-dir", "", "the three-node cluster's directory (.ci/kafka-cluster start), for the cluster scenarios (empty: skipped)", nil)
+	var nemesisSeed int
+	var nemesisFor time.Duration
+	s.Int(&nemesisSeed, "NEMESIS_SEED", "nemesis-seed", 0, 0, "the nemesis's seed (0: a new one, printed first)")
+	s.Duration(&nemesisFor, "NEMESIS_DURATION", "nemesis-duration", 0, 0, "how long the nemesis runs its faults (0: no nemesis; it needs E2E_CLUSTER_DIR)")
 	var listenerEnv string
 	s.String(&listenerEnv, "E2E_LISTENER_ENV", "listener-env", "", "comma-separated NAME=value settings added to every listener's environment, after the scenario's (to measure the suite with a setting changed)", checkListenerEnv)
 	err := s.Parse(os.Args[1:], os.LookupEnv)
@@ -68,6 +73,14 @@ func Main() {
 		defer cluster.Close()
 	}
 	scenarios = append(scenarios, ClusterScenarios()...)
+	if nemesisFor > 0 {
+		seed := uint64(nemesisSeed)
+		if seed == 0 {
+			seed = uint64(time.Now().UnixNano()%1_000_000_000) + 1
+		}
+		fmt.Printf("nemesis: NEMESIS_SEED=%d NEMESIS_DURATION=%v\n", seed, nemesisFor)
+		scenarios = append(scenarios, NemesisScenario(seed, nemesisFor))
+	}
 	failed := 0
 	for _, sc := range scenarios {
 		if only != "" && !slices.Contains(strings.Split(only, ","), sc.Name) {

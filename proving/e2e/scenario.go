@@ -172,6 +172,8 @@ type run struct {
 	notes []string
 	// What the zombie fault did, for its judge.
 	zombie *zombieRecord
+	// What the nemesis did, for its judge.
+	nemesis *nemesisRun
 	// watch is what the run has seen of the group's progress.
 	watch *watch
 }
@@ -191,6 +193,9 @@ type watch struct {
 	// Per partition: its committed offset when last seen, and since when.
 	pinnedAt    map[int32]int64
 	pinnedSince map[int32]time.Time
+	// history is every look's progress per partition (progressPoint), for
+	// the nemesis's stall after each fault.
+	history []progressPoint
 }
 
 // look reads the group's progress once (and the listeners' status, when
@@ -209,6 +214,9 @@ func (r *run) look() bool {
 	}
 	w.total, w.done = progress.Total(), progress.Done()
 	now := time.Now()
+	if r.nemesis != nil {
+		w.record(now, progress.Committed, progress.Ends)
+	}
 	if w.done > w.lastCommitted {
 		if w.lastCommitted >= 0 {
 			line.LongestStall = max(line.LongestStall, now.Sub(w.lastProgress))
