@@ -9,10 +9,28 @@ import (
 	"github.com/IBM/sarama"
 )
 
+// CoordinatorRefresher is a consumer group that can ask the brokers again
+// which node coordinates it. sarama drops a cached coordinator only when it
+// answers with a coordinator error code; one that stopped answering at all
+// (killed, or cut off) stays cached, and every rejoin goes back to it until
+// the client's metadata forgets the node. A group that implements this is
+// refreshed after each failed session, so the next join asks a live broker.
+type CoordinatorRefresher interface {
+	RefreshCoordinator() error
+}
+
+// rejoinBackoffMax bounds the wait between failed sessions. A coordinator
+// that moved is found by the next join, so a long wait only adds to the
+// stall; 2 s keeps a member that cannot reach any broker to one warning in
+// every 2 s.
+const rejoinBackoffMax = 2 * time.Second
+
 // RunMember keeps one consumer-group member consuming topics through handler
 // until ctx is done, then closes the group (which commits the final marks and
-// leaves the group). A failed session is retried with backoff; an eager
-// rebalance ends a session normally and the loop joins the next one.
+// leaves the group). A failed session is retried with backoff (100 ms
+// doubling to rejoinBackoffMax), after refreshing the group's coordinator
+// when group is a CoordinatorRefresher; an eager rebalance ends a session
+// normally and the loop joins the next one.
 func RunMember(ctx context.Context, group sarama.ConsumerGroup, topics []string, handler sarama.ConsumerGroupHandler, logger *slog.Logger) error {
 	errsDone := make(chan struct{})
 	go func() {
@@ -49,11 +67,16 @@ func RunMember(ctx context.Context, group sarama.ConsumerGroup, topics []string,
 			continue
 		}
 		logger.Warn("consumer group session failed; rejoining", "error", err, "in", wait)
+		if r, ok := group.(CoordinatorRefresher); ok {
+			if err := r.RefreshCoordinator(); err != nil {
+				logger.Warn("finding the group's coordinator", "error", err)
+			}
+		}
 		select {
 		case <-time.After(wait):
 		case <-ctx.Done():
 			return nil
 		}
-		wait = min(2*wait, 10*time.Second)
+		wait = min(2*wait, rejoinBackoffMax)
 	}
 }

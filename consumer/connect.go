@@ -74,7 +74,7 @@ func (c *Consumer) connect(logger *slog.Logger) (_ *links, err error) {
 			return nil, err
 		}
 		ccfg.ClientID = fmt.Sprintf("patchflow-%d", i)
-		g, err := sarama.NewConsumerGroup(k.Brokers, k.Group, ccfg)
+		g, err := newMember(k.Brokers, k.Group, ccfg)
 		if err != nil {
 			return nil, fmt.Errorf("join consumer group %q: %w", k.Group, err)
 		}

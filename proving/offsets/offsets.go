@@ -21,7 +21,12 @@ type Progress struct {
 func Read(brokers []string, topic, group string) (Progress, error) {
 	cfg := sarama.NewConfig()
 	cfg.Version = sarama.V3_6_0_0
+	// A look must fail fast rather than hang: a request to a node that is
+	// stopping can go unanswered for sarama's default 30 s, and a judge
+	// that looks every 250 ms would count that as the group's stall.
 	cfg.Net.DialTimeout = 3 * time.Second
+	cfg.Net.ReadTimeout = 3 * time.Second
+	cfg.Net.WriteTimeout = 3 * time.Second
 	cfg.Metadata.Retry.Max = 1
 	client, err := sarama.NewClient(brokers, cfg)
 	if err != nil {
