@@ -164,6 +164,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	defer detach()
 	readiness := &telemetry.Readiness{Bridge: bridge, PinLimit: c.cfg.readyPinLimit, Stalls: &telemetry.StallWatch{}, Logger: logger}
+	detachReady, err := m.AttachReadiness(readiness)
+	if err != nil {
+		return err
+	}
+	defer detachReady()
 	for _, hc := range o.Checks {
 		w := telemetry.NewDependencyWatch(hc.Name, hc.Check, hc.Grace, healthCheckTimeout)
 		w.OnCheck(func(err error) { deps.Probe(hc.Name, err == nil) })

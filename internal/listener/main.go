@@ -8,6 +8,7 @@ import (
 
 	"github.com/patchflow/patchflow/internal/settings"
 	"github.com/patchflow/patchflow/internal/telemetry"
+	"github.com/patchflow/patchflow/internal/version"
 	"github.com/patchflow/patchflow/inventory"
 )
 
@@ -18,6 +19,10 @@ import (
 // second signal during the drain exits at once with 128 + its number.
 // exts are what the build adds beyond the product (none in cmd/listener).
 func Main(args []string, stdout, stderr io.Writer, exts ...Extension) int {
+	if len(args) == 1 && (args[0] == "-version" || args[0] == "--version") {
+		fmt.Fprintln(stdout, version.Get())
+		return 0
+	}
 	cfg, set, err := Parse(args, os.LookupEnv, exts...)
 	if errors.Is(err, settings.ErrHelp) {
 		fmt.Fprintln(stdout, "listener: consume inventory events and evaluate them, committing only past finished records.\n\nSettings (flags win over environment variables):")
@@ -29,7 +34,8 @@ func Main(args []string, stdout, stderr io.Writer, exts ...Extension) int {
 		return settings.ExitUsage
 	}
 	logger := NewLogger(stderr, cfg.LogLevel, cfg.LogFormat)
-	logger.Info("configuration", set.Effective()...)
+	v := version.Get()
+	logger.Info("configuration", append([]any{"version", v.Version, "revision", v.Revision}, set.Effective()...)...)
 
 	ctx, stop := ShutdownOnSignals(logger, os.Exit)
 	defer stop()

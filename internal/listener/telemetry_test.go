@@ -51,6 +51,23 @@ func scrape(t *testing.T, url, sample string) float64 {
 	return -1
 }
 
+// scrapePrefix returns the value of the first sample whose line starts with
+// prefix (a family with labels not known in advance), or -1.
+func scrapePrefix(t *testing.T, url, prefix string) float64 {
+	t.Helper()
+	_, body := get(t, url+"/metrics")
+	for line := range strings.SplitSeq(body, "\n") {
+		if strings.HasPrefix(line, prefix) {
+			v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+	}
+	return -1
+}
+
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
 	resp, err := http.Get(url)
@@ -167,6 +184,12 @@ func TestMetricsAndReadinessFollowThePipeline(t *testing.T) {
 	if got := logs.String(); strings.Count(got, "readiness") != 1 || !strings.Contains(got, `msg="readiness: ready"`) {
 		t.Fatalf("once joined, the log should say ready once:\n%s", got)
 	}
+	// The consumer's own readiness (its watch judges every second) is on
+	// /metrics, as is the build.
+	eventually(t, "patchflow_ready 1", func() bool { return scrape(t, srv.URL, "patchflow_ready") == 1 })
+	if v := scrapePrefix(t, srv.URL, "patchflow_build_info{"); v != 1 {
+		t.Fatalf("patchflow_build_info = %v, want 1", v)
+	}
 	okSample := `patchflow_records_total{outcome="ok"}`
 	if v := scrape(t, srv.URL, okSample); v != 0 {
 		t.Fatalf("before any record: %s = %v", okSample, v)
@@ -216,6 +239,9 @@ func TestMetricsAndReadinessFollowThePipeline(t *testing.T) {
 	}
 	if v := scrape(t, srv.URL, `patchflow_concurrency_limit{mode="adaptive"}`); v < 1 || v > float64(cfg.Pipeline.InFlightTotal) {
 		t.Fatalf("patchflow_concurrency_limit %v, want within [1, G]", v)
+	}
+	if f, c := scrape(t, srv.URL, "patchflow_concurrency_floor"), scrape(t, srv.URL, "patchflow_concurrency_ceiling"); f != float64(st.Concurrency.Floor) || c != float64(cfg.Pipeline.InFlightTotal) {
+		t.Fatalf("patchflow_concurrency_floor %v and _ceiling %v, want %d and %d", f, c, st.Concurrency.Floor, cfg.Pipeline.InFlightTotal)
 	}
 	close(release)
 	eventually(t, "readiness to come back", func() bool { code, _ := get(t, srv.URL+"/readyz"); return code == 200 })

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/patchflow/patchflow/actors"
+	"github.com/patchflow/patchflow/internal/version"
 	"github.com/patchflow/patchflow/messages"
 )
 
@@ -30,6 +31,7 @@ type Metrics struct {
 	handler                        *prometheus.HistogramVec
 	drains                         *prometheus.HistogramVec
 	claims                         *prometheus.CounterVec
+	buildInfo                      prometheus.Gauge
 }
 
 // handlerBuckets are the upper bounds of patchflow_handler_duration_seconds:
@@ -73,16 +75,50 @@ func NewIn(reg prometheus.Registerer) (*Metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}, []string{"timed_out"}),
 		claims: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "patchflow_claims_total", Help: "Partitions claimed (each rebalance that gives this process a partition)."}, []string{"topic"}),
+		buildInfo: buildInfoGauge(version.Get()),
 	}
-	for i, c := range []prometheus.Collector{m.handler, m.drains, m.claims, m.dependency} {
+	for i, c := range m.own() {
 		if err := reg.Register(c); err != nil {
-			for _, done := range []prometheus.Collector{m.handler, m.drains, m.claims, m.dependency}[:i] {
+			for _, done := range m.own()[:i] {
 				reg.Unregister(done)
 			}
 			return nil, fmt.Errorf("register the consumer's metrics (one consumer at a time per registry): %w", err)
 		}
 	}
 	return m, nil
+}
+
+// own are the collectors NewIn registers.
+func (m *Metrics) own() []prometheus.Collector {
+	return []prometheus.Collector{m.handler, m.drains, m.claims, m.dependency, m.buildInfo}
+}
+
+// buildInfoGauge is patchflow_build_info: 1, labelled with the build, so a
+// dashboard or an alert can tell which build each replica runs.
+func buildInfoGauge(v version.Info) prometheus.Gauge {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "patchflow_build_info", Help: "1, labelled with the running build's version, revision and Go version.",
+		ConstLabels: prometheus.Labels{"version": v.Version, "revision": v.Revision, "goversion": v.GoVersion}})
+	g.Set(1)
+	return g
+}
+
+// AttachReadiness exports r's last verdict as patchflow_ready (1 ready, 0
+// not), the value /readyz answers, so an alert can see a replica out of
+// service however its probes are set. detach unregisters it.
+func (m *Metrics) AttachReadiness(r *Readiness) (detach func(), err error) {
+	g := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "patchflow_ready", Help: "1 while the process is ready (/readyz answers 200), 0 while it is not or has not yet judged: the reason is in the log and on /readyz."},
+		func() float64 {
+			if r.Ready() {
+				return 1
+			}
+			return 0
+		})
+	if err := m.Registry.Register(g); err != nil {
+		return nil, fmt.Errorf("register the readiness metric (one consumer at a time per registry): %w", err)
+	}
+	return func() { m.Registry.Unregister(g) }, nil
 }
 
 // AttachBridge exports the bridge's per-partition state and counters. It
@@ -103,7 +139,7 @@ func (m *Metrics) AttachBridge(b *actors.Bridge) (detach func(), err error) {
 // Unregister removes the metrics NewIn registered (not a bridge's: its
 // detach does), so that the registry can take another consumer's.
 func (m *Metrics) Unregister() {
-	for _, c := range []prometheus.Collector{m.handler, m.drains, m.claims, m.dependency} {
+	for _, c := range m.own() {
 		m.Registry.Unregister(c)
 	}
 }
@@ -195,6 +231,8 @@ var (
 	descLimit       = prometheus.NewDesc("patchflow_concurrency_limit", "The process-wide in-flight limit now: G when LISTENER_CONCURRENCY=fixed, the adaptive limit (between its floor and G) otherwise.", []string{"mode"}, nil)
 	descBaseline    = prometheus.NewDesc("patchflow_concurrency_baseline_seconds", "The adaptive limit's no-load handler latency estimate (0 when fixed).", nil, nil)
 	descWindowLat   = prometheus.NewDesc("patchflow_concurrency_latency_seconds", "The adaptive limit's last window of handler latency, mean (0 when fixed).", nil, nil)
+	descFloor       = prometheus.NewDesc("patchflow_concurrency_floor", "The lowest the process-wide in-flight limit goes (LISTENER_CONCURRENCY_FLOOR; the limit itself when fixed).", nil, nil)
+	descCeiling     = prometheus.NewDesc("patchflow_concurrency_ceiling", "The highest the process-wide in-flight limit goes (LISTENER_INFLIGHT_TOTAL).", nil, nil)
 	descQueue       = prometheus.NewDesc("patchflow_concurrency_queue_records", "Records the adaptive limit estimates are queueing downstream: limit × (1 − baseline/latency) (0 when fixed).", nil, nil)
 )
 
@@ -208,7 +246,7 @@ type bridgeCollector struct {
 
 func (c *bridgeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCommitted, descAdmitted, descInFlight, descPinnedAge, descPinned, descLag, descRecords, descSkipped, descDeadLetters, descRetries, descPanics, descProcessIn,
-		descDLQFailures, descDLQBlocked, descFaults, descSpanBlocked, descMetaBytes, descLimit, descBaseline, descWindowLat, descQueue} {
+		descDLQFailures, descDLQBlocked, descFaults, descSpanBlocked, descMetaBytes, descLimit, descFloor, descCeiling, descBaseline, descWindowLat, descQueue} {
 		ch <- d
 	}
 }
@@ -262,6 +300,8 @@ func (c *bridgeCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.concurrency != nil {
 		cs := c.concurrency()
 		ch <- prometheus.MustNewConstMetric(descLimit, prometheus.GaugeValue, float64(cs.Limit), cs.Mode)
+		ch <- prometheus.MustNewConstMetric(descFloor, prometheus.GaugeValue, float64(cs.Floor))
+		ch <- prometheus.MustNewConstMetric(descCeiling, prometheus.GaugeValue, float64(cs.Ceiling))
 		ch <- prometheus.MustNewConstMetric(descBaseline, prometheus.GaugeValue, cs.Baseline.Seconds())
 		ch <- prometheus.MustNewConstMetric(descWindowLat, prometheus.GaugeValue, cs.Latency.Seconds())
 		ch <- prometheus.MustNewConstMetric(descQueue, prometheus.GaugeValue, cs.Queue)

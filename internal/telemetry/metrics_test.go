@@ -1,7 +1,9 @@
 package telemetry
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"sort"
 	"strings"
@@ -151,5 +153,56 @@ func TestHandlerHistogramResolvesAFifth(t *testing.T) {
 		if r := bounds[i] / bounds[i-1]; r > 1.2 {
 			t.Errorf("bucket %g s is %.2f × the one below it (%g s): a quantile inside it is good only to that factor", bounds[i], r, bounds[i-1])
 		}
+	}
+}
+
+// patchflow_ready is the readiness's last verdict: 0 before any, 0 when it
+// judged not ready (here: not joined to the group).
+func TestReadyMetricIsTheLastVerdict(t *testing.T) {
+	system := actors.NewActorSystem(slog.New(slog.DiscardHandler))
+	defer system.Shutdown()
+	b, err := actors.NewBridge(actors.BridgeConfig{System: system, Settings: actors.DefaultSettings(),
+		Handler: actors.HandlerFunc(func(context.Context, *messages.Record) error { return nil }), DeadLetters: noDeadLetters{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	m, err := NewIn(prometheus.NewPedanticRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Readiness{Bridge: b}
+	detach, err := m.AttachReadiness(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := func() float64 {
+		fams, err := m.Gatherer.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range fams {
+			if f.GetName() == "patchflow_ready" {
+				return f.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		return -1
+	}
+	if v := got(); v != 0 {
+		t.Fatalf("patchflow_ready before any verdict = %v, want 0", v)
+	}
+	r.ready = true // as a verdict of ready would leave it
+	if v := got(); v != 1 {
+		t.Fatalf("patchflow_ready after a ready verdict = %v, want 1", v)
+	}
+	if ok, _ := r.Check(time.Now()); ok {
+		t.Fatal("an unjoined bridge judged ready")
+	}
+	if v := got(); v != 0 {
+		t.Fatalf("patchflow_ready after a not-ready verdict = %v, want 0", v)
+	}
+	detach()
+	if v := got(); v != -1 {
+		t.Fatalf("patchflow_ready still served after detach: %v", v)
 	}
 }

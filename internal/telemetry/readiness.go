@@ -50,6 +50,13 @@ func (r *Readiness) Check(now time.Time) (bool, string) {
 	return ok, why
 }
 
+// Ready is the last verdict Check gave; false before the first.
+func (r *Readiness) Ready() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ready
+}
+
 func (r *Readiness) judge(now time.Time) (bool, string) {
 	if !r.Bridge.Joined() {
 		return false, "not joined to the consumer group"
