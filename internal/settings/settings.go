@@ -411,6 +411,16 @@ func (s *Set) Effective() []any {
 	return out
 }
 
+// Envs returns the environment variable of every setting, in the order
+// they were registered: what a deployment may set.
+func (s *Set) Envs() []string {
+	out := make([]string, 0, len(s.entries))
+	for _, e := range s.entries {
+		out = append(out, e.env)
+	}
+	return out
+}
+
 // Without returns the settings of s that other lacks (by flag name), for a
 // table of what one build adds to another's. The result is for printing
 // only: its settings write to s's variables.

@@ -293,3 +293,16 @@ func TestShowWith(t *testing.T) {
 		t.Errorf("error %v", err)
 	}
 }
+
+// Envs lists every setting's variable, in order.
+func TestEnvsListsEverySetting(t *testing.T) {
+	s := settings.New("t")
+	var a, b string
+	var n int
+	s.String(&a, "A_SETTING", "a", "x", "", nil)
+	s.Int(&n, "N_SETTING", "n", 1, 0, "")
+	s.Secret(&b, "B_SECRET", "b", "")
+	if got := strings.Join(s.Envs(), " "); got != "A_SETTING N_SETTING B_SECRET" {
+		t.Fatalf("Envs() = %q", got)
+	}
+}
