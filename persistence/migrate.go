@@ -16,12 +16,44 @@ import (
 var migrations embed.FS
 
 // Migrate brings the schema of db up to the latest version. Several
-// listeners starting at once are safe: golang-migrate takes an advisory lock.
-// It runs on one connection of db that it gives back when done
-// (postgres.WithInstance would keep one for good, and closing its driver
-// would close db).
+// listeners starting at once are safe: golang-migrate takes an advisory lock
+// (pg_advisory_lock) around reading the version and applying what is
+// missing, so one of them applies the migrations and the others find them
+// applied (TestReplicasStartingTogetherMigrateOnce). It runs on one
+// connection of db that it gives back when done (postgres.WithInstance
+// would keep one for good, and closing its driver would close db).
 func Migrate(db *sql.DB) error {
-	return migrateWith(db, func(m *migrate.Migrate) error { return m.Up() })
+	_, err := migrateUp(db)
+	return err
+}
+
+// Schema is what a start found of the database's schema.
+type Schema struct {
+	// Version is the schema's version after the start's migration.
+	Version uint
+	// Applied says this start applied migrations; false when the schema
+	// was already at Version (an earlier start, or another replica
+	// starting at the same time, had applied them).
+	Applied bool
+}
+
+// migrateUp is Migrate, saying what it did.
+func migrateUp(db *sql.DB) (Schema, error) {
+	var s Schema
+	err := migrateWith(db, func(m *migrate.Migrate) error {
+		err := m.Up()
+		s.Applied = err == nil
+		if err != nil && !errors.Is(err, migrate.ErrNoChange) {
+			return err
+		}
+		v, _, verr := m.Version()
+		if verr != nil {
+			return verr
+		}
+		s.Version = v
+		return nil
+	})
+	return s, err
 }
 
 // migrateWith runs step (Up, or a move to one version in tests) on a

@@ -55,7 +55,11 @@ type Store struct {
 	health     *health
 	deletedTTL time.Duration
 	ids        *idCache
+	schema     Schema
 }
+
+// Schema is what Open found of the schema and did to it.
+func (s *Store) Schema() Schema { return s.schema }
 
 // Open connects to url (a lib/pq connection URL or key=value string, as
 // CheckURL accepts; TLS through sslmode and friends), checks the
@@ -77,7 +81,8 @@ func Open(ctx context.Context, url string, pool PoolSettings) (*Store, error) {
 		db.Close()
 		return nil, redact.Error(fmt.Errorf("connect to database: %w", err), secrets)
 	}
-	if err := Migrate(db); err != nil {
+	schema, err := migrateUp(db)
+	if err != nil {
 		db.Close()
 		return nil, redact.Error(err, secrets)
 	}
@@ -90,7 +95,7 @@ func Open(ctx context.Context, url string, pool PoolSettings) (*Store, error) {
 	if ttl <= 0 {
 		ttl = DefaultPoolSettings().DeletedTTL
 	}
-	return &Store{db: db, admit: newAdmission(pool.MaxOpen), health: h, deletedTTL: ttl, ids: newIDCache(pool.IDCacheSize)}, nil
+	return &Store{db: db, admit: newAdmission(pool.MaxOpen), health: h, deletedTTL: ttl, ids: newIDCache(pool.IDCacheSize), schema: schema}, nil
 }
 
 // idleInTransactionParam is the server setting PoolSettings.IdleInTransaction

@@ -84,7 +84,11 @@ func NewDomain(ctx context.Context, cfg *Config, logger *slog.Logger) (*Domain, 
 		}
 	}
 	h := evaluation.New(store, vmaas, inventory, d.Validation, logger)
-	logger.Info("database ready; schema migrated")
+	if sc := store.Schema(); sc.Applied {
+		logger.Info("database ready; schema migrated", "schema_version", sc.Version)
+	} else {
+		logger.Info("database ready; schema current", "schema_version", sc.Version)
+	}
 	return &Domain{Handler: h, Store: store, Evaluator: h, PingVMaaS: vmaas.Ping, Closer: func() {
 		vmaas.CloseIdleConnections()
 		if inventory != nil {
