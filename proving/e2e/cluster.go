@@ -107,9 +107,21 @@ func (r *run) proxyDatabaseAndMock() (drop func(), err error) {
 	return func() { c.net.platform = nil; c.net.drop(p) }, nil
 }
 
-// node runs .ci/kafka-cluster's command on node n (1-3).
+// node runs .ci/kafka-cluster's command on node n (1-3), looking at the
+// group's progress every lookInterval while it runs: a node's start or
+// graceful stop takes 10-20 s here, and a judge that stopped looking
+// meanwhile would count it as the group's stall (the listeners go on).
 func (r *run) node(command string, n int32) error {
-	return r.env.script("kafka-cluster", command, r.env.Cluster.Dir, strconv.Itoa(int(n)))
+	done := make(chan error, 1)
+	go func() { done <- r.env.script("kafka-cluster", command, r.env.Cluster.Dir, strconv.Itoa(int(n))) }()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(lookInterval):
+			r.look()
+		}
+	}
 }
 
 // leadership returns, for the run's topic, how many partitions each node

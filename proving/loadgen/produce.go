@@ -49,6 +49,12 @@ func Produce(ctx context.Context, ds *platform.Dataset, o Options, plan *Plan, p
 	cfg.Producer.RequiredAcks = sarama.WaitForAll
 	cfg.Producer.Idempotent = true
 	cfg.Net.MaxOpenRequests = 1
+	// A leader that dies is replaced once the controller fences it (KRaft's
+	// broker session, 9 s by default): retry for longer than that, rather
+	// than sarama's 3 × 100 ms, which fails the load of a run on a cluster
+	// whose nodes are killed. Idempotence keeps retries from duplicating.
+	cfg.Producer.Retry.Max = 100
+	cfg.Producer.Retry.Backoff = 300 * time.Millisecond
 	cfg.Producer.MaxMessageBytes = 1_048_000
 	cfg.Producer.Flush.Frequency = 5 * time.Millisecond
 	cfg.Producer.Flush.Bytes = 1 << 20
