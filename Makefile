@@ -7,7 +7,7 @@ STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BIN       := bin
 PKGS      := ./...
 
-.PHONY: all build test test-kafka demo e2e nemesis bench docs kafka-up kafka-down proto proto-check lint vet fmt-check race bench-pipeline clean
+.PHONY: all build image test test-kafka demo e2e nemesis bench docs kafka-up kafka-down proto proto-check lint vet fmt-check race bench-pipeline clean
 
 KAFKA_STATE := .cache/kafka-dir
 
@@ -16,6 +16,13 @@ all: build
 ## build: compile the commands into bin/
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
+
+## image: the listener's OCI image from local files (deploy/container/Containerfile.local: a static
+## binary built here on scratch with the host's CA bundle), with podman (installed when missing) or
+## a docker daemon that answers; prints its name and size. deploy/container/Containerfile is the
+## same image built anywhere a registry is in reach
+image:
+	.ci/image
 
 ## demo: the product end to end: a throwaway PostgreSQL (unless DATABASE_URL is set), the embedded
 ## broker, the platform mock, 20,000 realistic events, live progress and a checked summary, then the
@@ -43,8 +50,9 @@ test-kafka:
 ## throwaway PostgreSQL: crash loop (each kill measured: in flight, evaluations redone, finished records
 ## run again, commit metadata), a clean run, group churn, broker restart, database outage, VMaaS trouble,
 ## poison, SASL, hostage (hosts whose VMaaS calls hang: dead-lettered within the own-failure bound) and
-## revoke-starved (a member joins while the database is down: revoked claims drain within the drain timeout);
-## then, on a three-node cluster (.ci/kafka-cluster: replication factor 3, min.insync.replicas 2) with a
+## revoke-starved (a member joins while the database is down: revoked claims drain within the drain timeout),
+## image (listeners run from make image's image: one stopped by the engine drains and exits 0 inside the
+## grace, one killed is recovered by the next); then, on a three-node cluster (.ci/kafka-cluster: replication factor 3, min.insync.replicas 2) with a
 ## fault proxy on every listener link: leader-loss, rolling-restart, partitioned, zombie, slow-network and
 ## db-link-resets; then, on the single broker, the checks of make test-kafka. E2E_SCENARIOS=crash-loop,clean runs only those;
 ## E2E_BIN=dir runs the listener binary in dir (another build, to compare); E2E_LISTENER_ENV=NAME=value,...
@@ -53,9 +61,11 @@ E2E_BIN ?= $(CURDIR)/$(BIN)
 e2e: build
 	@set -e; \
 	work=$$(mktemp -d /tmp/patchflow-e2e.XXXXXX); \
+	image=$$(.ci/image); \
 	pg=$$(.ci/postgres start); kafka=$$(.ci/kafka start); cluster=$$(.ci/kafka-cluster start); \
 	trap '.ci/kafka-cluster down '"$$cluster"'; .ci/kafka down '"$$kafka"'; .ci/postgres stop '"$$pg" EXIT; \
 	E2E_BROKERS=$$(cat $$kafka/brokers) E2E_DATABASE_URL=$$(cat $$pg/url) E2E_BIN=$(E2E_BIN) E2E_CI=$(CURDIR)/.ci \
+	E2E_IMAGE=$$image E2E_CONTAINER_ENGINE=$$(.ci/image --engine) \
 	E2E_KAFKA_DIR=$$kafka E2E_PG_DIR=$$pg E2E_WORK=$$work E2E_CLUSTER_DIR=$$cluster \
 	E2E_SASL_BROKERS=$$(cat $$kafka/brokers-sasl) E2E_SASL_PASSWORD=patchflow-test-secret \
 	E2E_BROWSER=$$(command -v chromium || true) E2E_SCREENSHOT=$(CURDIR)/docs/status.png $(GO) run ./cmd/e2e; \

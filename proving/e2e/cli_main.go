@@ -32,6 +32,8 @@ func Main() {
 	s.Secret(&env.SASLPassword, "E2E_SASL_PASSWORD", "sasl-password", "SASL test password")
 	s.String(&env.Browser, "E2E_BROWSER", "browser", "", "Chromium binary for the status page check (empty: skipped)", nil)
 	s.String(&env.Screenshot, "E2E_SCREENSHOT", "screenshot", "", "save the status page screenshot here", nil)
+	s.String(&env.Image, "E2E_IMAGE", "image", "", "the listener's image, for the image scenario (empty: skipped)", nil)
+	s.String(&env.ContainerEngine, "E2E_CONTAINER_ENGINE", "container-engine", "podman", "the engine that runs the image: podman or docker", nil)
 	s.String(&only, "E2E_SCENARIOS", "scenarios", "", "comma-separated scenario names (default: all)", nil)
 	var clusterDir string
 	s.String(&clusterDir, "E2E_CLUSTER_DIR", "cluster-dir", "", "the three-node cluster's directory (.ci/kafka-cluster start), for the cluster scenarios (empty: skipped)", nil)
@@ -93,6 +95,10 @@ func Main() {
 				continue
 			}
 			env.Brokers, env.KafkaDir, env.Cluster = cluster.Tools, "", cluster
+		}
+		if sc.Container && env.Image == "" {
+			fmt.Printf("%-14s skipped: no image (E2E_IMAGE; make e2e builds one)\n", sc.Name)
+			continue
 		}
 		if sc.SASL != "" && len(env.SASLBrokers) == 0 {
 			fmt.Printf("%-14s skipped: no SASL listener (E2E_SASL_BROKERS)\n", sc.Name)

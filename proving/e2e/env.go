@@ -44,6 +44,9 @@ type Env struct {
 	// cluster scenarios; nil: they are skipped. Brokers are its tools
 	// listeners while they run.
 	Cluster *Cluster
+	// Image is the listener's image (make image), for the image scenario;
+	// empty: it is skipped. ContainerEngine runs it (podman or docker).
+	Image, ContainerEngine string
 }
 
 // createDatabase makes an empty database and returns its URL.

@@ -34,6 +34,11 @@ type listenerProc struct {
 	// limits are its concurrency limits over the whole run
 	// (Scenario.WatchLimit).
 	limits []limitSample
+	// container names its container when it runs from the image
+	// (Scenario.Container), engine and engineEnv the engine that runs it;
+	// its signals then go through the engine.
+	container, engine string
+	engineEnv         []string
 }
 
 // startListener runs bin/listener with env, logging to <work>/<name>.log;
@@ -67,6 +72,10 @@ func (e *Env) startListener(name string, env []string) (*listenerProc, error) {
 
 // kill9 ends the process at once, as a crash would.
 func (p *listenerProc) kill9() {
+	if p.container != "" {
+		_ = p.killContainer()
+		return
+	}
 	p.stopped.Store(true)
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
 	<-p.exited
@@ -76,6 +85,10 @@ func (p *listenerProc) kill9() {
 func (p *listenerProc) term(limit time.Duration) error {
 	if !p.running() {
 		return nil
+	}
+	if p.container != "" {
+		_, err := p.stopContainer(limit)
+		return err
 	}
 	p.stopped.Store(true)
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)

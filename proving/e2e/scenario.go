@@ -68,6 +68,9 @@ type Scenario struct {
 	// Limit is how long the run may take to commit everything (default 6
 	// minutes).
 	Limit time.Duration
+	// Container runs every listener from Env.Image, through the container
+	// engine (container.go).
+	Container bool
 	// Judge, when set, adds the scenario's own checks once the listeners
 	// have stopped, appending to line.Problems and line.Figures.
 	Judge func(r *run, line *Line) error
@@ -309,7 +312,11 @@ func (r *run) startListenerWith(extra ...string) (*listenerProc, error) {
 			r.statusURL = "http://" + addr + "/status"
 		}
 	}
-	p, err := r.env.startListener(name, env)
+	start := r.env.startListener
+	if r.sc.Container {
+		start = r.env.startContainer
+	}
+	p, err := start(name, env)
 	if err != nil {
 		return nil, err
 	}
