@@ -210,8 +210,14 @@ func NewPartitionActor(cfg PartitionConfig) *PartitionActor {
 // past records the lost ledger still held.
 func (a *PartitionActor) Props() *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor { return a }, actor.WithDispatcher(a.dispatcher),
-		actor.WithGuardian(actor.NewOneForOneStrategy(0, 0, func(any) actor.Directive { return actor.StopDirective })))
+		actor.WithGuardian(stopOnFailure))
 }
+
+// stopOnFailure stops a partition actor that fails, rather than restarting
+// it with its ledger lost. One value for every partition actor: protoactor
+// keeps a guardian actor per strategy value for the life of the system, so
+// a strategy made per claim left one more actor behind at every claim.
+var stopOnFailure = actor.NewOneForOneStrategy(0, 0, func(any) actor.Directive { return actor.StopDirective })
 
 // Stopped closes when the actor has stopped.
 func (a *PartitionActor) Stopped() <-chan struct{} { return a.stopped }
