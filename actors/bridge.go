@@ -311,7 +311,11 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 	ended := watchClaimEnd(claim, entry, log)
 	if ended == nil {
 		// A claim without Errors(): its end is what the read-ahead sees,
-		// watched by the credit and span waits too.
+		// watched by the credit and span waits too. sarama's claims have
+		// Errors(); this path is for test doubles, and has a limit: while
+		// the metadata read runs nothing takes from the read-ahead, so a
+		// claim holding more than its bound behind the revoke is not seen
+		// to end until the read does (5 s).
 		ended = entry.ahead.ended
 	}
 	resume := b.readResume(session.Context(), ended, claim, log)

@@ -158,7 +158,8 @@ func (d *Dependencies) lookup(dependency string) *dependencyHealth {
 // failure is the record's own when the dependency it names (the records of
 // the process, when it names none or one never observed) is serving:
 //   - it served a call since, and most of its recent calls were served; or
-//   - it served no call since, which is what a record that stops its
+//   - otherwise (no call served since, or most recent calls failed: the
+//     record's own calls may be all there are), which is what a record that stops its
 //     neighbours sees (its partition blocked behind it, partition
 //     ordering, the only busy partition): then a probe of the dependency
 //     passed since, none failed since, and no other record failed at it
@@ -189,9 +190,13 @@ func (d *Dependencies) judge(name string, record recordID, since int64) bool {
 	if h == nil {
 		return false
 	}
-	if health := math.Float64frombits(h.health.Load()); !math.IsNaN(health) && h.lastServed.Load() > since {
-		return health >= healthyShare
+	if health := math.Float64frombits(h.health.Load()); !math.IsNaN(health) && h.lastServed.Load() > since && health >= healthyShare {
+		return true
 	}
+	// Served calls since, but most recent calls failed: those may all be
+	// the record's own (alone, it makes a served call before its failing
+	// one), so they are no evidence of an outage either; the probe and the
+	// other records decide, as for a record that saw nothing served.
 	return h.probeServed.Load() > since && h.probeFailed.Load() <= since && !d.othersFailedSince(name, record, since)
 }
 

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/lib/pq"
@@ -111,7 +112,7 @@ func openPool(url string, idle time.Duration) (*sql.DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, set := cfg.Runtime[idleInTransactionParam]; !set && idle > 0 {
+	if !setsParam(cfg, idleInTransactionParam) && idle > 0 {
 		if cfg.Runtime == nil {
 			cfg.Runtime = map[string]string{}
 		}
@@ -122,6 +123,21 @@ func openPool(url string, idle time.Duration) (*sql.DB, error) {
 		return nil, err
 	}
 	return sql.OpenDB(connector), nil
+}
+
+// setsParam reports whether the connection settings already set the
+// server setting name: as a run-time parameter of its own, or as a -c or
+// -- switch in options (the URL's options= or PGOPTIONS), which the server
+// would apply before the startup parameters, so ours would override it.
+// Setting names ignore case, and '-' stands for '_' in a switch.
+func setsParam(cfg pq.Config, name string) bool {
+	for k := range cfg.Runtime {
+		if strings.EqualFold(k, name) {
+			return true
+		}
+	}
+	opts := strings.ToLower(strings.ReplaceAll(cfg.Options, "-", "_"))
+	return strings.Contains(opts, strings.ToLower(name)+"=")
 }
 
 // DB returns the pool the work runs on (for the checker and tests).
