@@ -168,9 +168,12 @@ func TestTheOverlayRendersAListenerThatFits(t *testing.T) {
 	objs := render(t, "overlays/example")
 	dep := find[*appsv1.Deployment](objs)
 	cm := find[*corev1.ConfigMap](objs)
-	sec := find[*corev1.Secret](objs)
 	so := find[*kedav1alpha1.ScaledObject](objs)
-	if dep == nil || cm == nil || sec == nil || so == nil || find[*monitoringv1.ServiceMonitor](objs) == nil ||
+	if find[*corev1.Secret](objs) != nil {
+		t.Fatal("the overlay renders a Secret: applying it would overwrite the real one")
+	}
+	sec := exampleSecret(t)
+	if dep == nil || cm == nil || so == nil || find[*monitoringv1.ServiceMonitor](objs) == nil ||
 		find[*policyv1.PodDisruptionBudget](objs) == nil || find[*corev1.Service](objs) == nil {
 		t.Fatalf("the overlay lacks an object: %T", objs)
 	}
@@ -218,6 +221,20 @@ func TestTheOverlayRendersAListenerThatFits(t *testing.T) {
 		!*dep.Spec.Template.Spec.SecurityContext.RunAsNonRoot {
 		t.Errorf("the listener's container is not locked down: %+v", sc)
 	}
+}
+
+// exampleSecret is the Secret's keys as overlays/example shows them.
+func exampleSecret(t *testing.T) *corev1.Secret {
+	t.Helper()
+	b, err := os.ReadFile("overlays/example/secret.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := decodeStrict(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return obj.(*corev1.Secret)
 }
 
 // environment is what the Deployment's container gets: the ConfigMap's
@@ -275,7 +292,7 @@ func checkSettings(env map[string]string) error {
 // The settings check can fail: a misspelt name, a bad value.
 func TestTheSettingsCheckCatchesMistakes(t *testing.T) {
 	objs := render(t, "overlays/example")
-	env := environment(t, find[*appsv1.Deployment](objs), find[*corev1.ConfigMap](objs), find[*corev1.Secret](objs))
+	env := environment(t, find[*appsv1.Deployment](objs), find[*corev1.ConfigMap](objs), exampleSecret(t))
 	if err := checkSettings(env); err != nil {
 		t.Fatal(err)
 	}
