@@ -35,7 +35,7 @@ demo:
 ## against a throwaway PostgreSQL unless DATABASE_URL names one
 test: proto-check fmt-check vet lint
 	PATCHFLOW_REQUIRE_DB=1 .ci/postgres with $(GO) test -race -count=1 $(PKGS)
-	@for m in $(DEPLOY_MODULES); do echo "deploy module $$m"; (cd $$m && $(GO) vet ./... && $(GO) test -count=1 ./...) || exit 1; done
+	@for m in $(DEPLOY_MODULES); do echo "deploy module $$m"; (cd $$m && $(GO) vet ./... && $(GO) test -timeout 30m -count=1 ./...) || exit 1; done
 
 ## the deployment's own Go modules (their tests' dependencies stay out of the product's go.mod):
 ## manifests decoded strictly and rendered, alert rules under promtool
