@@ -68,8 +68,18 @@ func RunMember(ctx context.Context, group sarama.ConsumerGroup, topics []string,
 		}
 		logger.Warn("consumer group session failed; rejoining", "error", err, "in", wait)
 		if r, ok := group.(CoordinatorRefresher); ok {
-			if err := r.RefreshCoordinator(); err != nil {
-				logger.Warn("finding the group's coordinator", "error", err)
+			// The refresh takes no context and may wait out the client's
+			// network timeouts (30 s per broker, retried) when the brokers
+			// are cut off: a shutdown must not wait for it.
+			refreshed := make(chan error, 1)
+			go func() { refreshed <- r.RefreshCoordinator() }()
+			select {
+			case err := <-refreshed:
+				if err != nil {
+					logger.Warn("finding the group's coordinator", "error", err)
+				}
+			case <-ctx.Done():
+				return nil
 			}
 		}
 		select {

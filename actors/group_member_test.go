@@ -22,6 +22,9 @@ import (
 type failingGroup struct {
 	sarama.ConsumerGroup // nil: calling anything else panics
 	failures             int
+	// refreshHangs, when set, holds every RefreshCoordinator until closed,
+	// as a refresh against brokers that stopped answering does.
+	refreshHangs chan struct{}
 
 	mu        sync.Mutex
 	refreshes int
@@ -42,6 +45,9 @@ func (g *failingGroup) Consume(ctx context.Context, _ []string, _ sarama.Consume
 }
 
 func (g *failingGroup) RefreshCoordinator() error {
+	if g.refreshHangs != nil {
+		<-g.refreshHangs
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.refreshes++
@@ -130,5 +136,35 @@ func TestRejoinWaitsAreBounded(t *testing.T) {
 	want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, 1600 * time.Millisecond, 2 * time.Second}
 	if !slices.Equal(waits, want) {
 		t.Fatalf("waits between failed sessions %v, want %v", waits, want)
+	}
+}
+
+// A shutdown does not wait for a coordinator refresh that hangs (sarama's
+// refresh takes no context and waits out its network timeouts when the
+// brokers are cut off): RunMember returns as its context ends.
+func TestShutdownDoesNotWaitForACoordinatorRefresh(t *testing.T) {
+	hang := make(chan struct{})
+	defer close(hang)
+	g := &failingGroup{failures: 1, errs: make(chan error), refreshHangs: hang}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- actors.RunMember(ctx, g, []string{"t"}, nil, discardLogger()) }()
+	for { // the first session has failed once the member asks for a refresh
+		g.mu.Lock()
+		n := len(g.seen)
+		g.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("RunMember: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("RunMember still running 5 s after its context ended, waiting on the coordinator refresh")
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io/fs"
+	"path"
 
 	"github.com/golang-migrate/migrate/v4"
 	"github.com/golang-migrate/migrate/v4/database/postgres"
@@ -41,6 +43,12 @@ type Schema struct {
 func migrateUp(db *sql.DB) (Schema, error) {
 	var s Schema
 	err := migrateWith(db, func(m *migrate.Migrate) error {
+		if v, dirty, err := m.Version(); err == nil && !dirty {
+			if latest := latestVersion(); v > latest {
+				return fmt.Errorf("the database's schema is at version %d, newer than this build's %d: "+
+					"a later release migrated it; run that release (or later), or migrate it down with that release's files", v, latest)
+			}
+		}
 		err := m.Up()
 		s.Applied = err == nil
 		if err != nil && !errors.Is(err, migrate.ErrNoChange) {
@@ -81,4 +89,17 @@ func migrateWith(db *sql.DB, step func(*migrate.Migrate) error) error {
 		return fmt.Errorf("apply migrations: %w", err)
 	}
 	return nil
+}
+
+// latestVersion is the highest migration version this build embeds.
+func latestVersion() uint {
+	var latest uint
+	names, _ := fs.Glob(migrations, "migrations/*.up.sql")
+	for _, n := range names {
+		var v uint
+		if _, err := fmt.Sscanf(path.Base(n), "%d_", &v); err == nil && v > latest {
+			latest = v
+		}
+	}
+	return latest
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"io/fs"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 
@@ -73,5 +74,29 @@ func TestReplicasStartingTogetherMigrateOnce(t *testing.T) {
 	}
 	if uint(version) != latest || dirty {
 		t.Fatalf("schema_migrations at %d (dirty %v), want %d clean", version, dirty, latest)
+	}
+}
+
+// A build that knows fewer migrations than the database has (an older
+// replica restarted during or after a rollout) refuses to start with a
+// sentence that says so, not golang-migrate's "no migration found".
+func TestAnOlderBuildOnANewerSchemaSaysSo(t *testing.T) {
+	url := pgtest.URL(t)
+	s, err := persistence.Open(context.Background(), url, persistence.DefaultPoolSettings())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	db, err := sql.Open("postgres", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`UPDATE schema_migrations SET version = version + 1`); err != nil {
+		t.Fatal(err)
+	}
+	_, err = persistence.Open(context.Background(), url, persistence.DefaultPoolSettings())
+	if err == nil || !strings.Contains(err.Error(), "newer than this build's") {
+		t.Fatalf("Open on a newer schema: %v, want an error saying the schema is newer than the build", err)
 	}
 }
