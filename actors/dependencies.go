@@ -159,9 +159,9 @@ func (d *Dependencies) lookup(dependency string) *dependencyHealth {
 // the process, when it names none or one never observed) is serving:
 //   - it served a call since, and most of its recent calls were served; or
 //   - otherwise (no call served since, or most recent calls failed: the
-//     record's own calls may be all there are), which is what a record that stops its
-//     neighbours sees (its partition blocked behind it, partition
-//     ordering, the only busy partition): then a probe of the dependency
+//     record's own calls may be all there are; this is what a record that
+//     stops its neighbours sees (its partition blocked behind it, partition
+//     ordering, the only busy partition)): then a probe of the dependency
 //     passed since, none failed since, and no other record failed at it
 //     since. What the record blocks is never taken as an outage, and an
 //     outage still reads as one: the probe or another record fails.

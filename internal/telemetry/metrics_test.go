@@ -1,9 +1,7 @@
 package telemetry
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"maps"
 	"sort"
 	"strings"
@@ -159,14 +157,7 @@ func TestHandlerHistogramResolvesAFifth(t *testing.T) {
 // patchflow_ready is the readiness's last verdict: 0 before any, 0 when it
 // judged not ready (here: not joined to the group).
 func TestReadyMetricIsTheLastVerdict(t *testing.T) {
-	system := actors.NewActorSystem(slog.New(slog.DiscardHandler))
-	defer system.Shutdown()
-	b, err := actors.NewBridge(actors.BridgeConfig{System: system, Settings: actors.DefaultSettings(),
-		Handler: actors.HandlerFunc(func(context.Context, *messages.Record) error { return nil }), DeadLetters: noDeadLetters{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := newIdleBridge(t)
 	m, err := NewIn(prometheus.NewPedanticRegistry())
 	if err != nil {
 		t.Fatal(err)

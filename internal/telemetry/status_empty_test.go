@@ -16,18 +16,26 @@ type noDeadLetters struct{}
 
 func (noDeadLetters) Write(context.Context, *messages.DeadLetter) error { return nil }
 
-// Before the first claim (or after every partition was revoked) and without
-// settings, /status.json has empty lists, not null; every dead-letter reason
-// is in the totals from the start, as on /metrics.
-func TestStatusJSONBeforeAnyClaim(t *testing.T) {
+// newIdleBridge is a bridge that has joined no group and claimed nothing,
+// closed with its actor system when the test ends.
+func newIdleBridge(t *testing.T) *actors.Bridge {
+	t.Helper()
 	system := actors.NewActorSystem(slog.New(slog.DiscardHandler))
-	defer system.Shutdown()
+	t.Cleanup(system.Shutdown)
 	b, err := actors.NewBridge(actors.BridgeConfig{System: system, Settings: actors.DefaultSettings(),
 		Handler: actors.HandlerFunc(func(context.Context, *messages.Record) error { return nil }), DeadLetters: noDeadLetters{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
+	t.Cleanup(b.Close)
+	return b
+}
+
+// Before the first claim (or after every partition was revoked) and without
+// settings, /status.json has empty lists, not null; every dead-letter reason
+// is in the totals from the start, as on /metrics.
+func TestStatusJSONBeforeAnyClaim(t *testing.T) {
+	b := newIdleBridge(t)
 	validation := []messages.Reason{"missing org id", "malformed JSON"}
 	_, js := StatusHandlers(&Readiness{Bridge: b}, nil, validation)
 	rec := httptest.NewRecorder()
