@@ -40,8 +40,9 @@ type ConcurrencyState struct {
 	// the first window.
 	Baseline, Latency time.Duration
 	Queue             float64
-	// Probing is set while the limit is halved to re-measure the baseline.
-	Probing bool
+	// Probing is set while the limit is halved to re-measure the baseline;
+	// SlowStart while the limit still doubles each window from the start.
+	Probing, SlowStart bool
 	// Windows counts the sample windows closed.
 	Windows int
 }
@@ -83,5 +84,5 @@ func (a *concurrencyActor) Receive(c actor.Context) {
 func (a *concurrencyActor) publish() {
 	a.state.Store(&ConcurrencyState{Mode: ConcurrencyAdaptive.String(), Limit: a.ctl.Limit(), Floor: a.floor, Ceiling: a.ceil,
 		Law: a.law, Baseline: a.ctl.Baseline(), Latency: a.ctl.Latency(), Queue: a.ctl.Queue(),
-		Probing: a.ctl.Phase() != limit.Steady, Windows: a.ctl.Windows()})
+		Probing: a.ctl.Phase() != limit.Steady, SlowStart: a.ctl.SlowStart(), Windows: a.ctl.Windows()})
 }

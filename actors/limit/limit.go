@@ -33,6 +33,10 @@
 // the lowest window mean since the last probe, as TCP Vegas's base RTT is a
 // minimum.
 //
+// From the start, a slow start doubles the limit each window while the
+// latency holds, and hands it to the law at the first window that rises or
+// fails, or at the ceiling (Config.SlowStart, slowStartWindow).
+//
 // A tolerance over 1 makes the law treat that multiple of the baseline as
 // no queue: more records in flight, and more throughput from a downstream
 // whose throughput keeps rising well past the point where its latency
@@ -128,6 +132,16 @@ type Config struct {
 	// settled higher on it each time). 0 never probes (the baseline only
 	// falls).
 	ProbeInterval time.Duration
+	// SlowStart: from the start, the limit doubles each window while the
+	// window's mean latency stays within slowStartRise of the lowest so far
+	// and under troubleShare/2 of the attempts fail transiently; the first
+	// window that breaks either (or the limit reaching the ceiling) ends the
+	// slow start for good, and the law judges that window. No probe begins
+	// during it. Without it the default law grows by √limit a window, and a
+	// process start took about 12 s to reach a downstream's room of 1,024 at
+	// 100 ms (issue 28); a downstream with a capacity shows its queue one
+	// doubling past it, and the law then at least halves the limit.
+	SlowStart bool
 }
 
 // DefaultInitial is the limit a controller starts at unless Config.Initial
@@ -143,7 +157,7 @@ const MaxTolerance = 4.0
 func DefaultConfig(floor, ceiling int) Config {
 	return Config{Floor: floor, Ceiling: ceiling, Law: Gradient, Tolerance: 1,
 		MinWindow: 50 * time.Millisecond, MaxWindow: time.Second, MinSamples: 16,
-		ProbeInterval: 10 * time.Second}
+		ProbeInterval: 10 * time.Second, SlowStart: true}
 }
 
 // Validate returns an error naming each invalid setting.
@@ -248,6 +262,14 @@ type Controller struct {
 	// failing: the last window's share of transient failures was
 	// troubleShare/2 or more (the law may not raise the limit).
 	failing bool
+	// slowStart: the limit still doubles each window (Config.SlowStart);
+	// ssFirst is the first window's mean, ssLowest the lowest mean of the
+	// slow start's windows after it (see slowStartWindow).
+	slowStart         bool
+	ssFirst, ssLowest time.Duration
+	// ssBefore is the limit before the last window doubled it (0 when
+	// the last window did not).
+	ssBefore float64
 }
 
 // New returns a controller at its initial limit.
@@ -262,8 +284,12 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Tolerance == 0 {
 		cfg.Tolerance = 1
 	}
-	return &Controller{cfg: cfg, limit: float64(initial)}, nil
+	return &Controller{cfg: cfg, limit: float64(initial), slowStart: cfg.SlowStart && initial < cfg.Ceiling}, nil
 }
+
+// SlowStart reports whether the limit still doubles each window
+// (Config.SlowStart).
+func (c *Controller) SlowStart() bool { return c.slowStart }
 
 // Limit returns the limit now.
 func (c *Controller) Limit() int { return int(math.Round(c.limit)) }
@@ -399,6 +425,10 @@ func (c *Controller) close(now time.Time) {
 		}
 		c.queue = max(0, c.limit*(1-float64(c.Baseline())/float64(mean)))
 	}
+	ss := ssNone
+	if c.slowStart {
+		ss = c.slowStartWindow(ok, mean, failedShare, appLimited || falling)
+	}
 	next := c.limit
 	if ok > 0 {
 		next = c.law(mean)
@@ -418,6 +448,13 @@ func (c *Controller) close(now time.Time) {
 		if (appLimited || falling || failedShare >= troubleShare/2 || c.failing) && next > c.limit {
 			next = c.limit
 		}
+	}
+	switch ss {
+	case ssDouble:
+		c.ssBefore = c.limit
+		next = max(next, 2*c.limit)
+	case ssRevert:
+		next = c.ssBefore
 	}
 	// Congestion: shrink in proportion to how much of the window failed
 	// transiently, at most by half. A background of a few failures only
@@ -442,12 +479,100 @@ func (c *Controller) close(now time.Time) {
 	// abandoned for failures is not retried before the schedule unless the
 	// latency falls by a fifth under the window it began after.
 	early := c.unfallen >= warmedWindows
-	if c.cfg.ProbeInterval > 0 && (early || !now.Before(c.nextProbe)) && failedShare < troubleShare {
+	if c.cfg.ProbeInterval > 0 && !c.slowStart && (early || !now.Before(c.nextProbe)) && failedShare < troubleShare {
 		c.saved = c.limit
 		c.probed, c.unfallen = c.latency, 0
 		c.lowerForProbe()
 	}
 }
+
+// ssAction is what a window of the slow start does to the limit.
+type ssAction int
+
+const (
+	// ssNone: the law's alone, as without a slow start.
+	ssNone ssAction = iota
+	// ssDouble: doubled, unless the law gives more.
+	ssDouble
+	// ssRevert: back to the limit before the last doubling, the last one
+	// whose window held (the slow start ended on a rise).
+	ssRevert
+)
+
+// slowStartWindow judges a window of the slow start: ok successes of the
+// given mean, failedShare of the attempts failing transiently, held if the
+// window says nothing of room for more (app-limited, or falling: a
+// downstream warming up). It ends the slow start on a rise, on failures or
+// at the ceiling.
+//
+// The reference is the lowest mean of the windows after the first. The
+// first closes on the first completions of the records admitted at the
+// start, the fastest of them: its mean is biased low (in the model, calls
+// scattering 0.5 to 1.5 × their service time gave a first window 0.77 × the
+// second's), so the second window is judged against it only for doubling
+// or not, never for ending the slow start. A start over the capacity shows
+// its queue as the latency climbing window after window at the same limit:
+// neither of the first two windows doubles it, and the third ends the slow
+// start (doubling on the first window's word took a start at 8 × K to 16 ×
+// K in the model).
+//
+// A window that rose ran at a doubled limit over the capacity (or at one
+// the law set, when the last window did not double); the limit goes back
+// to the one before the doubling, whose window held. The law judging the
+// rise instead would judge it against a baseline that may be the first
+// window's, biased low, and cut under the capacity.
+func (c *Controller) slowStartWindow(ok int, mean time.Duration, failedShare float64, held bool) ssAction {
+	if ok == 0 || failedShare >= troubleShare/2 {
+		c.slowStart = false
+		return ssNone
+	}
+	// A window a twentieth under the reference is a downstream getting
+	// faster whatever the load, which hides a queue: doubling into a
+	// downstream warming from 10 × L took the limit to 3.7 × K before the
+	// latency rose, and the baseline a probe then measured was a
+	// still-warm one (the model's warm-up: AIMD held at 2.8 × L).
+	fell := func(ref time.Duration) bool { return float64(mean) < (1-fallingShare)*float64(ref) }
+	switch {
+	case c.ssFirst == 0:
+		c.ssFirst = mean
+		return ssNone
+	case c.ssLowest == 0:
+		c.ssLowest = mean
+		held = held || float64(mean) > slowStartRise*float64(c.ssFirst) || fell(c.ssFirst)
+	case float64(mean) > slowStartRise*float64(c.ssLowest):
+		c.slowStart = false
+		if c.ssBefore > 0 {
+			return ssRevert
+		}
+		return ssNone
+	default:
+		held = held || fell(c.ssLowest)
+		c.ssLowest = min(c.ssLowest, mean)
+	}
+	if held {
+		c.ssBefore = 0
+		return ssNone
+	}
+	if 2*c.limit >= float64(c.cfg.Ceiling) {
+		// The latency held at every limit up to the ceiling: the lowest
+		// mean is a no-load one, as a probe's would be, and no early probe
+		// is due (see close): one would halve the limit just as the
+		// records admitted at the ceiling reach the downstream. A slow
+		// start that ends on a rise leaves the early probe its course: the
+		// start may have been over the capacity, its lowest mean a queue's.
+		c.slowStart = false
+		c.probed, c.unfallen = c.lowest, 0
+	}
+	return ssDouble
+}
+
+// slowStartRise is how far over its reference a slow start's window mean
+// may be before it counts as a queue: the margin of the AIMD law. The
+// windows of a slow start after the first are busy ones (twice the limit's
+// worth of samples), whose means scatter far less than a quarter; one
+// doubling past a downstream's capacity doubles the latency of the records
+// admitted in it.
+const slowStartRise = 1.25
 
 // lowerForProbe divides the limit by twice the tolerance and drains, at a
 // probe's start or again after its measuring window (stillAtCapacity).
