@@ -183,7 +183,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 		if rows == nil {
 			rows = c.cfg.rows()
 		}
-		stopHTTP, err := serveHTTP(o.HTTPAddr, telemetry.Handler(m, readiness, rows), logger)
+		var h http.Handler = telemetry.Handler(m, readiness, rows)
+		if o.Pprof {
+			h = telemetry.WithPprof(h)
+		}
+		stopHTTP, err := serveHTTP(o.HTTPAddr, h, logger)
 		if err != nil {
 			return err
 		}

@@ -38,6 +38,14 @@ func WithHTTP(addr string) Option {
 	return func(o *pipeline.Options) { o.HTTPAddr = addr }
 }
 
+// WithPprof adds Go's profiler, net/http/pprof's /debug/pprof/, to
+// WithHTTP's server. Off by default: a profile costs CPU while it is taken,
+// and the goroutine dump shows the records in flight, so serve it only on
+// an address the operator alone reaches.
+func WithPprof() Option {
+	return func(o *pipeline.Options) { o.Pprof = true }
+}
+
 // WithHealthCheck adds a dependency /readyz and Ready judge: check runs
 // every second (2 s at most each) and the consumer reads as not ready once
 // it has failed without a break for grace. check's errors are shown: keep

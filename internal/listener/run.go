@@ -57,6 +57,9 @@ func RunWith(ctx context.Context, cfg *Config, handler consumer.Handler, logger 
 	opts := []consumer.Option{consumer.WithLogger(logger)}
 	if cfg.HTTPAddr != "" {
 		opts = append(opts, consumer.WithHTTP(cfg.HTTPAddr))
+		if cfg.Pprof {
+			opts = append(opts, consumer.WithPprof())
+		}
 	}
 	if hooks.Ping != nil {
 		opts = append(opts, consumer.WithHealthCheck(messages.DependencyDatabase, cfg.ReadyDBGrace, hooks.Ping))

@@ -22,7 +22,9 @@ type Options struct {
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
 	HTTPAddr   string
-	Checks     []HealthCheck
+	// Pprof adds net/http/pprof's /debug/pprof/ to the HTTP server.
+	Pprof  bool
+	Checks []HealthCheck
 
 	Started  func(*actors.Bridge)
 	Metrics  *telemetry.Metrics
