@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/patchflow/patchflow/proving/platform"
@@ -152,6 +153,7 @@ func judgeMemory(n *nemesisRun, line *Line) {
 	}
 	line.Figures = append(line.Figures, fmt.Sprintf("steady listener peak RSS %.0f MB in the first minute, %.0f MB in the last; goroutines %d, %d",
 		float64(rss0)/(1<<20), float64(rss1)/(1<<20), g0, g1))
+	line.Figures = append(line.Figures, "steady listener peak RSS by slice of the run: "+rssTimeline(n.mem, 6))
 	if float64(rss1) > nemesisMemoryGrowth*float64(rss0) {
 		line.Problems = append(line.Problems, fmt.Sprintf("the steady listener's RSS grew from %d to %d bytes (more than %.1f×)", rss0, rss1, nemesisMemoryGrowth))
 	}
@@ -198,4 +200,27 @@ func (w *watch) stallAfter(healed time.Time) (stall time.Duration, recovered boo
 // record keeps one look's progress for stallAfter.
 func (w *watch) record(at time.Time, committed, ends map[int32]int64) {
 	w.history = append(w.history, progressPoint{at: at, committed: maps.Clone(committed), ends: maps.Clone(ends)})
+}
+
+// rssTimeline is the peak RSS of each of n equal parts of the samples'
+// span, in MB: whether memory levels off (a warm-up) or keeps climbing (a
+// leak) shows there, where the first and last minute alone cannot tell.
+func rssTimeline(mem []memSample, n int) string {
+	if len(mem) == 0 {
+		return "none"
+	}
+	first, span := mem[0].at, mem[len(mem)-1].at.Sub(mem[0].at)
+	peaks := make([]int64, n)
+	for _, m := range mem {
+		i := 0
+		if span > 0 {
+			i = min(n-1, int(int64(n)*int64(m.at.Sub(first))/int64(span)))
+		}
+		peaks[i] = max(peaks[i], m.rss)
+	}
+	parts := make([]string, 0, n)
+	for _, p := range peaks {
+		parts = append(parts, fmt.Sprintf("%.0f", float64(p)/(1<<20)))
+	}
+	return strings.Join(parts, " → ") + " MB"
 }

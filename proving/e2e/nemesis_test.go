@@ -72,3 +72,19 @@ func TestStallAfterHeal(t *testing.T) {
 		t.Fatalf("stall %v, %v; want not recovered by the last look", stall, ok)
 	}
 }
+
+// The timeline puts each sample in its part of the run and keeps each
+// part's peak.
+func TestRSSTimelineKeepsEachPartsPeak(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	var mem []memSample
+	for i, mb := range []int64{40, 42, 41, 50, 45, 60} { // one sample a minute
+		mem = append(mem, memSample{at: t0.Add(time.Duration(i) * time.Minute), rss: mb << 20})
+	}
+	if got, want := rssTimeline(mem, 3), "42 → 50 → 60 MB"; got != want {
+		t.Errorf("rssTimeline = %q, want %q", got, want)
+	}
+	if got := rssTimeline(nil, 3); got != "none" {
+		t.Errorf("rssTimeline(nil) = %q, want none", got)
+	}
+}
