@@ -35,6 +35,10 @@ type Settings struct {
 	// the handler near its no-load latency; more buys the throughput a
 	// downstream with a soft knee still gives, for latency.
 	ConcurrencyTolerance float64
+	// ConcurrencySlowStart: the adaptive limit doubles each window from
+	// the start while latency holds (limit.Config.SlowStart). On by
+	// default; off only to measure what it buys (make bench, scenario 9).
+	ConcurrencySlowStart bool
 	// Ordering is the ordering guarantee within a partition.
 	Ordering ordering.Mode
 	// DrainTimeout bounds how long a partition waits for in-flight records at
@@ -122,6 +126,7 @@ func (s Settings) LimitConfig() limit.Config {
 	cfg := limit.DefaultConfig(min(s.ConcurrencyFloor, s.InFlightTotal), s.InFlightTotal)
 	cfg.Law = s.ConcurrencyLaw
 	cfg.Tolerance = s.ConcurrencyTolerance
+	cfg.SlowStart = s.ConcurrencySlowStart
 	return cfg
 }
 
@@ -150,6 +155,7 @@ func DefaultSettings() Settings {
 		ConcurrencyFloor:     DefaultConcurrencyFloor,
 		ConcurrencyLaw:       limit.Gradient,
 		ConcurrencyTolerance: 1,
+		ConcurrencySlowStart: true,
 		Ordering:             ordering.ByKey,
 		DrainTimeout:         20 * time.Second,
 		MaxAttempts:          5,

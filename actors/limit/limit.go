@@ -132,7 +132,8 @@ type Config struct {
 	// settled higher on it each time). 0 never probes (the baseline only
 	// falls).
 	ProbeInterval time.Duration
-	// SlowStart: from the start, the limit doubles each window while the
+	// SlowStart (with the gradient law, the default; the others are there
+	// to compare, as they were): from the start, the limit doubles each window while the
 	// window's mean latency stays within slowStartRise of the lowest so far
 	// and under troubleShare/2 of the attempts fail transiently; the first
 	// window that breaks either (or the limit reaching the ceiling) ends the
@@ -284,7 +285,7 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Tolerance == 0 {
 		cfg.Tolerance = 1
 	}
-	return &Controller{cfg: cfg, limit: float64(initial), slowStart: cfg.SlowStart && initial < cfg.Ceiling}, nil
+	return &Controller{cfg: cfg, limit: float64(initial), slowStart: cfg.SlowStart && cfg.Law == Gradient && initial < cfg.Ceiling}, nil
 }
 
 // SlowStart reports whether the limit still doubles each window
@@ -331,12 +332,19 @@ func (c *Controller) Observe(now time.Time, s Sample) bool {
 	}
 	c.maxInFlight = max(c.maxInFlight, s.InFlight)
 	age, length := now.Sub(c.start), c.windowLength()
-	full := age >= length && c.samples >= c.cfg.MinSamples
+	// A slow start's first window holds a limit's worth of samples, the
+	// records admitted at the start, slow and fast: closed on the first
+	// completions, the fastest, its mean was biased low (calls scattering
+	// 0.5 to 1.5 × their service time gave a first window 0.77 × the
+	// second's in the model), and the slow start judges the second window
+	// against it.
+	first := c.slowStart && c.ssFirst == 0
+	full := age >= length && c.samples >= c.cfg.MinSamples && (!first || c.samples >= c.Limit())
 	sparse := age >= max(c.cfg.MaxWindow, length)
 	// Two limits' worth of completions are two round trips under load,
 	// however a few slow samples skewed the last mean: without this, one
 	// slow period would stretch the windows (and the reaction) for minutes.
-	busy := age >= c.cfg.MinWindow && c.samples >= max(c.cfg.MinSamples, 2*c.Limit())
+	busy := !first && age >= c.cfg.MinWindow && c.samples >= max(c.cfg.MinSamples, 2*c.Limit())
 	if !full && !sparse && !busy {
 		return false
 	}
@@ -427,7 +435,7 @@ func (c *Controller) close(now time.Time) {
 	}
 	ss := ssNone
 	if c.slowStart {
-		ss = c.slowStartWindow(ok, mean, failedShare, appLimited || falling)
+		ss = c.slowStartWindow(now, ok, mean, failedShare, appLimited || falling)
 	}
 	next := c.limit
 	if ok > 0 {
@@ -459,8 +467,13 @@ func (c *Controller) close(now time.Time) {
 	// Congestion: shrink in proportion to how much of the window failed
 	// transiently, at most by half. A background of a few failures only
 	// trims what the law gives; an outage (every attempt failing) halves
-	// the limit each window.
-	c.limit = c.clamp(next * (1 - failedShare/2))
+	// the limit each window. A slow start's doubling is not trimmed: it
+	// doubles only under troubleShare/2, and a trimmed last doubling would
+	// end the slow start short of the ceiling it ended at.
+	if ss != ssDouble {
+		next *= 1 - failedShare/2
+	}
+	c.limit = c.clamp(next)
 	c.failing = failedShare >= troubleShare/2
 
 	// A probe comes early, as soon as the latency has stopped falling, when no
@@ -505,23 +518,29 @@ const (
 // downstream warming up). It ends the slow start on a rise, on failures or
 // at the ceiling.
 //
-// The reference is the lowest mean of the windows after the first. The
-// first closes on the first completions of the records admitted at the
-// start, the fastest of them: its mean is biased low (in the model, calls
-// scattering 0.5 to 1.5 × their service time gave a first window 0.77 × the
-// second's), so the second window is judged against it only for doubling
-// or not, never for ending the slow start. A start over the capacity shows
-// its queue as the latency climbing window after window at the same limit:
-// neither of the first two windows doubles it, and the third ends the slow
-// start (doubling on the first window's word took a start at 8 × K to 16 ×
-// K in the model).
+// The reference is the lowest mean of the windows after the first; the
+// first, at the same limit as the second, is never doubled on, and the
+// second ends the slow start if its mean is a quarter over the first's: a
+// start over the capacity shows its queue as the latency climbing at one
+// limit, and the second window's mean is then a queue's, no reference
+// (taken for one, the law's cuts kept each later window's rise under a
+// quarter and the slow start doubled 6 × K to 12 × K). The first window
+// holds a limit's worth of samples (see Observe), or its mean would be the
+// fastest calls' and end most slow starts here.
 //
 // A window that rose ran at a doubled limit over the capacity (or at one
 // the law set, when the last window did not double); the limit goes back
 // to the one before the doubling, whose window held. The law judging the
 // rise instead would judge it against a baseline that may be the first
 // window's, biased low, and cut under the capacity.
-func (c *Controller) slowStartWindow(ok int, mean time.Duration, failedShare float64, held bool) ssAction {
+//
+// A window that does not double once the first scheduled probe is due
+// (ProbeInterval after the first window) also ends it, and the probe
+// begins: windows that stay app-limited, or a downstream that keeps
+// warming, must not hold it, and hold the probes off, for good. While the
+// limit doubles, the probe waits: calls of a second take about 12 s to
+// double from 32 to 1,024.
+func (c *Controller) slowStartWindow(now time.Time, ok int, mean time.Duration, failedShare float64, held bool) ssAction {
 	if ok == 0 || failedShare >= troubleShare/2 {
 		c.slowStart = false
 		return ssNone
@@ -537,8 +556,12 @@ func (c *Controller) slowStartWindow(ok int, mean time.Duration, failedShare flo
 		c.ssFirst = mean
 		return ssNone
 	case c.ssLowest == 0:
+		if float64(mean) > slowStartRise*float64(c.ssFirst) {
+			c.slowStart = false
+			return ssNone
+		}
 		c.ssLowest = mean
-		held = held || float64(mean) > slowStartRise*float64(c.ssFirst) || fell(c.ssFirst)
+		held = held || fell(c.ssFirst)
 	case float64(mean) > slowStartRise*float64(c.ssLowest):
 		c.slowStart = false
 		if c.ssBefore > 0 {
@@ -551,17 +574,22 @@ func (c *Controller) slowStartWindow(ok int, mean time.Duration, failedShare flo
 	}
 	if held {
 		c.ssBefore = 0
+		if c.cfg.ProbeInterval > 0 && !now.Before(c.nextProbe) {
+			c.slowStart = false
+		}
 		return ssNone
 	}
 	if 2*c.limit >= float64(c.cfg.Ceiling) {
 		// The latency held at every limit up to the ceiling: the lowest
-		// mean is a no-load one, as a probe's would be, and no early probe
-		// is due (see close): one would halve the limit just as the
-		// records admitted at the ceiling reach the downstream. A slow
-		// start that ends on a rise leaves the early probe its course: the
-		// start may have been over the capacity, its lowest mean a queue's.
+		// mean is a no-load one, as a probe's would be, and no probe is
+		// due for ProbeInterval (see close): one would halve the limit
+		// just as the records admitted at the ceiling reach the
+		// downstream. A slow start that ends on a rise leaves the early
+		// probe its course: the start may have been over the capacity, its
+		// lowest mean a queue's.
 		c.slowStart = false
 		c.probed, c.unfallen = c.lowest, 0
+		c.nextProbe = now.Add(max(c.cfg.ProbeInterval, 12*c.windowLength()))
 	}
 	return ssDouble
 }

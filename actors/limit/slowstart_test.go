@@ -39,8 +39,9 @@ func timeToRate(s *dsim, rate, share float64, limit time.Duration) time.Duration
 // With the slow start, 0.9 of the best fixed limit's throughput (the
 // ceiling's, the downstream having room for it; a capacity of 64's) comes
 // within 2 s of the start, at the listener's defaults (floor 8, ceiling
-// 1,024, the first limit 32). Without it, 0.9 of the room took 12.75 s at
-// 100 ms and 4.25 s at 10 ms, and the capacity of 64 at 100 ms 2.3 s.
+// 1,024, the first limit 32): 1.6 s, 0.8 s and 0.75 s. Without it, 0.9 of
+// the room took 12.75 s at 100 ms and 4.25 s at 10 ms, and the capacity of
+// 64 at 100 ms 2.3 s.
 func TestSlowStartReachesTheDownstreamsRoomWithinTwoSeconds(t *testing.T) {
 	for _, c := range []struct {
 		k int
@@ -63,12 +64,10 @@ func TestSlowStartReachesTheDownstreamsRoomWithinTwoSeconds(t *testing.T) {
 // hold it there. Measured from 2 s to 20 s after the start.
 func TestSlowStartSettlesNearTheCapacity(t *testing.T) {
 	const l = 20 * time.Millisecond
-	for _, law := range laws {
-		for _, k := range []int{16, 64, 256} {
-			t.Run(fmt.Sprintf("%v/K=%d", law, k), func(t *testing.T) {
-				cfg := limit.DefaultConfig(4, 4096)
-				cfg.Law = law
-				s := newDsim(mustNew(t, cfg), k, flat(l))
+	for _, k := range []int{16, 64, 256} {
+		{
+			t.Run(fmt.Sprintf("K=%d", k), func(t *testing.T) {
+				s := newDsim(mustNew(t, limit.DefaultConfig(4, 4096)), k, flat(l))
 				s.run(2 * time.Second)
 				s.reset()
 				s.run(18 * time.Second)
@@ -90,6 +89,7 @@ func TestSlowStartSettlesNearTheCapacity(t *testing.T) {
 func TestSlowStartDoublesWhileTheLatencyHolds(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		cfg := drawConfig(t, rapid.Bool().Draw(t, "probe"), 4096)
+		cfg.Law = limit.Gradient // the slow start's law
 		c := mustNew(t, cfg)
 		now := time.Unix(0, 0)
 		d := time.Duration(rapid.Int64Range(int64(time.Millisecond), int64(time.Second)).Draw(t, "latency"))
@@ -120,6 +120,7 @@ func TestSlowStartDoublesWhileTheLatencyHolds(t *testing.T) {
 func TestSlowStartEndsOnARiseOrFailures(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		cfg := drawConfig(t, false, 4096)
+		cfg.Law = limit.Gradient                     // the slow start's law
 		cfg.Ceiling = max(cfg.Ceiling, 64*cfg.Floor) // room for a few doublings
 		c := mustNew(t, cfg)
 		now := time.Unix(0, 0)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,9 +28,12 @@ func Main() {
 	kafkaPID := flag.Int("kafka-pid", 0, "pid of the real broker's process, for its CPU in scenario 4 (0: not measured)")
 	allowNotDurable := flag.Bool("allow-not-durable", false, "run scenario 4 on a PostgreSQL with fsync, synchronous_commit or full_page_writes off instead of refusing; the report marks its figures not publishable (smoke runs only)")
 	kafkaVersion := flag.String("kafka-version", "", "version of the real broker, for the report")
-	only := flag.String("only", "core,end-to-end,memory,pinned,crash-replay,reads,adaptive", "comma-separated scenarios to run: core (1-3), end-to-end (4), memory (5), pinned (5, a record that never finishes), crash-replay (6), reads (7, needs -database-url), adaptive (8, on the real broker when -kafka is set)")
+	only := flag.String("only", "core,end-to-end,memory,pinned,crash-replay,reads,adaptive,start", "comma-separated scenarios to run: core (1-3), end-to-end (4), memory (5), pinned (5, a record that never finishes), crash-replay (6), reads (7, needs -database-url), adaptive (8, on the real broker when -kafka is set), start (9, the adaptive limit's first seconds, likewise)")
 	fromJSON := flag.String("from-json", "", "only rewrite the markdown and the plot from this benchmarks.json (no measuring)")
 	events := flag.Int("events", 0, "events per end-to-end configuration (0: the plan's)")
+	profile := flag.String("profile", "", "a directory for the end-to-end scenario's listener profiles (CPU over -profile-seconds of each timed window, allocations): the listeners then serve /debug/pprof, which costs CPU, so a profiled run's figures are not for the report")
+	profileSeconds := flag.Int("profile-seconds", 20, "seconds of each timed window the CPU profile covers")
+	e2eConfigs := flag.String("end-to-end-configs", "", "comma-separated names of the end-to-end configurations to run (default, sequential, adaptive, fixed G=1024…; empty: all)")
 	merge := flag.String("merge", "", "a benchmarks.json whose sections of the -only scenarios this run replaces, keeping the others and saying which run measured what (empty: a report of this run alone)")
 	flag.Parse()
 	metrics.UseNilMetrics = true // sarama's go-metrics would cost CPU in every measurement
@@ -65,7 +69,7 @@ func Main() {
 	chosen := map[string]bool{}
 	for _, s := range strings.Split(*only, ",") {
 		switch s = strings.TrimSpace(s); s {
-		case "core", "end-to-end", "memory", "pinned", "crash-replay", "reads", "adaptive":
+		case "core", "end-to-end", "memory", "pinned", "crash-replay", "reads", "adaptive", "start":
 			chosen[s] = true
 		default:
 			must(fmt.Errorf("-only: unknown scenario %q", s))
@@ -87,7 +91,7 @@ func Main() {
 	if run("end-to-end") && *databaseURL != "" {
 		ctx := context.Background()
 		e := &EndToEnd{DatabaseURL: *databaseURL, Partitions: plan.Partitions, MockBin: *mockBin, KafkaPID: *kafkaPID, Work: work, Log: os.Stdout,
-			AllowNotDurable: *allowNotDurable}
+			AllowNotDurable: *allowNotDurable, Profile: *profile, ProfileSeconds: *profileSeconds}
 		if *kafka != "" {
 			e.Kafka = strings.Split(*kafka, ",")
 		}
@@ -103,6 +107,9 @@ func Main() {
 			must(err)
 		}
 		for _, c := range plan.EndToEndConfigs() {
+			if *e2eConfigs != "" && !slices.Contains(strings.Split(*e2eConfigs, ","), c.Name) {
+				continue
+			}
 			for _, l := range e2e {
 				if c.OnlyListener != "" && c.OnlyListener != l[0] {
 					continue
@@ -160,6 +167,10 @@ func Main() {
 	}
 	if run("adaptive") {
 		r.Adaptive, err = plan.Adaptive.Run(sources[len(sources)-1], plan.Partitions, os.Stdout)
+		must(err)
+	}
+	if run("start") {
+		r.Start, err = plan.Start.Run(sources[len(sources)-1], plan.Partitions, os.Stdout)
 		must(err)
 	}
 	_ = os.RemoveAll(work) // kept when a scenario failed: must exits first

@@ -193,6 +193,13 @@ type EndToEnd struct {
 	AllowNotDurable bool
 	// Env is extra settings of every listener process (tests).
 	Env []string
+	// Profile, when set, is a directory: each timed listener serves Go's
+	// profiler (LISTENER_PPROF) and leaves there a CPU profile of the
+	// window's first ProfileSeconds and its allocations since it started.
+	// The profiler costs CPU while it samples: figures of a profiled run
+	// are not comparable with others.
+	Profile        string
+	ProfileSeconds int
 
 	Postgres   PostgresSettings // the server's, read by Prepare
 	postmaster int              // 0: not on this machine
@@ -355,6 +362,9 @@ func (e *EndToEnd) Run(ctx context.Context, listener, bin string, c EndToEndConf
 		env = append(env, "LISTENER_CONCURRENCY_TOLERANCE="+strconv.FormatFloat(c.Tolerance, 'g', -1, 64))
 	}
 	env = append(env, e.Env...)
+	if e.Profile != "" {
+		env = append(env, "LISTENER_PPROF=true")
+	}
 	produce := func(items []loadgen.Item) (loadgen.Result, error) {
 		return loadgen.Produce(ctx, ds, o, &loadgen.Plan{Items: items}, loadgen.ProduceOptions{Brokers: brokers, Topic: topic, Version: sarama.V3_6_0_0, Compression: "lz4"})
 	}
@@ -405,9 +415,28 @@ func (e *EndToEnd) Run(ctx context.Context, listener, bin string, c EndToEndConf
 		return fail(withLog(err, l.proc))
 	}
 	began, cpu0 := time.Now(), meter.read()
+	profiled := make(chan error, 1)
+	profileName := func(kind string) string {
+		return filepath.Join(e.Profile, fmt.Sprintf("%s-%s-%s-%s.pprof", listener, strings.ReplaceAll(c.Workload, " ", "-"),
+			strings.NewReplacer("=", "", " ", "", ",", "").Replace(c.Label()), kind))
+	}
+	if e.Profile != "" {
+		go func() {
+			profiled <- savePprof(l.addr, fmt.Sprintf("profile?seconds=%d", e.ProfileSeconds), profileName("cpu"), time.Duration(e.ProfileSeconds+30)*time.Second)
+		}()
+	}
 	final, err := l.waitFinished(int64(len(timed)), 15*time.Minute)
 	if err != nil {
 		return fail(withLog(err, l.proc))
+	}
+	if e.Profile != "" {
+		err := <-profiled
+		if err == nil {
+			err = savePprof(l.addr, "allocs", profileName("allocs"), 30*time.Second)
+		}
+		if err != nil {
+			return fail(err)
+		}
 	}
 	res.MeanLimit, res.MeanBaselineMS, res.MeanInFlight = l.limits.means()
 	elapsed, cpu1 := time.Since(began), meter.read()
@@ -710,4 +739,23 @@ func machineBusy() time.Duration {
 		}
 	}
 	return time.Duration(ticks) * clockTick
+}
+
+// savePprof saves the listener at addr's profile path (under /debug/pprof/)
+// to file.
+func savePprof(addr, path, file string, timeout time.Duration) error {
+	c := http.Client{Timeout: timeout}
+	resp, err := c.Get("http://" + addr + "/debug/pprof/" + path)
+	if err != nil {
+		return fmt.Errorf("profile %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("profile %s: %s", path, resp.Status)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("profile %s: %w", path, err)
+	}
+	return os.WriteFile(file, b, 0o644)
 }

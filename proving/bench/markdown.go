@@ -65,6 +65,7 @@ func (r *Report) WriteMarkdown(path string) error {
 	r.crashTable(&b)
 	r.readsTable(&b)
 	r.adaptiveTables(&b)
+	r.startTable(&b)
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
@@ -125,6 +126,7 @@ func (r *Report) targets() [][4]string {
 			measured, verdict})
 	}
 	rows = append(rows, r.adaptiveTargets()...)
+	rows = append(rows, r.startTargets()...)
 	if len(r.Memory) >= 2 {
 		small, large := r.Memory[0], r.Memory[len(r.Memory)-1]
 		growth := large.PeakRSSMiB / small.PeakRSSMiB

@@ -61,6 +61,8 @@ type Plan struct {
 	Reads ReadsPlan
 	// Adaptive: the adaptive-limit scenario (8).
 	Adaptive AdaptivePlan
+	// Start: the adaptive limit's start (9).
+	Start StartPlan
 }
 
 // FullPlan is what `make bench` runs.
@@ -83,6 +85,7 @@ func FullPlan() Plan {
 		CrashLatency: 100 * time.Millisecond, CrashKillAt: 0.5,
 		Reads:    FullReadsPlan(),
 		Adaptive: FullAdaptivePlan(),
+		Start:    FullStartPlan(),
 	}
 }
 
@@ -102,6 +105,7 @@ func QuickPlan() Plan {
 	p.Reads = QuickReadsPlan()
 	p.Adaptive.Fixed, p.Adaptive.Window = []int{32, 64, 1024}, Window{Warmup: time.Second, Measure: 2 * time.Second}
 	p.Adaptive.Step, p.Adaptive.Settle = 8*time.Second, 4*time.Second
+	p.Start.Cases, p.Start.Watch = p.Start.Cases[:1], 4*time.Second
 	return p
 }
 

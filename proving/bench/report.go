@@ -46,6 +46,9 @@ type Report struct {
 	// Adaptive is scenario 8: the adaptive in-flight limit against a
 	// downstream with a capacity (nil when not run).
 	Adaptive *AdaptiveResult `json:"adaptive,omitempty"`
+	// Start is scenario 9: the adaptive limit's start against the best
+	// fixed limit's (nil when not run).
+	Start *StartResult `json:"start,omitempty"`
 	// Load is how busy the machine was during the run (nil: not sampled).
 	Load *Load `json:"load,omitempty"`
 	// Updates are later runs that measured some scenarios again and
@@ -107,6 +110,8 @@ func (r *Report) Merge(later *Report, scenarios []string) error {
 			r.Reads = later.Reads
 		case "adaptive":
 			r.Adaptive = later.Adaptive
+		case "start":
+			r.Start = later.Start
 		default:
 			return fmt.Errorf("merge: unknown scenario %q", s)
 		}
