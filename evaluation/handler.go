@@ -368,7 +368,7 @@ func newUpload(ev *inventory.InventoryEvent, p *inventory.SystemProfile, at time
 	}
 	u.Packages = make([]persistence.Package, len(nevras))
 	for i, n := range nevras {
-		u.Packages[i] = persistence.Package{Name: n.Name, EVRA: strings.TrimPrefix(n.String(), n.Name+"-")}
+		u.Packages[i] = persistence.Package{Name: n.Name, EVRA: n.EVRA()}
 	}
 	return u, nil
 }

@@ -26,6 +26,11 @@ func (n NEVRA) String() string {
 	return n.Name + "-" + strconv.Itoa(n.Epoch) + ":" + n.Version + "-" + n.Release + "." + n.Arch
 }
 
+// EVRA returns String without the name and its dash: E:V-R.A.
+func (n NEVRA) EVRA() string {
+	return strconv.Itoa(n.Epoch) + ":" + n.Version + "-" + n.Release + "." + n.Arch
+}
+
 // ParseNEVRA parses the forms inventory reports packages in:
 //
 //	name-epoch:version-release.arch   kernel-0:4.18.0-305.el8.x86_64

@@ -192,3 +192,14 @@ func FuzzParseNEVRAMatchesLegacy(f *testing.F) {
 		}
 	})
 }
+
+// EVRA is String without the name and its dash: what the listener stores
+// beside the name, built without building String first.
+func TestEVRAIsStringWithoutTheName(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		n := validNEVRA().Draw(t, "nevra")
+		if got, want := n.EVRA(), strings.TrimPrefix(n.String(), n.Name+"-"); got != want {
+			t.Fatalf("EVRA() = %q, want %q", got, want)
+		}
+	})
+}

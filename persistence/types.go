@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"slices"
@@ -60,12 +61,16 @@ func (u *SystemUpload) canonicalize() {
 	u.Repos = sortedUnique(u.Repos)
 	u.Modules = slices.Clone(u.Modules)
 	u.Packages = slices.Clone(u.Packages)
+	// By name, then stream or EVRA: the order of the two joined by a NUL
+	// byte, which names do not hold, without building the joined strings
+	// (two allocations a comparison were half of the objects the listener
+	// allocated end to end).
 	slices.SortFunc(u.Modules, func(a, b Module) int {
-		return strings.Compare(a.Name+"\x00"+a.Stream, b.Name+"\x00"+b.Stream)
+		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.Stream, b.Stream))
 	})
 	u.Modules = slices.Compact(u.Modules)
 	slices.SortFunc(u.Packages, func(a, b Package) int {
-		return strings.Compare(a.Name+"\x00"+a.EVRA, b.Name+"\x00"+b.EVRA)
+		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.EVRA, b.EVRA))
 	})
 	u.Packages = slices.Compact(u.Packages)
 }
