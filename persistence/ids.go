@@ -24,6 +24,14 @@ const DefaultIDCacheSize = 200_000
 // of them up. Rows of these tables are never deleted and their keys never
 // change, so a cached id stays right for the life of the database; ids are
 // cached only once the rows are committed.
+//
+// Lookups Peek: a hit takes the caches' read lock and leaves the entry where
+// it is, so entries leave in the order they came (first in, first out)
+// rather than least recently used. Get's exclusive lock and move to the
+// front cost 300 to 560 ns a lookup against Peek's 50 (BenchmarkIDCacheLookup,
+// two goroutines), 400 lookups an event: a tenth of the listener's CPU end
+// to end. An id evicted while still in use is looked up again, one query
+// for an event's misses together.
 type idCache struct {
 	accounts   *lru.Cache[string, int]
 	packages   *lru.Cache[Package, int64]
@@ -98,7 +106,7 @@ func sharedRowsTx(ctx context.Context, c queryer, f func(*sql.Tx) error) error {
 // than DO UPDATE: an update would lock the account row until commit and
 // serialise every system of the account.
 func (c *idCache) accountID(ctx context.Context, q queryer, orgID string) (int, error) {
-	if id, ok := c.accounts.Get(orgID); ok {
+	if id, ok := c.accounts.Peek(orgID); ok {
 		return id, nil
 	}
 	var id int
@@ -125,7 +133,7 @@ func (c *idCache) packageIDs(ctx context.Context, q queryer, pkgs []Package) ([]
 	ids := make([]int64, 0, len(pkgs))
 	var missing []Package
 	for _, p := range pkgs {
-		if id, ok := c.packages.Get(p); ok {
+		if id, ok := c.packages.Peek(p); ok {
 			ids = append(ids, id)
 		} else {
 			missing = append(missing, p)
@@ -253,7 +261,7 @@ func (c *idCache) advisoryIDs(ctx context.Context, q queryer, names, types []str
 	ids := make(map[string]int32, len(names))
 	var missNames, missTypes []string
 	for i, n := range names {
-		if id, ok := c.advisories.Get(n); ok {
+		if id, ok := c.advisories.Peek(n); ok {
 			ids[n] = id
 		} else {
 			missNames, missTypes = append(missNames, n), append(missTypes, types[i])
