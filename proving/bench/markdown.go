@@ -362,6 +362,7 @@ func (r *Report) endToEndTable(b *strings.Builder) {
 			r.compareTable(b)
 		}
 	}
+	b.WriteString("\nWhere the listener's CPU goes, from its profiles end to end: [profiles.md](profiles.md).\n")
 }
 
 // measuredText prints v, or – when it was not measured (0: a build without the
