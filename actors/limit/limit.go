@@ -133,15 +133,16 @@ type Config struct {
 	// falls).
 	ProbeInterval time.Duration
 	// SlowStart (with the gradient law, the default; the others are there
-	// to compare, as they were): from the start, the limit doubles each window while the
-	// window's mean latency stays within slowStartRise of the lowest so far
-	// and under troubleShare/2 of the attempts fail transiently; the first
-	// window that breaks either (or the limit reaching the ceiling) ends the
-	// slow start for good, and the law judges that window. No probe begins
+	// to compare, and start as they did): from the start, the limit
+	// doubles each window while the window's mean latency stays within
+	// slowStartRise of the slow start's reference and under troubleShare/2
+	// of the attempts fail transiently, and ends for good at the first
+	// window that breaks either, at the ceiling, or at a window that does
+	// not double once a probe is due (slowStartWindow). No probe begins
 	// during it. Without it the default law grows by √limit a window, and a
 	// process start took about 12 s to reach a downstream's room of 1,024 at
 	// 100 ms (issue 28); a downstream with a capacity shows its queue one
-	// doubling past it, and the law then at least halves the limit.
+	// doubling past it, and the limit goes back to the one before.
 	SlowStart bool
 }
 
@@ -546,10 +547,10 @@ func (c *Controller) slowStartWindow(now time.Time, ok int, mean time.Duration, 
 		return ssNone
 	}
 	// A window a twentieth under the reference is a downstream getting
-	// faster whatever the load, which hides a queue: doubling into a
-	// downstream warming from 10 × L took the limit to 3.7 × K before the
-	// latency rose, and the baseline a probe then measured was a
-	// still-warm one (the model's warm-up: AIMD held at 2.8 × L).
+	// faster whatever the load, which hides a queue: in the model, doubling
+	// into 64 servers warming from 10 × L over 4 s took the limit to 3.7 ×
+	// K before the latency rose, and a probe then measured a still-warm
+	// latency for the baseline (TestWarmUpDoesNotLeaveALoadedBaseline).
 	fell := func(ref time.Duration) bool { return float64(mean) < (1-fallingShare)*float64(ref) }
 	switch {
 	case c.ssFirst == 0:
