@@ -332,12 +332,14 @@ func (s *Server) updates(w http.ResponseWriter, r *http.Request) {
 		}
 		resp.UpdateList[p] = packageUpdates{AvailableUpdates: ups}
 	}
-	writeJSON(w, resp)
+	// Recorded before the answer is written: a caller that has its answer
+	// must find its evaluation already counted.
 	if caller, ok := r.Context().Value(callerKey{}).(string); ok {
 		s.evalMu.Lock()
 		s.evaluations = append(s.evaluations, Evaluation{Caller: caller, Profile: profile, At: time.Now()})
 		s.evalMu.Unlock()
 	}
+	writeJSON(w, resp)
 }
 
 var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
