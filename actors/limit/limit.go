@@ -33,9 +33,16 @@
 // the lowest window mean since the last probe, as TCP Vegas's base RTT is a
 // minimum.
 //
-// From the start, a slow start doubles the limit each window while the
-// latency holds, and hands it to the law at the first window that rises or
-// fails, or at the ceiling (Config.SlowStart, slowStartWindow).
+// From the start, with the gradient law (the others start as they did, to
+// compare), a slow start doubles the limit each window while the latency
+// holds, and hands it to the law at the first window that rises (the limit
+// then goes back to the one before the doubling) or fails, at the ceiling,
+// or at a window that does not double once the first probe is due
+// (Config.SlowStart, slowStartWindow). A downstream warming up hides a
+// queue from it: each window is faster, and the queue adds back what the
+// warm-up took (in the model, 16 servers warming from 10 × L let a start
+// at 4 double to 3 × K before the latency rose); the law and the early
+// probe bring such a limit back.
 //
 // A tolerance over 1 makes the law treat that multiple of the baseline as
 // no queue: more records in flight, and more throughput from a downstream
