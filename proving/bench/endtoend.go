@@ -152,8 +152,13 @@ type EndToEndResult struct {
 	OtherMS      float64            `json:"other_ms_per_event"`
 	CPU          CPUPerEvent        `json:"cpu_ms_per_event"`
 	MachineCores float64            `json:"machine_cores"`
-	HostsChecked int                `json:"hosts_checked"`
-	HostsWrong   int                `json:"hosts_wrong"`
+	// Statements is what each statement cost PostgreSQL per event over the
+	// window, costliest first, and WALBytesPerEvent the WAL the server
+	// wrote per event (none when the server had no pg_stat_statements).
+	Statements       []StatementCost `json:"statements,omitempty"`
+	WALBytesPerEvent float64         `json:"wal_bytes_per_event,omitempty"`
+	HostsChecked     int             `json:"hosts_checked"`
+	HostsWrong       int             `json:"hosts_wrong"`
 	// Unchanged and Changed count the timed re-check-ins with the host's
 	// profile unchanged and with a few packages changed.
 	Unchanged int `json:"recheck_unchanged,omitempty"`
@@ -414,6 +419,10 @@ func (e *EndToEnd) Run(ctx context.Context, listener, bin string, c EndToEndConf
 	if err := l.waitStarted(2 * time.Minute); err != nil {
 		return fail(withLog(err, l.proc))
 	}
+	stmts, err := startStatements(ctx, dbURL)
+	if err != nil {
+		return fail(err)
+	}
 	began, cpu0 := time.Now(), meter.read()
 	profiled := make(chan error, 1)
 	profileName := func(kind string) string {
@@ -440,6 +449,9 @@ func (e *EndToEnd) Run(ctx context.Context, listener, bin string, c EndToEndConf
 	}
 	res.MeanLimit, res.MeanBaselineMS, res.MeanInFlight = l.limits.means()
 	elapsed, cpu1 := time.Since(began), meter.read()
+	if res.Statements, res.WALBytesPerEvent, _, err = stmts.read(ctx, float64(len(timed))); err != nil {
+		return fail(err)
+	}
 	if settings, err := l.settings(); err == nil {
 		res.InFlightPerPartition, _ = strconv.Atoi(settings["LISTENER_INFLIGHT_PER_PARTITION"])
 		res.InFlightTotal, _ = strconv.Atoi(settings["LISTENER_INFLIGHT_TOTAL"])

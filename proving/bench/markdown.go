@@ -362,7 +362,34 @@ func (r *Report) endToEndTable(b *strings.Builder) {
 			r.compareTable(b)
 		}
 	}
+	r.statementsTable(b)
 	b.WriteString("\nWhere the listener's CPU goes, from its profiles end to end: [profiles.md](profiles.md).\n")
+}
+
+// statementsTable shows what each statement cost PostgreSQL per event in
+// the default configuration of each workload, for each listener measured
+// (pg_stat_statements, in the listener's own database).
+func (r *Report) statementsTable(b *strings.Builder) {
+	var rows []EndToEndResult
+	for _, e := range r.EndToEnd {
+		if e.Name == "default" && len(e.Statements) > 0 {
+			rows = append(rows, e)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	b.WriteString("\n### PostgreSQL by statement\n\nWhat each statement cost PostgreSQL in the default configuration, per event of the window, from `pg_stat_statements` in the listener's own database (reset as the window opens; `.ci/postgres` preloads it, with `track_planning` on): calls, execution and planning ms, rows, shared blocks dirtied and WAL bytes. **WAL bytes per event** is the server's WAL position moved over the window, over the events (only the measured listener writes then). The statements are as `pg_stat_statements` normalises them, cut short.\n")
+	for _, e := range rows {
+		fmt.Fprintf(b, "\n**%s listener, %s**: %.1f ms of PostgreSQL CPU and %.0f WAL bytes per event.\n\n| statement | calls | exec ms | plan ms | rows | blocks dirtied | WAL bytes |\n|---|---|---|---|---|---|---|\n",
+			e.Listener, e.Workload, e.CPU.Postgres, e.WALBytesPerEvent)
+		for _, s := range e.Statements {
+			if s.ExecMS+s.PlanMS < 0.005 && s.WALBytes < 1 {
+				continue
+			}
+			fmt.Fprintf(b, "| `%s` | %.2f | %.3f | %.3f | %.1f | %.2f | %.0f |\n", strings.ReplaceAll(s.Query, "|", "\\|"), s.Calls, s.ExecMS, s.PlanMS, s.Rows, s.BlocksDirtied, s.WALBytes)
+		}
+	}
 }
 
 // measuredText prints v, or – when it was not measured (0: a build without the
