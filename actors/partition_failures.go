@@ -146,15 +146,18 @@ func (a *PartitionActor) HandleFailure(_ *actor.ActorSystem, supervisor actor.Su
 		off = m.GetDeadLetter().GetOriginalOffset()
 	default:
 		// Outside a record's message (a system message, or none): find the
-		// record by the child that was working on it.
+		// record by the child that was working on it. By the child itself,
+		// not its id: children reuse the names of stopped ones, and a record
+		// whose child panicked holds it until the failure queued for it
+		// arrives, while its name may already run the next record's child.
 		for o, s := range a.records {
-			if s.child != nil && s.child.GetId() == child.GetId() {
+			if s.child == child {
 				off = o
 				break
 			}
 		}
 	}
-	if s := a.records[off]; s != nil && s.child != nil && s.child.GetId() == child.GetId() {
+	if s := a.records[off]; s != nil && s.child != nil && s.child == child {
 		st = s
 	}
 	if st == nil {
