@@ -33,17 +33,12 @@ type PoolSettings struct {
 	// own transactions never wait between statements: they run statements
 	// back to back, VMaaS asked before the first.
 	IdleInTransaction time.Duration
-	// Prepared prepares the statements every event runs on each pooled
-	// connection (see prepared); off, each is sent as text to be parsed
-	// and planned anew, as a PgBouncer in transaction mode before 1.21
-	// needs.
-	Prepared bool
 }
 
 // DefaultPoolSettings suit one listener process.
 func DefaultPoolSettings() PoolSettings {
 	return PoolSettings{MaxOpen: 32, MaxIdle: 32, MaxLifetime: 30 * time.Minute, DeletedTTL: 24 * time.Hour, IDCacheSize: DefaultIDCacheSize,
-		IdleInTransaction: DefaultIdleInTransaction, Prepared: true}
+		IdleInTransaction: DefaultIdleInTransaction}
 }
 
 // DefaultIdleInTransaction is PoolSettings.IdleInTransaction's default:
@@ -61,7 +56,6 @@ type Store struct {
 	health     *health
 	deletedTTL time.Duration
 	ids        *idCache
-	stmts      *prepared
 	schema     Schema
 }
 
@@ -93,11 +87,6 @@ func Open(ctx context.Context, url string, pool PoolSettings) (*Store, error) {
 		db.Close()
 		return nil, redact.Error(err, secrets)
 	}
-	stmts, err := prepare(ctx, db, pool.Prepared)
-	if err != nil {
-		db.Close()
-		return nil, redact.Error(err, secrets)
-	}
 	h, err := openHealth(ctx, url, secrets, pool.MaxLifetime)
 	if err != nil {
 		db.Close()
@@ -107,7 +96,7 @@ func Open(ctx context.Context, url string, pool PoolSettings) (*Store, error) {
 	if ttl <= 0 {
 		ttl = DefaultPoolSettings().DeletedTTL
 	}
-	return &Store{db: db, admit: newAdmission(pool.MaxOpen), health: h, deletedTTL: ttl, ids: newIDCache(pool.IDCacheSize), stmts: stmts, schema: schema}, nil
+	return &Store{db: db, admit: newAdmission(pool.MaxOpen), health: h, deletedTTL: ttl, ids: newIDCache(pool.IDCacheSize), schema: schema}, nil
 }
 
 // idleInTransactionParam is the server setting PoolSettings.IdleInTransaction
@@ -156,7 +145,7 @@ func (s *Store) DB() *sql.DB { return s.db }
 
 // Close closes the pool and the health-check connection.
 func (s *Store) Close() error {
-	return errors.Join(s.stmts.close(), s.db.Close(), s.health.db.Close())
+	return errors.Join(s.db.Close(), s.health.db.Close())
 }
 
 // Ping reports whether the database answers, on the health-check
@@ -180,18 +169,6 @@ func (s *Store) withConn(ctx context.Context, what string, f func(*sql.Conn) err
 	}
 	defer conn.Close()
 	return classify(f(conn))
-}
-
-// withPool runs f, whose statements take connections of the pool one at a
-// time, as withConn's work is admitted (urgent work first): admitted no
-// more often than the pool has connections, f never waits for one. Errors
-// come back classified (see classify).
-func (s *Store) withPool(ctx context.Context, what string, f func() error) error {
-	if err := s.admit.acquire(ctx); err != nil {
-		return classify(poolWait(fmt.Errorf("%s: waiting for a database connection: %w", what, err)))
-	}
-	defer s.admit.release()
-	return classify(f())
 }
 
 // inTx runs f in a transaction, committing on nil and rolling back otherwise.

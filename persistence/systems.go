@@ -35,8 +35,12 @@ func (s *Store) CheckUpload(ctx context.Context, u SystemUpload) (UploadCheck, e
 		lastEvaluatedEvent sql.NullTime
 		serverStarted      time.Time
 	)
-	err := s.withPool(ctx, "check upload", func() error {
-		return s.stmts.queryRow(ctx, nil, s.stmts.check, checkUpload,
+	err := s.withConn(ctx, "check upload", func(conn *sql.Conn) error {
+		return conn.QueryRowContext(ctx, `
+			SELECT EXISTS (SELECT 1 FROM deleted_system WHERE inventory_id = $2),
+				s.id, s.last_event_time, s.last_evaluated_event_time, pg_postmaster_start_time()
+			FROM (SELECT 1) AS one
+			LEFT JOIN (system s JOIN account a ON a.id = s.account_id AND a.org_id = $1) ON s.inventory_id = $2`,
 			u.OrgID, u.InventoryID).Scan(&deleted, &id, &lastEvent, &lastEvaluatedEvent, &serverStarted)
 	})
 	if err != nil {
@@ -55,13 +59,6 @@ func (s *Store) CheckUpload(ctx context.Context, u SystemUpload) (UploadCheck, e
 	}
 	return c, nil
 }
-
-// checkUpload is CheckUpload's query.
-const checkUpload = `
-	SELECT EXISTS (SELECT 1 FROM deleted_system WHERE inventory_id = $2),
-		s.id, s.last_event_time, s.last_evaluated_event_time, pg_postmaster_start_time()
-	FROM (SELECT 1) AS one
-	LEFT JOIN (system s JOIN account a ON a.id = s.account_id AND a.org_id = $1) ON s.inventory_id = $2`
 
 // notNewer is the result for an upload at eventTime of a host stored at lastEvent.
 func notNewer(id int64, eventTime, lastEvent time.Time, lastEvaluatedEvent sql.NullTime) UploadResult {
@@ -104,27 +101,27 @@ func (s *Store) store(ctx context.Context, u SystemUpload, e *Evaluation, absent
 		ev = newEvaluationRow(*e)
 	}
 	var res UploadResult
-	err := s.withPool(ctx, "store system", func() error {
+	err := s.withConn(ctx, "store system", func(conn *sql.Conn) error {
 		res = UploadResult{}
-		accountID, err := s.ids.accountID(ctx, s.db, u.OrgID)
+		accountID, err := s.ids.accountID(ctx, conn, u.OrgID)
 		if err != nil {
 			return err
 		}
-		pkgIDs, err := s.ids.packageIDs(ctx, s.db, u.Packages)
+		pkgIDs, err := s.ids.packageIDs(ctx, conn, u.Packages)
 		if err != nil {
 			return err
 		}
 		var advIDs, installableIDs []int32
 		if ev != nil {
-			ids, err := s.ids.advisoryIDs(ctx, s.db, ev.names, ev.types)
+			ids, err := s.ids.advisoryIDs(ctx, conn, ev.names, ev.types)
 			if err != nil {
 				return err
 			}
 			advIDs, installableIDs = ev.ids(ids)
 		}
-		w := systemWrite{stmts: s.stmts, accountID: accountID, u: &u, sum: sum, pkgIDs: pkgIDs, ev: ev, advIDs: advIDs, installableIDs: installableIDs}
+		w := systemWrite{accountID: accountID, u: &u, sum: sum, pkgIDs: pkgIDs, ev: ev, advIDs: advIDs, installableIDs: installableIDs}
 		if absent {
-			id, err := w.insertLocked(ctx, s.db)
+			id, err := w.insertLocked(ctx, conn)
 			if err != nil {
 				return err
 			}
@@ -134,7 +131,7 @@ func (s *Store) store(ctx context.Context, u SystemUpload, e *Evaluation, absent
 			}
 			// Stored meanwhile, or deleted: the transaction below decides.
 		} else {
-			id, err := w.updateIfNewer(ctx)
+			id, err := w.updateIfNewer(ctx, conn)
 			if err != nil {
 				return err
 			}
@@ -144,7 +141,7 @@ func (s *Store) store(ctx context.Context, u SystemUpload, e *Evaluation, absent
 			}
 			// Not newer after all, deleted, or gone: the transaction below decides.
 		}
-		tx, err := s.db.BeginTx(ctx, nil)
+		tx, err := conn.BeginTx(ctx, nil)
 		if err != nil {
 			return fmt.Errorf("begin: %w", err)
 		}
@@ -162,7 +159,6 @@ func (s *Store) store(ctx context.Context, u SystemUpload, e *Evaluation, absent
 
 // systemWrite is one upload ready to be written: its shared rows resolved.
 type systemWrite struct {
-	stmts          *prepared
 	accountID      int
 	u              *SystemUpload
 	sum            string
@@ -192,8 +188,8 @@ func lockHost(ctx context.Context, tx *sql.Tx, inventoryID string) error {
 }
 
 // insertLocked is insert in a transaction of its own, under the host's lock.
-func (w *systemWrite) insertLocked(ctx context.Context, db *sql.DB) (int64, error) {
-	tx, err := db.BeginTx(ctx, nil)
+func (w *systemWrite) insertLocked(ctx context.Context, conn *sql.Conn) (int64, error) {
+	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, fmt.Errorf("begin: %w", err)
 	}
@@ -221,23 +217,7 @@ func (w *systemWrite) insert(ctx context.Context, q *sql.Tx) (int64, error) {
 		c = ev.counts
 	}
 	var id int64
-	err := w.stmts.queryRow(ctx, q, w.stmts.insert, insertSystem,
-		w.accountID, u.InventoryID, u.DisplayName, u.Reporter, u.Arch, u.HostType, u.OSName, u.OSMajor, u.OSMinor,
-		u.Releasever, u.RHSMVersion, pq.Array(u.Repos), pq.Array(u.moduleStrings()), w.sum, u.StaleTimestamp, u.CulledTimestamp,
-		u.LastUpload, u.EventTime, u.RequestID, len(u.Packages), pq.Array(w.pkgIDs),
-		pq.Array(nonNil(w.advIDs)), pq.Array(nonNil(w.installableIDs)),
-		ev != nil, c.installable, c.applicable, c.security, c.bugfix, c.enhancement, c.updatable).Scan(&id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("insert system: %w", err)
-	}
-	return id, nil
-}
-
-// insertSystem stores a host not stored yet (systemWrite.insert).
-const insertSystem = `
+	err := q.QueryRowContext(ctx, `
 		INSERT INTO system (account_id, inventory_id, display_name, reporter, arch, host_type, os_name, os_major, os_minor,
 			releasever, rhsm_version, repos, modules, profile_checksum, stale_timestamp, culled_timestamp,
 			last_upload, last_event_time, last_request_id, packages_installed, package_ids,
@@ -252,7 +232,20 @@ const insertSystem = `
 			$27::int, $28::int, $29::int, $30::int
 		WHERE NOT EXISTS (SELECT 1 FROM deleted_system WHERE inventory_id = $2::uuid)
 		ON CONFLICT (account_id, inventory_id) DO NOTHING
-		RETURNING id`
+		RETURNING id`,
+		w.accountID, u.InventoryID, u.DisplayName, u.Reporter, u.Arch, u.HostType, u.OSName, u.OSMajor, u.OSMinor,
+		u.Releasever, u.RHSMVersion, pq.Array(u.Repos), pq.Array(u.moduleStrings()), w.sum, u.StaleTimestamp, u.CulledTimestamp,
+		u.LastUpload, u.EventTime, u.RequestID, len(u.Packages), pq.Array(w.pkgIDs),
+		pq.Array(nonNil(w.advIDs)), pq.Array(nonNil(w.installableIDs)),
+		ev != nil, c.installable, c.applicable, c.security, c.bugfix, c.enhancement, c.updatable).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("insert system: %w", err)
+	}
+	return id, nil
+}
 
 // apply decides and writes under the system row's lock, in tx.
 func (w *systemWrite) apply(ctx context.Context, tx *sql.Tx) (UploadResult, error) {
@@ -322,10 +315,10 @@ func (w *systemWrite) update(ctx context.Context, tx *sql.Tx, id int64) error {
 // 0 when it wrote nothing (the transaction then finds out why). A
 // concurrent update of the row makes PostgreSQL check the condition again
 // on the row's newest version.
-func (w *systemWrite) updateIfNewer(ctx context.Context) (int64, error) {
+func (w *systemWrite) updateIfNewer(ctx context.Context, conn *sql.Conn) (int64, error) {
 	var id int64
 	args := append(w.updateArgs(w.u.InventoryID), w.accountID)
-	err := w.stmts.queryRow(ctx, nil, w.stmts.updateNewer, updateNewerSystem, args...).Scan(&id)
+	err := conn.QueryRowContext(ctx, updateNewerSystem, args...).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}
