@@ -106,11 +106,14 @@ type PartitionActor struct {
 	// landed in it: a new id per record (Spawn) grew the heap by about
 	// 5 MB in a listener's first 36,000 records, still climbing (docs/
 	// reliability.md, "Memory"). Reused names land in as many maps as
-	// children ever ran at once.
-	freeNames []string
-	names     int
-	self      *actor.PID
-	system    *actor.ActorSystem
+	// children ever ran at once. childPrefix is what protoactor puts before
+	// a child's name in its id (this actor's id and "/"), kept so that each
+	// child's end costs no concatenation.
+	freeNames   []string
+	names       int
+	childPrefix string
+	self        *actor.PID
+	system      *actor.ActorSystem
 
 	ledger  *ledger.Ledger
 	gate    *ordering.Gate
@@ -278,11 +281,12 @@ func (a *PartitionActor) Receive(c actor.Context) {
 			a.completeDrain(c, true)
 		}
 	case *actor.Terminated:
-		if name, ok := strings.CutPrefix(m.Who.GetId(), c.Self().GetId()+"/"); ok {
+		if name, ok := strings.CutPrefix(m.Who.GetId(), a.childPrefix); ok {
 			a.freeNames = append(a.freeNames, name)
 		}
 	case *actor.Started:
 		a.self, a.system = c.Self(), c.ActorSystem()
+		a.childPrefix = c.Self().GetId() + "/"
 	case *actor.Stopping:
 		if !a.drained {
 			// Stopped without a drain (the actor failed, or was stopped from

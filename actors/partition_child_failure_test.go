@@ -15,11 +15,11 @@ import (
 // nothing.
 type stubSupervisor struct{}
 
-func (stubSupervisor) Children() []*actor.PID            { return nil }
-func (stubSupervisor) EscalateFailure(any, any)          {}
-func (stubSupervisor) RestartChildren(...*actor.PID)     {}
-func (stubSupervisor) StopChildren(...*actor.PID)        {}
-func (stubSupervisor) ResumeChildren(pids ...*actor.PID) {}
+func (stubSupervisor) Children() []*actor.PID        { return nil }
+func (stubSupervisor) EscalateFailure(any, any)      {}
+func (stubSupervisor) RestartChildren(...*actor.PID) {}
+func (stubSupervisor) StopChildren(...*actor.PID)    {}
+func (stubSupervisor) ResumeChildren(...*actor.PID)  {}
 
 // Children reuse the names of stopped ones, so for a moment two records
 // can hold children with the same id: a child that panicked has
