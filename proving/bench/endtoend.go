@@ -449,7 +449,7 @@ func (e *EndToEnd) Run(ctx context.Context, listener, bin string, c EndToEndConf
 	}
 	res.MeanLimit, res.MeanBaselineMS, res.MeanInFlight = l.limits.means()
 	elapsed, cpu1 := time.Since(began), meter.read()
-	if res.Statements, res.WALBytesPerEvent, _, err = stmts.read(ctx, float64(len(timed))); err != nil {
+	if res.Statements, res.WALBytesPerEvent, err = stmts.read(ctx, float64(len(timed))); err != nil {
 		return fail(err)
 	}
 	if settings, err := l.settings(); err == nil {

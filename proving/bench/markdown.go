@@ -372,7 +372,7 @@ func (r *Report) endToEndTable(b *strings.Builder) {
 func (r *Report) statementsTable(b *strings.Builder) {
 	var rows []EndToEndResult
 	for _, e := range r.EndToEnd {
-		if e.Name == "default" && len(e.Statements) > 0 {
+		if e.Name == ConfigDefault && len(e.Statements) > 0 {
 			rows = append(rows, e)
 		}
 	}

@@ -63,19 +63,19 @@ func startStatements(ctx context.Context, url string) (statementWindow, error) {
 }
 
 // read returns the statements run in the window's database since start,
-// costliest first, and the WAL bytes written, each per event of n; ok is
-// false when the server could not measure them.
-func (w statementWindow) read(ctx context.Context, n float64) (costs []StatementCost, walBytes float64, ok bool, err error) {
+// costliest first, and the WAL bytes written, each per event of n; none
+// when the server could not measure them.
+func (w statementWindow) read(ctx context.Context, n float64) (costs []StatementCost, walBytes float64, err error) {
 	if w.lsn == "" {
-		return nil, 0, false, nil
+		return nil, 0, nil
 	}
 	db, err := sql.Open("postgres", w.url)
 	if err != nil {
-		return nil, 0, false, err
+		return nil, 0, err
 	}
 	defer db.Close()
 	if err := db.QueryRowContext(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)`, w.lsn).Scan(&walBytes); err != nil {
-		return nil, 0, false, fmt.Errorf("read the WAL position: %w", err)
+		return nil, 0, fmt.Errorf("read the WAL position: %w", err)
 	}
 	rows, err := db.QueryContext(ctx, `
 		SELECT query, calls, total_exec_time, total_plan_time, rows, shared_blks_dirtied, wal_bytes
@@ -84,7 +84,7 @@ func (w statementWindow) read(ctx context.Context, n float64) (costs []Statement
 			AND query NOT LIKE '%pg_stat_statements%' AND query NOT LIKE '%pg_current_wal_lsn%'
 		ORDER BY total_exec_time + total_plan_time DESC`)
 	if err != nil {
-		return nil, 0, false, fmt.Errorf("read pg_stat_statements: %w", err)
+		return nil, 0, fmt.Errorf("read pg_stat_statements: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -95,14 +95,14 @@ func (w statementWindow) read(ctx context.Context, n float64) (costs []Statement
 			wal          float64
 		)
 		if err := rows.Scan(&c.Query, &calls, &c.ExecMS, &c.PlanMS, &rowCount, &dirty, &wal); err != nil {
-			return nil, 0, false, err
+			return nil, 0, err
 		}
 		c.Query = shortQuery(c.Query)
 		c.Calls, c.ExecMS, c.PlanMS = float64(calls)/n, c.ExecMS/n, c.PlanMS/n
 		c.Rows, c.BlocksDirtied, c.WALBytes = float64(rowCount)/n, float64(dirty)/n, wal/n
 		costs = append(costs, c)
 	}
-	return costs, walBytes / n, true, rows.Err()
+	return costs, walBytes / n, rows.Err()
 }
 
 // shortQuery collapses a statement's whitespace and cuts it to statementText.

@@ -34,9 +34,9 @@ func TestStatementWindowCountsPerEvent(t *testing.T) {
 		t.Fatal("the server has no pg_stat_statements preloaded: .ci/postgres preloads it")
 	}
 	insert(db, 7, 47)
-	costs, wal, ok, err := w.read(ctx, 20) // 40 inserts over 20 "events"
-	if err != nil || !ok {
-		t.Fatalf("read: ok %v, %v", ok, err)
+	costs, wal, err := w.read(ctx, 20) // 40 inserts over 20 "events"
+	if err != nil {
+		t.Fatalf("read: %v", err)
 	}
 	var found bool
 	for _, c := range costs {
@@ -58,5 +58,39 @@ func TestStatementWindowCountsPerEvent(t *testing.T) {
 	}
 	if wal < 2*100 {
 		t.Errorf("WAL per event %.0f bytes; two 100-byte rows each need more", wal)
+	}
+}
+
+// The report shows the default configuration's statements, costliest as
+// measured, escapes a statement's pipes, leaves out the ones that cost
+// nothing, and shows no table for a run without them.
+func TestStatementsTable(t *testing.T) {
+	r := &Report{EndToEnd: []EndToEndResult{
+		{EndToEndConfig: EndToEndConfig{Name: ConfigDefault, Workload: WorkloadNewHosts}, Listener: ListenerAfter,
+			CPU: CPUPerEvent{Postgres: 2.5}, WALBytesPerEvent: 27000, Statements: []StatementCost{
+				{Query: "UPDATE system SET a = b || c", Calls: 0.5, ExecMS: 1.2, PlanMS: 0.1, WALBytes: 11000},
+				{Query: "BEGIN", Calls: 1, ExecMS: 0.001},
+			}},
+		{EndToEndConfig: EndToEndConfig{Name: "fixed G=32", Workload: WorkloadNewHosts}, Listener: ListenerAfter,
+			Statements: []StatementCost{{Query: "SELECT other", ExecMS: 5}}},
+	}}
+	var b strings.Builder
+	r.statementsTable(&b)
+	md := b.String()
+	for _, want := range []string{"### PostgreSQL by statement", "**after listener, new hosts**: 2.5 ms of PostgreSQL CPU and 27000 WAL bytes per event",
+		"| `UPDATE system SET a = b \\|\\| c` | 0.50 | 1.200 | 0.100 |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("missing %q in:\n%s", want, md)
+		}
+	}
+	for _, not := range []string{"BEGIN", "SELECT other"} {
+		if strings.Contains(md, not) {
+			t.Errorf("%q shown:\n%s", not, md)
+		}
+	}
+	b.Reset()
+	(&Report{EndToEnd: []EndToEndResult{{EndToEndConfig: EndToEndConfig{Name: ConfigDefault}}}}).statementsTable(&b)
+	if b.Len() != 0 {
+		t.Errorf("a table without statements:\n%s", b.String())
 	}
 }
