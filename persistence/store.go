@@ -33,12 +33,17 @@ type PoolSettings struct {
 	// own transactions never wait between statements: they run statements
 	// back to back, VMaaS asked before the first.
 	IdleInTransaction time.Duration
+	// Prepared keeps the statements every event runs prepared on each
+	// connection (see preparedQueries); off, each is sent as text to be
+	// parsed and planned anew, as a PgBouncer in transaction mode before
+	// 1.21 needs.
+	Prepared bool
 }
 
 // DefaultPoolSettings suit one listener process.
 func DefaultPoolSettings() PoolSettings {
 	return PoolSettings{MaxOpen: 32, MaxIdle: 32, MaxLifetime: 30 * time.Minute, DeletedTTL: 24 * time.Hour, IDCacheSize: DefaultIDCacheSize,
-		IdleInTransaction: DefaultIdleInTransaction}
+		IdleInTransaction: DefaultIdleInTransaction, Prepared: true}
 }
 
 // DefaultIdleInTransaction is PoolSettings.IdleInTransaction's default:
@@ -71,7 +76,7 @@ func Open(ctx context.Context, url string, pool PoolSettings) (*Store, error) {
 		return nil, fmt.Errorf("database url %s: %w", redact.URL(url), err)
 	}
 	secrets := secretsOf(url)
-	db, err := openPool(url, pool.IdleInTransaction)
+	db, err := openPool(url, pool.IdleInTransaction, pool.Prepared)
 	if err != nil {
 		return nil, redact.Error(fmt.Errorf("database url: %w", err), secrets)
 	}
@@ -106,8 +111,8 @@ const idleInTransactionParam = "idle_in_transaction_session_timeout"
 // openPool opens the pool of url's sessions, each started with
 // idle_in_transaction_session_timeout set to idle (in milliseconds) unless
 // idle is 0 or url sets it itself (lib/pq passes a parameter it does not
-// know to the server).
-func openPool(url string, idle time.Duration) (*sql.DB, error) {
+// know to the server), and keeping preparedQueries prepared when prepared.
+func openPool(url string, idle time.Duration, prepared bool) (*sql.DB, error) {
 	cfg, err := pq.NewConfig(url)
 	if err != nil {
 		return nil, err
@@ -121,6 +126,9 @@ func openPool(url string, idle time.Duration) (*sql.DB, error) {
 	connector, err := pq.NewConnectorConfig(cfg)
 	if err != nil {
 		return nil, err
+	}
+	if prepared {
+		return sql.OpenDB(preparingConnector{connector, preparedQueries}), nil
 	}
 	return sql.OpenDB(connector), nil
 }

@@ -36,12 +36,7 @@ func (s *Store) CheckUpload(ctx context.Context, u SystemUpload) (UploadCheck, e
 		serverStarted      time.Time
 	)
 	err := s.withConn(ctx, "check upload", func(conn *sql.Conn) error {
-		return conn.QueryRowContext(ctx, `
-			SELECT EXISTS (SELECT 1 FROM deleted_system WHERE inventory_id = $2),
-				s.id, s.last_event_time, s.last_evaluated_event_time, pg_postmaster_start_time()
-			FROM (SELECT 1) AS one
-			LEFT JOIN (system s JOIN account a ON a.id = s.account_id AND a.org_id = $1) ON s.inventory_id = $2`,
-			u.OrgID, u.InventoryID).Scan(&deleted, &id, &lastEvent, &lastEvaluatedEvent, &serverStarted)
+		return conn.QueryRowContext(ctx, checkUpload, u.OrgID, u.InventoryID).Scan(&deleted, &id, &lastEvent, &lastEvaluatedEvent, &serverStarted)
 	})
 	if err != nil {
 		return c, fmt.Errorf("check upload: %w", err)
@@ -59,6 +54,16 @@ func (s *Store) CheckUpload(ctx context.Context, u SystemUpload) (UploadCheck, e
 	}
 	return c, nil
 }
+
+// checkUpload is CheckUpload's query, prepared (see preparedQueries). Its
+// columns are cast so that their types stay those lib/pq prepared them with
+// whatever a migration does to the table's.
+const checkUpload = `
+	SELECT EXISTS (SELECT 1 FROM deleted_system WHERE inventory_id = $2),
+		s.id::bigint, s.last_event_time::timestamptz, s.last_evaluated_event_time::timestamptz,
+		pg_postmaster_start_time()
+	FROM (SELECT 1) AS one
+	LEFT JOIN (system s JOIN account a ON a.id = s.account_id AND a.org_id = $1) ON s.inventory_id = $2`
 
 // notNewer is the result for an upload at eventTime of a host stored at lastEvent.
 func notNewer(id int64, eventTime, lastEvent time.Time, lastEvaluatedEvent sql.NullTime) UploadResult {
@@ -181,11 +186,14 @@ const hostLockClass = 1885693542
 // a partition during a rebalance). Updates need no lock: they wait for the
 // row, and PostgreSQL checks their condition again on its newest version.
 func lockHost(ctx context.Context, tx *sql.Tx, inventoryID string) error {
-	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, hostLockClass, inventoryID); err != nil {
+	if _, err := tx.ExecContext(ctx, lockHostQuery, hostLockClass, inventoryID); err != nil {
 		return fmt.Errorf("lock host: %w", err)
 	}
 	return nil
 }
+
+// lockHostQuery is lockHost's statement, prepared (see preparedQueries).
+const lockHostQuery = `SELECT pg_advisory_xact_lock($1, hashtext($2))`
 
 // insertLocked is insert in a transaction of its own, under the host's lock.
 func (w *systemWrite) insertLocked(ctx context.Context, conn *sql.Conn) (int64, error) {
@@ -217,7 +225,23 @@ func (w *systemWrite) insert(ctx context.Context, q *sql.Tx) (int64, error) {
 		c = ev.counts
 	}
 	var id int64
-	err := q.QueryRowContext(ctx, `
+	err := q.QueryRowContext(ctx, insertSystem,
+		w.accountID, u.InventoryID, u.DisplayName, u.Reporter, u.Arch, u.HostType, u.OSName, u.OSMajor, u.OSMinor,
+		u.Releasever, u.RHSMVersion, pq.Array(u.Repos), pq.Array(u.moduleStrings()), w.sum, u.StaleTimestamp, u.CulledTimestamp,
+		u.LastUpload, u.EventTime, u.RequestID, len(u.Packages), pq.Array(w.pkgIDs),
+		pq.Array(nonNil(w.advIDs)), pq.Array(nonNil(w.installableIDs)),
+		ev != nil, c.installable, c.applicable, c.security, c.bugfix, c.enhancement, c.updatable).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("insert system: %w", err)
+	}
+	return id, nil
+}
+
+// insertSystem is insert's statement, prepared (see preparedQueries).
+const insertSystem = `
 		INSERT INTO system (account_id, inventory_id, display_name, reporter, arch, host_type, os_name, os_major, os_minor,
 			releasever, rhsm_version, repos, modules, profile_checksum, stale_timestamp, culled_timestamp,
 			last_upload, last_event_time, last_request_id, packages_installed, package_ids,
@@ -232,20 +256,7 @@ func (w *systemWrite) insert(ctx context.Context, q *sql.Tx) (int64, error) {
 			$27::int, $28::int, $29::int, $30::int
 		WHERE NOT EXISTS (SELECT 1 FROM deleted_system WHERE inventory_id = $2::uuid)
 		ON CONFLICT (account_id, inventory_id) DO NOTHING
-		RETURNING id`,
-		w.accountID, u.InventoryID, u.DisplayName, u.Reporter, u.Arch, u.HostType, u.OSName, u.OSMajor, u.OSMinor,
-		u.Releasever, u.RHSMVersion, pq.Array(u.Repos), pq.Array(u.moduleStrings()), w.sum, u.StaleTimestamp, u.CulledTimestamp,
-		u.LastUpload, u.EventTime, u.RequestID, len(u.Packages), pq.Array(w.pkgIDs),
-		pq.Array(nonNil(w.advIDs)), pq.Array(nonNil(w.installableIDs)),
-		ev != nil, c.installable, c.applicable, c.security, c.bugfix, c.enhancement, c.updatable).Scan(&id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("insert system: %w", err)
-	}
-	return id, nil
-}
+		RETURNING id::bigint`
 
 // apply decides and writes under the system row's lock, in tx.
 func (w *systemWrite) apply(ctx context.Context, tx *sql.Tx) (UploadResult, error) {
@@ -388,7 +399,7 @@ var updateSystem = systemSet + `
 var updateNewerSystem = systemSet + `
 		WHERE inventory_id = $1::uuid AND account_id = $30::int AND last_event_time < $17::timestamptz
 			AND NOT EXISTS (SELECT 1 FROM deleted_system WHERE inventory_id = $1::uuid)
-		RETURNING id`
+		RETURNING id::bigint`
 
 // nonNil keeps an empty list from being stored as NULL in a NOT NULL column.
 func nonNil[T any](s []T) []T {

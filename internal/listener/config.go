@@ -122,6 +122,9 @@ func Parse(args []string, lookup func(string) (string, bool), exts ...Extension)
 			"A value in `DATABASE_URL` wins")
 	s.Int(&d.Pool.IDCacheSize, "DB_ID_CACHE_SIZE", "db-id-cache-size", persistence.DefaultIDCacheSize, 1,
 		"ids of packages and of advisories (each) kept in memory, so an event whose packages were seen before looks none of them up; about 150 bytes an entry")
+	s.Bool(&d.Pool.Prepared, "DB_PREPARED_STATEMENTS", "db-prepared-statements", true,
+		"prepare the statements every event runs once on each database connection, so PostgreSQL parses and plans them once per connection, not per call (planning was about a quarter of its CPU per re-check-in). "+
+			"Turn off behind a PgBouncer in transaction mode older than 1.21, which cannot keep a session's prepared statements")
 	s.Duration(&d.Pool.DeletedTTL, "DELETED_SYSTEM_TTL", "deleted-system-ttl", 24*time.Hour, time.Minute, "how long a deleted host is remembered, so a late event for it does not resurrect it")
 	s.SecretURL(&d.VMaaSURL, "VMAAS_URL", "vmaas-url", "VMaaS base URL (`http` or `https`, with a host, no query); the listener calls `POST /api/v3/updates`. A password in it is shown as `xxxxx`, in settings and errors alike", checkURL)
 	s.ShowDefault("vmaas-url", "(required by `evaluate`)")
