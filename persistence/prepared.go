@@ -24,6 +24,7 @@ var preparedQueries = map[string]bool{
 	lockHostQuery:     true,
 	insertSystem:      true,
 	updateNewerSystem: true,
+	selectPackageIDs:  true,
 }
 
 // preparingConnector opens lib/pq connections that keep preparedQueries
