@@ -10,8 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	lru "github.com/hashicorp/golang-lru/v2"
-
 	"github.com/patchflow/patchflow/internal/redact"
 	"github.com/patchflow/patchflow/messages"
 )
@@ -29,6 +27,9 @@ type VMaaSOptions struct {
 	// CacheSize is the number of answers kept, least recently used evicted
 	// first; 0 disables the cache.
 	CacheSize int
+	// CacheBytes bounds the memory of the answers kept, as estimated from
+	// their strings and updates; 0: bounded by CacheSize alone.
+	CacheBytes int64
 	// HTTPClient sends the requests; nil means a client with a pooled
 	// transport sized for many concurrent calls to one host. Its Timeout,
 	// if set, applies on top of the per-attempt Timeout.
@@ -47,7 +48,7 @@ type VMaaS struct {
 	// cache maps a canonical request to its answer. It holds private
 	// copies: callers get clones, so no caller can change what another
 	// one reads. nil when disabled.
-	cache     *lru.Cache[cacheKey, *UpdatesResponse]
+	cache     *answerCache
 	calls     atomic.Uint64
 	cacheHits atomic.Uint64
 }
@@ -60,6 +61,10 @@ type VMaaSStats struct {
 	Requests  uint64 // HTTP attempts sent
 	Retries   uint64 // attempts after the first of their call
 	CacheHits uint64 // calls answered from the cache, without a request
+	// CacheEntries and CacheBytes are the answers the cache keeps and
+	// their estimated size.
+	CacheEntries int
+	CacheBytes   int64
 }
 
 // NewVMaaS returns a client for the VMaaS instance at baseURL (scheme, host
@@ -74,7 +79,7 @@ func NewVMaaS(baseURL string, opts VMaaSOptions) (*VMaaS, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vmaas client: %w", err)
 	}
-	if opts.CacheSize < 0 {
+	if opts.CacheSize < 0 || opts.CacheBytes < 0 {
 		return nil, errors.New("vmaas client: cache size must not be negative")
 	}
 	hc := opts.HTTPClient
@@ -87,7 +92,7 @@ func NewVMaaS(baseURL string, opts VMaaSOptions) (*VMaaS, error) {
 		retry:      &retrier{cfg: cfg, client: hc, secrets: redact.Secrets(base)},
 	}
 	if opts.CacheSize > 0 {
-		if c.cache, err = lru.New[cacheKey, *UpdatesResponse](opts.CacheSize); err != nil {
+		if c.cache, err = newAnswerCache(opts.CacheSize, opts.CacheBytes); err != nil {
 			return nil, fmt.Errorf("vmaas client: %w", err)
 		}
 	}
@@ -130,7 +135,7 @@ func (c *VMaaS) updates(ctx context.Context, req *UpdatesRequest) (*UpdatesRespo
 	}
 	body, key := canonicalBody(req)
 	if c.cache != nil {
-		if cached, ok := c.cache.Get(key); ok {
+		if cached, ok := c.cache.get(key); ok {
 			c.cacheHits.Add(1)
 			return cached.Clone(), nil
 		}
@@ -163,7 +168,7 @@ func (c *VMaaS) updates(ctx context.Context, req *UpdatesRequest) (*UpdatesRespo
 		return nil, messages.Transient(errors.New(op + ": response has no update_list"))
 	}
 	if c.cache != nil {
-		c.cache.Add(key, resp.Clone())
+		c.cache.add(key, resp.Clone())
 	}
 	return &resp, nil
 }
@@ -217,12 +222,16 @@ const maxPooledBody = 4 << 20
 
 // Stats returns the client's counters.
 func (c *VMaaS) Stats() VMaaSStats {
-	return VMaaSStats{
+	s := VMaaSStats{
 		Calls:     c.calls.Load(),
 		Requests:  c.retry.requests.Load(),
 		Retries:   c.retry.retries.Load(),
 		CacheHits: c.cacheHits.Load(),
 	}
+	if c.cache != nil {
+		s.CacheEntries, s.CacheBytes = c.cache.size()
+	}
+	return s
 }
 
 // CloseIdleConnections closes the pooled connections that are idle, for

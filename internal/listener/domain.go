@@ -21,6 +21,7 @@ type DomainConfig struct {
 	VMaaSTimeout     time.Duration
 	VMaaSAttempts    int
 	VMaaSCacheSize   int
+	VMaaSCacheMB     int
 	InventoryURL     string
 	InventoryTimeout time.Duration
 	Validation       inventory.ValidationOptions
@@ -69,7 +70,8 @@ func NewDomain(ctx context.Context, cfg *Config, logger *slog.Logger) (*Domain, 
 		return nil, err
 	}
 	vmaas, err := clients.NewVMaaS(d.VMaaSURL, clients.VMaaSOptions{Timeout: d.VMaaSTimeout, MaxAttempts: d.VMaaSAttempts,
-		BackoffMin: cfg.Pipeline.BackoffMin, BackoffMax: cfg.Pipeline.BackoffMax, CacheSize: d.VMaaSCacheSize})
+		BackoffMin: cfg.Pipeline.BackoffMin, BackoffMax: cfg.Pipeline.BackoffMax, CacheSize: d.VMaaSCacheSize,
+		CacheBytes: int64(d.VMaaSCacheMB) << 20})
 	if err != nil {
 		store.Close()
 		return nil, fmt.Errorf("vmaas client: %w", err)
