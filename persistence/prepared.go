@@ -5,6 +5,8 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"strings"
+	"sync/atomic"
 
 	"github.com/lib/pq"
 )
@@ -40,6 +42,15 @@ var preparedQueries = map[string]bool{
 type preparingConnector struct {
 	*pq.Connector
 	queries map[string]bool // preparedQueries, or a test's
+	// text is set once a session is seen to lose its statements or to
+	// share their names with another client: a pooler in transaction mode
+	// (PgBouncer before 1.21) sits between the pool and the server, and
+	// every connection sends text from then on.
+	text *atomic.Bool
+}
+
+func newPreparingConnector(c *pq.Connector, queries map[string]bool) preparingConnector {
+	return preparingConnector{Connector: c, queries: queries, text: new(atomic.Bool)}
 }
 
 func (c preparingConnector) Connect(ctx context.Context) (driver.Conn, error) {
@@ -51,7 +62,7 @@ func (c preparingConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	if !ok { // not lib/pq's connection as known: run it as it is
 		return dc, nil
 	}
-	return &preparingConn{pqConn: pc, queries: c.queries, stmts: map[string]driver.Stmt{}}, nil
+	return &preparingConn{pqConn: pc, queries: c.queries, text: c.text, stmts: map[string]*preparedStmt{}}, nil
 }
 
 // pqConn is what database/sql asks of a lib/pq connection, all forwarded.
@@ -72,16 +83,22 @@ type pqConn interface {
 type preparingConn struct {
 	pqConn
 	queries map[string]bool
-	stmts   map[string]driver.Stmt // by query text
+	text    *atomic.Bool
+	stmts   map[string]*preparedStmt // by query text
 	// stale is set when one of its statements no longer matches the
 	// schema: the connection is then discarded rather than given out again.
 	stale bool
 }
 
+type preparedStmt struct {
+	driver.Stmt
+	ran bool // it has run on this connection without error
+}
+
 // stmt returns query's prepared statement on this connection, preparing it
-// the first time; nil when query is not one to prepare.
-func (c *preparingConn) stmt(ctx context.Context, query string) (driver.Stmt, error) {
-	if !c.queries[query] {
+// the first time; nil when query is to be sent as text.
+func (c *preparingConn) stmt(ctx context.Context, query string) (*preparedStmt, error) {
+	if !c.queries[query] || c.text.Load() {
 		return nil, nil
 	}
 	if st, ok := c.stmts[query]; ok {
@@ -89,57 +106,95 @@ func (c *preparingConn) stmt(ctx context.Context, query string) (driver.Stmt, er
 	}
 	st, err := c.pqConn.PrepareContext(ctx, query)
 	if err != nil {
+		if codeOf(err) == "42P05" { // duplicate_prepared_statement: another client's, on a shared session
+			return nil, c.sendText(err)
+		}
 		return nil, err
 	}
-	c.stmts[query] = st
-	return st, nil
+	p := &preparedStmt{Stmt: st}
+	c.stmts[query] = p
+	return p, nil
 }
 
 func (c *preparingConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
 	st, err := c.stmt(ctx, query)
-	if err != nil || st == nil {
-		if err != nil {
-			return nil, err
-		}
+	if err != nil {
+		return nil, err
+	}
+	if st == nil {
 		return c.pqConn.QueryContext(ctx, query, args)
 	}
-	rows, err := st.(driver.StmtQueryContext).QueryContext(ctx, args)
-	return rows, c.checkStale(query, err)
+	rows, err := st.Stmt.(driver.StmtQueryContext).QueryContext(ctx, args)
+	return rows, c.outcome(query, st, err)
 }
 
 func (c *preparingConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
 	st, err := c.stmt(ctx, query)
-	if err != nil || st == nil {
-		if err != nil {
-			return nil, err
-		}
+	if err != nil {
+		return nil, err
+	}
+	if st == nil {
 		return c.pqConn.ExecContext(ctx, query, args)
 	}
-	res, err := st.(driver.StmtExecContext).ExecContext(ctx, args)
-	return res, c.checkStale(query, err)
+	res, err := st.Stmt.(driver.StmtExecContext).ExecContext(ctx, args)
+	return res, c.outcome(query, st, err)
 }
 
-// checkStale turns the server's refusal of a prepared statement that no
-// longer fits the schema (a result type changed, the statement gone) into
-// driver.ErrBadConn, which the server raises before the statement does
-// anything: database/sql then discards the connection, and the caller's
-// retry runs on one that prepares afresh. Other errors pass unchanged.
-func (c *preparingConn) checkStale(query string, err error) error {
-	var pqErr *pq.Error
-	if !errors.As(err, &pqErr) {
-		return err
+// outcome is err, the result of running st, as the caller should see it.
+//
+// The server refuses a prepared statement that no longer fits the schema
+// before running it: a migration changed the type of a column it returns
+// (0A000, "cached plan must not change result type") or one a parameter's
+// type was inferred from, or dropped what it names (class 42, raised as
+// the server analyses it again with the parameter types fixed when it was
+// prepared). The statement is then dropped from the connection. If it ran
+// here before, the refusal is the migration's: it comes back as
+// driver.ErrBadConn, a transient error, the connection is discarded, and
+// the caller's retry prepares afresh, as text would be parsed. If it never
+// ran, the error is the statement's own and comes back as it is (sent as
+// text it would fail the same), and the next call prepares it again.
+//
+// A session that has lost its statements (26000) is behind a pooler in
+// transaction mode: the whole pool sends text from then on.
+func (c *preparingConn) outcome(query string, st *preparedStmt, err error) error {
+	if err == nil {
+		st.ran = true
+		return nil
 	}
-	switch pqErr.Code {
-	case "0A000", // feature_not_supported: "cached plan must not change result type"
-		"26000": // invalid_sql_statement_name: the prepared statement does not exist
-	default:
-		return err
+	code := codeOf(err)
+	switch {
+	case code == "26000": // invalid_sql_statement_name: the statement is gone
+		delete(c.stmts, query)
+		return c.sendText(err)
+	case code == "0A000" || strings.HasPrefix(code, "42"):
+		delete(c.stmts, query)
+		if !st.ran {
+			return err
+		}
+		c.stale = true
+		// The server's error is kept as text: wrapped, its SQLSTATE would
+		// classify the error as the record's, not as the connection's.
+		return fmt.Errorf("%w: a prepared statement no longer fits the schema: %v", driver.ErrBadConn, err)
 	}
-	delete(c.stmts, query)
+	return err
+}
+
+// sendText switches the pool to text for good, after err showed a pooler
+// sharing sessions, and returns err as the connection's (transient): the
+// caller's retry then runs as text.
+func (c *preparingConn) sendText(err error) error {
+	c.text.Store(true)
 	c.stale = true
-	// The server's error is kept as text: wrapped, its SQLSTATE would
-	// classify the error as the record's, not as the connection's.
-	return fmt.Errorf("%w: a prepared statement no longer fits the schema: %v", driver.ErrBadConn, err)
+	return fmt.Errorf("%w: the server's sessions are shared (a pooler in transaction mode?); sending statements as text from now on: %v", driver.ErrBadConn, err)
+}
+
+// codeOf is err's SQLSTATE; "" when it is not the server's.
+func codeOf(err error) string {
+	var pqErr *pq.Error
+	if errors.As(err, &pqErr) {
+		return string(pqErr.Code)
+	}
+	return ""
 }
 
 func (c *preparingConn) ResetSession(ctx context.Context) error {

@@ -17,15 +17,14 @@ import (
 // openPreparing opens a pool of one connection that keeps queries prepared.
 func openPreparing(t *testing.T, url string, queries ...string) *sql.DB {
 	t.Helper()
-	connector, err := pq.NewConnector(url)
-	if err != nil {
-		t.Fatal(err)
-	}
 	set := map[string]bool{}
 	for _, q := range queries {
 		set[q] = true
 	}
-	db := sql.OpenDB(preparingConnector{connector, set})
+	db, err := openPool(url, 0, set)
+	if err != nil {
+		t.Fatal(err)
+	}
 	db.SetMaxOpenConns(1)
 	t.Cleanup(func() { db.Close() })
 	return db
@@ -127,5 +126,57 @@ func TestACancelledPreparedStatementGivesItsConnectionBack(t *testing.T) {
 	defer cancel()
 	if err := lock(next); err != nil {
 		t.Fatalf("the next call on the pool's one connection: %v", err)
+	}
+}
+
+// A statement that fails the first time it runs on a connection fails as
+// it would sent as text: the error is the statement's, not a transient
+// one of the connection's, so a statement broken for good is dead-lettered
+// rather than retried forever.
+func TestAPreparedStatementsOwnErrorIsNotTheConnections(t *testing.T) {
+	ctx := context.Background()
+	const q = `SELECT x FROM missing WHERE k = $1`
+	db := openPreparing(t, pgtest.URL(t), q)
+	for range 2 {
+		var x int
+		err := db.QueryRowContext(ctx, q, 1).Scan(&x)
+		var pqErr *pq.Error
+		if !errors.As(err, &pqErr) || pqErr.Code != "42P01" || errors.Is(err, driver.ErrBadConn) {
+			t.Fatalf("got %v, want the server's undefined_table (42P01)", err)
+		}
+	}
+}
+
+// A session that lost its prepared statements (26000: behind a pooler in
+// transaction mode, which hands each transaction another server session)
+// fails once, transiently; the whole pool then sends text, and works.
+func TestASessionThatLosesItsStatementsSwitchesThePoolToText(t *testing.T) {
+	ctx := context.Background()
+	const q = `SELECT $1::int + 1`
+	db := openPreparing(t, pgtest.URL(t), q)
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := conn.QueryRowContext(ctx, q, 1).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("first run: %d, %v", n, err)
+	}
+	if _, err := conn.ExecContext(ctx, `DEALLOCATE ALL`); err != nil {
+		t.Fatal(err)
+	}
+	err = conn.QueryRowContext(ctx, q, 1).Scan(&n)
+	if !errors.Is(err, driver.ErrBadConn) || messages.ClassOf(classify(err)) != messages.ErrorClass_ERROR_CLASS_TRANSIENT {
+		t.Fatalf("the lost statement: %v, want a transient driver.ErrBadConn", err)
+	}
+	conn.Close()
+	for i := range 3 {
+		var prepared int
+		if err := db.QueryRowContext(ctx, q, i).Scan(&n); err != nil || n != i+1 {
+			t.Fatalf("as text, run %d: %d, %v", i, n, err)
+		}
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_prepared_statements`).Scan(&prepared); err != nil || prepared != 0 {
+			t.Fatalf("the session holds %d prepared statements (%v); after the switch, none is prepared", prepared, err)
+		}
 	}
 }

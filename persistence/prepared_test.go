@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patchflow/patchflow/messages"
 	"github.com/patchflow/patchflow/persistence"
 	"github.com/patchflow/patchflow/persistence/pgtest"
 )
@@ -140,4 +141,68 @@ func TestPreparedStatementsSurviveAColumnTypeChange(t *testing.T) {
 	}
 	store(t0.Add(2 * time.Minute))
 	store(t0.Add(3 * time.Minute))
+}
+
+// A migration that changes the type of a column a prepared statement's
+// parameter was inferred from (here reporter, text to an enum) makes the
+// server refuse the statement, analysed again with the old parameter type
+// (42804). It costs its connection one transient error: the retry prepares
+// afresh, as text is parsed afresh. (Before, every store failed until the
+// connection was recycled, 30 minutes later.)
+func TestPreparedStatementsSurviveAParameterTypeChange(t *testing.T) {
+	for _, prepared := range []bool{false, true} {
+		t.Run(fmt.Sprintf("prepared=%v", prepared), func(t *testing.T) {
+			ctx := context.Background()
+			url := pgtest.URL(t)
+			pool := persistence.DefaultPoolSettings()
+			pool.MaxOpen, pool.MaxIdle, pool.Prepared = 1, 1, prepared
+			s, err := persistence.Open(ctx, url, pool)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			store := func(at time.Time) error {
+				u := upload(hostA, at, "bash")
+				check, err := s.CheckUpload(ctx, u)
+				if err != nil {
+					return fmt.Errorf("check: %w", err)
+				}
+				res, err := s.StoreEvaluatedSystem(ctx, u, evaluation("RHSA-1", "installable"), check)
+				if err != nil {
+					return fmt.Errorf("store: %w", err)
+				}
+				if !res.Applied {
+					return fmt.Errorf("not applied: %+v", res)
+				}
+				return nil
+			}
+			for i := range 3 {
+				if err := store(t0.Add(time.Duration(i) * time.Minute)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			db, err := sql.Open("postgres", url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if _, err := db.ExecContext(ctx, `CREATE TYPE reporter_t AS ENUM ('', 'puptoo', 'yupana', 'rhsm-conduit');
+				ALTER TABLE system ALTER COLUMN reporter DROP DEFAULT,
+					ALTER COLUMN reporter TYPE reporter_t USING reporter::reporter_t,
+					ALTER COLUMN reporter SET DEFAULT ''`); err != nil {
+				t.Fatal(err)
+			}
+			failed := 0
+			for i := 3; i < 6; i++ {
+				err := store(t0.Add(time.Duration(i) * time.Minute))
+				if err != nil && messages.ClassOf(err) == messages.ErrorClass_ERROR_CLASS_TRANSIENT && failed == 0 {
+					failed++
+					err = store(t0.Add(time.Duration(i) * time.Minute)) // the pipeline's retry
+				}
+				if err != nil {
+					t.Errorf("after the migration, store %d: %v", i, err)
+				}
+			}
+		})
+	}
 }

@@ -76,7 +76,11 @@ func Open(ctx context.Context, url string, pool PoolSettings) (*Store, error) {
 		return nil, fmt.Errorf("database url %s: %w", redact.URL(url), err)
 	}
 	secrets := secretsOf(url)
-	db, err := openPool(url, pool.IdleInTransaction, pool.Prepared)
+	var prepare map[string]bool
+	if pool.Prepared {
+		prepare = preparedQueries
+	}
+	db, err := openPool(url, pool.IdleInTransaction, prepare)
 	if err != nil {
 		return nil, redact.Error(fmt.Errorf("database url: %w", err), secrets)
 	}
@@ -104,6 +108,15 @@ func Open(ctx context.Context, url string, pool PoolSettings) (*Store, error) {
 	return &Store{db: db, admit: newAdmission(pool.MaxOpen), health: h, deletedTTL: ttl, ids: newIDCache(pool.IDCacheSize), schema: schema}, nil
 }
 
+// DefaultConnectTimeout bounds opening a connection of the pool (the dial
+// and the handshake, lib/pq's connect_timeout) when the URL sets no
+// connect_timeout of its own. lib/pq opens a connection too to cancel a
+// statement whose context ended, and a prepared statement's call waits for
+// that cancel to be delivered: without the bound, a server that accepts
+// connections and never answers them would hold the call, its connection
+// and its admission for good.
+const DefaultConnectTimeout = 5 * time.Second
+
 // idleInTransactionParam is the server setting PoolSettings.IdleInTransaction
 // sets, as a run-time parameter of each session's start.
 const idleInTransactionParam = "idle_in_transaction_session_timeout"
@@ -111,8 +124,10 @@ const idleInTransactionParam = "idle_in_transaction_session_timeout"
 // openPool opens the pool of url's sessions, each started with
 // idle_in_transaction_session_timeout set to idle (in milliseconds) unless
 // idle is 0 or url sets it itself (lib/pq passes a parameter it does not
-// know to the server), and keeping preparedQueries prepared when prepared.
-func openPool(url string, idle time.Duration, prepared bool) (*sql.DB, error) {
+// know to the server), opened within DefaultConnectTimeout unless url sets
+// connect_timeout, and keeping the queries of prepare prepared (none when
+// nil).
+func openPool(url string, idle time.Duration, prepare map[string]bool) (*sql.DB, error) {
 	cfg, err := pq.NewConfig(url)
 	if err != nil {
 		return nil, err
@@ -123,12 +138,15 @@ func openPool(url string, idle time.Duration, prepared bool) (*sql.DB, error) {
 		}
 		cfg.Runtime[idleInTransactionParam] = fmt.Sprint(max(idle.Milliseconds(), 1))
 	}
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = DefaultConnectTimeout
+	}
 	connector, err := pq.NewConnectorConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	if prepared {
-		return sql.OpenDB(preparingConnector{connector, preparedQueries}), nil
+	if prepare != nil {
+		return sql.OpenDB(newPreparingConnector(connector, prepare)), nil
 	}
 	return sql.OpenDB(connector), nil
 }

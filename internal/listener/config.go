@@ -109,7 +109,7 @@ func Parse(args []string, lookup func(string) (string, bool), exts ...Extension)
 		"(`postgres://user:password@host:5432/database?sslmode=verify-full`; a Unix socket as `postgres:///database?host=/run/postgresql`), "+
 		"with the password's special characters percent-encoded (`@` `:` `/` `?` `#` `%` `&`, spaces: `p@ss` as `p%40ss`); "+
 		"or a libpq key=value string (`host=db user=patch password='p@ss w0rd' dbname=patch`), a value with spaces or quotes in single quotes. "+
-		"TLS through `sslmode`, `sslrootcert`, `sslcert`, `sslkey`. Checked at start as lib/pq will read it (the `PG*` environment variables included): "+
+		"TLS through `sslmode`, `sslrootcert`, `sslcert`, `sslkey`; `connect_timeout` (seconds) bounds opening a connection, 5 s when unset or 0. Checked at start as lib/pq will read it (the `PG*` environment variables included): "+
 		"another scheme, a URL without a host, a bad port or escape, an `@` after the host (an unescaped password), a bad value are settings errors (exit code 2). "+
 		"The password (of the user info, or `password=`) is shown as `xxxxx` wherever settings are printed and in every error", persistence.CheckURL)
 	s.ShowDefault("database-url", "(required by `evaluate`)")
