@@ -16,7 +16,9 @@ import (
 // database through it, so a check never waits behind the records that hold
 // every connection of the main pool. It costs one more server connection.
 // A connection the server dropped is replaced within the next check (see
-// ping), so checks pass again as soon as the server is back.
+// ping), so checks pass again as soon as the server is back; opening it is
+// bounded as the pool's is (DefaultConnectTimeout), so a handshake the
+// server never answers does not hold the one connection for good.
 type health struct {
 	db *sql.DB
 	// secrets are the URL's password in the forms an error text could
@@ -25,7 +27,7 @@ type health struct {
 }
 
 func openHealth(ctx context.Context, dsn string, secrets []string, lifetime time.Duration) (*health, error) {
-	db, err := sql.Open("postgres", dsn)
+	db, err := openPool(dsn, 0, nil)
 	if err != nil {
 		return nil, redact.Error(fmt.Errorf("database url: %w", err), secrets)
 	}

@@ -39,13 +39,22 @@ var preparedQueries = map[string]bool{
 // session's statements when the session ends, so closing a connection
 // costs no round trip (lib/pq waits without a deadline for the server to
 // acknowledge a statement's close).
+//
+// Prepared statements need a session of their own: behind a pooler in
+// transaction mode that does not track them (PgBouncer before 1.21, or
+// with max_prepared_statements = 0), lib/pq's statement names ("1", "2",
+// ...) would meet another connection's statements of the same name, and a
+// call could run another statement with its arguments. The pool must then
+// be opened unprepared (DB_PREPARED_STATEMENTS=false). What the connector
+// sees of such a pooler (a statement gone, a name taken) switches it to
+// text, but a name taken by a statement that accepts the arguments is not
+// seen: the switch is a net, not a detection.
 type preparingConnector struct {
 	*pq.Connector
 	queries map[string]bool // preparedQueries, or a test's
 	// text is set once a session is seen to lose its statements or to
-	// share their names with another client: a pooler in transaction mode
-	// (PgBouncer before 1.21) sits between the pool and the server, and
-	// every connection sends text from then on.
+	// share their names with another client; every connection sends text
+	// from then on.
 	text *atomic.Bool
 }
 
@@ -62,7 +71,7 @@ func (c preparingConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	if !ok { // not lib/pq's connection as known: run it as it is
 		return dc, nil
 	}
-	return &preparingConn{pqConn: pc, queries: c.queries, text: c.text, stmts: map[string]*preparedStmt{}}, nil
+	return &preparingConn{pqConn: pc, queries: c.queries, text: c.text, stmts: map[string]driver.Stmt{}}, nil
 }
 
 // pqConn is what database/sql asks of a lib/pq connection, all forwarded.
@@ -84,94 +93,91 @@ type preparingConn struct {
 	pqConn
 	queries map[string]bool
 	text    *atomic.Bool
-	stmts   map[string]*preparedStmt // by query text
-	// stale is set when one of its statements no longer matches the
-	// schema: the connection is then discarded rather than given out again.
+	stmts   map[string]driver.Stmt // by query text
+	// stale is set when the server refused one of its statements: the
+	// connection is then discarded rather than given out again.
 	stale bool
 }
 
-type preparedStmt struct {
-	driver.Stmt
-	ran bool // it has run on this connection without error
-}
-
 // stmt returns query's prepared statement on this connection, preparing it
-// the first time; nil when query is to be sent as text.
-func (c *preparingConn) stmt(ctx context.Context, query string) (*preparedStmt, error) {
-	if !c.queries[query] || c.text.Load() {
-		return nil, nil
+// the first time (fresh); nil when query is to be sent as text: not one to
+// prepare, the pool switched to text, or the connection stale (until it is
+// discarded, so that a statement refused call after call is not prepared
+// again on every call).
+func (c *preparingConn) stmt(ctx context.Context, query string) (st driver.Stmt, fresh bool, err error) {
+	if !c.queries[query] || c.text.Load() || c.stale {
+		return nil, false, nil
 	}
 	if st, ok := c.stmts[query]; ok {
-		return st, nil
+		return st, false, nil
 	}
-	st, err := c.pqConn.PrepareContext(ctx, query)
+	st, err = c.pqConn.PrepareContext(ctx, query)
 	if err != nil {
 		if codeOf(err) == "42P05" { // duplicate_prepared_statement: another client's, on a shared session
-			return nil, c.sendText(err)
+			return nil, false, c.sendText(err)
 		}
-		return nil, err
+		return nil, false, err
 	}
-	p := &preparedStmt{Stmt: st}
-	c.stmts[query] = p
-	return p, nil
+	c.stmts[query] = st
+	return st, true, nil
 }
 
 func (c *preparingConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	st, err := c.stmt(ctx, query)
+	st, fresh, err := c.stmt(ctx, query)
 	if err != nil {
 		return nil, err
 	}
 	if st == nil {
 		return c.pqConn.QueryContext(ctx, query, args)
 	}
-	rows, err := st.Stmt.(driver.StmtQueryContext).QueryContext(ctx, args)
-	return rows, c.outcome(query, st, err)
+	rows, err := st.(driver.StmtQueryContext).QueryContext(ctx, args)
+	return rows, c.outcome(query, fresh, err)
 }
 
 func (c *preparingConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
-	st, err := c.stmt(ctx, query)
+	st, fresh, err := c.stmt(ctx, query)
 	if err != nil {
 		return nil, err
 	}
 	if st == nil {
 		return c.pqConn.ExecContext(ctx, query, args)
 	}
-	res, err := st.Stmt.(driver.StmtExecContext).ExecContext(ctx, args)
-	return res, c.outcome(query, st, err)
+	res, err := st.(driver.StmtExecContext).ExecContext(ctx, args)
+	return res, c.outcome(query, fresh, err)
 }
 
-// outcome is err, the result of running st, as the caller should see it.
+// outcome is err, the result of running query's prepared statement
+// (prepared by this very call when fresh), as the caller should see it.
 //
 // The server refuses a prepared statement that no longer fits the schema
 // before running it: a migration changed the type of a column it returns
 // (0A000, "cached plan must not change result type") or one a parameter's
 // type was inferred from, or dropped what it names (class 42, raised as
 // the server analyses it again with the parameter types fixed when it was
-// prepared). The statement is then dropped from the connection. If it ran
-// here before, the refusal is the migration's: it comes back as
-// driver.ErrBadConn, a transient error, the connection is discarded, and
-// the caller's retry prepares afresh, as text would be parsed. If it never
-// ran, the error is the statement's own and comes back as it is (sent as
-// text it would fail the same), and the next call prepares it again.
+// prepared). The connection is then discarded when given back, with its
+// statements (never closed one by one, so none piles up on the server). A
+// statement prepared earlier comes back as driver.ErrBadConn, a transient
+// error: the caller's retry prepares afresh, as text would be parsed
+// afresh. A statement prepared by this call was refused on the schema of
+// now: the error is its own and comes back as it is, as text would fail
+// (a statement broken for good is dead-lettered, not retried forever).
 //
 // A session that has lost its statements (26000) is behind a pooler in
 // transaction mode: the whole pool sends text from then on.
-func (c *preparingConn) outcome(query string, st *preparedStmt, err error) error {
+func (c *preparingConn) outcome(query string, fresh bool, err error) error {
 	if err == nil {
-		st.ran = true
 		return nil
 	}
 	code := codeOf(err)
 	switch {
 	case code == "26000": // invalid_sql_statement_name: the statement is gone
-		delete(c.stmts, query)
 		return c.sendText(err)
 	case code == "0A000" || strings.HasPrefix(code, "42"):
 		delete(c.stmts, query)
-		if !st.ran {
+		c.stale = true
+		if fresh {
 			return err
 		}
-		c.stale = true
 		// The server's error is kept as text: wrapped, its SQLSTATE would
 		// classify the error as the record's, not as the connection's.
 		return fmt.Errorf("%w: a prepared statement no longer fits the schema: %v", driver.ErrBadConn, err)

@@ -180,3 +180,55 @@ func TestASessionThatLosesItsStatementsSwitchesThePoolToText(t *testing.T) {
 		}
 	}
 }
+
+// A statement whose first run on its connection failed for a reason of its
+// own (a unique violation; a deadlock or a cancelled context alike) and a
+// migration later changed a parameter's column type: the server refuses it
+// (42804), and the call still succeeds as text would (database/sql's own
+// retry of driver.ErrBadConn on *sql.DB; the store's *sql.Conn gets a
+// transient error to retry).
+func TestAStatementThatFailedItsFirstRunSurvivesAMigration(t *testing.T) {
+	ctx := context.Background()
+	const q = `INSERT INTO st (k, v) VALUES ($1, $2)`
+	db := openPreparing(t, pgtest.URL(t), q)
+	if _, err := db.ExecContext(ctx, `CREATE TABLE st (k int PRIMARY KEY, v text); INSERT INTO st VALUES (1, 'a')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, q, 1, "a"); codeOf(err) != "23505" {
+		t.Fatalf("first run: %v, want a unique violation (23505)", err)
+	}
+	if _, err := db.ExecContext(ctx, `CREATE TYPE st_v AS ENUM ('a', 'b'); ALTER TABLE st ALTER COLUMN v TYPE st_v USING v::st_v`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, q, 2, "b"); err != nil {
+		t.Fatalf("after the migration: %v, want the row stored (as text, or prepared afresh)", err)
+	}
+}
+
+// A statement the server refuses on every call (here a cast to a table
+// that does not exist; 42501 after a REVOKE alike) is not prepared again on
+// every call of the connection it was refused on: the session keeps at
+// most the one statement until the connection is discarded.
+func TestRefusedStatementsDoNotPileUpOnTheServer(t *testing.T) {
+	ctx := context.Background()
+	const q = `SELECT $1::text::regclass::text`
+	db := openPreparing(t, pgtest.URL(t), q)
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for range 50 {
+		var s string
+		if err := conn.QueryRowContext(ctx, q, "no_such_table").Scan(&s); codeOf(err) != "42P01" {
+			t.Fatalf("got %v, want the server's undefined_table (42P01)", err)
+		}
+	}
+	var n int
+	if err := conn.QueryRowContext(ctx, `SELECT count(*) FROM pg_prepared_statements`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n > 1 {
+		t.Fatalf("the session holds %d prepared statements after 50 refused calls of one query", n)
+	}
+}

@@ -124,7 +124,7 @@ func Parse(args []string, lookup func(string) (string, bool), exts ...Extension)
 		"ids of packages and of advisories (each) kept in memory, so an event whose packages were seen before looks none of them up; about 150 bytes an entry")
 	s.Bool(&d.Pool.Prepared, "DB_PREPARED_STATEMENTS", "db-prepared-statements", true,
 		"prepare the statements every event runs once on each database connection, so PostgreSQL parses and plans them once per connection, not per call (planning was about a quarter of its CPU per re-check-in). "+
-			"Turn off behind a PgBouncer in transaction mode older than 1.21, which cannot keep a session's prepared statements")
+			"Turn off behind a pooler in transaction mode that does not track prepared statements (PgBouncer before 1.21, or with `max_prepared_statements = 0`): there a call could run another connection's statement of the same name")
 	s.Duration(&d.Pool.DeletedTTL, "DELETED_SYSTEM_TTL", "deleted-system-ttl", 24*time.Hour, time.Minute, "how long a deleted host is remembered, so a late event for it does not resurrect it")
 	s.SecretURL(&d.VMaaSURL, "VMAAS_URL", "vmaas-url", "VMaaS base URL (`http` or `https`, with a host, no query); the listener calls `POST /api/v3/updates`. A password in it is shown as `xxxxx`, in settings and errors alike", checkURL)
 	s.ShowDefault("vmaas-url", "(required by `evaluate`)")
