@@ -74,8 +74,28 @@ func TestTheAnswerCacheKeepsItsBounds(t *testing.T) {
 	})
 }
 
-// The estimate follows the heap a decoded answer holds: within a factor
-// of 1.25 either way for the realistic answer of 400 packages.
+// heapOf measures the heap n answers made by mk hold, each as the cache
+// keeps it (a clone), and returns it per answer with mk's estimate.
+func heapOf(mk func() *UpdatesResponse) (heap, estimate float64) {
+	const n = 50
+	kept := make([]*UpdatesResponse, n)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range kept {
+		kept[i] = mk().Clone()
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	heap = float64(after.HeapAlloc-before.HeapAlloc) / n
+	estimate = float64(kept[0].answerBytes())
+	runtime.KeepAlive(kept)
+	return heap, estimate
+}
+
+// The estimate follows the heap an answer holds: within a factor of 1.25
+// either way, for the realistic answer of 400 packages as decoded and for
+// other shapes as the cache keeps them.
 func TestAnswerBytesFollowsTheHeap(t *testing.T) {
 	body := realisticAnswer(t)
 	const n = 200
@@ -91,11 +111,50 @@ func TestAnswerBytesFollowsTheHeap(t *testing.T) {
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
-	heap := float64(after.HeapAlloc-before.HeapAlloc) / n
-	estimate := float64(kept[0].answerBytes())
+	check := func(name string, heap, estimate float64) {
+		t.Helper()
+		t.Logf("%s: %.0f bytes of heap, estimated %.0f (%.2f)", name, heap, estimate, estimate/heap)
+		if r := estimate / heap; r < 0.8 || r > 1.25 {
+			t.Errorf("%s: estimate %.0f bytes, heap %.0f (ratio %.2f)", name, estimate, heap, r)
+		}
+	}
+	check("the realistic answer of 400 packages, decoded", float64(after.HeapAlloc-before.HeapAlloc)/n, float64(kept[0].answerBytes()))
 	runtime.KeepAlive(kept)
-	t.Logf("an answer of 400 packages: %.0f bytes of heap, estimated %.0f", heap, estimate)
-	if r := estimate / heap; r < 0.8 || r > 1.25 {
-		t.Fatalf("estimate %.0f bytes, heap %.0f (ratio %.2f)", estimate, heap, r)
+
+	shapes := map[string]func() *UpdatesResponse{
+		"the realistic answer, cloned": func() *UpdatesResponse {
+			var r UpdatesResponse
+			if err := unmarshalUpdates(body, &r); err != nil {
+				t.Fatal(err)
+			}
+			return &r
+		},
+		"2000 packages without updates": func() *UpdatesResponse {
+			r := &UpdatesResponse{UpdateList: map[string]PackageUpdates{}}
+			for i := range 2000 {
+				r.UpdateList[fmt.Sprintf("package-%05d-1.2.3-4.el9.x86_64", i)] = PackageUpdates{AvailableUpdates: []Update{}}
+			}
+			return r
+		},
+		"1500 packages without updates (a table just past a power of two)": func() *UpdatesResponse {
+			r := &UpdatesResponse{UpdateList: map[string]PackageUpdates{}}
+			for i := range 1500 {
+				r.UpdateList[fmt.Sprintf("p%07d", i)] = PackageUpdates{AvailableUpdates: []Update{}}
+			}
+			return r
+		},
+		"100 updates of 33-byte strings": func() *UpdatesResponse {
+			r := &UpdatesResponse{UpdateList: map[string]PackageUpdates{}}
+			for i := range 100 {
+				s := func() string { return fmt.Sprintf("%033d", i) }
+				r.UpdateList[s()] = PackageUpdates{AvailableUpdates: []Update{{Package: s(), PackageName: s(),
+					EVRA: s(), Erratum: s(), Repository: s(), Basearch: s(), Releasever: s()}}}
+			}
+			return r
+		},
+	}
+	for name, mk := range shapes {
+		heap, estimate := heapOf(mk)
+		check(name, heap, estimate)
 	}
 }
