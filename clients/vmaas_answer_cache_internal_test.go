@@ -74,16 +74,16 @@ func TestTheAnswerCacheKeepsItsBounds(t *testing.T) {
 	})
 }
 
-// heapOf measures the heap n answers made by mk hold, each as the cache
-// keeps it (a clone), and returns it per answer with mk's estimate.
-func heapOf(mk func() *UpdatesResponse) (heap, estimate float64) {
+// heapOf measures the heap the answers kept by keep hold, each, and
+// returns it with keep's estimate.
+func heapOf(keep func() *UpdatesResponse) (heap, estimate float64) {
 	const n = 50
 	kept := make([]*UpdatesResponse, n)
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	for i := range kept {
-		kept[i] = mk().Clone()
+		kept[i] = keep()
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
@@ -95,22 +95,16 @@ func heapOf(mk func() *UpdatesResponse) (heap, estimate float64) {
 
 // The estimate follows the heap an answer holds: within a factor of 1.25
 // either way, for the realistic answer of 400 packages as decoded and for
-// other shapes as the cache keeps them.
+// other shapes as the cache keeps them (clones).
 func TestAnswerBytesFollowsTheHeap(t *testing.T) {
 	body := realisticAnswer(t)
-	const n = 200
-	kept := make([]*UpdatesResponse, n)
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	for i := range kept {
-		kept[i] = new(UpdatesResponse)
-		if err := unmarshalUpdates(body, kept[i]); err != nil {
+	decoded := func() *UpdatesResponse {
+		var r UpdatesResponse
+		if err := unmarshalUpdates(body, &r); err != nil {
 			t.Fatal(err)
 		}
+		return &r
 	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
 	check := func(name string, heap, estimate float64) {
 		t.Helper()
 		t.Logf("%s: %.0f bytes of heap, estimated %.0f (%.2f)", name, heap, estimate, estimate/heap)
@@ -118,17 +112,11 @@ func TestAnswerBytesFollowsTheHeap(t *testing.T) {
 			t.Errorf("%s: estimate %.0f bytes, heap %.0f (ratio %.2f)", name, estimate, heap, r)
 		}
 	}
-	check("the realistic answer of 400 packages, decoded", float64(after.HeapAlloc-before.HeapAlloc)/n, float64(kept[0].answerBytes()))
-	runtime.KeepAlive(kept)
+	heap, estimate := heapOf(decoded)
+	check("the realistic answer of 400 packages, decoded", heap, estimate)
 
 	shapes := map[string]func() *UpdatesResponse{
-		"the realistic answer, cloned": func() *UpdatesResponse {
-			var r UpdatesResponse
-			if err := unmarshalUpdates(body, &r); err != nil {
-				t.Fatal(err)
-			}
-			return &r
-		},
+		"the realistic answer, cloned": decoded,
 		"2000 packages without updates": func() *UpdatesResponse {
 			r := &UpdatesResponse{UpdateList: map[string]PackageUpdates{}}
 			for i := range 2000 {
@@ -154,7 +142,7 @@ func TestAnswerBytesFollowsTheHeap(t *testing.T) {
 		},
 	}
 	for name, mk := range shapes {
-		heap, estimate := heapOf(mk)
+		heap, estimate := heapOf(func() *UpdatesResponse { return mk().Clone() })
 		check(name, heap, estimate)
 	}
 }

@@ -13,6 +13,20 @@ import (
 	"github.com/patchflow/patchflow/persistence/pgtest"
 )
 
+// openOneConnection opens a store on url with a pool of one connection,
+// its statements prepared or not, closed when t ends.
+func openOneConnection(t *testing.T, url string, prepared bool) *persistence.Store {
+	t.Helper()
+	pool := persistence.DefaultPoolSettings()
+	pool.MaxOpen, pool.MaxIdle, pool.Prepared = 1, 1, prepared
+	s, err := persistence.Open(context.Background(), url, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 // An event's statements are planned once per connection, not once per
 // call: PostgreSQL's planning was about a quarter of its CPU per
 // re-check-in. With the statements prepared, PostgreSQL plans each a few
@@ -24,13 +38,7 @@ func TestEventStatementsArePlannedOncePerConnection(t *testing.T) {
 		t.Run(fmt.Sprintf("prepared=%v", prepared), func(t *testing.T) {
 			ctx := context.Background()
 			url := pgtest.URL(t)
-			pool := persistence.DefaultPoolSettings()
-			pool.MaxOpen, pool.MaxIdle, pool.Prepared = 1, 1, prepared
-			s, err := persistence.Open(ctx, url, pool)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
+			s := openOneConnection(t, url, prepared)
 			db, err := sql.Open("postgres", url)
 			if err != nil {
 				t.Fatal(err)
@@ -106,13 +114,7 @@ func TestEventStatementsArePlannedOncePerConnection(t *testing.T) {
 func TestPreparedStatementsSurviveAColumnTypeChange(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.URL(t)
-	pool := persistence.DefaultPoolSettings()
-	pool.MaxOpen, pool.MaxIdle = 1, 1
-	s, err := persistence.Open(ctx, url, pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openOneConnection(t, url, true)
 	store := func(at time.Time) {
 		t.Helper()
 		u := upload(hostA, at, "bash")
@@ -154,13 +156,7 @@ func TestPreparedStatementsSurviveAParameterTypeChange(t *testing.T) {
 		t.Run(fmt.Sprintf("prepared=%v", prepared), func(t *testing.T) {
 			ctx := context.Background()
 			url := pgtest.URL(t)
-			pool := persistence.DefaultPoolSettings()
-			pool.MaxOpen, pool.MaxIdle, pool.Prepared = 1, 1, prepared
-			s, err := persistence.Open(ctx, url, pool)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
+			s := openOneConnection(t, url, prepared)
 			store := func(at time.Time) error {
 				u := upload(hostA, at, "bash")
 				check, err := s.CheckUpload(ctx, u)
