@@ -97,6 +97,7 @@ type preparingConn struct {
 	// stale is set when the server refused one of its statements: the
 	// connection is then discarded rather than given out again.
 	stale bool
+	inTx  bool // a transaction begun by BeginTx has not ended
 }
 
 // stmt returns query's prepared statement on this connection, preparing it
@@ -131,7 +132,11 @@ func (c *preparingConn) QueryContext(ctx context.Context, query string, args []d
 		return c.pqConn.QueryContext(ctx, query, args)
 	}
 	rows, err := st.(driver.StmtQueryContext).QueryContext(ctx, args)
-	return rows, c.outcome(query, fresh, err)
+	again, err := c.outcome(query, fresh, err)
+	if again {
+		return c.pqConn.QueryContext(ctx, query, args)
+	}
+	return rows, err
 }
 
 func (c *preparingConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
@@ -143,11 +148,43 @@ func (c *preparingConn) ExecContext(ctx context.Context, query string, args []dr
 		return c.pqConn.ExecContext(ctx, query, args)
 	}
 	res, err := st.(driver.StmtExecContext).ExecContext(ctx, args)
-	return res, c.outcome(query, fresh, err)
+	again, err := c.outcome(query, fresh, err)
+	if again {
+		return c.pqConn.ExecContext(ctx, query, args)
+	}
+	return res, err
+}
+
+// BeginTx notes that a transaction is open until its end: a statement
+// refused there cannot be sent again as text (see outcome).
+func (c *preparingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	tx, err := c.pqConn.BeginTx(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	c.inTx = true
+	return txEnd{Tx: tx, c: c}, nil
+}
+
+// txEnd is a transaction that tells its connection when it ends.
+type txEnd struct {
+	driver.Tx
+	c *preparingConn
+}
+
+func (t txEnd) Commit() error {
+	t.c.inTx = false
+	return t.Tx.Commit()
+}
+
+func (t txEnd) Rollback() error {
+	t.c.inTx = false
+	return t.Tx.Rollback()
 }
 
 // outcome is err, the result of running query's prepared statement
-// (prepared by this very call when fresh), as the caller should see it.
+// (prepared by this very call when fresh), as the caller should see it;
+// again when the call is to be sent as text instead, on this connection.
 //
 // The server refuses a prepared statement that no longer fits the schema
 // before running it: a migration changed the type of a column it returns
@@ -155,34 +192,45 @@ func (c *preparingConn) ExecContext(ctx context.Context, query string, args []dr
 // type was inferred from, or dropped what it names (class 42, raised as
 // the server analyses it again with the parameter types fixed when it was
 // prepared). The connection is then discarded when given back, with its
-// statements (never closed one by one, so none piles up on the server). A
-// statement prepared earlier comes back as driver.ErrBadConn, a transient
-// error: the caller's retry prepares afresh, as text would be parsed
-// afresh. A statement prepared by this call was refused on the schema of
-// now: the error is its own and comes back as it is, as text would fail
-// (a statement broken for good is dead-lettered, not retried forever).
+// statements (never closed one by one, so none piles up on the server).
+//
+//   - A statement prepared earlier comes back as driver.ErrBadConn, a
+//     transient error: the caller's retry prepares afresh, as text would
+//     be parsed afresh.
+//   - A statement prepared by this call, outside a transaction, is sent
+//     again as text (again): nothing ran, and text decides whose the error
+//     is (a migration may have committed between the prepare and the run;
+//     a statement broken for good fails as text, and is dead-lettered
+//     rather than retried forever).
+//   - Inside a transaction, which the refusal aborted, the error comes
+//     back as it is: a migration cannot commit between a prepare and its
+//     run there (the prepare holds its locks until the transaction ends),
+//     so the refusal is the statement's own.
 //
 // A session that has lost its statements (26000) is behind a pooler in
 // transaction mode: the whole pool sends text from then on.
-func (c *preparingConn) outcome(query string, fresh bool, err error) error {
+func (c *preparingConn) outcome(query string, fresh bool, err error) (again bool, _ error) {
 	if err == nil {
-		return nil
+		return false, nil
 	}
 	code := codeOf(err)
 	switch {
 	case code == "26000": // invalid_sql_statement_name: the statement is gone
-		return c.sendText(err)
+		return false, c.sendText(err)
 	case code == "0A000" || strings.HasPrefix(code, "42"):
 		delete(c.stmts, query)
 		c.stale = true
-		if fresh {
-			return err
+		switch {
+		case fresh && !c.inTx:
+			return true, nil
+		case fresh:
+			return false, err
 		}
 		// The server's error is kept as text: wrapped, its SQLSTATE would
 		// classify the error as the record's, not as the connection's.
-		return fmt.Errorf("%w: a prepared statement no longer fits the schema: %v", driver.ErrBadConn, err)
+		return false, fmt.Errorf("%w: a prepared statement no longer fits the schema: %v", driver.ErrBadConn, err)
 	}
-	return err
+	return false, err
 }
 
 // sendText switches the pool to text for good, after err showed a pooler

@@ -232,3 +232,75 @@ func TestRefusedStatementsDoNotPileUpOnTheServer(t *testing.T) {
 		t.Fatalf("the session holds %d prepared statements after 50 refused calls of one query", n)
 	}
 }
+
+// hookConn runs afterPrepare once its PrepareContext returned: a migration
+// committing between the Parse of a fresh statement and its Bind.
+type hookConn struct {
+	pqConn
+	afterPrepare func()
+}
+
+func (h hookConn) PrepareContext(ctx context.Context, q string) (driver.Stmt, error) {
+	st, err := h.pqConn.PrepareContext(ctx, q)
+	if err == nil && h.afterPrepare != nil {
+		h.afterPrepare()
+	}
+	return st, err
+}
+
+type hookConnector struct {
+	pc           preparingConnector
+	afterPrepare func()
+}
+
+func (c hookConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	dc, err := c.pc.Connector.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &preparingConn{pqConn: hookConn{dc.(pqConn), c.afterPrepare}, queries: c.pc.queries, text: c.pc.text, stmts: map[string]driver.Stmt{}}, nil
+}
+func (c hookConnector) Driver() driver.Driver { return c.pc.Driver() }
+
+// A migration that commits between a fresh statement's prepare and its run
+// (a round trip apart; a *sql.Conn outside a transaction holds no lock
+// between them) makes the server refuse the statement for the schema of a
+// moment ago. The call is sent again as text, and stores the row.
+func TestAMigrationBetweenAPrepareAndItsRunCostsNothing(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	admin, err := sql.Open("postgres", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if _, err := admin.ExecContext(ctx, `CREATE TABLE st (k int PRIMARY KEY, v text); CREATE TYPE st_v AS ENUM ('a', 'b')`); err != nil {
+		t.Fatal(err)
+	}
+	const q = `INSERT INTO st (k, v) VALUES ($1, $2)`
+	pc, err := pq.NewConnector(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	migrated := false
+	db := sql.OpenDB(hookConnector{pc: newPreparingConnector(pc, map[string]bool{q: true}), afterPrepare: func() {
+		if migrated {
+			return
+		}
+		migrated = true
+		if _, err := admin.ExecContext(ctx, `ALTER TABLE st ALTER COLUMN v TYPE st_v USING v::st_v`); err != nil {
+			t.Error(err)
+		}
+	}})
+	defer db.Close()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_, err = conn.ExecContext(ctx, q, 1, "a")
+	if err != nil {
+		t.Fatalf("the record's insert, prepared just before a migration: %v (classified %v); text would have stored it",
+			err, messages.ClassOf(classify(err)))
+	}
+}

@@ -110,7 +110,8 @@ func Open(ctx context.Context, url string, pool PoolSettings) (*Store, error) {
 
 // DefaultConnectTimeout bounds opening a connection of the pool (the dial
 // and the handshake, lib/pq's connect_timeout) when the URL sets no
-// connect_timeout of its own. lib/pq opens a connection too to cancel a
+// positive connect_timeout of its own (0, lib/pq's "wait for ever", is
+// taken as unset). lib/pq opens a connection too to cancel a
 // statement whose context ended, and a prepared statement's call waits for
 // that cancel to be delivered: without the bound, a server that accepts
 // connections and never answers them would hold the call, its connection
