@@ -201,6 +201,14 @@ type watch struct {
 	history []progressPoint
 }
 
+// due reports whether a fault at fraction at of the topic's records is due,
+// done of total committed. Never before the topic holds a record: a look
+// before the producer's first would find 0 of 0 done and fire the fault
+// as the listeners start (and migrate), not at that fraction of the work.
+func due(at float64, done, total int64) bool {
+	return total > 0 && float64(done) >= at*float64(total)
+}
+
 // look reads the group's progress once (and the listeners' status, when
 // the scenario samples it); false when the broker did not answer.
 func (r *run) look() bool {
@@ -480,7 +488,7 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 		if !r.look() {
 			continue // the broker may be restarting
 		}
-		for len(faults) > 0 && float64(w.done) >= faults[0].At*float64(w.total) {
+		for len(faults) > 0 && due(faults[0].At, w.done, w.total) {
 			f := faults[0]
 			faults = faults[1:]
 			if err := f.Do(r); err != nil {
