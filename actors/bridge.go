@@ -165,7 +165,7 @@ func NewBridge(cfg BridgeConfig) (*Bridge, error) {
 		cfg.Observer = noObserver{}
 	}
 	if cfg.Dependencies == nil {
-		cfg.Dependencies = &Dependencies{}
+		cfg.Dependencies = NewDependencies(cfg.Settings.BlameConfig())
 	}
 	if cfg.IdleSettle <= 0 {
 		cfg.IdleSettle = IdleSettle

@@ -132,12 +132,14 @@ func waitLonger(t *testing.T, what string, cond func() bool) {
 
 // The partition actor sends the concurrency actor one HandlerSample per
 // attempt that says something about congestion: a success (its handler
-// time) or a transient failure (congested). A permanent failure and a
-// skipped record send none.
+// time) or a failure at a dependency in outage (congested). A permanent
+// failure and a skipped record send none.
 func TestPartitionActorSamplesHandlerAttempts(t *testing.T) {
 	system := newTestSystem(t)
 	probe := actortest.NewProbe(t, system)
 	var transientOnce atomic.Bool
+	s := testSettings(ordering.Unordered)
+	deps := actors.NewDependencies(s.BlameConfig())
 	h := actors.HandlerFunc(func(_ context.Context, r *messages.Record) error {
 		switch r.GetOffset() {
 		case 0:
@@ -145,7 +147,8 @@ func TestPartitionActorSamplesHandlerAttempts(t *testing.T) {
 			return nil
 		case 1:
 			if transientOnce.CompareAndSwap(false, true) {
-				return messages.Transient(errors.New("503"))
+				deps.Probe(messages.DependencyVMaaS, time.Now(), false) // VMaaS is down for everyone
+				return messages.FailedIn(messages.DependencyVMaaS, messages.Transient(errors.New("503")))
 			}
 			return nil
 		case 2:
@@ -153,9 +156,8 @@ func TestPartitionActorSamplesHandlerAttempts(t *testing.T) {
 		}
 		return messages.Skip("filtered", "not ours")
 	})
-	s := testSettings(ordering.Unordered)
 	pa := actors.NewPartitionActor(actors.PartitionConfig{
-		Topic: "events", Partition: 0, Epoch: 1, Settings: s, Handler: h,
+		Topic: "events", Partition: 0, Epoch: 1, Settings: s, Handler: h, Dependencies: deps,
 		DeadLetters: actors.DeadLetterFunc(func(context.Context, *messages.DeadLetter) error { return nil }),
 		Marker:      &recordingMarker{}, Samples: probe.PID(),
 	})
@@ -197,23 +199,21 @@ func TestFixedConcurrencyHasNoController(t *testing.T) {
 	}
 }
 
-// A record's own transient failure (its dependency keeps serving the
-// others) is not a congestion sample; the same failure while the
-// dependency fails everyone is. Counting a hanging host's timeouts shrank
-// the limit until its calls were most of the dependency's, and its failures
-// then read as a shared outage, retried without limit.
+// A record's failure at a dependency that serves is not a congestion
+// sample; the same failure while the dependency is in outage (its health
+// check fails) is. Counting a hanging host's timeouts shrank the limit until
+// its calls were most of the dependency's.
 func TestOwnFailuresAreNotCongestionSamples(t *testing.T) {
 	for _, serving := range []bool{true, false} {
 		system := newTestSystem(t)
 		probe := actortest.NewProbe(t, system)
-		deps := &actors.Dependencies{}
+		deps := actors.NewDependencies(testSettings(ordering.Unordered).BlameConfig())
 		var once atomic.Bool
-		h := actors.HandlerFunc(func(context.Context, *messages.Record) error {
-			// Just before the attempt fails, the dependency serves (or
-			// fails) the others' calls.
-			for range 20 {
-				deps.Observe(messages.DependencyVMaaS, serving)
-			}
+		h := actors.HandlerFunc(func(ctx context.Context, _ *messages.Record) error {
+			// Just before the attempt fails, the dependency's check passes
+			// (or fails).
+			deps.Probe(messages.DependencyVMaaS, time.Now(), serving)
+			deps.Observe(ctx, messages.DependencyVMaaS, time.Millisecond, false)
 			if once.CompareAndSwap(false, true) {
 				return messages.FailedIn(messages.DependencyVMaaS, messages.Transient(errors.New("timed out")))
 			}

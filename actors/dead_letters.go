@@ -67,6 +67,28 @@ func (h *failureHistory) add(f *messages.FailedAttempt) {
 	}
 }
 
+// replace puts judged in the place of old (the same attempt, now judged):
+// entries are never changed once recorded, since the partition's state
+// publishes them to other goroutines.
+func (h *failureHistory) replace(old, judged *messages.FailedAttempt) {
+	if judged.GetOwn() {
+		h.own++
+	}
+	for i, f := range h.head {
+		if f == old {
+			h.head[i] = judged
+		}
+	}
+	for i, f := range h.tail {
+		if f == old {
+			h.tail[i] = judged
+		}
+	}
+	if h.last == old {
+		h.last = judged
+	}
+}
+
 // lastAttempt returns the last failed attempt; nil when there was none (h nil).
 func (h *failureHistory) lastAttempt() *messages.FailedAttempt {
 	if h == nil {

@@ -2,18 +2,21 @@ package actors
 
 // EvaluationActor protocol
 //
-//	in  *messages.EvaluateRecord    from its PartitionActor: wait the backoff, run the Handler once
+//	in  *messages.EvaluateRecord    from its PartitionActor: run the Handler once, at once
 //	in  *messages.WriteDeadLetter   from its PartitionActor: wait the backoff, write to the dead-letter topic once
 //	out *messages.RecordDone        to its parent: handled (OUTCOME_OK), skipped (OUTCOME_SKIPPED) or
 //	                                dead-lettered and acknowledged (OUTCOME_DEAD_LETTERED)
 //	out *messages.RecordFailed      to its parent: the attempt failed, with its class, dependency and, for a
 //	                                broken message, its validation reason
 //	out *messages.DeadLetterFailed  to its parent: the dead-letter write failed or was cancelled
+//	out Dependencies                the attempt's outcome, booked as a call to blame.Handler by its record
 //	panic                           escalates to the parent, whose HandleFailure decides (never a restart)
 //
 // One EvaluationActor lives for one message: it answers, then stops itself.
 // It owns nothing but its goroutine while the handler runs; the record and
-// every decision about it (retry, give up, dead-letter) belong to the parent.
+// every decision about it (retry, when, give up, dead-letter) belong to the
+// parent. The handler's context names the record (runningRecord), so the
+// calls the handler reports under it are booked as this record's.
 
 import (
 	"context"
@@ -26,12 +29,17 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/patchflow/patchflow/actors/blame"
 	"github.com/patchflow/patchflow/messages"
 )
 
 // evaluationEnv is what every EvaluationActor of one partition shares. It is
 // built once per claim so spawning a child allocates no Props.
 type evaluationEnv struct {
+	topic     string
+	partition int32
+	// deps books each attempt's outcome as a call to blame.Handler.
+	deps *Dependencies
 	// run is cancelled when the partition's drain deadline passes.
 	run context.Context
 	// draining closes when the drain starts: a record waiting for its retry
@@ -51,14 +59,16 @@ type evaluationEnv struct {
 	oldest atomic.Int64
 }
 
-// recordUrgency is urgent while its record is the oldest unfinished one of
-// its partition.
-type recordUrgency struct {
+// runningRecord is what a handler's context carries of its record: which
+// record it is (the calls reported under the context are booked as its
+// own: sourceOf), and its urgency, true while it is the oldest unfinished
+// record of its partition.
+type runningRecord struct {
 	env    *evaluationEnv
 	offset int64
 }
 
-func (u recordUrgency) Urgent() bool { return u.env.oldest.Load() == u.offset }
+func (u runningRecord) Urgent() bool { return u.env.oldest.Load() == u.offset }
 
 type evaluationActor struct {
 	env *evaluationEnv
@@ -78,12 +88,11 @@ func (a *evaluationActor) Receive(c actor.Context) {
 
 func (a *evaluationActor) evaluate(m *messages.EvaluateRecord) any {
 	offset := m.GetRecord().GetOffset()
-	if wait := m.GetBackoff().AsDuration(); wait > 0 && !a.sleep(wait) {
-		return failed(offset, m, messages.ErrorClass_ERROR_CLASS_CANCELLED, "cancelled while waiting to retry: partition draining")
-	}
 	started := time.Now()
 	err := a.handle(m.GetRecord(), started) // a panic escapes to the parent's supervision
-	took := durationpb.New(time.Since(started))
+	ended := time.Now()
+	took := durationpb.New(ended.Sub(started))
+	a.book(offset, started, ended, err)
 	if err == nil {
 		return &messages.RecordDone{Offset: offset, Epoch: m.GetEpoch(), Attempt: m.GetAttempt(), Outcome: messages.Outcome_OUTCOME_OK, HandlerTime: took}
 	}
@@ -108,6 +117,29 @@ func (a *evaluationActor) evaluate(m *messages.EvaluateRecord) any {
 	return f
 }
 
+// book reports the attempt's outcome as a call to blame.Handler by its
+// record: served when the record was handled (done, skipped or refused as
+// broken), failed otherwise. A cancellation says nothing of the handler, and
+// a panic is booked by the parent (it never returns here).
+func (a *evaluationActor) book(offset int64, started, ended time.Time, err error) {
+	served := true
+	if err != nil {
+		if _, skipped := messages.SkipReasonOf(err); !skipped {
+			switch messages.ClassOf(err) {
+			case messages.ErrorClass_ERROR_CLASS_PERMANENT:
+			case messages.ErrorClass_ERROR_CLASS_CANCELLED:
+				return
+			default:
+				served = false
+			}
+		}
+	}
+	if a.env.run.Err() != nil {
+		return // interrupted by the drain
+	}
+	a.env.deps.Book().Call(RecordsDependency, blame.Source{Topic: a.env.topic, Partition: a.env.partition, Offset: offset}, started, ended, served)
+}
+
 // handle runs the handler once and reports its duration by outcome.
 func (a *evaluationActor) handle(r *messages.Record, start time.Time) (err error) {
 	outcome := "panic" // if the handler panics, the deferred report still runs
@@ -116,7 +148,7 @@ func (a *evaluationActor) handle(r *messages.Record, start time.Time) (err error
 		r.Add(1)
 		defer r.Add(-1)
 	}
-	ctx := messages.WithUrgency(a.env.deadlines.context(start), recordUrgency{env: a.env, offset: r.GetOffset()})
+	ctx := messages.WithUrgency(a.env.deadlines.context(start), runningRecord{env: a.env, offset: r.GetOffset()})
 	err = a.env.handler.Handle(ctx, r)
 	switch _, skipped := messages.SkipReasonOf(err); {
 	case err == nil:

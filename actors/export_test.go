@@ -2,7 +2,6 @@ package actors
 
 import (
 	"context"
-	"time"
 )
 
 // Deliverable is deliverable, for the settle probe's tests.
@@ -22,9 +21,3 @@ var Fingerprint = fingerprint
 
 // FormatClaims exposes formatClaims.
 var FormatClaims = formatClaims
-
-// OwnFailureForTest judges a failure of offset on partition 0 of topic
-// "events" at dependency, as a partition actor does.
-func OwnFailureForTest(d *Dependencies, dependency string, offset int64, since time.Time) bool {
-	return d.ownFailure(dependency, recordID{"events", 0, offset}, since)
-}

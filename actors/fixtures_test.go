@@ -52,6 +52,7 @@ func testSettings(mode ordering.Mode) actors.Settings {
 	s.BackoffMax = 5 * time.Millisecond
 	s.DrainTimeout = 2 * time.Second
 	s.MaxAttempts = 3
+	s.EvidenceWindow = 200 * time.Millisecond
 	s.ConsumerGroup = "test-group"
 	return s
 }
@@ -69,18 +70,21 @@ type call struct {
 // finished successfully, for the checking marker.
 type scriptedHandler struct {
 	mu         sync.Mutex
-	answers    map[int64]chan func() error
+	answers    map[int64]chan func(context.Context) error
 	attempts   map[int64]int
 	runningKey map[string]int
 	overlap    []string
 	succeeded  map[int64]bool
 	calls      chan call
 	cancelled  chan int64
+	// stash holds calls taken from calls by expectCallOf while it waited
+	// for another offset's; expectCall takes them first.
+	stash []call
 }
 
 func newScriptedHandler() *scriptedHandler {
 	return &scriptedHandler{
-		answers:    map[int64]chan func() error{},
+		answers:    map[int64]chan func(context.Context) error{},
 		attempts:   map[int64]int{},
 		runningKey: map[string]int{},
 		succeeded:  map[int64]bool{},
@@ -89,19 +93,27 @@ func newScriptedHandler() *scriptedHandler {
 	}
 }
 
-func (h *scriptedHandler) answerChan(offset int64) chan func() error {
+func (h *scriptedHandler) answerChan(offset int64) chan func(context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	ch, ok := h.answers[offset]
 	if !ok {
-		ch = make(chan func() error, 16)
+		ch = make(chan func(context.Context) error, 16)
 		h.answers[offset] = ch
 	}
 	return ch
 }
 
 // answer makes the next (or current) Handle call for offset run f and return its result.
-func (h *scriptedHandler) answer(offset int64, f func() error) { h.answerChan(offset) <- f }
+func (h *scriptedHandler) answer(offset int64, f func() error) {
+	h.answerChan(offset) <- func(context.Context) error { return f() }
+}
+
+// answerCtx is answer with the attempt's context, under which the calls f
+// reports are booked as the record's.
+func (h *scriptedHandler) answerCtx(offset int64, f func(ctx context.Context) error) {
+	h.answerChan(offset) <- f
+}
 
 func (h *scriptedHandler) Handle(ctx context.Context, r *messages.Record) error {
 	key := string(r.GetKey())
@@ -125,7 +137,7 @@ func (h *scriptedHandler) Handle(ctx context.Context, r *messages.Record) error 
 	h.calls <- call{offset: r.GetOffset(), key: key, attempt: attempt}
 	select {
 	case f := <-h.answerChan(r.GetOffset()):
-		err := f()
+		err := f(ctx)
 		if _, skipped := messages.SkipReasonOf(err); err == nil || skipped {
 			h.mu.Lock()
 			h.succeeded[r.GetOffset()] = true
@@ -155,6 +167,14 @@ func ok() error { return nil }
 // expectCall waits for the next Handle call.
 func expectCall(t *testing.T, h *scriptedHandler) call {
 	t.Helper()
+	h.mu.Lock()
+	if len(h.stash) > 0 {
+		c := h.stash[0]
+		h.stash = h.stash[1:]
+		h.mu.Unlock()
+		return c
+	}
+	h.mu.Unlock()
 	select {
 	case c := <-h.calls:
 		return c
@@ -162,6 +182,67 @@ func expectCall(t *testing.T, h *scriptedHandler) call {
 		t.Fatal("no handler call within 3s")
 		return call{}
 	}
+}
+
+// expectCallOf waits for the next Handle call of offset; calls of other
+// offsets meanwhile are kept for expectCall.
+func expectCallOf(t *testing.T, h *scriptedHandler, offset int64) call {
+	t.Helper()
+	h.mu.Lock()
+	for i, c := range h.stash {
+		if c.offset == offset {
+			h.stash = slices.Delete(h.stash, i, i+1)
+			h.mu.Unlock()
+			return c
+		}
+	}
+	h.mu.Unlock()
+	deadline := time.After(3 * time.Second)
+	for {
+		select {
+		case c := <-h.calls:
+			if c.offset == offset {
+				return c
+			}
+			h.mu.Lock()
+			h.stash = append(h.stash, c)
+			h.mu.Unlock()
+		case <-deadline:
+			t.Fatalf("no handler call of offset %d within 3s", offset)
+			return call{}
+		}
+	}
+}
+
+// waitFailed waits until the actor has taken the failure of attempt of
+// offset, the record pinning the watermark.
+func (f *partitionFixture) waitFailed(t *testing.T, offset int64, attempt int) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("the failure of offset %d attempt %d", offset, attempt), func() bool {
+		s := f.actor.State()
+		return s.PinnedOffset == offset && s.PinnedFailure.GetAttempt() >= int32(attempt)
+	})
+}
+
+// othersServed admits n records from offset on, each of a key of its own,
+// and has each succeed after a served call to dependency (none when empty)
+// reported under its context: evidence that a failure just before was the
+// failing record's own. It returns the next free offset.
+func (f *partitionFixture) othersServed(t *testing.T, offset int64, n int, dependency string) int64 {
+	t.Helper()
+	for i := range n {
+		off := offset + int64(i)
+		f.admit(off, fmt.Sprintf("other-%d", off))
+		expectCallOf(t, f.handler, off)
+		f.handler.answerCtx(off, func(ctx context.Context) error {
+			if dependency != "" {
+				f.deps.Observe(ctx, dependency, time.Millisecond, true)
+			}
+			return nil
+		})
+		waitFor(t, "another record to finish", func() bool { return f.handler.isFinished(off) })
+	}
+	return offset + int64(n)
 }
 
 // mark is one MarkOffset call.
@@ -391,7 +472,7 @@ func newPartitionFixtureHandler(t *testing.T, settings actors.Settings, h actors
 func buildPartitionFixture(t *testing.T, settings actors.Settings, h actors.Handler, handled func(int64) bool,
 	dlq actors.DeadLetterWriter, dlqWritten func(int64) bool) *partitionFixture {
 	t.Helper()
-	f := &partitionFixture{system: newTestSystem(t), stats: &actors.Stats{}, epoch: 7, deps: &actors.Dependencies{}, logs: &logLines{}}
+	f := &partitionFixture{system: newTestSystem(t), stats: &actors.Stats{}, epoch: 7, deps: actors.NewDependencies(settings.BlameConfig()), logs: &logLines{}}
 	finished := func(o int64) bool { return handled(o) || dlqWritten(o) }
 	f.marker = newCheckingMarker(t, finished, f.admittedOffsets)
 	f.actor = actors.NewPartitionActor(actors.PartitionConfig{

@@ -5,9 +5,15 @@ package actors
 //	in  *messages.RecordAdmitted    from the bridge, which holds one credit for the record
 //	in  *messages.RecordDone        from a child: the record is finished (handled, skipped, or dead-lettered)
 //	in  *messages.RecordFailed      from a child, or from HandleFailure after a child panic: one attempt failed
+//	in  retryDue                    from its own timer, or from a dependency's recovery (blame.Book.Await):
+//	                                judge the failure, then retry, dead-letter or wait for the verdict
 //	in  *messages.DeadLetterFailed  from a child, or from HandleFailure: one dead-letter write failed
 //	in  *messages.Drain             from the bridge (a request): answered with *messages.DrainResult
+//	in  *ReleaseRecord              from an operator, through the bridge (a request): dead-letter a failing
+//	                                record at its next retry; answered with *ReleaseResult
 //	in  drainCancel, drainDeadline  from its own timers
+//	in  sweep                       from its own timer, each second while records are in flight: warns of
+//	                                attempts past their deadline and of held records
 //	out EvaluationActors            spawned as children, one per attempt or dead-letter write
 //	in  *actor.Terminated           from protoactor, once a child has stopped: its name is free again
 //	in  flushCommit                 from itself, queued behind the messages that changed the ledger
@@ -17,12 +23,14 @@ package actors
 //	out messages.Urgency            the record at the watermark is urgent in its handler's context
 //	out PartitionConfig.Release     one credit per record, when it finishes or is abandoned
 //	out *messages.HandlerSample     to PartitionConfig.Samples: each answered attempt that succeeded, or failed
-//	                                waiting for a shared resource or transiently, not its own (never a cancellation)
+//	                                waiting for a shared resource or at a dependency in outage (never a cancellation)
+//	out Span.Overdraft              a few offsets past the span, as evidence for a pinned record (lendEvidence)
+//	out Dependencies                each failure's case (blame.Record): opened, judged, closed
 //	out *messages.DrainResult       to the Drain requester, after the final mark; then it stops
 //
 // It alone owns its ledger, its ordering gate, the state of its records
-// (attempts, failure history, dead-letter writes) and the credits of admitted
-// records; it is the only caller of MarkOffset and ResetOffset for its
+// (attempts, failure history and cases, retry timers, dead-letter writes)
+// and the credits of admitted records; it is the only caller of MarkOffset and ResetOffset for its
 // partition. A record the earlier owner of the partition finished (the
 // commit metadata it found, PartitionConfig.Resume) is finished as it is
 // admitted, without running. It
@@ -41,6 +49,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/patchflow/patchflow/actors/blame"
 	"github.com/patchflow/patchflow/actors/ledger"
 	"github.com/patchflow/patchflow/actors/ordering"
 	"github.com/patchflow/patchflow/messages"
@@ -137,6 +146,7 @@ type PartitionActor struct {
 	stopping    bool  // the actor is stopping without a drain (it failed, or was stopped)
 
 	deadLetterTrouble deadLetterTrouble
+	sweepTimer        *time.Timer
 
 	env        *evaluationEnv // shared with the children
 	stopped    chan struct{}  // closed when the actor has stopped, for the bridge
@@ -156,6 +166,35 @@ type recordState struct {
 	failures *failureHistory
 	// letter is set once the record is being dead-lettered.
 	letter *deadLetterState
+	// started is when the running attempt began.
+	started time.Time
+	// blame is the rule's state of a record that failed: its own failures
+	// and the cases of its failures not judged yet; judging holds those
+	// failures' history entries by attempt. Nil before the first failure.
+	blame   *blame.Record
+	judging map[int32]*messages.FailedAttempt
+	// retry is the timer of the next attempt while the record waits for it.
+	retry *time.Timer
+	// overdue is the attempt a warning was logged for, past its deadline.
+	overdue int32
+	// heldSince is when the record became held (its failures not judgeable);
+	// zero when it is not. heldLogged is when that was last logged.
+	heldSince, heldLogged time.Time
+	// releaseAsked: an operator released the record; it is dead-lettered at
+	// its next retry instead of run again.
+	releaseAsked bool
+}
+
+// close ends what the record holds outside the actor: its retry timer and
+// its part in the dependencies' book.
+func (st *recordState) close() {
+	if st.retry != nil {
+		st.retry.Stop()
+		st.retry = nil
+	}
+	if st.blame != nil {
+		st.blame.Close()
+	}
 }
 
 // NewPartitionActor returns the actor for cfg. Spawn it with Props.
@@ -170,7 +209,7 @@ func NewPartitionActor(cfg PartitionConfig) *PartitionActor {
 		cfg.Release = func(int) {}
 	}
 	if cfg.Dependencies == nil {
-		cfg.Dependencies = &Dependencies{}
+		cfg.Dependencies = NewDependencies(cfg.Settings.BlameConfig())
 	}
 	if cfg.Observer == nil {
 		cfg.Observer = noObserver{}
@@ -202,6 +241,9 @@ func NewPartitionActor(cfg PartitionConfig) *PartitionActor {
 		a.logger.Error("commit metadata written without its reading", "error", err)
 	}
 	env := &evaluationEnv{
+		topic:       cfg.Topic,
+		partition:   cfg.Partition,
+		deps:        cfg.Dependencies,
 		observer:    cfg.Observer,
 		run:         run,
 		deadlines:   newAttemptDeadlines(run, cfg.Settings.AttemptTimeout),
@@ -260,10 +302,16 @@ func (a *PartitionActor) Receive(c actor.Context) {
 		if st := a.answered(m.GetOffset(), m.GetAttempt(), false); st != nil {
 			a.failed(c, st, m) // samples the attempt once it knows whether the failure was the record's own
 		}
+	case retryDue:
+		a.retryDue(c, m)
 	case *messages.DeadLetterFailed:
 		if st := a.answered(m.GetOffset(), m.GetAttempt(), true); st != nil {
 			a.deadLetterFailed(c, st, m)
 		}
+	case *ReleaseRecord:
+		c.Respond(a.releaseRecord(c, m))
+	case sweep:
+		a.sweep(c)
 	case flushCommit:
 		a.flushQueued = false
 		if !a.drained && !a.stopping {
@@ -287,6 +335,7 @@ func (a *PartitionActor) Receive(c actor.Context) {
 	case *actor.Started:
 		a.self, a.system = c.Self(), c.ActorSystem()
 		a.childPrefix = c.Self().GetId() + "/"
+		a.scheduleSweep()
 	case *actor.Stopping:
 		if !a.drained {
 			// Stopped without a drain (the actor failed, or was stopped from
@@ -298,6 +347,7 @@ func (a *PartitionActor) Receive(c actor.Context) {
 			a.cancelRun()
 		}
 	case *actor.Stopped:
+		a.stopSweep()
 		if !a.drained {
 			// Nothing more will be marked; give back the credits of what it
 			// held. Records still in its mailbox are the bridge's to give
@@ -341,14 +391,12 @@ func (a *PartitionActor) admit(c actor.Context, rec *messages.Record) {
 	}
 }
 
-// start spawns a child for the next handler attempt of st's record.
+// start spawns a child for the next handler attempt of st's record, at once
+// (a retry's backoff was waited out by retryDue).
 func (a *PartitionActor) start(c actor.Context, st *recordState) {
 	st.attempt++
-	msg := &messages.EvaluateRecord{Record: st.record, Epoch: a.cfg.Epoch, Attempt: st.attempt}
-	if wait := backoff(int(st.attempt), a.cfg.Settings.BackoffMin, a.cfg.Settings.BackoffMax); wait > 0 {
-		msg.Backoff = durationpb.New(wait)
-	}
-	a.spawn(c, st, msg)
+	st.started = time.Now()
+	a.spawn(c, st, &messages.EvaluateRecord{Record: st.record, Epoch: a.cfg.Epoch, Attempt: st.attempt})
 }
 
 // spawn starts a child on msg for st.
@@ -400,6 +448,8 @@ func (a *PartitionActor) finish(c actor.Context, st *recordState, done *messages
 	rec := st.record
 	off := rec.GetOffset()
 	delete(a.records, off)
+	st.close()
+	a.hold(st, false, time.Time{})
 	a.cfg.Release(1)
 	a.stats.inFlight.Add(-1)
 	switch done.GetOutcome() {
@@ -410,7 +460,6 @@ func (a *PartitionActor) finish(c actor.Context, st *recordState, done *messages
 		a.stats.skip(done.GetSkipReason())
 	default:
 		a.stats.succeeded.Add(1)
-		a.deps.Observe(RecordsDependency, true)
 	}
 	advanced, err := a.ledger.FinishRecord(off, fingerprint(rec))
 	if err != nil {

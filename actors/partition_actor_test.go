@@ -274,18 +274,16 @@ func TestPartitionRetriesFailingDeadLetterWrite(t *testing.T) {
 	dlq := newScriptedDeadLetters(3, false)
 	f := newPartitionFixture(t, testSettings(ordering.ByKey), dlq)
 	f.admit(0, "a")
-	f.admit(1, "b")
-	expectCall(t, f.handler)
-	expectCall(t, f.handler)
-	f.handler.answer(1, ok)
-	// attempts run out on transient failures: 3 attempts, then the DLQ.
+	// Its own failures run out (other records handled just after each): 3
+	// attempts, then the DLQ.
+	next := int64(1)
 	for attempt := 1; attempt <= 3; attempt++ {
-		f.handler.answer(0, func() error { return errors.New("unclassified") })
-		if attempt < 3 {
-			if c := expectCall(t, f.handler); c.attempt != attempt+1 {
-				t.Fatalf("attempt %d, want %d", c.attempt, attempt+1)
-			}
+		if c := expectCallOf(t, f.handler, 0); c.attempt != attempt {
+			t.Fatalf("attempt %d, want %d", c.attempt, attempt)
 		}
+		f.handler.answer(0, func() error { return errors.New("unclassified") })
+		f.waitFailed(t, 0, attempt)
+		next = f.othersServed(t, next, 3, "")
 	}
 	for i := 0; i < 4; i++ { // three failed writes, then the one that succeeds
 		select {
@@ -297,8 +295,8 @@ func TestPartitionRetriesFailingDeadLetterWrite(t *testing.T) {
 			t.Fatalf("dead-letter write %d never came", i+1)
 		}
 	}
-	f.marker.expectMark(t, 2)
-	if s := f.stats.Snapshot(); s.DeadLettered != 1 || s.Succeeded != 1 || s.Retried != 2 {
+	f.marker.expectMark(t, next)
+	if s := f.stats.Snapshot(); s.DeadLettered != 1 || s.Succeeded != 9 || s.Retried != 3 || s.RetriedOwn != 3 {
 		t.Fatalf("stats %+v", s)
 	}
 }
@@ -325,18 +323,22 @@ func TestPartitionSurvivesHandlerPanic(t *testing.T) {
 	}
 }
 
-// A handler that panics on every attempt ends in the dead-letter topic.
+// A handler that panics on every attempt, while it handles other records,
+// ends in the dead-letter topic.
 func TestPartitionDeadLettersRepeatedPanic(t *testing.T) {
 	dlq := newScriptedDeadLetters(0, false)
 	f := newPartitionFixture(t, testSettings(ordering.ByKey), dlq)
 	f.admit(0, "a")
+	next := int64(1)
 	for attempt := 1; attempt <= 3; attempt++ {
-		expectCall(t, f.handler)
+		expectCallOf(t, f.handler, 0)
 		f.handler.answer(0, func() error { panic("always") })
+		f.waitFailed(t, 0, attempt)
+		next = f.othersServed(t, next, 3, "")
 	}
-	f.marker.expectMark(t, 1)
-	l := dlq.written[0]
-	if l == nil || l.GetErrorClass() != messages.ErrorClass_ERROR_CLASS_PANIC || l.GetAttempts() != 3 {
+	f.marker.expectMark(t, next)
+	l := expectLetter(t, dlq)
+	if l.GetErrorClass() != messages.ErrorClass_ERROR_CLASS_PANIC || l.GetAttempts() != 3 || l.GetOwnFailures() != 3 {
 		t.Fatalf("envelope %v", l)
 	}
 }

@@ -43,6 +43,17 @@ type deadLetterTrouble struct {
 // messages.DeadLetterReasons): its envelope is written to the dead-letter
 // topic; the record finishes once the write is acknowledged.
 func (a *PartitionActor) startDeadLetter(c actor.Context, st *recordState, reason messages.Reason) {
+	if st.blame != nil {
+		// What is ripe is judged for the envelope's history; the rest of
+		// the cases close unjudged, and the record waits for no recovery.
+		a.concluded(st, st.blame.Judge(time.Now()))
+		st.blame.Close()
+	}
+	if st.retry != nil {
+		st.retry.Stop()
+		st.retry = nil
+	}
+	a.hold(st, false, time.Time{})
 	st.letter = &deadLetterState{letter: newDeadLetter(st.record, st.failures, a.cfg.Settings.ConsumerGroup, reason)}
 	a.writeDeadLetter(c, st)
 }

@@ -88,6 +88,10 @@ func (a *PartitionActor) completeDrain(c actor.Context, timedOut bool) {
 // per entry of records, the actor's own book of what it holds credits for.
 func (a *PartitionActor) releaseUnfinished() int {
 	n := len(a.records)
+	for _, st := range a.records {
+		st.close()
+		a.hold(st, false, time.Time{})
+	}
 	a.gauges.inFlight.Store(0)
 	a.cfg.Release(n)
 	a.stats.abandoned.Add(int64(n))

@@ -7,34 +7,49 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/patchflow/patchflow/actors/blame"
+	"github.com/patchflow/patchflow/actors/ordering"
 	"github.com/patchflow/patchflow/messages"
 )
 
-// The retry rule (invariant 6). A failed attempt is, by class:
+// The retry rule (invariant 6; docs/architecture.md, "Whose failure"). A
+// failed attempt is, by class:
 //   - permanent: the record is dead-lettered at once;
 //   - cancelled during a drain: the record is abandoned (redelivered later);
-//   - unclassified or a panic: an own failure;
-//   - transient, spent waiting for what every record shares (a connection of
-//     the pool: messages.Congested): never an own failure;
-//   - other transient: an own failure only when the dependency it names is
-//     serving (Dependencies.ownFailure), judged since the record last failed
-//     (since the attempt began, for its first failure): it served a call
-//     since and most of its recent calls were served; or, when it served no
-//     call since (the record may be what stops the others), a probe of it
-//     passed since, none failed, and no other record failed at it. A
-//     failure that names no dependency, or one never observed, is judged
-//     by the records of the process the same way (RecordsDependency, never
-//     probed). Otherwise the trouble is shared (an outage, or a dependency
-//     shedding load) and the failure does not count.
+//   - anything else (transient, unclassified, a panic): judged by package
+//     blame. Its case gathers what other records' calls to the dependency it
+//     names (or, naming none, the other records' outcomes) and the
+//     dependency's health checks say in the window after it; it is judged
+//     when its retry comes due, and Own only on evidence that the dependency
+//     served others just after it. A wait for what every record shares (a
+//     pool connection: messages.Congested) is never own.
 //
-// A record is retried, with backoff, until MaxAttempts of its failures are
-// its own; then it is dead-lettered. So a shared outage of any length
-// dead-letters nothing, and a record that keeps failing while its neighbours
-// are served is dead-lettered within Settings.OwnFailureBound (alone, with
-// a probe: each own failure also waits for a probe after the previous one,
-// a second apart in the consumer). What is not told apart: a call the
-// record itself made earlier in the same attempt counts as served like any
-// other.
+// The actor waits out each retry's backoff itself (retryDue) and judges the
+// cases ripe by then; it waits longer only when the failures still pending
+// could bring the record to MaxAttempts (blame.Record.Decide), so a
+// transient blip costs no more than its backoff. A record is dead-lettered
+// once MaxAttempts of its failures were judged its own. A shared outage of any length dead-letters nothing: its
+// records wait for the dependency's recovery, which wakes them at the pace it
+// serves them (blame.Book.Await), or for their backoff, whichever is first.
+// A failure nothing could judge (no call like it by another record, no
+// check) holds the record, retried and reported (held), never dead-lettered
+// on a guess; an operator can release it (ReleaseRecord). A record pinning
+// its partition's watermark with nothing else of the partition running
+// lends the partition a few offsets past its span (lendEvidence), so records
+// of other keys run as its evidence.
+
+// retryDue is the actor's timer, or a recovery's wake-up, for a record's
+// next attempt.
+type retryDue struct {
+	offset  int64
+	attempt int32 // the attempt that failed; stale when another has begun
+}
+
+// evidenceBatch is how many offsets past the span a pinned record lends its
+// partition at each failure while nothing else of the partition runs; at
+// most MaxAttempts × evidenceBatch per watermark (Settings.EvidenceOverdraft).
+const evidenceBatch = 8
+
 func (a *PartitionActor) failed(c actor.Context, st *recordState, m *messages.RecordFailed) {
 	class := m.GetErrorClass()
 	if class == messages.ErrorClass_ERROR_CLASS_CANCELLED {
@@ -48,85 +63,183 @@ func (a *PartitionActor) failed(c actor.Context, st *recordState, m *messages.Re
 		class = messages.ErrorClass_ERROR_CLASS_UNKNOWN
 	}
 	now := time.Now()
-	since := m.GetStarted().AsTime() // the first failure: since the attempt began
-	if st.failures != nil {
-		since = st.failures.last.GetTime().AsTime()
+	// The failure happened when the attempt ended, not when this actor got
+	// to its answer: evidence is what others started after that.
+	at := now
+	if m.GetStarted() != nil && m.GetHandlerTime() != nil {
+		if ended := m.GetStarted().AsTime().Add(m.GetHandlerTime().AsDuration()); ended.Before(now) {
+			at = ended
+		}
 	}
-	own := a.isOwnFailure(class, m, since)
-	// A congestion signal for the adaptive limit: a wait for a shared
-	// resource, or a transient failure the record does not own (its
-	// dependency is failing others too). A record's own failures (a host
-	// whose calls hang while the rest are served) are not load: counting
-	// them shrank the limit until the failing record's calls were most of
-	// the dependency's, which then read as a shared outage, retried
-	// without limit instead of dead-lettered.
-	if m.GetCongested() || (class == messages.ErrorClass_ERROR_CLASS_TRANSIENT && !own) {
-		a.sample(c, m.GetHandlerTime(), true)
-	}
-	if class == messages.ErrorClass_ERROR_CLASS_TRANSIENT && st.failures == nil {
-		// A record adds one failure at most, however often it is retried:
-		// one retried often must not weigh more than one that failed once.
-		a.deps.Observe(RecordsDependency, false)
-	}
+	book := a.deps.Book()
 	if st.failures == nil {
 		st.failures = &failureHistory{}
 	}
-	st.failures.add(&messages.FailedAttempt{Attempt: m.GetAttempt(), ErrorClass: class, Error: m.GetError(),
-		Dependency: m.GetDependency(), Time: timestamppb.New(now), Own: own})
+	fa := &messages.FailedAttempt{Attempt: m.GetAttempt(), ErrorClass: class, Error: m.GetError(),
+		Dependency: m.GetDependency(), Time: timestamppb.New(at)}
+	if !class.Retryable() {
+		st.failures.add(fa)
+		a.publishFailure(st)
+		a.startDeadLetter(c, st, messages.DeadLetterReason(class, messages.Reason(m.GetValidationReason())))
+		return
+	}
+	// A congestion signal for the adaptive limit: a wait for a shared
+	// resource, or a failure at a dependency in outage. A record's own
+	// failures (a host whose calls hang while the rest are served) are not
+	// load: counting them shrank the limit until the failing record's calls
+	// were most of the dependency's.
+	if m.GetCongested() || book.Outage(book.Resolve(m.GetDependency())) {
+		a.sample(c, m.GetHandlerTime(), true)
+	}
+	if st.blame == nil {
+		st.blame = &blame.Record{Self: blame.Source{Topic: a.cfg.Topic, Partition: a.cfg.Partition, Offset: st.record.GetOffset()}}
+		st.judging = map[int32]*messages.FailedAttempt{}
+	}
+	st.failures.add(fa)
+	st.judging[fa.GetAttempt()] = fa
+	a.stats.retried.Add(1)
+	self, root, off, attempt := a.self, a.system.Root, st.record.GetOffset(), m.GetAttempt()
+	a.concluded(st, st.blame.Fail(book, attempt, m.GetDependency(), at, m.GetCongested(), func() {
+		root.Send(self, retryDue{offset: off, attempt: attempt})
+	}))
+	a.publishFailure(st)
+	if a.isDraining() {
+		a.maybeCompleteDrain(c) // no new attempts while draining: abandoned
+		return
+	}
+	if deadLetter, _ := st.blame.Decide(a.cfg.Settings.MaxAttempts); deadLetter {
+		a.giveUp(c, st)
+		return
+	}
+	a.lendEvidence(st)
+	a.scheduleRetry(st, backoff(int(st.attempt)+1, a.cfg.Settings.BackoffMin, a.cfg.Settings.BackoffMax))
+}
+
+// scheduleRetry sends the actor a retryDue for st's failed attempt after wait.
+func (a *PartitionActor) scheduleRetry(st *recordState, wait time.Duration) {
+	if st.retry != nil {
+		st.retry.Stop()
+	}
+	self, root, due := a.self, a.system.Root, retryDue{offset: st.record.GetOffset(), attempt: st.attempt}
+	st.retry = time.AfterFunc(max(wait, 0), func() { root.Send(self, due) })
+}
+
+// retryDue judges what is ripe of a record's failures, then starts its next
+// attempt, dead-letters it, or waits for the verdicts that could decide.
+func (a *PartitionActor) retryDue(c actor.Context, m retryDue) {
+	st := a.records[m.offset]
+	if st == nil || st.child != nil || st.letter != nil || st.attempt != m.attempt || a.isDraining() || a.stopping {
+		return // finished, running, dead-lettering, or a stale timer or wake-up
+	}
+	now := time.Now()
+	a.concluded(st, st.blame.Judge(now))
+	deadLetter, wait := st.blame.Decide(a.cfg.Settings.MaxAttempts)
+	switch {
+	case deadLetter:
+		a.giveUp(c, st)
+	case st.releaseAsked:
+		a.startDeadLetter(c, st, messages.ReasonReleased)
+	case wait.After(now):
+		a.scheduleRetry(st, wait.Sub(now))
+	default:
+		if st.retry != nil {
+			st.retry.Stop()
+			st.retry = nil
+		}
+		a.start(c, st)
+	}
+}
+
+// giveUp dead-letters a record whose own failures reached MaxAttempts, for
+// the class of its last failure.
+func (a *PartitionActor) giveUp(c actor.Context, st *recordState) {
+	a.startDeadLetter(c, st, messages.DeadLetterReason(st.failures.lastAttempt().GetErrorClass(), ""))
+}
+
+// concluded books each verdict on st's failed attempts: its history entry,
+// the stats, the tally behind the listener's warnings, and whether the
+// record is held.
+func (a *PartitionActor) concluded(st *recordState, judged []blame.Judged) {
+	for _, j := range judged {
+		fa := st.judging[j.Attempt]
+		if fa == nil {
+			continue
+		}
+		delete(st.judging, j.Attempt)
+		v := j.Verdict
+		verdict := cloneAttempt(fa)
+		verdict.Blame = blameOf(v)
+		verdict.Own = v == blame.Own
+		st.failures.replace(fa, verdict)
+		switch v {
+		case blame.Own:
+			a.stats.retriedOwn.Add(1)
+		case blame.NoEvidence:
+			a.stats.retriedHeld.Add(1)
+		default:
+			a.stats.retriedShared.Add(1)
+		}
+		a.deps.failedAttempt(verdict.GetDependency(), recordID{a.cfg.Topic, a.cfg.Partition, st.record.GetOffset()}, v != blame.Own, verdict.GetError())
+		// Sampled: attempts 1, 2, 4, 8... of a record, so an outage retried
+		// for minutes does not print a line per attempt; the listener's
+		// warning per dependency counts them all.
+		if n := verdict.GetAttempt(); n&(n-1) == 0 {
+			a.logger.Debug("attempt failed; retrying", "offset", st.record.GetOffset(), "key", safeKey(st.record.GetKey()),
+				"attempt", n, "error_class", verdict.GetErrorClass().String(), "dependency", verdict.GetDependency(),
+				"blame", v.String(), "own_failures", st.blame.Own, "error", verdict.GetError())
+		}
+	}
+	if len(judged) > 0 {
+		a.hold(st, st.blame.Held, time.Now())
+		a.publishFailure(st)
+	}
+}
+
+// publishFailure shows st's last failed attempt while it pins the watermark.
+func (a *PartitionActor) publishFailure(st *recordState) {
 	if wm, _ := a.ledger.Watermark(); wm == st.record.GetOffset() {
 		a.gauges.pinnedFailure.Store(st.failures.last)
 	}
-	if class.Retryable() && int(st.failures.own) < a.cfg.Settings.MaxAttempts {
-		if a.isDraining() {
-			a.maybeCompleteDrain(c) // no new attempts while draining: abandoned
-			return
-		}
-		if own {
-			a.stats.retriedOwn.Add(1)
-		} else {
-			a.stats.retriedShared.Add(1)
-		}
-		a.deps.failedAttempt(m.GetDependency(), recordID{a.cfg.Topic, a.cfg.Partition, st.record.GetOffset()}, !own, m.GetError())
-		// Sampled: attempts 1, 2, 4, 8... of a record, so an outage
-		// retried for minutes does not print a line per attempt; the
-		// listener's warning per dependency counts them all.
-		if attempt := m.GetAttempt(); attempt&(attempt-1) == 0 {
-			a.logger.Debug("attempt failed; retrying", "offset", st.record.GetOffset(), "key", string(st.record.GetKey()),
-				"attempt", attempt, "error_class", class.String(), "dependency", m.GetDependency(), "own", own,
-				"own_failures", st.failures.own, "error", m.GetError())
-		}
-		a.start(c, st)
-		return
-	}
-	a.startDeadLetter(c, st, messages.DeadLetterReason(class, messages.Reason(m.GetValidationReason())))
 }
 
-// isOwnFailure applies the rule above to one failed attempt; since is when
-// the record last failed, or when its first attempt began. The evidence that
-// a dependency serves others is looked for since the last failure, not only
-// during the attempt: an attempt that fails at once (a refused call) leaves
-// no time for a neighbour to be served within it, and such a record would
-// otherwise be retried as a shared outage for ever while everything around
-// it succeeds (its first failure still needs service during the attempt, so
-// it takes one attempt more). Whether the trouble is shared is told by the
-// recent calls: a dependency failing for many records drops below the
-// healthy share within a few calls. What cannot be told apart: a dependency
-// down exactly when this record calls it and serving every other call in
-// between counts as this record's own trouble.
-func (a *PartitionActor) isOwnFailure(class messages.ErrorClass, m *messages.RecordFailed, since time.Time) bool {
-	switch class {
-	case messages.ErrorClass_ERROR_CLASS_UNKNOWN, messages.ErrorClass_ERROR_CLASS_PANIC:
-		return true
-	case messages.ErrorClass_ERROR_CLASS_TRANSIENT:
-		if m.GetCongested() {
-			return false // waiting for what every record shares: congestion
-		}
-		if m.GetStarted() == nil {
-			return false // no start time: cannot tell, so assume shared
-		}
-		return a.deps.ownFailure(m.GetDependency(), recordID{a.cfg.Topic, a.cfg.Partition, m.GetOffset()}, since)
+func blameOf(v blame.Verdict) messages.Blame {
+	switch v {
+	case blame.Own:
+		return messages.Blame_BLAME_OWN
+	case blame.Shared:
+		return messages.Blame_BLAME_SHARED
+	case blame.NoEvidence:
+		return messages.Blame_BLAME_NO_EVIDENCE
+	case blame.Congestion:
+		return messages.Blame_BLAME_CONGESTION
 	}
-	return false
+	return messages.Blame_BLAME_UNSPECIFIED
+}
+
+func cloneAttempt(f *messages.FailedAttempt) *messages.FailedAttempt {
+	return &messages.FailedAttempt{Attempt: f.GetAttempt(), ErrorClass: f.GetErrorClass(), Error: f.GetError(),
+		Dependency: f.GetDependency(), Time: f.GetTime(), Own: f.GetOwn(), Blame: f.GetBlame()}
+}
+
+// lendEvidence grants the partition evidenceBatch offsets past its span when
+// st pins the watermark and nothing else of the partition runs: the records
+// of other keys there are what can tell whether its dependency serves. In
+// partition order nothing else of the partition may run, so nothing is lent
+// (other partitions, and health checks, are its evidence). At most
+// Settings.EvidenceOverdraft offsets per watermark.
+func (a *PartitionActor) lendEvidence(st *recordState) {
+	if a.cfg.Settings.Ordering == ordering.ByPartition || a.running > 0 {
+		return
+	}
+	wm, ok := a.ledger.Watermark()
+	if !ok || wm != st.record.GetOffset() {
+		return
+	}
+	granted := a.cfg.Span.Overdrawn()
+	if limit := int64(a.cfg.Settings.EvidenceOverdraft()); granted < limit {
+		a.cfg.Span.Overdraft(wm, min(granted+evidenceBatch, limit))
+		a.stats.evidenceLent.Add(min(evidenceBatch, limit-granted))
+	}
 }
 
 // HandleFailure implements actor.SupervisorStrategy for the children; it
@@ -171,7 +284,10 @@ func (a *PartitionActor) HandleFailure(_ *actor.ActorSystem, supervisor actor.Su
 			Error: "dead-letter write " + text})
 		return
 	}
+	// The panic is the handler failing for this record: booked as such, as
+	// an error it returned would be (the child never got to book it).
+	a.deps.Book().Call(RecordsDependency, blame.Source{Topic: a.cfg.Topic, Partition: a.cfg.Partition, Offset: off}, st.started, time.Now(), false)
 	a.logger.Warn("handler panicked", "offset", off, "attempt", st.attempt, "reason", fmt.Sprint(reason))
 	a.system.Root.Send(a.self, &messages.RecordFailed{Offset: off, Epoch: a.cfg.Epoch, Attempt: st.attempt,
-		ErrorClass: messages.ErrorClass_ERROR_CLASS_PANIC, Error: "handler " + text})
+		ErrorClass: messages.ErrorClass_ERROR_CLASS_PANIC, Error: "handler " + text, Started: timestamppb.New(st.started)})
 }

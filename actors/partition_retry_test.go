@@ -26,38 +26,26 @@ func expectLetter(t *testing.T, dlq *scriptedDeadLetters) *messages.DeadLetter {
 	}
 }
 
-// succeedServing handles offset with a success that used dependency.
-func (f *partitionFixture) succeedServing(t *testing.T, offset int64, dependency string) {
-	t.Helper()
-	if c := expectCall(t, f.handler); c.offset != offset {
-		t.Fatalf("started offset %d, want neighbour %d", c.offset, offset)
-	}
-	f.handler.answer(offset, func() error {
-		if dependency != "" {
-			f.deps.Observe(dependency, true)
-		}
-		return nil
-	})
+// vmaasFails is a VMaaS failure of the record alone.
+func vmaasFails() error {
+	return messages.FailedIn(messages.DependencyVMaaS, messages.Transient(errors.New("vmaas: context deadline exceeded")))
 }
 
-// A record whose VMaaS call keeps failing while VMaaS serves its neighbours
-// is dead-lettered after MaxAttempts own failures, with its history, and the
-// partition commits past it.
+// A record whose VMaaS call keeps failing while VMaaS serves the records
+// after it is dead-lettered after MaxAttempts own failures, with its
+// history (each failure judged own), and the partition commits past it.
 func TestPartitionDeadLettersOwnTransientFailure(t *testing.T) {
 	dlq := newScriptedDeadLetters(0, false)
 	f := newPartitionFixture(t, testSettings(ordering.ByKey), dlq) // MaxAttempts 3
 	f.admit(0, "hostage")
+	next := int64(1)
 	for attempt := 1; attempt <= 3; attempt++ {
-		if c := expectCall(t, f.handler); c.offset != 0 || c.attempt != attempt {
+		if c := expectCallOf(t, f.handler, 0); c.attempt != attempt {
 			t.Fatalf("got %+v, want offset 0 attempt %d", c, attempt)
 		}
-		neighbour := int64(attempt)
-		f.admit(neighbour, fmt.Sprintf("neighbour-%d", attempt))
-		f.succeedServing(t, neighbour, messages.DependencyVMaaS)
-		waitFor(t, "the neighbour to finish", func() bool { return f.handler.isFinished(neighbour) })
-		f.handler.answer(0, func() error {
-			return messages.FailedIn(messages.DependencyVMaaS, messages.Transient(errors.New("vmaas: context deadline exceeded")))
-		})
+		f.handler.answer(0, vmaasFails)
+		f.waitFailed(t, 0, attempt)
+		next = f.othersServed(t, next, 3, messages.DependencyVMaaS) // just after its failure
 	}
 	l := expectLetter(t, dlq)
 	if l.GetOwnFailures() != 3 || l.GetAttempts() != 3 || l.GetErrorClass() != messages.ErrorClass_ERROR_CLASS_TRANSIENT ||
@@ -68,25 +56,27 @@ func TestPartitionDeadLettersOwnTransientFailure(t *testing.T) {
 		t.Fatalf("history has %d entries, want 3", len(l.GetHistory()))
 	}
 	for i, h := range l.GetHistory() {
-		if !h.GetOwn() || h.GetDependency() != messages.DependencyVMaaS || h.GetAttempt() != int32(i+1) {
+		if !h.GetOwn() || h.GetBlame() != messages.Blame_BLAME_OWN || h.GetDependency() != messages.DependencyVMaaS || h.GetAttempt() != int32(i+1) {
 			t.Fatalf("history[%d] = %v", i, h)
 		}
 	}
-	f.marker.expectMark(t, 4)
-	if s := f.stats.Snapshot(); s.DeadLettered != 1 || s.RetriedOwn != 2 || s.RetriedShared != 0 || s.Succeeded != 3 ||
+	f.marker.expectMark(t, next)
+	if s := f.stats.Snapshot(); s.DeadLettered != 1 || s.RetriedOwn != 3 || s.RetriedShared != 0 || s.Succeeded != 9 ||
 		s.DeadLetteredByReason[string(messages.ReasonTransient)] != 1 {
 		t.Fatalf("stats %+v", s)
 	}
 }
 
-// While the database is down for everyone, failures naming it do not count,
-// however many: nothing is dead-lettered. Successes of another dependency
-// (VMaaS) do not make database failures look like the record's own.
+// While the database is down for everyone (its health check fails),
+// failures naming it do not count, however many: nothing is dead-lettered.
+// Successes of another dependency (VMaaS) do not make database failures look
+// like the record's own.
 func TestPartitionSharedOutageDeadLettersNothing(t *testing.T) {
 	dlq := newScriptedDeadLetters(0, false)
 	f := newPartitionFixture(t, testSettings(ordering.ByKey), dlq) // MaxAttempts 3
-	outage := func() error {
-		f.deps.Observe(messages.DependencyDatabase, false) // as the handler reports its calls
+	outage := func(ctx context.Context) error {
+		f.deps.Probe(messages.DependencyDatabase, time.Now(), false)              // the health check fails too
+		f.deps.Observe(ctx, messages.DependencyDatabase, time.Millisecond, false) // as the handler reports its calls
 		return messages.FailedIn(messages.DependencyDatabase, messages.Transient(errors.New("connection refused")))
 	}
 	f.admit(0, "a")
@@ -99,9 +89,12 @@ func TestPartitionSharedOutageDeadLettersNothing(t *testing.T) {
 		seen[c.offset]++
 		switch {
 		case c.offset == 2:
-			f.handler.answer(2, func() error { f.deps.Observe(messages.DependencyVMaaS, true); return nil })
+			f.handler.answerCtx(2, func(ctx context.Context) error {
+				f.deps.Observe(ctx, messages.DependencyVMaaS, time.Millisecond, true)
+				return nil
+			})
 		case seen[c.offset] <= failures:
-			f.handler.answer(c.offset, outage)
+			f.handler.answerCtx(c.offset, outage)
 		}
 	}
 	for seen[0] <= failures || seen[1] <= failures { // the attempts after the outage
@@ -119,7 +112,7 @@ func TestPartitionSharedOutageDeadLettersNothing(t *testing.T) {
 	if s := f.stats.Snapshot(); s.DeadLettered != 0 || s.RetriedShared != 2*failures || s.RetriedOwn != 0 {
 		t.Fatalf("stats %+v; want %d shared retries and no dead letter", s, 2*failures)
 	}
-	// The listener's warning is fed every retried failure; the debug line
+	// The listener's warning is fed every judged failure; the debug line
 	// is sampled per record at attempts 1, 2, 4 and 8.
 	got := f.deps.TakeFailures()
 	want := actors.DependencyFailures{Dependency: messages.DependencyDatabase, Attempts: 2 * failures, Shared: 2 * failures,
@@ -136,28 +129,28 @@ func TestPartitionSharedOutageDeadLettersNothing(t *testing.T) {
 	}
 }
 
-// A failure that names no dependency counts as the record's own when other
-// records of the process succeed during its attempt.
+// A failure that names no dependency is judged by the handler's own
+// outcomes: the record's own when other records are handled just after it.
 func TestPartitionDeadLettersUnattributedFailureWhileOthersSucceed(t *testing.T) {
 	dlq := newScriptedDeadLetters(0, false)
 	f := newPartitionFixture(t, testSettings(ordering.ByKey), dlq)
 	f.admit(0, "locked")
+	next := int64(1)
 	for attempt := 1; attempt <= 3; attempt++ {
-		expectCall(t, f.handler)
-		neighbour := int64(attempt)
-		f.admit(neighbour, fmt.Sprintf("n%d", attempt))
-		f.succeedServing(t, neighbour, "")
-		waitFor(t, "the neighbour to finish", func() bool { return f.handler.isFinished(neighbour) })
-		f.handler.answer(0, func() error { return messages.Transient(errors.New("lock timeout")) })
+		expectCallOf(t, f.handler, 0)
+		f.handler.answer(0, func() error { return errors.New("lock timeout") }) // unclassified
+		f.waitFailed(t, 0, attempt)
+		next = f.othersServed(t, next, 3, "")
 	}
-	if l := expectLetter(t, dlq); l.GetOwnFailures() != 3 || l.GetError() != "lock timeout" {
-		t.Fatalf("envelope: own %d, error %q", l.GetOwnFailures(), l.GetError())
+	if l := expectLetter(t, dlq); l.GetOwnFailures() != 3 || l.GetError() != "lock timeout" || l.GetReason() != string(messages.ReasonUnknown) {
+		t.Fatalf("envelope: own %d, error %q, reason %q", l.GetOwnFailures(), l.GetError(), l.GetReason())
 	}
-	f.marker.expectMark(t, 4)
+	f.marker.expectMark(t, next)
 }
 
 // The attempt timeout ends a handler that waits for ever on its context; the
-// timed-out attempts count as the record's own while neighbours succeed.
+// timed-out attempts count as the record's own while the records after
+// them succeed, within the own-failure bound.
 func TestPartitionAttemptTimeoutBoundsAHangingRecord(t *testing.T) {
 	dlq := newScriptedDeadLetters(0, false)
 	s := testSettings(ordering.ByKey)
@@ -165,11 +158,11 @@ func TestPartitionAttemptTimeoutBoundsAHangingRecord(t *testing.T) {
 	f := newPartitionFixture(t, s, dlq)
 	f.admit(0, "hangs")
 	start := time.Now()
+	next := int64(1)
 	for attempt := 1; attempt <= 3; attempt++ {
-		expectCall(t, f.handler) // offset 0, never answered: it waits for its context
-		neighbour := int64(attempt)
-		f.admit(neighbour, fmt.Sprintf("n%d", attempt))
-		f.succeedServing(t, neighbour, "")
+		expectCallOf(t, f.handler, 0) // never answered: it waits for its context
+		f.waitFailed(t, 0, attempt)
+		next = f.othersServed(t, next, 3, "")
 	}
 	l := expectLetter(t, dlq)
 	if took := time.Since(start); took > s.OwnFailureBound()+time.Second {
@@ -178,7 +171,7 @@ func TestPartitionAttemptTimeoutBoundsAHangingRecord(t *testing.T) {
 	if !strings.Contains(l.GetError(), "deadline exceeded") || l.GetOwnFailures() != 3 {
 		t.Fatalf("envelope: error %q, own %d", l.GetError(), l.GetOwnFailures())
 	}
-	f.marker.expectMark(t, 4)
+	f.marker.expectMark(t, next)
 }
 
 // What the handler skips on purpose is finished and committed, counted by
@@ -212,19 +205,18 @@ func TestPartitionCongestionIsNeverOwn(t *testing.T) {
 	dlq := newScriptedDeadLetters(0, false)
 	f := newPartitionFixture(t, testSettings(ordering.ByKey), dlq) // MaxAttempts 3
 	f.admit(0, "queued")
+	next := int64(1)
 	for attempt := 1; attempt <= 6; attempt++ {
-		expectCall(t, f.handler)
-		neighbour := int64(attempt)
-		f.admit(neighbour, fmt.Sprintf("n%d", attempt))
-		f.succeedServing(t, neighbour, messages.DependencyDatabase)
-		waitFor(t, "the neighbour to finish", func() bool { return f.handler.isFinished(neighbour) })
+		expectCallOf(t, f.handler, 0)
 		f.handler.answer(0, func() error {
 			return messages.FailedIn(messages.DependencyDatabase, messages.Transient(messages.Congested(fmt.Errorf("begin: %w", context.DeadlineExceeded))))
 		})
+		f.waitFailed(t, 0, attempt)
+		next = f.othersServed(t, next, 3, messages.DependencyDatabase)
 	}
-	expectCall(t, f.handler)
+	expectCallOf(t, f.handler, 0)
 	f.handler.answer(0, ok)
-	f.marker.expectMark(t, 7)
+	f.marker.expectMark(t, next)
 	if s := f.stats.Snapshot(); s.DeadLettered != 0 || s.RetriedOwn != 0 || s.RetriedShared != 6 {
 		t.Fatalf("stats %+v; want 6 shared retries and no dead letter", s)
 	}

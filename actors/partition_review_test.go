@@ -93,21 +93,22 @@ func TestPartitionStoppedActorWithRunningHandlerStops(t *testing.T) {
 // fault. Though VMaaS serves some call during every attempt, most of its
 // recent calls fail, so nothing may be dead-lettered.
 func TestPartitionLoadSheddingDependencyDeadLettersNothing(t *testing.T) {
-	deps := &Dependencies{}
-	var calls, dead atomic.Int64
-	h := HandlerFunc(func(ctx context.Context, _ *messages.Record) error {
-		time.Sleep(3 * time.Millisecond) // a call takes a little while
-		if calls.Add(1)%3 != 0 {
-			deps.Observe(messages.DependencyVMaaS, false) // as the VMaaS client reports each call
-			return messages.FailedIn(messages.DependencyVMaaS, messages.Transient(errorString("503 Service Unavailable")))
-		}
-		deps.Observe(messages.DependencyVMaaS, true)
-		return nil
-	})
 	s := DefaultSettings()
 	s.Ordering = ordering.Unordered
 	s.MaxAttempts = 3
 	s.BackoffMin, s.BackoffMax = time.Millisecond, 5*time.Millisecond
+	s.EvidenceWindow = 100 * time.Millisecond
+	deps := NewDependencies(s.BlameConfig())
+	var calls, dead atomic.Int64
+	h := HandlerFunc(func(ctx context.Context, _ *messages.Record) error {
+		time.Sleep(3 * time.Millisecond) // a call takes a little while
+		if calls.Add(1)%3 != 0 {
+			deps.Observe(ctx, messages.DependencyVMaaS, 3*time.Millisecond, false) // as the VMaaS client reports each call
+			return messages.FailedIn(messages.DependencyVMaaS, messages.Transient(errorString("503 Service Unavailable")))
+		}
+		deps.Observe(ctx, messages.DependencyVMaaS, 3*time.Millisecond, true)
+		return nil
+	})
 	system := NewActorSystem(slog.New(slog.DiscardHandler))
 	t.Cleanup(system.Shutdown)
 	stats := &Stats{}
@@ -133,19 +134,20 @@ func TestPartitionLoadSheddingDependencyDeadLettersNothing(t *testing.T) {
 // retried forever when its failure names a dependency nobody reports: it is
 // then judged by the records of the process, which succeed.
 func TestPartitionOwnFailureInUnreportedDependencyIsBounded(t *testing.T) {
-	deps := &Dependencies{}
-	h := HandlerFunc(func(ctx context.Context, r *messages.Record) error {
-		if r.GetOffset() == 0 { // this host's profile fetch fails, for it alone
-			return messages.FailedIn(messages.DependencyInventory, messages.Transient(errorString("inventory: 503 for host h0")))
-		}
-		deps.Observe(messages.DependencyDatabase, true)
-		deps.Observe(messages.DependencyVMaaS, true)
-		return nil
-	})
 	s := DefaultSettings()
 	s.Ordering = ordering.ByKey
 	s.MaxAttempts = 3
 	s.BackoffMin, s.BackoffMax = time.Millisecond, 5*time.Millisecond
+	s.EvidenceWindow = 100 * time.Millisecond
+	deps := NewDependencies(s.BlameConfig())
+	h := HandlerFunc(func(ctx context.Context, r *messages.Record) error {
+		if r.GetOffset() == 0 { // this host's profile fetch fails, for it alone
+			return messages.FailedIn(messages.DependencyInventory, messages.Transient(errorString("inventory: 503 for host h0")))
+		}
+		deps.Observe(ctx, messages.DependencyDatabase, time.Millisecond, true)
+		deps.Observe(ctx, messages.DependencyVMaaS, time.Millisecond, true)
+		return nil
+	})
 	system := NewActorSystem(slog.New(slog.DiscardHandler))
 	t.Cleanup(system.Shutdown)
 	stats := &Stats{}
@@ -168,10 +170,14 @@ func TestPartitionOwnFailureInUnreportedDependencyIsBounded(t *testing.T) {
 			system.Root.Send(pid, &messages.RecordAdmitted{Record: &messages.Record{Topic: "events", Partition: 1, Offset: i, Key: []byte{byte(i)}}})
 		}
 	}()
-	time.Sleep(2 * time.Second) // 40x the record's backoff bound times MaxAttempts
-	if stats.deadLettered.Load() == 0 {
-		t.Fatalf("record 0 not dead-lettered after 2s of own failures (%d retries, all read as shared; %d neighbours succeeded meanwhile)",
-			stats.retriedShared.Load(), stats.succeeded.Load())
+	// The bound: three failures, each judged within its 100 ms window.
+	deadline := time.Now().Add(s.OwnFailureBound() + 2*time.Second)
+	for stats.deadLettered.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("record 0 not dead-lettered within its bound of own failures (own %d, shared %d, held %d; %d neighbours succeeded meanwhile)",
+				stats.retriedOwn.Load(), stats.retriedShared.Load(), stats.retriedHeld.Load(), stats.succeeded.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

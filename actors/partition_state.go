@@ -71,6 +71,16 @@ type PartitionState struct {
 	// DeadLetterBlocked is set while a dead-letter write of this partition
 	// keeps failing (the record stays unfinished; see DeadLetterWriter).
 	DeadLetterBlocked *DeadLetterBlock
+	// Held counts records whose latest failure could not be judged (no
+	// evidence): retried, never dead-lettered on a guess (docs/architecture.md,
+	// "Whose failure").
+	Held int
+	// Overdue counts attempts whose handler has not returned past the
+	// attempt deadline and its grace (a handler that ignores its context).
+	Overdue int
+	// Overdrawn is how many offsets past the span were lent as evidence for
+	// the record pinning the watermark.
+	Overdrawn int64
 }
 
 // DeadLetterBlock describes a dead-letter write that keeps failing.
@@ -127,6 +137,7 @@ type partitionGauges struct {
 	pinnedKey                     atomic.Pointer[[]byte] // the pinning record's Key field; records are immutable
 	pinnedFailure                 atomic.Pointer[messages.FailedAttempt]
 	deadLetter                    atomic.Pointer[DeadLetterBlock]
+	held, overdue                 atomic.Int64
 }
 
 func newPartitionGauges() *partitionGauges {
@@ -152,4 +163,6 @@ func (g *partitionGauges) snapshot(s *PartitionState) {
 		s.PinnedFailure = g.pinnedFailure.Load()
 	}
 	s.DeadLetterBlocked = g.deadLetter.Load()
+	s.Held = int(g.held.Load())
+	s.Overdue = int(g.overdue.Load())
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/patchflow/patchflow/actors/blame"
 	"github.com/patchflow/patchflow/actors/limit"
 	"github.com/patchflow/patchflow/actors/ordering"
 )
@@ -63,8 +64,16 @@ type Settings struct {
 	// failures.
 	AttemptTimeout time.Duration
 	// BackoffMin and BackoffMax bound the exponential backoff between attempts
-	// and between dead-letter write retries.
+	// and between dead-letter write retries. A retry also waits for its
+	// failure's verdict (EvidenceWindow at most), and a record waiting out a
+	// shared outage retries as soon as its dependency serves again.
 	BackoffMin, BackoffMax time.Duration
+	// EvidenceWindow is how long after a failure the calls other records
+	// start, and the dependency's health checks, count as evidence of whose
+	// failure it was (package blame); a dependency whose calls take longer
+	// gets twice its mean call time. Keep it above the health checks'
+	// interval (1 s), so that a check starts within every window.
+	EvidenceWindow time.Duration
 	// SpanPerPartition bounds the offsets a partition may hold between its
 	// watermark and its highest admitted offset: the bridge admits nothing at
 	// or past watermark + span, so a record that pins the watermark stops
@@ -162,6 +171,7 @@ func DefaultSettings() Settings {
 		AttemptTimeout:       2 * time.Minute,
 		BackoffMin:           100 * time.Millisecond,
 		BackoffMax:           10 * time.Second,
+		EvidenceWindow:       blame.DefaultConfig().Window,
 		// SpanPerPartition 0: DefaultSpanFactor × InFlightPerPartition.
 		CommitMetadataMaxBytes: DefaultCommitMetadataMaxBytes,
 	}
@@ -200,6 +210,9 @@ func (s Settings) Validate() error {
 	if s.BackoffMin <= 0 || s.BackoffMax < s.BackoffMin {
 		errs = append(errs, fmt.Errorf("backoff must satisfy 0 < min <= max, got min %v max %v", s.BackoffMin, s.BackoffMax))
 	}
+	if s.EvidenceWindow <= 0 {
+		errs = append(errs, fmt.Errorf("evidence window must be positive, got %v", s.EvidenceWindow))
+	}
 	if s.SpanPerPartition < 0 || (s.SpanPerPartition > 0 && s.SpanPerPartition < s.InFlightPerPartition) {
 		errs = append(errs, fmt.Errorf("span per partition must be 0 (the default, %d × in-flight per partition) or at least the in-flight per partition (%d), got %d",
 			DefaultSpanFactor, s.InFlightPerPartition, s.SpanPerPartition))
@@ -210,14 +223,27 @@ func (s Settings) Validate() error {
 	return errors.Join(errs...)
 }
 
+// EvidenceOverdraft is the most offsets past its span a partition admits as
+// evidence for the record pinning its watermark: evidenceBatch for each of
+// the MaxAttempts failures it may need judged.
+func (s Settings) EvidenceOverdraft() int { return s.MaxAttempts * evidenceBatch }
+
+// BlameConfig is the retry rule's configuration (package blame).
+func (s Settings) BlameConfig() blame.Config {
+	return blame.Config{Window: s.EvidenceWindow, Enough: blame.DefaultConfig().Enough}
+}
+
 // OwnFailureBound is the longest a record that fails on its own (its
-// dependencies keep serving other records) can hold its partition before it
-// is dead-lettered, when its handler honours the attempt timeout: MaxAttempts
-// attempts of at most AttemptTimeout, and a backoff of at most BackoffMax
-// between them. Zero when AttemptTimeout is zero (no bound).
+// dependencies keep serving other records just after each of its failures)
+// can hold its partition before it is dead-lettered, when its handler
+// honours the attempt timeout and the dependency's calls take less than
+// half the evidence window: MaxAttempts attempts of at most AttemptTimeout,
+// each followed by the longer of its backoff (BackoffMax at most) and its
+// verdict (EvidenceWindow at most). Zero when AttemptTimeout is zero (no
+// bound).
 func (s Settings) OwnFailureBound() time.Duration {
 	if s.AttemptTimeout <= 0 {
 		return 0
 	}
-	return time.Duration(s.MaxAttempts)*s.AttemptTimeout + time.Duration(s.MaxAttempts-1)*s.BackoffMax
+	return time.Duration(s.MaxAttempts) * (s.AttemptTimeout + max(s.BackoffMax, s.EvidenceWindow))
 }

@@ -16,11 +16,22 @@ import (
 // The bridge's view is never ahead of the worker's: Advance publishes a
 // watermark the worker has reached, and watermarks only move forward, so a
 // stale view only makes the bridge wait longer. Safe for concurrent use.
+//
+// A record that pins the watermark and keeps failing while nothing else of
+// its partition runs gets a bounded overdraft (Overdraft): a few offsets
+// past the span, so that records of other keys run as evidence of whether
+// its dependency serves (package blame). It lasts as long as that
+// watermark does.
 type Span struct {
 	limit     int64
 	watermark atomic.Int64 // -1 until the first Advance
+	extra     atomic.Pointer[overdraft]
 	moved     chan struct{}
 }
+
+// overdraft is how many offsets past the span may be admitted while the
+// watermark stays at watermark.
+type overdraft struct{ watermark, offsets int64 }
 
 // NewSpan returns a span of limit offsets (at least 1).
 func NewSpan(limit int) *Span {
@@ -48,6 +59,27 @@ func (s *Span) Advance(watermark int64) {
 	}
 }
 
+// Overdraft lets the bridge admit offsets more past the span while the
+// watermark stays at watermark (the worker's own: the pinned record's
+// offset). A later call for the same watermark replaces the amount; one for
+// another watermark starts afresh. It never blocks.
+func (s *Span) Overdraft(watermark, offsets int64) {
+	s.extra.Store(&overdraft{watermark: watermark, offsets: max(offsets, 0)})
+	select {
+	case s.moved <- struct{}{}:
+	default:
+	}
+}
+
+// Overdrawn returns the offsets granted past the span for the current
+// watermark; 0 when none.
+func (s *Span) Overdrawn() int64 {
+	if o := s.extra.Load(); o != nil && o.watermark == s.watermark.Load() {
+		return o.offsets
+	}
+	return 0
+}
+
 // Watermark returns the last published watermark; -1 before the first.
 func (s *Span) Watermark() int64 { return s.watermark.Load() }
 
@@ -63,7 +95,11 @@ func (s *Span) Limit() int64 { return s.limit }
 // record is left to pin the partition.
 func (s *Span) admits(offset, last int64) bool {
 	wm := s.watermark.Load()
-	return wm < 0 || offset < wm+s.limit || wm > last
+	limit := s.limit
+	if o := s.extra.Load(); o != nil && o.watermark == wm {
+		limit += o.offsets
+	}
+	return wm < 0 || offset < wm+limit || wm > last
 }
 
 // admitted tells the span that the bridge admitted offset after last. When
@@ -77,8 +113,9 @@ func (s *Span) admitted(offset, last int64) {
 // wait returns true once offset may be admitted after last, or false when
 // ctx is done or stop or ended closes first (a nil channel never does). What
 // ends it: the worker's watermark moving far enough (the record pinning it
-// finishes: the watermark then moves within the span, or past last), the
-// worker stopping, or the claim or its session ending.
+// finishes: the watermark then moves within the span, or past last), an
+// overdraft reaching offset, the worker stopping, or the claim or its
+// session ending.
 func (s *Span) wait(ctx context.Context, offset, last int64, stop, ended <-chan struct{}) bool {
 	for !s.admits(offset, last) {
 		select {

@@ -11,7 +11,11 @@ type Stats struct {
 	admitted                atomic.Int64
 	succeeded               atomic.Int64
 	retriedOwn              atomic.Int64
+	retried                 atomic.Int64
 	retriedShared           atomic.Int64
+	retriedHeld             atomic.Int64
+	evidenceLent            atomic.Int64
+	released                atomic.Int64
 	deadLettered            atomic.Int64
 	deadLetterWriteFailures atomic.Int64
 	abandoned               atomic.Int64
@@ -59,13 +63,22 @@ type StatsSnapshot struct {
 	// SkippedByReason splits Skipped by the handler's reason; nil when none.
 	// Its keys are reasons, not names.
 	SkippedByReason map[string]int64 `json:"skipped_by_reason,omitempty"`
-	Retried         int64            `json:"retried"` // failed attempts that were retried: RetriedOwn + RetriedShared
-	// RetriedOwn counts retries after a failure that counted towards the
-	// record's own-failure limit; RetriedShared after one that did not (a
-	// shared outage).
+	Retried         int64            `json:"retried"` // failed attempts that were not final (not permanent)
+	// RetriedOwn counts failures judged the record's own (they count towards
+	// its dead letter); RetriedShared those shared with other records (an
+	// outage, load shedding, a wait for a pool connection); RetriedHeld those
+	// nothing could judge (no evidence: the record is held). A failure whose
+	// record finished before its verdict was due is never judged, so their
+	// sum is at most Retried.
 	RetriedOwn    int64 `json:"retried_own"`
 	RetriedShared int64 `json:"retried_shared"`
-	DeadLettered  int64 `json:"dead_lettered"` // records written to the dead-letter topic (acknowledged)
+	RetriedHeld   int64 `json:"retried_held"`
+	// EvidenceLent counts offsets admitted past a span as evidence for a
+	// record pinning its partition; Released the records an operator
+	// released to the dead-letter topic.
+	EvidenceLent int64 `json:"evidence_lent"`
+	Released     int64 `json:"released"`
+	DeadLettered int64 `json:"dead_lettered"` // records written to the dead-letter topic (acknowledged)
 	// DeadLetteredByReason splits DeadLettered by the envelope's reason (one
 	// of messages.DeadLetterReasons); nil when none. Its keys are reasons.
 	DeadLetteredByReason    map[string]int64 `json:"dead_lettered_by_reason"`
@@ -83,16 +96,20 @@ type StatsSnapshot struct {
 
 // Snapshot returns the current counts.
 func (s *Stats) Snapshot() StatsSnapshot {
-	own, shared := s.retriedOwn.Load(), s.retriedShared.Load()
+	own, shared, held := s.retriedOwn.Load(), s.retriedShared.Load(), s.retriedHeld.Load()
+	retried := max(s.retried.Load(), own+shared+held)
 	return StatsSnapshot{
 		Admitted:                s.admitted.Load(),
 		Succeeded:               s.succeeded.Load(),
 		Skipped:                 s.skipped.Load(),
 		Resumed:                 s.resumed.Load(),
 		SkippedByReason:         counts(&s.skipReasons),
-		Retried:                 own + shared,
+		Retried:                 retried,
 		RetriedOwn:              own,
 		RetriedShared:           shared,
+		RetriedHeld:             held,
+		EvidenceLent:            s.evidenceLent.Load(),
+		Released:                s.released.Load(),
 		DeadLettered:            s.deadLettered.Load(),
 		DeadLetteredByReason:    counts(&s.deadLetterReasons),
 		DeadLetterWriteFailures: s.deadLetterWriteFailures.Load(),

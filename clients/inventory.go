@@ -77,7 +77,7 @@ type systemProfilePage struct {
 
 // ReportTo makes every HTTP attempt report its duration and whether the
 // inventory service served it (see VMaaS.ReportTo).
-func (c *Inventory) ReportTo(report func(took time.Duration, err error)) {
+func (c *Inventory) ReportTo(report func(ctx context.Context, took time.Duration, err error)) {
 	c.retry.report.Store(&report)
 }
 

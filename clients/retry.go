@@ -85,15 +85,15 @@ type retrier struct {
 	secrets  []string
 	requests atomic.Uint64 // attempts sent
 	retries  atomic.Uint64 // attempts after the first
-	// report, when set, hears each attempt: its duration and its outcome
-	// for the service (see reportErr).
-	report atomic.Pointer[func(took time.Duration, err error)]
+	// report, when set, hears each attempt: the caller's context, its
+	// duration and its outcome for the service (see reportErr).
+	report atomic.Pointer[func(ctx context.Context, took time.Duration, err error)]
 }
 
 // observe reports one attempt, when someone listens.
-func (r *retrier) observe(took time.Duration, res attemptResult) {
+func (r *retrier) observe(ctx context.Context, took time.Duration, res attemptResult) {
 	if f := r.report.Load(); f != nil {
-		(*f)(took, reportErr(res))
+		(*f)(ctx, took, reportErr(res))
 	}
 }
 
@@ -165,7 +165,7 @@ func (r *retrier) doInto(ctx context.Context, op string, newRequest requestFunc,
 		}
 		// The caller's own cancellation says nothing of the service, so it is
 		// not reported (above); a refusal of the request says it is up.
-		r.observe(time.Since(start), res)
+		r.observe(ctx, time.Since(start), res)
 		switch res.outcome {
 		case succeeded:
 			return res.body, nil

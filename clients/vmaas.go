@@ -104,7 +104,9 @@ func NewVMaaS(baseURL string, opts VMaaSOptions) (*VMaaS, error) {
 // the request (VMaaS is up), a transient one for a 5xx, a timeout or no
 // connection. Answers from the cache are not calls and are not reported.
 // Cancellations by the caller are not reported either.
-func (c *VMaaS) ReportTo(report func(took time.Duration, err error)) { c.retry.report.Store(&report) }
+func (c *VMaaS) ReportTo(report func(ctx context.Context, took time.Duration, err error)) {
+	c.retry.report.Store(&report)
+}
 
 // Updates asks VMaaS which updates are available for req's packages.
 //

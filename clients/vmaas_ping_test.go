@@ -33,7 +33,7 @@ func TestVMaaSPing(t *testing.T) {
 	})
 	c := newVMaaS(t, srv.URL, clients.VMaaSOptions{MaxAttempts: 5, CacheSize: 10, BackoffMin: time.Millisecond, BackoffMax: time.Millisecond})
 	reported := 0
-	c.ReportTo(func(time.Duration, error) { reported++ })
+	c.ReportTo(func(context.Context, time.Duration, error) { reported++ })
 	ctx := context.Background()
 	if err := c.Ping(ctx); err != nil {
 		t.Fatalf("ping of a serving VMaaS: %v", err)

@@ -670,7 +670,7 @@ func TestVMaaSReportsEachAttemptNotCacheHits(t *testing.T) {
 	})
 	c := newVMaaS(t, srv.URL, clients.VMaaSOptions{CacheSize: 10, MaxAttempts: 2})
 	var served, failed atomic.Int64
-	c.ReportTo(func(_ time.Duration, err error) {
+	c.ReportTo(func(_ context.Context, _ time.Duration, err error) {
 		if err == nil || messages.ClassOf(err) == messages.ErrorClass_ERROR_CLASS_PERMANENT {
 			served.Add(1)
 		} else {

@@ -94,6 +94,12 @@ type Config struct {
 	// (default 10 s, or BackoffMin if more) bound the exponential backoff
 	// between attempts.
 	BackoffMin, BackoffMax time.Duration
+	// EvidenceWindow (default 1.5 s) is how long after a record's failure
+	// other records' calls to the same dependency, and its health checks
+	// (WithHealthCheck), count as evidence of whose failure it was: the
+	// record's own (others served) or shared (others failing too). Keep it
+	// above the health checks' 1 s interval.
+	EvidenceWindow time.Duration
 	// SpanPerPartition bounds the offsets a partition admits past its
 	// oldest unfinished record. Default 64 × InFlightPerPartition.
 	SpanPerPartition int
@@ -195,7 +201,8 @@ func (cfg Config) resolve() (resolved, error) {
 		name string
 		d    time.Duration
 	}{{"CommitInterval", cfg.CommitInterval}, {"SessionTimeout", cfg.SessionTimeout}, {"HeartbeatInterval", cfg.HeartbeatInterval},
-		{"DrainTimeout", cfg.DrainTimeout}, {"BackoffMin", cfg.BackoffMin}, {"BackoffMax", cfg.BackoffMax}, {"ReadyPinLimit", cfg.ReadyPinLimit}} {
+		{"DrainTimeout", cfg.DrainTimeout}, {"BackoffMin", cfg.BackoffMin}, {"BackoffMax", cfg.BackoffMax}, {"EvidenceWindow", cfg.EvidenceWindow},
+		{"ReadyPinLimit", cfg.ReadyPinLimit}} {
 		if f.d < 0 {
 			bad(f.name, "must not be negative, got %v (zero is the default)", f.d)
 		}
@@ -253,6 +260,7 @@ func (cfg Config) resolve() (resolved, error) {
 	// Each backoff bound's default follows the other one given.
 	p.BackoffMin = orDefault(cfg.BackoffMin, min(p.BackoffMin, orDefault(cfg.BackoffMax, p.BackoffMin)))
 	p.BackoffMax = orDefault(cfg.BackoffMax, max(p.BackoffMax, p.BackoffMin))
+	p.EvidenceWindow = orDefault(cfg.EvidenceWindow, p.EvidenceWindow)
 	p.SpanPerPartition = cfg.SpanPerPartition
 	p.CommitMetadataMaxBytes = orNone(cfg.CommitMetadataMaxBytes, p.CommitMetadataMaxBytes)
 	r.readyPinLimit = orDefault(cfg.ReadyPinLimit, r.readyPinLimit)

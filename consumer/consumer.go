@@ -137,12 +137,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 		}
 		defer m.Unregister() // the registry may take another consumer once this one is over
 	}
-	deps := &actors.Dependencies{}
+	deps := actors.NewDependencies(settings.BlameConfig())
 	if r, ok := c.handler.(DependencyReporter); ok {
-		r.ReportDependenciesTo(func(dependency string, took time.Duration, err error) {
+		r.ReportDependenciesTo(func(ctx context.Context, dependency string, took time.Duration, err error) {
 			m.Dependency(dependency, took, err)
 			if ok, counts := served(err); counts {
-				deps.Observe(dependency, ok)
+				deps.Observe(ctx, dependency, took, ok)
 			}
 		})
 	}
@@ -171,7 +171,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	defer detachReady()
 	for _, hc := range o.Checks {
 		w := telemetry.NewDependencyWatch(hc.Name, hc.Check, hc.Grace, healthCheckTimeout)
-		w.OnCheck(func(err error) { deps.Probe(hc.Name, err == nil) })
+		w.OnCheck(func(start time.Time, err error) { deps.Probe(hc.Name, start, err == nil) })
 		readiness.Dependencies = append(readiness.Dependencies, w)
 	}
 	c.bridge.Store(bridge)

@@ -358,11 +358,11 @@ func TestMetricsGoToTheRegistryGiven(t *testing.T) {
 	}
 }
 
-// A handler that reports its dependency's calls lets the retry rule tell
-// its own failures from a shared outage: with the dependency serving the
-// rest of the process, a record failing in it is dead-lettered after
-// MaxAttempts, even alone on its topic (nothing it blocks is the evidence);
-// its calls are also the dependency histogram.
+// A handler that reports its dependency's calls, under each record's
+// context, lets the retry rule tell its own failures from a shared outage:
+// with the dependency serving the other records, a record failing in it is
+// dead-lettered after MaxAttempts; its calls are also the dependency
+// histogram.
 func TestReportedDependencyBoundsARecordsOwnFailures(t *testing.T) {
 	broker, err := embedded.Start(1, "events")
 	if err != nil {
@@ -371,10 +371,8 @@ func TestReportedDependencyBoundsARecordsOwnFailures(t *testing.T) {
 	defer broker.Close()
 	reg := prometheus.NewRegistry()
 	h := &reportingHandler{}
-	// svc keeps serving the rest of the process (another caller's calls,
-	// every 2 ms) however fast the other records finish: the evidence that
-	// the bad record's failures are its own does not hang on the records
-	// around it outlasting its retries.
+	// Other records keep coming (one every 10 ms), each calling svc and
+	// served: the evidence that the bad record's failures are its own.
 	stopCalls := make(chan struct{})
 	defer close(stopCalls)
 	cfg := consumer.Config{Brokers: broker.Addrs(), Topic: "events", Group: "deps", MaxAttempts: 2,
@@ -384,14 +382,22 @@ func TestReportedDependencyBoundsARecordsOwnFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	go func() {
-		tick := time.NewTicker(2 * time.Millisecond)
+		pcfg := sarama.NewConfig()
+		pcfg.Producer.Return.Successes = true
+		p, err := sarama.NewSyncProducer(broker.Addrs(), pcfg)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer p.Close()
+		tick := time.NewTicker(10 * time.Millisecond)
 		defer tick.Stop()
-		for {
+		for i := 0; ; i++ {
 			select {
 			case <-stopCalls:
 				return
 			case <-tick.C:
-				h.call(nil)
+				_, _, _ = p.SendMessage(&sarama.ProducerMessage{Topic: "events", Key: sarama.StringEncoder(fmt.Sprint("good-", i)), Value: sarama.StringEncoder("good")})
 			}
 		}
 	}()
@@ -423,30 +429,30 @@ func TestReportedDependencyBoundsARecordsOwnFailures(t *testing.T) {
 // record whose value is "bad" and serves the others.
 type reportingHandler struct {
 	mu     sync.Mutex
-	report func(string, time.Duration, error)
+	report func(context.Context, string, time.Duration, error)
 }
 
-func (h *reportingHandler) ReportDependenciesTo(report func(string, time.Duration, error)) {
+func (h *reportingHandler) ReportDependenciesTo(report func(context.Context, string, time.Duration, error)) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.report = report
 }
 
 // call reports one call to svc, once the consumer has wired the report.
-func (h *reportingHandler) call(err error) {
+func (h *reportingHandler) call(ctx context.Context, err error) {
 	h.mu.Lock()
 	report := h.report
 	h.mu.Unlock()
 	if report != nil {
-		report("svc", time.Millisecond, err)
+		report(ctx, "svc", time.Millisecond, err)
 	}
 }
 
-func (h *reportingHandler) Handle(_ context.Context, r *consumer.Record) error {
+func (h *reportingHandler) Handle(ctx context.Context, r *consumer.Record) error {
 	var err error
 	if string(r.Value) == "bad" {
 		err = consumer.Transient(errors.New("svc: 503"))
 	}
-	h.call(err)
+	h.call(ctx, err)
 	return consumer.FailedIn("svc", err)
 }

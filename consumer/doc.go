@@ -26,12 +26,13 @@
 //   - Bounded: at most Config.InFlightPerPartition records of a partition
 //     and InFlightTotal of the process are in flight; memory does not grow
 //     with the backlog.
-//   - No hostage: a record failing on its own is dead-lettered after
-//     Config.MaxAttempts; a dependency down for every record (its failures
-//     named with FailedIn, its calls reported by a DependencyReporter) is
-//     retried until it recovers, dead-lettering nothing. An error the
-//     handler returns unclassified and unnamed always counts as the
-//     record's own.
+//   - No hostage: a record failing on its own (others served just after
+//     each of its failures, at the dependency it names with FailedIn, or
+//     by the handler when it names none) is dead-lettered after
+//     Config.MaxAttempts; a dependency down for every record is retried
+//     until it recovers, dead-lettering nothing, and its waiting records
+//     retry as soon as it serves again. A failure nothing can judge holds
+//     its record (reported, never dead-lettered on a guess).
 //   - Clean handover: at a revoke or shutdown in-flight records get
 //     Config.DrainTimeout, the last finished offset is committed, and the
 //     partition moves on.

@@ -65,7 +65,7 @@ func ExampleHandlerFunc() {
 // dependency from a record's own trouble; the calls also become the metric
 // patchflow_dependency_duration_seconds{dependency, result}.
 func ExampleDependencyReporter() {
-	var report func(string, time.Duration, error)
+	var report func(context.Context, string, time.Duration, error)
 	call := func(ctx context.Context) error { return nil } // your client's call
 	h := struct {
 		consumer.HandlerFunc
@@ -74,15 +74,17 @@ func ExampleDependencyReporter() {
 		HandlerFunc: func(ctx context.Context, r *consumer.Record) error {
 			start := time.Now()
 			err := call(ctx)
-			report("inventory", time.Since(start), err)
+			report(ctx, "inventory", time.Since(start), err)
 			return consumer.FailedIn("inventory", err)
 		},
-		reporterFunc: func(f func(string, time.Duration, error)) { report = f },
+		reporterFunc: func(f func(context.Context, string, time.Duration, error)) { report = f },
 	}
 	_, _ = consumer.New(consumer.Config{Brokers: []string{"kafka:9092"}, Topic: "events", Group: "g"}, h)
 }
 
 // reporterFunc adapts a function to consumer.DependencyReporter.
-type reporterFunc func(func(string, time.Duration, error))
+type reporterFunc func(func(context.Context, string, time.Duration, error))
 
-func (f reporterFunc) ReportDependenciesTo(report func(string, time.Duration, error)) { f(report) }
+func (f reporterFunc) ReportDependenciesTo(report func(context.Context, string, time.Duration, error)) {
+	f(report)
+}

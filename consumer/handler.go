@@ -32,11 +32,14 @@ type Header struct {
 // Handle returns nil on success. It returns Skip(reason, ...) for a record
 // it ignores on purpose: finished, committed and counted by reason, never
 // dead-lettered. Permanent(err) dead-letters the record at once (a broken
-// record). Any other error is retried with backoff: Transient(err) and a
-// deadline count towards Config.MaxAttempts only when they are the
-// record's own (the dependency named with FailedIn serves other records
-// meanwhile); unclassified errors and panics always count. A record whose
-// attempts run out is dead-lettered, with every failure in its envelope.
+// record). Any other error, and a panic, is retried with backoff, and
+// counts towards Config.MaxAttempts only when it is judged the record's
+// own: other records' calls to the dependency named with FailedIn (or,
+// naming none, the other records themselves) were served just after it. A
+// record that fails while everything fails (an outage) is retried until it
+// passes; one whose failures nothing can judge is held and reported, never
+// dead-lettered on a guess. A record whose own failures reach the limit is
+// dead-lettered, with its failures and their verdicts in its envelope.
 //
 // ctx carries the attempt's deadline (Config.AttemptTimeout) and is
 // cancelled when the partition is revoked or the consumer stops and the
@@ -60,20 +63,25 @@ func (f HandlerFunc) Handle(ctx context.Context, record *Record) error { return 
 // DependencyReporter is implemented by a Handler that reports each call it
 // makes to a dependency (a database, an HTTP service): Run gives it report
 // once, before the first record (a handler value given to two consumers
-// reports to the one that ran last: give each its own). took is the call's
-// duration; err is nil when the dependency served the call, an error
-// classed Permanent when it answered with a refusal (it is up), and any
-// other error when it gave no answer (a timeout, context.DeadlineExceeded
-// included, a refused connection, a 503). A call the caller cancelled
-// (context.Canceled) counts neither way.
+// reports to the one that ran last: give each its own). ctx is the context
+// the call was made under: Handle's, or one derived from it, is how the call
+// is known to be its record's (a call under another context counts only for
+// the dependency's recovery). took is the call's duration; err is nil when
+// the dependency served the call, an error classed Permanent when it
+// answered with a refusal (it is up), and any other error when it gave no
+// answer (a timeout, context.DeadlineExceeded included, a refused
+// connection, a 503). A call the caller cancelled (context.Canceled) counts
+// neither way.
 //
 // The retry rule reads these: a record's failure named with
-// FailedIn(dependency, ...) counts as its own only while that dependency
-// serves others; during a shared outage it is retried without limit. The
-// calls are also the metric patchflow_dependency_duration_seconds{dependency,
-// result}. A new dependency needs only a new name.
+// FailedIn(dependency, ...) counts as its own only when other records'
+// calls to that dependency were served just after it; during a shared
+// outage it is retried without limit, and when the dependency serves again
+// the waiting records retry at once. The calls are also the metric
+// patchflow_dependency_duration_seconds{dependency, result}. A new
+// dependency needs only a new name.
 type DependencyReporter interface {
-	ReportDependenciesTo(report func(dependency string, took time.Duration, err error))
+	ReportDependenciesTo(report func(ctx context.Context, dependency string, took time.Duration, err error))
 }
 
 // Permanent marks err as one no retry can fix (a malformed or invalid

@@ -95,22 +95,22 @@ func TestOutageOfAReportedDependencyDeadLettersNothing(t *testing.T) {
 type outageHandler struct {
 	mu       *sync.Mutex
 	attempts map[string]int
-	report   func(string, time.Duration, error)
+	report   func(context.Context, string, time.Duration, error)
 }
 
-func (h *outageHandler) ReportDependenciesTo(report func(string, time.Duration, error)) {
+func (h *outageHandler) ReportDependenciesTo(report func(context.Context, string, time.Duration, error)) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.report = report
 }
 
-func (h *outageHandler) Handle(_ context.Context, r *consumer.Record) error {
+func (h *outageHandler) Handle(ctx context.Context, r *consumer.Record) error {
 	h.mu.Lock()
 	h.attempts[string(r.Key)]++
 	report := h.report
 	h.mu.Unlock()
 	err := errors.New("dial tcp 10.0.0.7:5432: connection refused")
-	report("db", time.Millisecond, err)
+	report(ctx, "db", time.Millisecond, err)
 	return consumer.FailedIn("db", err)
 }
 

@@ -31,8 +31,10 @@ type Handler struct {
 	logger     *slog.Logger
 	stats      Stats
 	// report hears every call to a dependency (ReportDependenciesTo).
-	report func(dependency string, took time.Duration, err error)
+	report func(ctx context.Context, dependency string, took time.Duration, err error)
 }
+
+var _ consumer.DependencyReporter = (*Handler)(nil)
 
 // Stats counts what the handler did with the events it accepted. Skipped
 // counts uploads not applied (older than the applied event, already
@@ -47,19 +49,21 @@ func New(store *persistence.Store, vmaas *clients.VMaaS, inventory *clients.Inve
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &Handler{store: store, vmaas: vmaas, inventory: inventory, validation: validation, logger: logger,
-		report: func(string, time.Duration, error) {}}
+		report: func(context.Context, string, time.Duration, error) {}}
 }
 
 // ReportDependenciesTo implements consumer.DependencyReporter: after it,
 // every VMaaS and inventory HTTP attempt (not cache hits) and every
 // database transaction is reported, with its duration and its error, under
 // messages.DependencyVMaaS, DependencyInventory and DependencyDatabase.
-func (h *Handler) ReportDependenciesTo(report func(dependency string, took time.Duration, err error)) {
+func (h *Handler) ReportDependenciesTo(report func(ctx context.Context, dependency string, took time.Duration, err error)) {
 	if h.vmaas != nil {
-		h.vmaas.ReportTo(func(took time.Duration, err error) { report(messages.DependencyVMaaS, took, err) })
+		h.vmaas.ReportTo(func(ctx context.Context, took time.Duration, err error) { report(ctx, messages.DependencyVMaaS, took, err) })
 	}
 	if h.inventory != nil {
-		h.inventory.ReportTo(func(took time.Duration, err error) { report(messages.DependencyInventory, took, err) })
+		h.inventory.ReportTo(func(ctx context.Context, took time.Duration, err error) {
+			report(ctx, messages.DependencyInventory, took, err)
+		})
 	}
 	h.report = report
 }
@@ -69,11 +73,11 @@ func (h *Handler) ReportDependenciesTo(report func(dependency string, took time.
 // reported as a refusal (Permanent: served, result "refused"); a transient
 // one as no answer; a cancellation says nothing of the database and the
 // consumer does not count it.
-func (h *Handler) database(start time.Time, err error) {
+func (h *Handler) database(ctx context.Context, start time.Time, err error) {
 	if messages.ClassOf(err) == messages.ErrorClass_ERROR_CLASS_UNKNOWN {
 		err = messages.Permanent(err)
 	}
-	h.report(messages.DependencyDatabase, time.Since(start), err)
+	h.report(ctx, messages.DependencyDatabase, time.Since(start), err)
 }
 
 // Stats returns the handler's counters.
@@ -114,7 +118,7 @@ func (h *Handler) Handle(ctx context.Context, r *consumer.Record) error {
 	if ev.Type == inventory.EventDelete {
 		start := time.Now()
 		already, err := h.store.DeleteSystem(ctx, ev.OrgID(), ev.HostID(), at)
-		h.database(start, err)
+		h.database(ctx, start, err)
 		if err != nil {
 			return fmt.Errorf("delete host %s: %w", ev.HostID(), err)
 		}
@@ -143,7 +147,7 @@ func (h *Handler) upload(ctx context.Context, ev *inventory.InventoryEvent, at t
 	}
 	start := time.Now()
 	check, err := h.store.CheckUpload(ctx, u)
-	h.database(start, err)
+	h.database(ctx, start, err)
 	if err != nil {
 		return fmt.Errorf("check host %s: %w", host.ID, err)
 	}
@@ -158,7 +162,7 @@ func (h *Handler) upload(ctx context.Context, ev *inventory.InventoryEvent, at t
 		}
 		start := time.Now()
 		res, err = h.store.StoreEvaluatedSystem(ctx, u, e, check)
-		h.database(start, err)
+		h.database(ctx, start, err)
 		if err != nil {
 			return fmt.Errorf("store host %s: %w", host.ID, err)
 		}
@@ -188,7 +192,7 @@ func (h *Handler) upload(ctx context.Context, ev *inventory.InventoryEvent, at t
 		start := time.Now()
 		st, err := h.store.LoadSystem(ctx, host.OrgID, host.ID)
 		if !errors.Is(err, persistence.ErrNoSystem) {
-			h.database(start, err)
+			h.database(ctx, start, err)
 		}
 		if errors.Is(err, persistence.ErrNoSystem) {
 			return messages.Skip(inventory.ReasonHostDeleted, "the host was deleted while the event was handled")
@@ -275,7 +279,7 @@ func (h *Handler) evaluate(ctx context.Context, hostID string, res persistence.U
 	}
 	start := time.Now()
 	stored, err := h.store.StoreEvaluation(ctx, res.SystemID, res.EventTime, e)
-	h.database(start, err)
+	h.database(ctx, start, err)
 	if err != nil {
 		return fmt.Errorf("store evaluation of system %d: %w", res.SystemID, err)
 	}

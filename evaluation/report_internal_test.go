@@ -21,12 +21,12 @@ func TestDatabaseTransactionsReportedAsTheConsumerReadsThem(t *testing.T) {
 	}
 	var got []call
 	h := New(nil, nil, nil, inventory.DefaultValidationOptions(), nil)
-	h.ReportDependenciesTo(func(dependency string, _ time.Duration, err error) {
+	h.ReportDependenciesTo(func(_ context.Context, dependency string, _ time.Duration, err error) {
 		got = append(got, call{dependency, messages.ClassOf(err)})
 	})
 	for _, err := range []error{nil, errors.New("pq: permission denied for table system_platform"),
 		messages.Transient(errors.New("connection refused")), context.Canceled} {
-		h.database(time.Now(), err)
+		h.database(context.Background(), time.Now(), err)
 	}
 	want := []call{{"database", messages.ErrorClass_ERROR_CLASS_UNSPECIFIED}, {"database", messages.ErrorClass_ERROR_CLASS_PERMANENT},
 		{"database", messages.ErrorClass_ERROR_CLASS_TRANSIENT}, {"database", messages.ErrorClass_ERROR_CLASS_CANCELLED}}

@@ -35,6 +35,7 @@ var (
 	failureReasons = []messages.Reason{
 		messages.ReasonPermanent,
 		messages.ReasonTransient,
+		messages.ReasonReleased,
 		messages.ReasonUnknown,
 		messages.ReasonPanic,
 	}

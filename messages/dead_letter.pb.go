@@ -26,6 +26,70 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Blame is whose a failed attempt was judged to be (docs/architecture.md,
+// "Whose failure").
+type Blame int32
+
+const (
+	// Not judged: a permanent failure, or written before the field existed.
+	Blame_BLAME_UNSPECIFIED Blame = 0
+	// The record's own: other records' calls like it were served just after
+	// it. Counts towards the own-failure limit.
+	Blame_BLAME_OWN Blame = 1
+	// Shared: the dependency failed for others too (an outage, load shedding).
+	Blame_BLAME_SHARED Blame = 2
+	// Nothing to judge by: no call like it by another record, and no health
+	// check of its dependency, just after it. The record is held, not counted.
+	Blame_BLAME_NO_EVIDENCE Blame = 3
+	// Spent waiting for what every record shares (a connection of the pool).
+	Blame_BLAME_CONGESTION Blame = 4
+)
+
+// Enum value maps for Blame.
+var (
+	Blame_name = map[int32]string{
+		0: "BLAME_UNSPECIFIED",
+		1: "BLAME_OWN",
+		2: "BLAME_SHARED",
+		3: "BLAME_NO_EVIDENCE",
+		4: "BLAME_CONGESTION",
+	}
+	Blame_value = map[string]int32{
+		"BLAME_UNSPECIFIED": 0,
+		"BLAME_OWN":         1,
+		"BLAME_SHARED":      2,
+		"BLAME_NO_EVIDENCE": 3,
+		"BLAME_CONGESTION":  4,
+	}
+)
+
+func (x Blame) Enum() *Blame {
+	p := new(Blame)
+	*p = x
+	return p
+}
+
+func (x Blame) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Blame) Descriptor() protoreflect.EnumDescriptor {
+	return file_patchflow_v1_dead_letter_proto_enumTypes[0].Descriptor()
+}
+
+func (Blame) Type() protoreflect.EnumType {
+	return &file_patchflow_v1_dead_letter_proto_enumTypes[0]
+}
+
+func (x Blame) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Blame.Descriptor instead.
+func (Blame) EnumDescriptor() ([]byte, []int) {
+	return file_patchflow_v1_dead_letter_proto_rawDescGZIP(), []int{0}
+}
+
 // DeadLetter wraps one original record with the reason it was given up on.
 type DeadLetter struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -55,9 +119,10 @@ type DeadLetter struct {
 	// ones when there were many (history_dropped says how many are left out).
 	History        []*FailedAttempt `protobuf:"bytes,16,rep,name=history,proto3" json:"history,omitempty"`
 	HistoryDropped int32            `protobuf:"varint,17,opt,name=history_dropped,json=historyDropped,proto3" json:"history_dropped,omitempty"`
-	// How many failures counted towards the own-failure limit: unclassified
-	// failures, panics, and transient failures while the same dependency
-	// served other records.
+	// How many failures counted towards the own-failure limit: failures
+	// judged the record's own (the dependency they name, or the handler,
+	// served other records just after them; docs/architecture.md, "Whose
+	// failure").
 	OwnFailures int32 `protobuf:"varint,18,opt,name=own_failures,json=ownFailures,proto3" json:"own_failures,omitempty"`
 	// Why, as one value of a bounded set (messages.DeadLetterReasons, the
 	// reason label of patchflow_records_dead_lettered_total): the validation
@@ -65,7 +130,12 @@ type DeadLetter struct {
 	// or else the class of the failure that decided: "permanent", "transient",
 	// "unknown" or "panic". Never free text: the text is in error. Empty in
 	// envelopes written before the field existed.
-	Reason        string `protobuf:"bytes,19,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,19,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Who wrote it: the consumer group generation and member id of the claim
+	// that gave up on the record. A member that lost the partition writes no
+	// dead letter for it; these tell a person which owner decided.
+	Generation    int32  `protobuf:"varint,20,opt,name=generation,proto3" json:"generation,omitempty"`
+	MemberId      string `protobuf:"bytes,21,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -233,6 +303,20 @@ func (x *DeadLetter) GetReason() string {
 	return ""
 }
 
+func (x *DeadLetter) GetGeneration() int32 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *DeadLetter) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
 // FailedAttempt is one failed handler attempt of a dead-lettered record.
 type FailedAttempt struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -242,8 +326,10 @@ type FailedAttempt struct {
 	// The dependency the failure came from, when the handler named one.
 	Dependency string                 `protobuf:"bytes,4,opt,name=dependency,proto3" json:"dependency,omitempty"`
 	Time       *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=time,proto3" json:"time,omitempty"`
-	// Whether it counted towards the own-failure limit.
-	Own           bool `protobuf:"varint,6,opt,name=own,proto3" json:"own,omitempty"`
+	// Whether it counted towards the own-failure limit (blame is BLAME_OWN).
+	Own bool `protobuf:"varint,6,opt,name=own,proto3" json:"own,omitempty"`
+	// How the failure was judged.
+	Blame         Blame `protobuf:"varint,7,opt,name=blame,proto3,enum=patchflow.v1.Blame" json:"blame,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -320,11 +406,18 @@ func (x *FailedAttempt) GetOwn() bool {
 	return false
 }
 
+func (x *FailedAttempt) GetBlame() Blame {
+	if x != nil {
+		return x.Blame
+	}
+	return Blame_BLAME_UNSPECIFIED
+}
+
 var File_patchflow_v1_dead_letter_proto protoreflect.FileDescriptor
 
 const file_patchflow_v1_dead_letter_proto_rawDesc = "" +
 	"\n" +
-	"\x1epatchflow/v1/dead_letter.proto\x12\fpatchflow.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19patchflow/v1/record.proto\"\xb7\x06\n" +
+	"\x1epatchflow/v1/dead_letter.proto\x12\fpatchflow.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19patchflow/v1/record.proto\"\xf4\x06\n" +
 	"\n" +
 	"DeadLetter\x12%\n" +
 	"\x0eoriginal_topic\x18\x01 \x01(\tR\roriginalTopic\x12-\n" +
@@ -348,7 +441,11 @@ const file_patchflow_v1_dead_letter_proto_rawDesc = "" +
 	"\ahistory\x18\x10 \x03(\v2\x1b.patchflow.v1.FailedAttemptR\ahistory\x12'\n" +
 	"\x0fhistory_dropped\x18\x11 \x01(\x05R\x0ehistoryDropped\x12!\n" +
 	"\fown_failures\x18\x12 \x01(\x05R\vownFailures\x12\x16\n" +
-	"\x06reason\x18\x13 \x01(\tR\x06reason\"\xdc\x01\n" +
+	"\x06reason\x18\x13 \x01(\tR\x06reason\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x14 \x01(\x05R\n" +
+	"generation\x12\x1b\n" +
+	"\tmember_id\x18\x15 \x01(\tR\bmemberId\"\x87\x02\n" +
 	"\rFailedAttempt\x12\x18\n" +
 	"\aattempt\x18\x01 \x01(\x05R\aattempt\x129\n" +
 	"\verror_class\x18\x02 \x01(\x0e2\x18.patchflow.v1.ErrorClassR\n" +
@@ -358,7 +455,14 @@ const file_patchflow_v1_dead_letter_proto_rawDesc = "" +
 	"dependency\x18\x04 \x01(\tR\n" +
 	"dependency\x12.\n" +
 	"\x04time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x10\n" +
-	"\x03own\x18\x06 \x01(\bR\x03ownB2Z0github.com/patchflow/patchflow/messages;messagesb\x06proto3"
+	"\x03own\x18\x06 \x01(\bR\x03own\x12)\n" +
+	"\x05blame\x18\a \x01(\x0e2\x13.patchflow.v1.BlameR\x05blame*l\n" +
+	"\x05Blame\x12\x15\n" +
+	"\x11BLAME_UNSPECIFIED\x10\x00\x12\r\n" +
+	"\tBLAME_OWN\x10\x01\x12\x10\n" +
+	"\fBLAME_SHARED\x10\x02\x12\x15\n" +
+	"\x11BLAME_NO_EVIDENCE\x10\x03\x12\x14\n" +
+	"\x10BLAME_CONGESTION\x10\x04B2Z0github.com/patchflow/patchflow/messages;messagesb\x06proto3"
 
 var (
 	file_patchflow_v1_dead_letter_proto_rawDescOnce sync.Once
@@ -372,28 +476,31 @@ func file_patchflow_v1_dead_letter_proto_rawDescGZIP() []byte {
 	return file_patchflow_v1_dead_letter_proto_rawDescData
 }
 
+var file_patchflow_v1_dead_letter_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_patchflow_v1_dead_letter_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
 var file_patchflow_v1_dead_letter_proto_goTypes = []any{
-	(*DeadLetter)(nil),            // 0: patchflow.v1.DeadLetter
-	(*FailedAttempt)(nil),         // 1: patchflow.v1.FailedAttempt
-	(*Header)(nil),                // 2: patchflow.v1.Header
-	(*timestamppb.Timestamp)(nil), // 3: google.protobuf.Timestamp
-	(ErrorClass)(0),               // 4: patchflow.v1.ErrorClass
+	(Blame)(0),                    // 0: patchflow.v1.Blame
+	(*DeadLetter)(nil),            // 1: patchflow.v1.DeadLetter
+	(*FailedAttempt)(nil),         // 2: patchflow.v1.FailedAttempt
+	(*Header)(nil),                // 3: patchflow.v1.Header
+	(*timestamppb.Timestamp)(nil), // 4: google.protobuf.Timestamp
+	(ErrorClass)(0),               // 5: patchflow.v1.ErrorClass
 }
 var file_patchflow_v1_dead_letter_proto_depIdxs = []int32{
-	2, // 0: patchflow.v1.DeadLetter.headers:type_name -> patchflow.v1.Header
-	3, // 1: patchflow.v1.DeadLetter.original_timestamp:type_name -> google.protobuf.Timestamp
-	4, // 2: patchflow.v1.DeadLetter.error_class:type_name -> patchflow.v1.ErrorClass
-	3, // 3: patchflow.v1.DeadLetter.first_failure_time:type_name -> google.protobuf.Timestamp
-	3, // 4: patchflow.v1.DeadLetter.last_failure_time:type_name -> google.protobuf.Timestamp
-	1, // 5: patchflow.v1.DeadLetter.history:type_name -> patchflow.v1.FailedAttempt
-	4, // 6: patchflow.v1.FailedAttempt.error_class:type_name -> patchflow.v1.ErrorClass
-	3, // 7: patchflow.v1.FailedAttempt.time:type_name -> google.protobuf.Timestamp
-	8, // [8:8] is the sub-list for method output_type
-	8, // [8:8] is the sub-list for method input_type
-	8, // [8:8] is the sub-list for extension type_name
-	8, // [8:8] is the sub-list for extension extendee
-	0, // [0:8] is the sub-list for field type_name
+	3, // 0: patchflow.v1.DeadLetter.headers:type_name -> patchflow.v1.Header
+	4, // 1: patchflow.v1.DeadLetter.original_timestamp:type_name -> google.protobuf.Timestamp
+	5, // 2: patchflow.v1.DeadLetter.error_class:type_name -> patchflow.v1.ErrorClass
+	4, // 3: patchflow.v1.DeadLetter.first_failure_time:type_name -> google.protobuf.Timestamp
+	4, // 4: patchflow.v1.DeadLetter.last_failure_time:type_name -> google.protobuf.Timestamp
+	2, // 5: patchflow.v1.DeadLetter.history:type_name -> patchflow.v1.FailedAttempt
+	5, // 6: patchflow.v1.FailedAttempt.error_class:type_name -> patchflow.v1.ErrorClass
+	4, // 7: patchflow.v1.FailedAttempt.time:type_name -> google.protobuf.Timestamp
+	0, // 8: patchflow.v1.FailedAttempt.blame:type_name -> patchflow.v1.Blame
+	9, // [9:9] is the sub-list for method output_type
+	9, // [9:9] is the sub-list for method input_type
+	9, // [9:9] is the sub-list for extension type_name
+	9, // [9:9] is the sub-list for extension extendee
+	0, // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_patchflow_v1_dead_letter_proto_init() }
@@ -407,13 +514,14 @@ func file_patchflow_v1_dead_letter_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_patchflow_v1_dead_letter_proto_rawDesc), len(file_patchflow_v1_dead_letter_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   2,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_patchflow_v1_dead_letter_proto_goTypes,
 		DependencyIndexes: file_patchflow_v1_dead_letter_proto_depIdxs,
+		EnumInfos:         file_patchflow_v1_dead_letter_proto_enumTypes,
 		MessageInfos:      file_patchflow_v1_dead_letter_proto_msgTypes,
 	}.Build()
 	File_patchflow_v1_dead_letter_proto = out.File

@@ -23,12 +23,16 @@ const (
 	// ReasonPanic: the own failures reached the limit, the last a panic of
 	// the handler.
 	ReasonPanic Reason = "panic"
+	// ReasonReleased: an operator released the record (it was held, or
+	// retried through an outage) to the dead-letter topic.
+	ReasonReleased Reason = "released"
 )
 
 // DeadLetterReasons returns the reasons a record is dead-lettered with
-// besides its domain's validation reasons: the failure classes.
+// besides its domain's validation reasons: the failure classes, and an
+// operator's release.
 func DeadLetterReasons() []Reason {
-	return []Reason{ReasonPermanent, ReasonTransient, ReasonUnknown, ReasonPanic}
+	return []Reason{ReasonPermanent, ReasonTransient, ReasonUnknown, ReasonPanic, ReasonReleased}
 }
 
 // DeadLetterReason returns the reason a record is dead-lettered for after a

@@ -236,9 +236,7 @@ type RecordFailed struct {
 	// The dependency the failure came from ("database", "vmaas", ...), when the
 	// handler named one; empty otherwise.
 	Dependency string `protobuf:"bytes,6,opt,name=dependency,proto3" json:"dependency,omitempty"`
-	// When the attempt's handler call began (after its backoff). A transient
-	// failure counts towards the record's own-failure limit only when the
-	// dependency it names served a call after this time (and most recent ones).
+	// When the attempt's handler call began.
 	Started *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=started,proto3" json:"started,omitempty"`
 	// True when the attempt failed waiting for a resource every record shares
 	// (a connection of the pool): congestion, never the record's own failure.
@@ -473,15 +471,14 @@ func (x *DrainResult) GetTimedOut() bool {
 }
 
 // EvaluateRecord: partition actor -> evaluation actor. Run the handler once
-// for the record, after waiting backoff (zero on the first attempt), and
-// answer RecordDone or RecordFailed. A panic escalates to the partition
-// actor, which supervises it.
+// for the record, at once, and answer RecordDone or RecordFailed. A panic
+// escalates to the partition actor, which supervises it. The wait before a
+// retry is the partition actor's (it judges the failure meanwhile).
 type EvaluateRecord struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Record        *Record                `protobuf:"bytes,1,opt,name=record,proto3" json:"record,omitempty"`
 	Epoch         int64                  `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	Attempt       int32                  `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	Backoff       *durationpb.Duration   `protobuf:"bytes,4,opt,name=backoff,proto3" json:"backoff,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -535,13 +532,6 @@ func (x *EvaluateRecord) GetAttempt() int32 {
 		return x.Attempt
 	}
 	return 0
-}
-
-func (x *EvaluateRecord) GetBackoff() *durationpb.Duration {
-	if x != nil {
-		return x.Backoff
-	}
-	return nil
 }
 
 // WriteDeadLetter: partition actor -> evaluation actor. Write the envelope to
@@ -793,12 +783,11 @@ const file_patchflow_v1_pipeline_proto_rawDesc = "" +
 	"\twatermark\x18\x01 \x01(\x03R\twatermark\x12\x1a\n" +
 	"\bfinished\x18\x02 \x01(\x03R\bfinished\x12\x1c\n" +
 	"\tabandoned\x18\x03 \x01(\x03R\tabandoned\x12\x1b\n" +
-	"\ttimed_out\x18\x04 \x01(\bR\btimedOut\"\xa3\x01\n" +
+	"\ttimed_out\x18\x04 \x01(\bR\btimedOut\"}\n" +
 	"\x0eEvaluateRecord\x12,\n" +
 	"\x06record\x18\x01 \x01(\v2\x14.patchflow.v1.RecordR\x06record\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12\x18\n" +
-	"\aattempt\x18\x03 \x01(\x05R\aattempt\x123\n" +
-	"\abackoff\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\abackoff\"\xb1\x01\n" +
+	"\aattempt\x18\x03 \x01(\x05R\aattemptJ\x04\b\x04\x10\x05R\abackoff\"\xb1\x01\n" +
 	"\x0fWriteDeadLetter\x129\n" +
 	"\vdead_letter\x18\x01 \x01(\v2\x18.patchflow.v1.DeadLetterR\n" +
 	"deadLetter\x12\x14\n" +
@@ -861,15 +850,14 @@ var file_patchflow_v1_pipeline_proto_depIdxs = []int32{
 	11, // 5: patchflow.v1.RecordFailed.handler_time:type_name -> google.protobuf.Duration
 	11, // 6: patchflow.v1.Drain.timeout:type_name -> google.protobuf.Duration
 	10, // 7: patchflow.v1.EvaluateRecord.record:type_name -> patchflow.v1.Record
-	11, // 8: patchflow.v1.EvaluateRecord.backoff:type_name -> google.protobuf.Duration
-	14, // 9: patchflow.v1.WriteDeadLetter.dead_letter:type_name -> patchflow.v1.DeadLetter
-	11, // 10: patchflow.v1.WriteDeadLetter.backoff:type_name -> google.protobuf.Duration
-	11, // 11: patchflow.v1.HandlerSample.handler_time:type_name -> google.protobuf.Duration
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	14, // 8: patchflow.v1.WriteDeadLetter.dead_letter:type_name -> patchflow.v1.DeadLetter
+	11, // 9: patchflow.v1.WriteDeadLetter.backoff:type_name -> google.protobuf.Duration
+	11, // 10: patchflow.v1.HandlerSample.handler_time:type_name -> google.protobuf.Duration
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_patchflow_v1_pipeline_proto_init() }

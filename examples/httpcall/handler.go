@@ -22,19 +22,25 @@ import (
 //     tell an outage (every record fails: retried until it passes) from a
 //     record of its own trouble (dead-lettered after Config.MaxAttempts).
 //
-// It reports every call (ReportDependenciesTo), which is what lets the
-// consumer tell the two apart, and what the dependency histogram shows.
+// It reports every call (ReportDependenciesTo) under the record's context,
+// which is what lets the consumer tell the two apart (other records served
+// just after a failure make it the record's own), and what the dependency
+// histogram shows.
 type Enricher struct {
 	URL    string
 	Client *http.Client
-	report func(dependency string, took time.Duration, err error)
+	report func(ctx context.Context, dependency string, took time.Duration, err error)
 }
+
+var _ consumer.DependencyReporter = (*Enricher)(nil)
 
 // dependency is the name the enricher's calls and failures go under.
 const dependency = "enricher"
 
 // ReportDependenciesTo implements consumer.DependencyReporter.
-func (e *Enricher) ReportDependenciesTo(report func(string, time.Duration, error)) { e.report = report }
+func (e *Enricher) ReportDependenciesTo(report func(context.Context, string, time.Duration, error)) {
+	e.report = report
+}
 
 // Handle implements consumer.Handler.
 func (e *Enricher) Handle(ctx context.Context, r *consumer.Record) error {
@@ -46,7 +52,7 @@ func (e *Enricher) Handle(ctx context.Context, r *consumer.Record) error {
 	start := time.Now()
 	err = e.call(req)
 	if e.report != nil && ctx.Err() == nil {
-		e.report(dependency, time.Since(start), err)
+		e.report(ctx, dependency, time.Since(start), err)
 	}
 	return consumer.FailedIn(dependency, err)
 }

@@ -48,20 +48,36 @@ func listenerEnvelope(t *testing.T, record *messages.Record, fail error) *sarama
 	settings := actors.DefaultSettings()
 	settings.ConsumerGroup = "patchflow-listener"
 	settings.BackoffMin, settings.BackoffMax = time.Millisecond, time.Millisecond
+	settings.EvidenceWindow = 50 * time.Millisecond
 	pa := actors.NewPartitionActor(actors.PartitionConfig{
 		Topic: record.GetTopic(), Partition: record.GetPartition(), Epoch: 1, Settings: settings,
-		Handler:     actors.HandlerFunc(func(context.Context, *messages.Record) error { return fail }),
+		Handler: actors.HandlerFunc(func(_ context.Context, r *messages.Record) error {
+			if r.GetOffset() == record.GetOffset() {
+				return fail
+			}
+			return nil
+		}),
 		DeadLetters: &actors.KafkaDeadLetters{Producer: producer, Topic: "events.dlq"},
 		Marker:      noMarks{}, Stats: &actors.Stats{}, Logger: slog.New(slog.DiscardHandler),
 	})
 	pid := system.Root.Spawn(pa.Props())
 	t.Cleanup(func() { _ = system.Root.StopFuture(pid).Wait() })
 	system.Root.Send(pid, &messages.RecordAdmitted{Record: record})
+	// Other records handled meanwhile make a failure that names no
+	// dependency the record's own (the retry rule judges it by them).
+	others := time.NewTicker(2 * time.Millisecond)
+	defer others.Stop()
 	var m *sarama.ProducerMessage
-	select {
-	case m = <-producer.sent:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the partition actor wrote no dead letter")
+	deadline := time.After(10 * time.Second)
+	for next := record.GetOffset() + 1; m == nil; next++ {
+		select {
+		case m = <-producer.sent:
+		case <-others.C:
+			system.Root.Send(pid, &messages.RecordAdmitted{Record: &messages.Record{Topic: record.GetTopic(), Partition: record.GetPartition(),
+				Offset: next, Key: []byte(fmt.Sprint("other-", next)), Value: []byte("{}")}})
+		case <-deadline:
+			t.Fatal("the partition actor wrote no dead letter")
+		}
 	}
 	value, err := m.Value.Encode()
 	if err != nil {

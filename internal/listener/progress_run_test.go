@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/patchflow/patchflow/actors"
 	"github.com/patchflow/patchflow/consumer"
@@ -54,9 +55,9 @@ func TestListenerSaysWhatIsHappening(t *testing.T) {
 	var down atomic.Bool
 	down.Store(true)
 	var deps atomic.Pointer[actors.Dependencies]
-	handler := consumer.HandlerFunc(func(context.Context, *consumer.Record) error {
+	handler := consumer.HandlerFunc(func(ctx context.Context, _ *consumer.Record) error {
 		if down.Load() {
-			deps.Load().Observe(messages.DependencyDatabase, false) // as the domain reports its calls
+			deps.Load().Observe(ctx, messages.DependencyDatabase, time.Millisecond, false) // as the domain reports its calls
 			return messages.FailedIn(messages.DependencyDatabase, messages.Transient(errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")))
 		}
 		return nil

@@ -85,16 +85,22 @@ func TestStatusPageReadsRight(t *testing.T) {
 		t.Errorf("status page: %q %d times (want once), or a column named oldest in flight", "ready", n)
 	}
 
-	// A panicking handler is counted among the totals.
-	produceValues(t, cfg, "panic", "fine")
+	// A panicking handler is counted among the totals. The panic is the
+	// record's own once other records are handled just after it.
+	produceValues(t, cfg, "panic")
+	eventually(t, "the panic", func() bool {
+		totals, _ := statusJSON(t, srv.URL)["totals"].(map[string]any)
+		return totals["panics"] == 1.0
+	})
+	produceValues(t, cfg, "fine", "fine", "fine", "fine") // host-0's waits behind the panic: three others
 	committed := fmt.Sprintf(`patchflow_partition_committed_offset{partition="0",topic=%q}`, cfg.Kafka.Topic)
-	eventually(t, "both records committed", func() bool { return scrape(t, srv.URL, committed) == 2 })
+	eventually(t, "every record committed", func() bool { return scrape(t, srv.URL, committed) == 5 })
 	st = statusJSON(t, srv.URL)
 	if totals, _ := st["totals"].(map[string]any); totals["panics"] != 1.0 || totals["dead_lettered"] != 1.0 {
 		t.Errorf("totals %v: want 1 panic, 1 dead-lettered", st["totals"])
 	}
-	if p := st["partitions"].([]any)[0].(map[string]any); p["committed"] != 2.0 || p["admitted"] != 1.0 {
-		t.Errorf("partition %v: want committed 2, admitted 1", p)
+	if p := st["partitions"].([]any)[0].(map[string]any); p["committed"] != 5.0 || p["admitted"] != 4.0 {
+		t.Errorf("partition %v: want committed 5, admitted 4", p)
 	}
 	if bad := statustest.NonSnakeKeys(st); len(bad) > 0 {
 		t.Errorf("/status.json keys not in snake_case: %v", bad)

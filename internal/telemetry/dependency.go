@@ -19,7 +19,7 @@ type DependencyWatch struct {
 	grace   time.Duration
 	timeout time.Duration
 	// onCheck, when set, hears each check's outcome (OnCheck).
-	onCheck func(error)
+	onCheck func(start time.Time, err error)
 
 	mu           sync.Mutex
 	failingSince time.Time // start of the first failed check in a row; zero while checks pass
@@ -34,8 +34,9 @@ func NewDependencyWatch(name string, ping func(context.Context) error, grace, ti
 }
 
 // OnCheck makes every check that ran to its end (not one cut short by Run's
-// context ending) report its outcome to f as well; call it before Run.
-func (w *DependencyWatch) OnCheck(f func(error)) { w.onCheck = f }
+// context ending) report when it began and its outcome to f as well; call
+// it before Run.
+func (w *DependencyWatch) OnCheck(f func(start time.Time, err error)) { w.onCheck = f }
 
 // Run checks at once, then every interval, until ctx is done. Checks do not
 // overlap: a slow one delays the next.
@@ -62,7 +63,7 @@ func (w *DependencyWatch) Check(ctx context.Context) {
 		return // stopping: an interrupted check says nothing about the dependency
 	}
 	if w.onCheck != nil {
-		w.onCheck(err)
+		w.onCheck(start, err)
 	}
 	w.Record(start, err)
 }

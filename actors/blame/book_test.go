@@ -1,0 +1,253 @@
+package blame_test
+
+import (
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/patchflow/patchflow/actors/blame"
+)
+
+var t0 = time.Unix(1_700_000_000, 0)
+
+func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+
+func rec(offset int64) blame.Source {
+	return blame.Source{Topic: "events", Partition: 0, Offset: offset}
+}
+
+func newBook() *blame.Book { return blame.NewBook(blame.Config{Window: time.Second, Enough: 8}) }
+
+func TestJudgeTable(t *testing.T) {
+	cases := []struct {
+		served, failed  int
+		passed, failed2 bool
+		want            blame.Verdict
+	}{
+		{0, 0, false, false, blame.NoEvidence},
+		{2, 0, false, false, blame.NoEvidence}, // too few to say
+		{3, 0, false, false, blame.Own},
+		{4, 1, false, false, blame.Own},
+		{3, 1, false, false, blame.NoEvidence}, // one failing other, too few served
+		{0, 1, false, false, blame.NoEvidence}, // another record failing: maybe bad too
+		{0, 1, true, false, blame.Own},         // the check says the path serves
+		{0, 2, true, false, blame.Shared},      // two others failing: not its alone
+		{7, 2, false, false, blame.Shared},
+		{8, 2, false, false, blame.Own},
+		{50, 0, false, true, blame.Shared}, // a failed check wins
+		{0, 0, true, false, blame.Own},
+	}
+	for _, c := range cases {
+		if got := blame.Judge(c.served, c.failed, c.passed, c.failed2); got != c.want {
+			t.Errorf("Judge(%d served, %d failed, check passed %v, failed %v) = %v, want %v", c.served, c.failed, c.passed, c.failed2, got, c.want)
+		}
+	}
+}
+
+// Only calls by other records that start within the window count, each
+// record by its first call there.
+func TestCaseHearsOthersInItsWindowOnly(t *testing.T) {
+	b := newBook()
+	b.Call("vmaas", rec(9), at(0), at(1), true) // known
+	c := b.Open("vmaas", rec(1), at(100))
+	b.Call("vmaas", rec(1), at(150), at(160), true)         // itself
+	b.Call("vmaas", rec(2), at(50), at(200), true)          // began before the failure
+	b.Call("vmaas", blame.Source{}, at(200), at(210), true) // nobody known
+	b.Call("vmaas", rec(3), at(1200), at(1210), true)       // after the window
+	b.Call("database", rec(4), at(200), at(210), true)      // another dependency
+	if s, f, _, _ := c.Evidence(); s != 0 || f != 0 {
+		t.Fatalf("heard %d served and %d failed, want none", s, f)
+	}
+	b.Call("vmaas", rec(5), at(200), at(210), false)
+	b.Call("vmaas", rec(5), at(300), at(310), true) // its first call speaks for it
+	b.Call("vmaas", rec(6), at(400), at(410), true)
+	if s, f, _, _ := c.Evidence(); s != 1 || f != 1 {
+		t.Fatalf("heard %d served and %d failed, want 1 and 1", s, f)
+	}
+	if v := c.Verdict(at(500)); v != blame.Pending {
+		t.Fatalf("verdict before the window closed with 2 heard: %v", v)
+	}
+	if v := c.Verdict(at(1100)); v != blame.NoEvidence {
+		t.Fatalf("verdict %v, want no evidence (1 served, 1 failed)", v)
+	}
+	c.Close()
+}
+
+func TestCaseIsRipeWithEnoughRecords(t *testing.T) {
+	b := newBook()
+	c := b.Open("vmaas", rec(1), at(0))
+	for i := range 8 {
+		b.Call("vmaas", rec(int64(10+i)), at(10+i), at(20+i), true)
+	}
+	if v := c.Verdict(at(50)); v != blame.Own {
+		t.Fatalf("verdict with 8 served: %v, want own at once", v)
+	}
+	c.Close()
+}
+
+// A dependency whose calls take longer than the window gets a window of
+// twice its mean call: the calls that start within it end after it.
+func TestSlowDependencyWidensTheWindow(t *testing.T) {
+	b := newBook()
+	for i := range 20 {
+		b.Call("vmaas", rec(int64(100+i)), at(0), at(3000), true)
+	}
+	c := b.Open("vmaas", rec(1), at(10_000))
+	if got := c.Until().Sub(at(10_000)); got < 5*time.Second {
+		t.Fatalf("window %v for 3 s calls, want at least 6 s", got)
+	}
+	c.Close()
+}
+
+func TestResolve(t *testing.T) {
+	b := newBook()
+	if got := b.Resolve("inventory"); got != blame.Handler {
+		t.Fatalf("an unreported dependency resolves to %q, want the handler", got)
+	}
+	if got := b.Resolve(""); got != blame.Handler {
+		t.Fatalf("no dependency resolves to %q", got)
+	}
+	b.Check("inventory", at(0), at(1), true)
+	if got := b.Resolve("inventory"); got != "inventory" {
+		t.Fatalf("a checked dependency resolves to %q", got)
+	}
+}
+
+// A failed check puts the dependency in outage; waiters are released two
+// per served call that began after the latest failure, in their order.
+func TestRecoveryReleasesWaitersAtThePaceTheyAreServed(t *testing.T) {
+	b := newBook()
+	b.Check("vmaas", at(0), at(10), false)
+	if !b.Outage("vmaas") {
+		t.Fatal("no outage after a failed check")
+	}
+	var woken []int
+	for i := range 7 {
+		if _, ok := b.Await("vmaas", func() { woken = append(woken, i) }); !ok {
+			t.Fatal("await refused during an outage")
+		}
+	}
+	b.Call("vmaas", rec(1), at(-5), at(20), true) // began before the failing check: nothing
+	if len(woken) != 0 {
+		t.Fatalf("woken %v by a call that began before the outage's failure", woken)
+	}
+	b.Call("vmaas", rec(1), at(20), at(30), true)
+	if len(woken) != 2 {
+		t.Fatalf("woken %v after one served call, want 2", woken)
+	}
+	b.Call("vmaas", rec(2), at(40), at(50), false) // failing again
+	b.Call("vmaas", rec(3), at(35), at(60), true)  // began before that failure
+	if len(woken) != 2 {
+		t.Fatalf("woken %v by a call that began before the latest failure", woken)
+	}
+	b.Call("vmaas", rec(3), at(60), at(70), true)
+	b.Check("vmaas", at(71), at(72), true)
+	b.Call("vmaas", rec(4), at(80), at(90), true)
+	if want := []int{0, 1, 2, 3, 4, 5, 6}; len(woken) != len(want) {
+		t.Fatalf("woken %v, want %v", woken, want)
+	}
+	for i, w := range woken {
+		if w != i {
+			t.Fatalf("woken in order %v", woken)
+		}
+	}
+	if b.Outage("vmaas") {
+		t.Fatal("still in outage with every waiter released and calls served")
+	}
+}
+
+func TestAwaitOutsideAnOutageRegistersNothing(t *testing.T) {
+	b := newBook()
+	if _, ok := b.Await("vmaas", func() { t.Fatal("woken") }); ok {
+		t.Fatal("await accepted with no outage")
+	}
+}
+
+func TestCancelledWaitersAreNotWoken(t *testing.T) {
+	b := newBook()
+	b.Check("vmaas", at(0), at(1), false)
+	cancel, _ := b.Await("vmaas", func() { t.Fatal("a cancelled waiter was woken") })
+	woke := false
+	b.Await("vmaas", func() { woke = true })
+	cancel()
+	cancel() // harmless twice
+	b.Call("vmaas", rec(1), at(10), at(11), true)
+	if !woke {
+		t.Fatal("the live waiter was not woken")
+	}
+	if n, released := b.Waiting("vmaas"); n != 0 || released != 1 {
+		t.Fatalf("waiting %d, released %d; want 0 and 1", n, released)
+	}
+}
+
+// A Shared verdict puts the dependency in outage.
+func TestSharedVerdictStartsAnOutage(t *testing.T) {
+	b := newBook()
+	c := b.Open("vmaas", rec(1), at(0))
+	b.Call("vmaas", rec(2), at(10), at(20), false)
+	b.Call("vmaas", rec(3), at(10), at(20), false)
+	if v := c.Verdict(at(2000)); v != blame.Shared {
+		t.Fatalf("verdict %v, want shared", v)
+	}
+	c.Close()
+	if !b.Outage("vmaas") {
+		t.Fatal("no outage after a shared verdict")
+	}
+}
+
+// Property: whatever is heard, a case never counts the record's own calls,
+// calls before its failure or after its window, or a record twice; and its
+// verdict is Judge of what it counted.
+func TestCaseCountsOnlyItsEvidence(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		b := newBook()
+		self := rec(0)
+		fail := rapid.IntRange(0, 500).Draw(t, "failure")
+		c := b.Open("d", self, at(fail))
+		type first struct{ served bool }
+		want := map[int64]first{}
+		passed, failedCheck := false, false
+		n := rapid.IntRange(0, 60).Draw(t, "calls")
+		for i := range n {
+			start := rapid.IntRange(0, 2000).Draw(t, "start")
+			served := rapid.Bool().Draw(t, "served")
+			if rapid.IntRange(0, 9).Draw(t, "kind") == 0 {
+				b.Check("d", at(start), at(start+5), served)
+				if start >= fail && start <= fail+1000 {
+					if served {
+						passed = true
+					} else {
+						failedCheck = true
+					}
+				}
+				continue
+			}
+			who := rapid.Int64Range(0, 12).Draw(t, "who")
+			b.Call("d", rec(who), at(start), at(start+5), served)
+			if who == 0 || start < fail || start > fail+1000 {
+				continue
+			}
+			if _, seen := want[who]; !seen {
+				want[who] = first{served}
+			}
+			_ = i
+		}
+		ws, wf := 0, 0
+		for _, f := range want {
+			if f.served {
+				ws++
+			} else {
+				wf++
+			}
+		}
+		s, f, p, cf := c.Evidence()
+		if s != ws || f != wf || p != passed || cf != failedCheck {
+			t.Fatalf("counted %d/%d/%v/%v, want %d/%d/%v/%v", s, f, p, cf, ws, wf, passed, failedCheck)
+		}
+		if v := c.Verdict(at(fail + 1001)); v != blame.Judge(ws, wf, passed, failedCheck) {
+			t.Fatalf("verdict %v, want %v", v, blame.Judge(ws, wf, passed, failedCheck))
+		}
+		c.Close()
+	})
+}

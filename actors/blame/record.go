@@ -1,0 +1,134 @@
+package blame
+
+import "time"
+
+// Record is the rule's state for one record: its own failures so far, the
+// cases of its failures not judged yet, and its wait for a recovery. The
+// partition actor keeps one per failing record; the model test drives the
+// same methods in virtual time. Not safe for concurrent use (its owner
+// serialises it).
+//
+// A record is retried at its backoff whatever its cases say; a case is
+// judged once ripe, at the next Fail or Judge. Only when the pending cases
+// could bring its own failures to the limit does the owner wait for them
+// (Decide).
+type Record struct {
+	Self Source
+	// Own counts the failures judged the record's own.
+	Own int
+	// Held is set while the record's latest judged failure had no evidence:
+	// it is retried, never dead-lettered, until evidence comes.
+	Held bool
+
+	pending    []pendingFailure
+	cancelWait func()
+}
+
+type pendingFailure struct {
+	attempt int32
+	c       *Case
+}
+
+// Judged is the verdict on one of a record's failed attempts.
+type Judged struct {
+	Attempt int32
+	Verdict Verdict
+}
+
+// Fail books failed attempt at at, made at dependency (as the handler named
+// it; Resolve picks what judges it): the pending cases ripe by then are
+// judged and returned. A congested attempt is Congestion at once. While the
+// dependency is in an outage the failure is Shared at once (whatever a
+// recovery within its window would later say), and the record waits for the
+// recovery: wake is called once, from any goroutine, when the recovery
+// releases it (it must only tell the record's owner). Otherwise a case is
+// opened, judged once ripe.
+func (r *Record) Fail(b *Book, attempt int32, dependency string, at time.Time, congested bool, wake func()) []Judged {
+	judged := r.Judge(at)
+	r.stopWaiting()
+	if congested {
+		return r.conclude(judged, Judged{attempt, Congestion})
+	}
+	dep := b.Resolve(dependency)
+	if cancel, ok := b.Await(dep, wake); ok {
+		r.cancelWait = cancel
+		return r.conclude(judged, Judged{attempt, Shared})
+	}
+	r.pending = append(r.pending, pendingFailure{attempt: attempt, c: b.Open(dep, r.Self, at)})
+	return judged
+}
+
+// Judge returns the verdicts of the pending failures ripe at now, in the
+// order they failed, and counts them.
+func (r *Record) Judge(now time.Time) []Judged {
+	var judged []Judged
+	kept := r.pending[:0]
+	for _, p := range r.pending {
+		v := p.c.Verdict(now)
+		if v == Pending {
+			kept = append(kept, p)
+			continue
+		}
+		p.c.Close()
+		judged = r.conclude(judged, Judged{p.attempt, v})
+	}
+	clear(r.pending[len(kept):])
+	r.pending = kept
+	return judged
+}
+
+// Decide says what the record's owner does when its retry comes due at now
+// and the ripe cases are judged (Judge): dead-letter it (its own failures
+// reached limit), wait until wait for pending cases that could reach it, or
+// retry (wait zero).
+func (r *Record) Decide(limit int) (deadLetter bool, wait time.Time) {
+	if r.Own >= limit {
+		return true, time.Time{}
+	}
+	if len(r.pending) > 0 && r.Own+len(r.pending) >= limit {
+		// The retry would be wasted, or worse, run a record whose failures
+		// are already its own: wait for the earliest verdict.
+		earliest := r.pending[0].c.Until()
+		for _, p := range r.pending[1:] {
+			if u := p.c.Until(); u.Before(earliest) {
+				earliest = u
+			}
+		}
+		return false, earliest
+	}
+	return false, time.Time{}
+}
+
+// Pending returns how many failures await their verdict.
+func (r *Record) Pending() int { return len(r.pending) }
+
+func (r *Record) conclude(judged []Judged, j Judged) []Judged {
+	switch j.Verdict {
+	case Own:
+		r.Own++
+		r.Held = false
+	case Shared, Congestion:
+		r.Held = false
+	case NoEvidence:
+		r.Held = true
+	}
+	return append(judged, j)
+}
+
+// Close ends the record's part in the book: its pending cases are closed
+// unjudged and its wait withdrawn. Call it when the record finishes, is
+// dead-lettered or abandoned.
+func (r *Record) Close() {
+	for _, p := range r.pending {
+		p.c.Close()
+	}
+	r.pending = nil
+	r.stopWaiting()
+}
+
+func (r *Record) stopWaiting() {
+	if r.cancelWait != nil {
+		r.cancelWait()
+		r.cancelWait = nil
+	}
+}
