@@ -58,7 +58,9 @@ func New(store *persistence.Store, vmaas *clients.VMaaS, inventory *clients.Inve
 // messages.DependencyVMaaS, DependencyInventory and DependencyDatabase.
 func (h *Handler) ReportDependenciesTo(report func(ctx context.Context, dependency string, took time.Duration, err error)) {
 	if h.vmaas != nil {
-		h.vmaas.ReportTo(func(ctx context.Context, took time.Duration, err error) { report(ctx, messages.DependencyVMaaS, took, err) })
+		h.vmaas.ReportTo(func(ctx context.Context, took time.Duration, err error) {
+			report(ctx, messages.DependencyVMaaS, took, err)
+		})
 	}
 	if h.inventory != nil {
 		h.inventory.ReportTo(func(ctx context.Context, took time.Duration, err error) {
