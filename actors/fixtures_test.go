@@ -224,6 +224,64 @@ func (f *partitionFixture) waitFailed(t *testing.T, offset int64, attempt int) {
 	})
 }
 
+// failUntilDeadLettered answers each attempt of offset with fail and, once
+// the actor has taken the failure, has three other records served as the
+// evidence that it was the record's own, until the record's dead letter is
+// written (at most 3 × MaxAttempts attempts: a record retries at its
+// backoff while its verdicts ripen). It returns the next free offset and
+// the attempts made.
+func (f *partitionFixture) failUntilDeadLettered(t *testing.T, offset, next int64, dependency string, maxAttempts int,
+	fail func() error, written func(int64) bool) (int64, int) {
+	t.Helper()
+	for attempt := 1; attempt <= 3*maxAttempts; attempt++ {
+		if c := expectCallOf(t, f.handler, offset); c.attempt != attempt {
+			t.Fatalf("attempt %d of offset %d, want %d", c.attempt, offset, attempt)
+		}
+		f.handler.answer(offset, fail)
+		waitFor(t, fmt.Sprintf("the failure of offset %d attempt %d", offset, attempt), func() bool {
+			s := f.actor.State()
+			return written(offset) || (s.PinnedOffset == offset && s.PinnedFailure.GetAttempt() >= int32(attempt)) || s.PinnedOffset != offset
+		})
+		if written(offset) {
+			return next, attempt
+		}
+		next = f.othersServed(t, next, 3, dependency)
+		deadline := time.Now().Add(time.Second)
+		for time.Now().Before(deadline) {
+			if written(offset) {
+				return next, attempt
+			}
+			if f.handler.hasCall(offset) {
+				break // retried before its verdicts were ripe: fail that attempt too
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	t.Fatalf("offset %d not dead-lettered within %d attempts", offset, 3*maxAttempts)
+	return next, 0
+}
+
+// hasCall reports whether a call of offset waits to be taken.
+func (h *scriptedHandler) hasCall(offset int64) bool {
+	h.mu.Lock()
+	for _, c := range h.stash {
+		if c.offset == offset {
+			h.mu.Unlock()
+			return true
+		}
+	}
+	h.mu.Unlock()
+	select {
+	case c := <-h.calls:
+		h.mu.Lock()
+		h.stash = append(h.stash, c)
+		h.mu.Unlock()
+		return c.offset == offset
+	default:
+		return false
+	}
+}
+
 // othersServed admits n records from offset on, each of a key of its own,
 // and has each succeed after a served call to dependency (none when empty)
 // reported under its context: evidence that a failure just before was the

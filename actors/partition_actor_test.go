@@ -274,29 +274,22 @@ func TestPartitionRetriesFailingDeadLetterWrite(t *testing.T) {
 	dlq := newScriptedDeadLetters(3, false)
 	f := newPartitionFixture(t, testSettings(ordering.ByKey), dlq)
 	f.admit(0, "a")
-	// Its own failures run out (other records handled just after each): 3
-	// attempts, then the DLQ.
-	next := int64(1)
-	for attempt := 1; attempt <= 3; attempt++ {
-		if c := expectCallOf(t, f.handler, 0); c.attempt != attempt {
-			t.Fatalf("attempt %d, want %d", c.attempt, attempt)
-		}
-		f.handler.answer(0, func() error { return errors.New("unclassified") })
-		f.waitFailed(t, 0, attempt)
-		next = f.othersServed(t, next, 3, "")
-	}
+	// Its own failures run out (other records handled just after each):
+	// then the DLQ.
+	next, attempts := f.failUntilDeadLettered(t, 0, 1, "", 3, func() error { return errors.New("unclassified") },
+		func(int64) bool { return len(dlq.seen) > 0 })
 	for i := 0; i < 4; i++ { // three failed writes, then the one that succeeds
 		select {
 		case l := <-dlq.seen:
-			if l.GetAttempts() != 3 || l.GetErrorClass() != messages.ErrorClass_ERROR_CLASS_UNKNOWN {
+			if l.GetAttempts() != int32(attempts) || l.GetErrorClass() != messages.ErrorClass_ERROR_CLASS_UNKNOWN {
 				t.Fatalf("envelope %v", l)
 			}
 		case <-time.After(3 * time.Second):
 			t.Fatalf("dead-letter write %d never came", i+1)
 		}
 	}
-	f.marker.expectMark(t, next)
-	if s := f.stats.Snapshot(); s.DeadLettered != 1 || s.Succeeded != 9 || s.Retried != 3 || s.RetriedOwn != 3 {
+	waitFor(t, "everything committed", func() bool { return f.marker.committed() == next })
+	if s := f.stats.Snapshot(); s.DeadLettered != 1 || s.Succeeded != next-1 || s.Retried != int64(attempts) || s.RetriedOwn != 3 {
 		t.Fatalf("stats %+v", s)
 	}
 }
@@ -329,16 +322,10 @@ func TestPartitionDeadLettersRepeatedPanic(t *testing.T) {
 	dlq := newScriptedDeadLetters(0, false)
 	f := newPartitionFixture(t, testSettings(ordering.ByKey), dlq)
 	f.admit(0, "a")
-	next := int64(1)
-	for attempt := 1; attempt <= 3; attempt++ {
-		expectCallOf(t, f.handler, 0)
-		f.handler.answer(0, func() error { panic("always") })
-		f.waitFailed(t, 0, attempt)
-		next = f.othersServed(t, next, 3, "")
-	}
-	f.marker.expectMark(t, next)
+	next, attempts := f.failUntilDeadLettered(t, 0, 1, "", 3, func() error { panic("always") }, dlq.isWritten)
+	waitFor(t, "everything committed", func() bool { return f.marker.committed() == next })
 	l := expectLetter(t, dlq)
-	if l.GetErrorClass() != messages.ErrorClass_ERROR_CLASS_PANIC || l.GetAttempts() != 3 || l.GetOwnFailures() != 3 {
+	if l.GetErrorClass() != messages.ErrorClass_ERROR_CLASS_PANIC || l.GetAttempts() != int32(attempts) || l.GetOwnFailures() != 3 {
 		t.Fatalf("envelope %v", l)
 	}
 }

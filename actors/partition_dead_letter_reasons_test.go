@@ -21,7 +21,7 @@ func TestPartitionDeadLetterReasons(t *testing.T) {
 	}
 	cases := []struct {
 		name     string
-		attempts int // failed attempts until the record is given up
+		attempts int // 1: given up at its first failure; more: after its own failures
 		fail     func() error
 		want     messages.Reason
 	}{
@@ -38,17 +38,13 @@ func TestPartitionDeadLetterReasons(t *testing.T) {
 			dlq := newScriptedDeadLetters(1, true)
 			f := newPartitionFixture(t, testSettings(ordering.ByKey), dlq) // MaxAttempts 3
 			f.admit(0, "host")
-			next := int64(1)
-			for attempt := 1; attempt <= c.attempts; attempt++ {
-				if call := expectCallOf(t, f.handler, 0); call.attempt != attempt {
-					t.Fatalf("attempt %d, want %d", call.attempt, attempt)
-				}
+			next, attempts := int64(1), 1
+			if c.attempts == 1 {
+				expectCallOf(t, f.handler, 0)
 				f.handler.answer(0, c.fail)
-				if c.attempts > 1 {
-					// Its own: other records are handled just after it.
-					f.waitFailed(t, 0, attempt)
-					next = f.othersServed(t, next, 3, "")
-				}
+			} else {
+				// Its own: other records are handled just after each failure.
+				next, attempts = f.failUntilDeadLettered(t, 0, 1, "", 3, c.fail, func(int64) bool { return len(dlq.seen) > 0 })
 			}
 			if l := expectLetter(t, dlq); l.GetReason() != string(c.want) {
 				t.Fatalf("first write: envelope reason %q, want %q", l.GetReason(), c.want)
@@ -57,14 +53,14 @@ func TestPartitionDeadLetterReasons(t *testing.T) {
 				t.Fatalf("counted before the write was acknowledged: %+v", s)
 			}
 			dlq.gate <- struct{}{} // the first write goes on, and fails
-			if l := expectLetter(t, dlq); l.GetReason() != string(c.want) || int(l.GetAttempts()) != c.attempts {
-				t.Fatalf("envelope reason %q after %d attempts, want %q after %d", l.GetReason(), l.GetAttempts(), c.want, c.attempts)
+			if l := expectLetter(t, dlq); l.GetReason() != string(c.want) || int(l.GetAttempts()) != attempts {
+				t.Fatalf("envelope reason %q after %d attempts, want %q after %d", l.GetReason(), l.GetAttempts(), c.want, attempts)
 			}
 			if s := f.stats.Snapshot(); s.DeadLettered != 0 {
 				t.Fatalf("counted after a failed write, before the second was acknowledged: %+v", s)
 			}
 			dlq.gate <- struct{}{} // the second succeeds
-			f.marker.expectMark(t, next)
+			waitFor(t, "everything committed", func() bool { return f.marker.committed() == next })
 			s := f.stats.Snapshot()
 			if want := map[string]int64{string(c.want): 1}; s.DeadLettered != 1 || !maps.Equal(s.DeadLetteredByReason, want) {
 				t.Fatalf("dead-lettered %d by reason %v, want 1 by %v", s.DeadLettered, s.DeadLetteredByReason, want)

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -25,10 +26,9 @@ import (
 //     pool connection: messages.Congested) is never own.
 //
 // The actor waits out each retry's backoff itself (retryDue) and judges the
-// cases ripe by then; it waits longer only when the failures still pending
-// could bring the record to MaxAttempts (blame.Record.Decide), so a
-// transient blip costs no more than its backoff. A record is dead-lettered
-// once MaxAttempts of its failures were judged its own. A shared outage of any length dead-letters nothing: its
+// cases ripe by then; it never waits for a verdict (a transient blip costs
+// no more than its backoff). A record is dead-lettered once MaxAttempts of
+// its failures were judged its own (blame.Record.Decide). A shared outage of any length dead-letters nothing: its
 // records wait for the dependency's recovery, which wakes them at the pace it
 // serves them (blame.Book.Await), or for their backoff, whichever is first.
 // A failure nothing could judge (no call like it by another record, no
@@ -47,7 +47,7 @@ type retryDue struct {
 
 // evidenceBatch is how many offsets past the span a pinned record lends its
 // partition at each failure while nothing else of the partition runs; at
-// most MaxAttempts × evidenceBatch per watermark (Settings.EvidenceOverdraft).
+// most Settings.EvidenceOverdraft per watermark.
 const evidenceBatch = 8
 
 func (a *PartitionActor) failed(c actor.Context, st *recordState, m *messages.RecordFailed) {
@@ -88,7 +88,7 @@ func (a *PartitionActor) failed(c actor.Context, st *recordState, m *messages.Re
 	// failures (a host whose calls hang while the rest are served) are not
 	// load: counting them shrank the limit until the failing record's calls
 	// were most of the dependency's.
-	if m.GetCongested() || book.Outage(book.Resolve(m.GetDependency())) {
+	if m.GetCongested() || book.Outage(book.Resolve(m.GetDependency()), at) {
 		a.sample(c, m.GetHandlerTime(), true)
 	}
 	if st.blame == nil {
@@ -99,19 +99,25 @@ func (a *PartitionActor) failed(c actor.Context, st *recordState, m *messages.Re
 	st.judging[fa.GetAttempt()] = fa
 	a.stats.retried.Add(1)
 	self, root, off, attempt := a.self, a.system.Root, st.record.GetOffset(), m.GetAttempt()
-	a.concluded(st, st.blame.Fail(book, attempt, m.GetDependency(), at, m.GetCongested(), func() {
+	judged := st.blame.Fail(book, attempt, m.GetDependency(), at, m.GetCongested(), func() {
 		root.Send(self, retryDue{offset: off, attempt: attempt})
-	}))
+	})
+	a.concluded(st, judged)
+	// A failure judged at once (congestion, or in an outage) needs no
+	// evidence: nothing is lent for it.
+	decided := slices.ContainsFunc(judged, func(j blame.Judged) bool { return j.Attempt == attempt })
 	a.publishFailure(st)
 	if a.isDraining() {
 		a.maybeCompleteDrain(c) // no new attempts while draining: abandoned
 		return
 	}
-	if deadLetter, _ := st.blame.Decide(a.cfg.Settings.MaxAttempts); deadLetter {
+	if st.blame.Decide(a.cfg.Settings.MaxAttempts) {
 		a.giveUp(c, st)
 		return
 	}
-	a.lendEvidence(st)
+	if !decided {
+		a.lendEvidence(st)
+	}
 	a.scheduleRetry(st, backoff(int(st.attempt)+1, a.cfg.Settings.BackoffMin, a.cfg.Settings.BackoffMax))
 }
 
@@ -125,22 +131,18 @@ func (a *PartitionActor) scheduleRetry(st *recordState, wait time.Duration) {
 }
 
 // retryDue judges what is ripe of a record's failures, then starts its next
-// attempt, dead-letters it, or waits for the verdicts that could decide.
+// attempt, or dead-letters it.
 func (a *PartitionActor) retryDue(c actor.Context, m retryDue) {
 	st := a.records[m.offset]
 	if st == nil || st.child != nil || st.letter != nil || st.attempt != m.attempt || a.isDraining() || a.stopping {
 		return // finished, running, dead-lettering, or a stale timer or wake-up
 	}
-	now := time.Now()
-	a.concluded(st, st.blame.Judge(now))
-	deadLetter, wait := st.blame.Decide(a.cfg.Settings.MaxAttempts)
+	a.concluded(st, st.blame.Judge(time.Now()))
 	switch {
-	case deadLetter:
+	case st.blame.Decide(a.cfg.Settings.MaxAttempts):
 		a.giveUp(c, st)
 	case st.releaseAsked:
 		a.startDeadLetter(c, st, messages.ReasonReleased)
-	case wait.After(now):
-		a.scheduleRetry(st, wait.Sub(now))
 	default:
 		if st.retry != nil {
 			st.retry.Stop()

@@ -38,30 +38,29 @@ func TestPartitionDeadLettersOwnTransientFailure(t *testing.T) {
 	dlq := newScriptedDeadLetters(0, false)
 	f := newPartitionFixture(t, testSettings(ordering.ByKey), dlq) // MaxAttempts 3
 	f.admit(0, "hostage")
-	next := int64(1)
-	for attempt := 1; attempt <= 3; attempt++ {
-		if c := expectCallOf(t, f.handler, 0); c.attempt != attempt {
-			t.Fatalf("got %+v, want offset 0 attempt %d", c, attempt)
-		}
-		f.handler.answer(0, vmaasFails)
-		f.waitFailed(t, 0, attempt)
-		next = f.othersServed(t, next, 3, messages.DependencyVMaaS) // just after its failure
-	}
+	next, attempts := f.failUntilDeadLettered(t, 0, 1, messages.DependencyVMaaS, 3, vmaasFails, dlq.isWritten) // MaxAttempts 3
 	l := expectLetter(t, dlq)
-	if l.GetOwnFailures() != 3 || l.GetAttempts() != 3 || l.GetErrorClass() != messages.ErrorClass_ERROR_CLASS_TRANSIENT ||
+	if l.GetOwnFailures() != 3 || l.GetAttempts() != int32(attempts) || l.GetErrorClass() != messages.ErrorClass_ERROR_CLASS_TRANSIENT ||
 		l.GetReason() != string(messages.ReasonTransient) {
-		t.Fatalf("envelope: own %d, attempts %d, class %v, reason %q", l.GetOwnFailures(), l.GetAttempts(), l.GetErrorClass(), l.GetReason())
+		t.Fatalf("envelope: own %d, attempts %d (made %d), class %v, reason %q", l.GetOwnFailures(), l.GetAttempts(), attempts, l.GetErrorClass(), l.GetReason())
 	}
-	if len(l.GetHistory()) != 3 {
-		t.Fatalf("history has %d entries, want 3", len(l.GetHistory()))
+	if len(l.GetHistory()) != attempts {
+		t.Fatalf("history has %d entries, want %d", len(l.GetHistory()), attempts)
 	}
+	own := 0
 	for i, h := range l.GetHistory() {
-		if !h.GetOwn() || h.GetBlame() != messages.Blame_BLAME_OWN || h.GetDependency() != messages.DependencyVMaaS || h.GetAttempt() != int32(i+1) {
+		if h.GetDependency() != messages.DependencyVMaaS || h.GetAttempt() != int32(i+1) || h.GetOwn() != (h.GetBlame() == messages.Blame_BLAME_OWN) {
 			t.Fatalf("history[%d] = %v", i, h)
 		}
+		if h.GetOwn() {
+			own++
+		}
 	}
-	f.marker.expectMark(t, next)
-	if s := f.stats.Snapshot(); s.DeadLettered != 1 || s.RetriedOwn != 3 || s.RetriedShared != 0 || s.Succeeded != 9 ||
+	if own != 3 {
+		t.Fatalf("history has %d failures judged own, want 3", own)
+	}
+	waitFor(t, "everything committed", func() bool { return f.marker.committed() == next })
+	if s := f.stats.Snapshot(); s.DeadLettered != 1 || s.RetriedOwn != 3 || s.RetriedShared != 0 || s.Succeeded != next-1 ||
 		s.DeadLetteredByReason[string(messages.ReasonTransient)] != 1 {
 		t.Fatalf("stats %+v", s)
 	}
@@ -135,17 +134,11 @@ func TestPartitionDeadLettersUnattributedFailureWhileOthersSucceed(t *testing.T)
 	dlq := newScriptedDeadLetters(0, false)
 	f := newPartitionFixture(t, testSettings(ordering.ByKey), dlq)
 	f.admit(0, "locked")
-	next := int64(1)
-	for attempt := 1; attempt <= 3; attempt++ {
-		expectCallOf(t, f.handler, 0)
-		f.handler.answer(0, func() error { return errors.New("lock timeout") }) // unclassified
-		f.waitFailed(t, 0, attempt)
-		next = f.othersServed(t, next, 3, "")
-	}
+	next, _ := f.failUntilDeadLettered(t, 0, 1, "", 3, func() error { return errors.New("lock timeout") }, dlq.isWritten) // unclassified
 	if l := expectLetter(t, dlq); l.GetOwnFailures() != 3 || l.GetError() != "lock timeout" || l.GetReason() != string(messages.ReasonUnknown) {
 		t.Fatalf("envelope: own %d, error %q, reason %q", l.GetOwnFailures(), l.GetError(), l.GetReason())
 	}
-	f.marker.expectMark(t, next)
+	waitFor(t, "everything committed", func() bool { return f.marker.committed() == next })
 }
 
 // The attempt timeout ends a handler that waits for ever on its context; the
@@ -171,7 +164,7 @@ func TestPartitionAttemptTimeoutBoundsAHangingRecord(t *testing.T) {
 	if !strings.Contains(l.GetError(), "deadline exceeded") || l.GetOwnFailures() != 3 {
 		t.Fatalf("envelope: error %q, own %d", l.GetError(), l.GetOwnFailures())
 	}
-	f.marker.expectMark(t, next)
+	waitFor(t, "everything committed", func() bool { return f.marker.committed() == next })
 }
 
 // What the handler skips on purpose is finished and committed, counted by
@@ -216,7 +209,7 @@ func TestPartitionCongestionIsNeverOwn(t *testing.T) {
 	}
 	expectCallOf(t, f.handler, 0)
 	f.handler.answer(0, ok)
-	f.marker.expectMark(t, next)
+	waitFor(t, "everything committed", func() bool { return f.marker.committed() == next })
 	if s := f.stats.Snapshot(); s.DeadLettered != 0 || s.RetriedOwn != 0 || s.RetriedShared != 6 {
 		t.Fatalf("stats %+v; want 6 shared retries and no dead letter", s)
 	}

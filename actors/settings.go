@@ -225,8 +225,10 @@ func (s Settings) Validate() error {
 
 // EvidenceOverdraft is the most offsets past its span a partition admits as
 // evidence for the record pinning its watermark: evidenceBatch for each of
-// the MaxAttempts failures it may need judged.
-func (s Settings) EvidenceOverdraft() int { return s.MaxAttempts * evidenceBatch }
+// the MaxAttempts failures it needs judged own, twice over for the failures
+// whose verdict the lent records cannot decide (the first after an outage is
+// shared with the records coming through it).
+func (s Settings) EvidenceOverdraft() int { return 2 * s.MaxAttempts * evidenceBatch }
 
 // BlameConfig is the retry rule's configuration (package blame).
 func (s Settings) BlameConfig() blame.Config {

@@ -8,28 +8,37 @@
 //
 //  1. Evidence is like the failure and not blocked by it. A failure of a
 //     record at dependency D at time t opens a Case. Only calls to D that
-//     start within the evidence window after t, made by other records (never
-//     the record itself, never a call no record is known to have made), and
-//     health checks of D that start within it, are evidence. A record held
+//     other records (never the record itself, never a call no record is
+//     known to have made) start within the first third of the evidence
+//     window after t, and health checks of D that start within the window,
+//     are evidence. A record held
 //     back by the failing one cannot call, so what it blocks is silence, and
 //     silence is no evidence.
 //  2. A case is judged once ripe (Enough other records were heard, or its
-//     window closed): a failed check, or at least two other records failing
-//     while fewer than four times as many were served, is Shared; at least
-//     three served and four times as many as failed is Own; a passed check
-//     with at most one other record failing is Own; anything else is
+//     window closed), by the first Enough records heard, each by its first
+//     call in the window. A record already failing at D when this one failed
+//     is a suspect: its failure says nothing (two bad records must not blind
+//     each other), but its being served says the trouble was shared and has
+//     passed. So: a failed check, a suspect served, or at least two other
+//     records failing while fewer than four times as many were served, is
+//     Shared; at least three served and four times as many as failed is Own;
+//     a passed check, with none failed in the two windows before the failure
+//     either, and at most one other record failing is Own; anything else is
 //     NoEvidence (the record is held, never dead-lettered on a guess).
 //  3. A failure that names no dependency, or one nobody reported calls or
 //     checks of, is judged by the handler's own outcomes (Handler): other
 //     records handled are served calls, other records failing are failed
 //     ones. A handler that classifies nothing is never punished for an
 //     outage.
-//  4. A Shared verdict or a failed check puts D in outage; records failing
-//     at D then wait for its recovery (Await) as well as their backoff. Each
-//     served call or passed check that started after the outage's latest
-//     failure releases two of them: recovery wakes the waiters at the pace
-//     the dependency serves them (doubling each round trip), not at the end
-//     of their backoff; a false recovery wakes only as many as are served.
+//  4. A failed check puts D in outage until a check passes; a Shared
+//     verdict, for a window past it (the outage lasts while they keep
+//     coming: load shedding, bursts). A failure at D during an outage is
+//     Shared at once, and its record waits
+//     for D to serve (Await) as well as for its backoff. Each served call or
+//     passed check that started after D's latest failure releases two
+//     waiters: recovery wakes them at the pace the dependency serves them
+//     (doubling each round trip), not at the end of their backoff; a false
+//     recovery wakes only as many as are served.
 //
 // What it cannot tell apart: a partial outage the health check does not
 // exercise, hitting only the records in flight when no other record calls
@@ -108,9 +117,6 @@ type Config struct {
 func DefaultConfig() Config { return Config{Window: 1500 * time.Millisecond, Enough: 8} }
 
 const (
-	// maxSeen bounds the sources a case remembers: past it the case has
-	// more than it needs to judge.
-	maxSeen = 64
 	// releaseStep is how many waiters a served call releases during a
 	// recovery.
 	releaseStep = 2
@@ -149,10 +155,18 @@ type dep struct {
 	// waiters: its calls must be looked at under mu.
 	attention atomic.Bool
 
-	mu       sync.Mutex
-	cases    map[*Case]struct{}
-	outage   bool
-	since    time.Time // when the outage's latest failure began
+	mu    sync.Mutex
+	cases map[*Case]struct{}
+	until time.Time // the outage lasts until then
+	since time.Time // when the latest failure (while anyone waited) began
+	// checkFailed is when the latest failed check began; checkDown is set
+	// from a failed check until a check passes again.
+	checkFailed time.Time
+	checkDown   bool
+	// failing holds, for each record failing at the dependency now, when
+	// its run of failures began: a record failing when another failed is a
+	// suspect in the other's case.
+	failing  map[Source]time.Time
 	waiters  []*waiter
 	released int64 // waiters released, ever (for tests and metrics)
 }
@@ -166,7 +180,7 @@ func (b *Book) dep(name string) *dep {
 	if v, ok := b.deps.Load(name); ok {
 		return v.(*dep)
 	}
-	v, _ := b.deps.LoadOrStore(name, &dep{cases: map[*Case]struct{}{}})
+	v, _ := b.deps.LoadOrStore(name, &dep{cases: map[*Case]struct{}{}, failing: map[Source]time.Time{}})
 	return v.(*dep)
 }
 
@@ -201,10 +215,10 @@ func (b *Book) Call(dependency string, src Source, start, end time.Time, served 
 	d.mu.Lock()
 	if src.known() {
 		for c := range d.cases {
-			c.heard(src, start, served)
+			c.hear(src, start, served)
 		}
 	}
-	wake := d.afterCall(start, served, src.known())
+	wake := d.afterCall(start, served)
 	d.mu.Unlock()
 	for _, w := range wake {
 		w()
@@ -214,7 +228,8 @@ func (b *Book) Call(dependency string, src Source, start, end time.Time, served 
 // Check books one health check of dependency that ran from start to end. A
 // check is evidence for the cases whose window it started in: keep it on
 // the path the records' calls take (a check that passes while they fail
-// would have records dead-lettered in an outage).
+// would have records dead-lettered in an outage). A failed one puts the
+// dependency in outage for a window.
 func (b *Book) Check(dependency string, start, end time.Time, served bool) {
 	d := b.dep(dependency)
 	if !d.known.Load() {
@@ -224,12 +239,17 @@ func (b *Book) Check(dependency string, start, end time.Time, served bool) {
 	for c := range d.cases {
 		c.checked(start, served)
 	}
-	var wake []func()
 	if served {
-		wake = d.afterCall(start, true, false)
+		if start.After(d.checkFailed) {
+			d.checkDown = false
+		}
 	} else {
-		d.enterOutage(start)
+		d.enterOutage(start, end.Add(b.cfg.Window))
+		if start.After(d.checkFailed) {
+			d.checkFailed, d.checkDown = start, true
+		}
 	}
+	wake := d.afterCall(start, served)
 	d.mu.Unlock()
 	for _, w := range wake {
 		w()
@@ -252,42 +272,45 @@ func (d *dep) observeDuration(took time.Duration) {
 	}
 }
 
-// afterCall follows the outage state after a call that started at start;
-// it returns the waiters to wake. Under d.mu. A served call that started
-// after the outage's latest failure releases releaseStep waiters (the
-// outage ends when none is left); a failed one moves that latest failure,
-// so the calls still under way from before it release nothing. Waiters
-// therefore come back at the pace the dependency serves them: two per
-// success, each failure sending its record back to wait.
-func (d *dep) afterCall(start time.Time, served, attributed bool) []func() {
-	if !d.outage || start.Before(d.since) {
+// afterCall follows a call (or check) that started at start; it returns
+// the waiters to wake. Under d.mu. A failed one is the dependency's latest
+// failure; a served one that started after it releases releaseStep waiters,
+// so the waiters come back at the pace the dependency serves them: two per
+// success, none for the calls still under way from before a failure.
+func (d *dep) afterCall(start time.Time, served bool) []func() {
+	if len(d.waiters) == 0 {
 		return nil
 	}
 	if !served {
-		if attributed {
+		if start.After(d.since) {
 			d.since = start
 		}
 		return nil
 	}
+	if start.Before(d.since) {
+		return nil
+	}
 	wake := d.releaseWaiters(releaseStep)
 	if d.liveWaiters() == 0 {
-		d.outage = false
 		d.waiters = nil
 		d.updateAttention()
 	}
 	return wake
 }
 
-func (d *dep) enterOutage(at time.Time) {
-	if !d.outage || at.After(d.since) {
+// enterOutage puts the dependency in outage from at until until (extended,
+// never shortened). Under d.mu.
+func (d *dep) enterOutage(at, until time.Time) {
+	if until.After(d.until) {
+		d.until = until
+	}
+	if at.After(d.since) {
 		d.since = at
 	}
-	d.outage = true
-	d.attention.Store(true)
 }
 
 func (d *dep) updateAttention() {
-	d.attention.Store(len(d.cases) > 0 || d.outage || len(d.waiters) > 0)
+	d.attention.Store(len(d.cases) > 0 || len(d.waiters) > 0)
 }
 
 func (d *dep) releaseWaiters(n int) []func() {
@@ -315,33 +338,37 @@ func (d *dep) liveWaiters() int {
 	return n
 }
 
-// Outage reports whether dependency is in an outage: a case of it was
-// judged Shared, or its check failed, and it has not served since.
-func (b *Book) Outage(dependency string) bool {
+// Outage reports whether dependency is in an outage at now: its check
+// failed and none passed since, or a case of it was judged Shared within a
+// window before.
+func (b *Book) Outage(dependency string, now time.Time) bool {
 	v, ok := b.deps.Load(dependency)
 	if !ok {
 		return false
 	}
 	d := v.(*dep)
-	if !d.attention.Load() {
-		return false
-	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.outage
+	return d.inOutage(now)
 }
 
-// Await registers wake to be called once when dependency recovers from its
-// outage (in the order waiters came, a few per served call); ok is false,
-// and nothing is registered, when it is not in an outage. cancel withdraws
-// the registration; calling it after the wake is harmless. wake runs on the
-// goroutine that reported the recovering call and must not block.
-func (b *Book) Await(dependency string, wake func()) (cancel func(), ok bool) {
+func (d *dep) inOutage(now time.Time) bool { return d.checkDown || now.Before(d.until) }
+
+// Await registers wake to be called once when dependency, in an outage at
+// at (a record's failure), serves again: released in the order waiters
+// came, two per served call. ok is false, and nothing is registered, when
+// it is not in an outage. cancel withdraws the registration; calling it
+// after the wake is harmless. wake runs on the goroutine that reported the
+// serving call and must not block.
+func (b *Book) Await(dependency string, at time.Time, wake func()) (cancel func(), ok bool) {
 	d := b.dep(dependency)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !d.outage {
+	if !d.inOutage(at) {
 		return func() {}, false
+	}
+	if at.After(d.since) {
+		d.since = at // only what the dependency serves after this failure wakes it
 	}
 	w := &waiter{wake: wake}
 	d.waiters = append(d.waiters, w)

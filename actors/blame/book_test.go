@@ -21,32 +21,64 @@ func newBook() *blame.Book { return blame.NewBook(blame.Config{Window: time.Seco
 
 func TestJudgeTable(t *testing.T) {
 	cases := []struct {
-		served, failed  int
-		passed, failed2 bool
-		want            blame.Verdict
+		served, failed, recovered int
+		passed, failedCheck       bool
+		want                      blame.Verdict
 	}{
-		{0, 0, false, false, blame.NoEvidence},
-		{2, 0, false, false, blame.NoEvidence}, // too few to say
-		{3, 0, false, false, blame.Own},
-		{4, 1, false, false, blame.Own},
-		{3, 1, false, false, blame.NoEvidence}, // one failing other, too few served
-		{0, 1, false, false, blame.NoEvidence}, // another record failing: maybe bad too
-		{0, 1, true, false, blame.Own},         // the check says the path serves
-		{0, 2, true, false, blame.Shared},      // two others failing: not its alone
-		{7, 2, false, false, blame.Shared},
-		{8, 2, false, false, blame.Own},
-		{50, 0, false, true, blame.Shared}, // a failed check wins
-		{0, 0, true, false, blame.Own},
+		{0, 0, 0, false, false, blame.NoEvidence},
+		{2, 0, 0, false, false, blame.NoEvidence}, // too few to say
+		{3, 0, 0, false, false, blame.Own},
+		{4, 1, 0, false, false, blame.Own},
+		{3, 1, 0, false, false, blame.NoEvidence}, // one failing other, too few served
+		{0, 1, 0, false, false, blame.NoEvidence}, // another record failing: maybe bad too
+		{0, 1, 0, true, false, blame.Own},         // the check says the path serves
+		{0, 2, 0, true, false, blame.NoEvidence},  // two others failing beside a passing check: bad ones, or a partial outage
+		{0, 2, 0, false, false, blame.Shared},     // two others failing: not its alone
+		{7, 2, 0, false, false, blame.Shared},
+		{8, 2, 0, false, false, blame.Own},
+		{50, 0, 0, false, true, blame.Shared}, // a failed check wins
+		{0, 0, 0, true, false, blame.Own},
+		{7, 0, 1, false, false, blame.Shared}, // a record failing with it was served after: it passed
+		{0, 0, 1, true, false, blame.Shared},
 	}
 	for _, c := range cases {
-		if got := blame.Judge(c.served, c.failed, c.passed, c.failed2); got != c.want {
-			t.Errorf("Judge(%d served, %d failed, check passed %v, failed %v) = %v, want %v", c.served, c.failed, c.passed, c.failed2, got, c.want)
+		if got := blame.Judge(c.served, c.failed, c.recovered, c.passed, c.failedCheck); got != c.want {
+			t.Errorf("Judge(%d served, %d failed, %d recovered, check passed %v, failed %v) = %v, want %v",
+				c.served, c.failed, c.recovered, c.passed, c.failedCheck, got, c.want)
 		}
 	}
 }
 
-// Only calls by other records that start within the window count, each
-// record by its first call there.
+// A record failing when this one failed is a suspect: its failures are not
+// counted, its being served after makes the failure shared.
+func TestSuspectsFailuresDoNotCountTheirRecoveryDoes(t *testing.T) {
+	b := newBook()
+	b.Call("vmaas", rec(9), at(0), at(1), true)
+	var other, self blame.Record
+	other.Self, self.Self = rec(2), rec(1)
+	other.Fail(b, 1, "vmaas", at(5), false, func() {}) // failing before
+	self.Fail(b, 1, "vmaas", at(10), false, func() {})
+	b.Call("vmaas", rec(2), at(20), at(21), false) // the suspect failing again: nothing
+	for i := range 3 {
+		b.Call("vmaas", rec(int64(30+i)), at(30), at(31), true)
+	}
+	if j := self.Judge(at(2000)); len(j) != 1 || j[0].Verdict != blame.Own {
+		t.Fatalf("verdicts %v, want own: a suspect's failure must not blind it", j)
+	}
+	self.Fail(b, 2, "vmaas", at(2100), false, func() {})
+	b.Call("vmaas", rec(2), at(2200), at(2201), true) // the suspect served: it was shared
+	for i := range 3 {
+		b.Call("vmaas", rec(int64(40+i)), at(2300), at(2301), true)
+	}
+	if j := self.Judge(at(4000)); len(j) != 1 || j[0].Verdict != blame.Shared {
+		t.Fatalf("verdicts %v, want shared: a record failing with it got through", j)
+	}
+	other.Close()
+	self.Close()
+}
+
+// Only calls by other records that start within the first third of the
+// window count, each record by its first call there.
 func TestCaseHearsOthersInItsWindowOnly(t *testing.T) {
 	b := newBook()
 	b.Call("vmaas", rec(9), at(0), at(1), true) // known
@@ -54,15 +86,15 @@ func TestCaseHearsOthersInItsWindowOnly(t *testing.T) {
 	b.Call("vmaas", rec(1), at(150), at(160), true)         // itself
 	b.Call("vmaas", rec(2), at(50), at(200), true)          // began before the failure
 	b.Call("vmaas", blame.Source{}, at(200), at(210), true) // nobody known
-	b.Call("vmaas", rec(3), at(1200), at(1210), true)       // after the window
+	b.Call("vmaas", rec(3), at(500), at(510), true)         // after the window's first third
 	b.Call("database", rec(4), at(200), at(210), true)      // another dependency
-	if s, f, _, _ := c.Evidence(); s != 0 || f != 0 {
+	if s, f, _, _, _ := c.Evidence(); s != 0 || f != 0 {
 		t.Fatalf("heard %d served and %d failed, want none", s, f)
 	}
 	b.Call("vmaas", rec(5), at(200), at(210), false)
 	b.Call("vmaas", rec(5), at(300), at(310), true) // its first call speaks for it
 	b.Call("vmaas", rec(6), at(400), at(410), true)
-	if s, f, _, _ := c.Evidence(); s != 1 || f != 1 {
+	if s, f, _, _, _ := c.Evidence(); s != 1 || f != 1 {
 		t.Fatalf("heard %d served and %d failed, want 1 and 1", s, f)
 	}
 	if v := c.Verdict(at(500)); v != blame.Pending {
@@ -114,35 +146,40 @@ func TestResolve(t *testing.T) {
 	}
 }
 
-// A failed check puts the dependency in outage; waiters are released two
-// per served call that began after the latest failure, in their order.
+// A failed check puts the dependency in outage for a window; waiters are
+// released two per served call that began after the latest failure, in
+// their order, outage or not, until none is left.
 func TestRecoveryReleasesWaitersAtThePaceTheyAreServed(t *testing.T) {
-	b := newBook()
+	b := newBook() // window 1 s
 	b.Check("vmaas", at(0), at(10), false)
-	if !b.Outage("vmaas") {
-		t.Fatal("no outage after a failed check")
+	if !b.Outage("vmaas", at(5000)) {
+		t.Fatal("the outage a failed check began ended before a check passed")
 	}
 	var woken []int
 	for i := range 7 {
-		if _, ok := b.Await("vmaas", func() { woken = append(woken, i) }); !ok {
+		if _, ok := b.Await("vmaas", at(5), func() { woken = append(woken, i) }); !ok {
 			t.Fatal("await refused during an outage")
 		}
 	}
-	b.Call("vmaas", rec(1), at(-5), at(20), true) // began before the failing check: nothing
+	b.Call("vmaas", rec(1), at(-5), at(20), true) // began before the failures: nothing
 	if len(woken) != 0 {
 		t.Fatalf("woken %v by a call that began before the outage's failure", woken)
 	}
-	b.Call("vmaas", rec(1), at(20), at(30), true)
-	if len(woken) != 2 {
-		t.Fatalf("woken %v after one served call, want 2", woken)
-	}
-	b.Call("vmaas", rec(2), at(40), at(50), false) // failing again
-	b.Call("vmaas", rec(3), at(35), at(60), true)  // began before that failure
-	if len(woken) != 2 {
+	b.Call("vmaas", rec(2), at(12), at(13), false) // failing still: the latest failure
+	b.Call("vmaas", rec(1), at(11), at(30), true)  // began before it
+	if len(woken) != 0 {
 		t.Fatalf("woken %v by a call that began before the latest failure", woken)
 	}
+	b.Call("vmaas", rec(1), at(20), at(30), true)
+	if len(woken) != 2 {
+		t.Fatalf("woken %v after a served call; want 2", woken)
+	}
+	b.Call("vmaas", rec(3), at(40), at(50), false)
 	b.Call("vmaas", rec(3), at(60), at(70), true)
 	b.Check("vmaas", at(71), at(72), true)
+	if b.Outage("vmaas", at(1011)) {
+		t.Fatal("still in outage a window past a passing check")
+	}
 	b.Call("vmaas", rec(4), at(80), at(90), true)
 	if want := []int{0, 1, 2, 3, 4, 5, 6}; len(woken) != len(want) {
 		t.Fatalf("woken %v, want %v", woken, want)
@@ -152,14 +189,11 @@ func TestRecoveryReleasesWaitersAtThePaceTheyAreServed(t *testing.T) {
 			t.Fatalf("woken in order %v", woken)
 		}
 	}
-	if b.Outage("vmaas") {
-		t.Fatal("still in outage with every waiter released and calls served")
-	}
 }
 
 func TestAwaitOutsideAnOutageRegistersNothing(t *testing.T) {
 	b := newBook()
-	if _, ok := b.Await("vmaas", func() { t.Fatal("woken") }); ok {
+	if _, ok := b.Await("vmaas", at(0), func() { t.Fatal("woken") }); ok {
 		t.Fatal("await accepted with no outage")
 	}
 }
@@ -167,9 +201,9 @@ func TestAwaitOutsideAnOutageRegistersNothing(t *testing.T) {
 func TestCancelledWaitersAreNotWoken(t *testing.T) {
 	b := newBook()
 	b.Check("vmaas", at(0), at(1), false)
-	cancel, _ := b.Await("vmaas", func() { t.Fatal("a cancelled waiter was woken") })
+	cancel, _ := b.Await("vmaas", at(1), func() { t.Fatal("a cancelled waiter was woken") })
 	woke := false
-	b.Await("vmaas", func() { woke = true })
+	b.Await("vmaas", at(1), func() { woke = true })
 	cancel()
 	cancel() // harmless twice
 	b.Call("vmaas", rec(1), at(10), at(11), true)
@@ -191,14 +225,15 @@ func TestSharedVerdictStartsAnOutage(t *testing.T) {
 		t.Fatalf("verdict %v, want shared", v)
 	}
 	c.Close()
-	if !b.Outage("vmaas") {
-		t.Fatal("no outage after a shared verdict")
+	if !b.Outage("vmaas", at(2500)) || b.Outage("vmaas", at(3100)) {
+		t.Fatal("no outage for a window past a shared verdict")
 	}
 }
 
 // Property: whatever is heard, a case never counts the record's own calls,
-// calls before its failure or after its window, or a record twice; and its
-// verdict is Judge of what it counted.
+// calls before its failure or after the first third of its window (checks:
+// the whole window), a record twice, or more than the first Enough records;
+// and its verdict is Judge of what it counted.
 func TestCaseCountsOnlyItsEvidence(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		b := newBook()
@@ -207,13 +242,16 @@ func TestCaseCountsOnlyItsEvidence(t *testing.T) {
 		c := b.Open("d", self, at(fail))
 		type first struct{ served bool }
 		want := map[int64]first{}
-		passed, failedCheck := false, false
+		passed, failedCheck, failedBefore := false, false, false
 		n := rapid.IntRange(0, 60).Draw(t, "calls")
 		for i := range n {
 			start := rapid.IntRange(0, 2000).Draw(t, "start")
 			served := rapid.Bool().Draw(t, "served")
 			if rapid.IntRange(0, 9).Draw(t, "kind") == 0 {
 				b.Check("d", at(start), at(start+5), served)
+				if !served && start < fail && start >= fail-2000 {
+					failedBefore = true
+				}
 				if start >= fail && start <= fail+1000 {
 					if served {
 						passed = true
@@ -225,10 +263,10 @@ func TestCaseCountsOnlyItsEvidence(t *testing.T) {
 			}
 			who := rapid.Int64Range(0, 12).Draw(t, "who")
 			b.Call("d", rec(who), at(start), at(start+5), served)
-			if who == 0 || start < fail || start > fail+1000 {
+			if who == 0 || start < fail || start > fail+1000/3 { // records: the first third of the window
 				continue
 			}
-			if _, seen := want[who]; !seen {
+			if _, seen := want[who]; !seen && len(want) < 8 { // the first Enough heard speak
 				want[who] = first{served}
 			}
 			_ = i
@@ -241,12 +279,14 @@ func TestCaseCountsOnlyItsEvidence(t *testing.T) {
 				wf++
 			}
 		}
-		s, f, p, cf := c.Evidence()
+		s, f, _, p, cf := c.Evidence()
 		if s != ws || f != wf || p != passed || cf != failedCheck {
 			t.Fatalf("counted %d/%d/%v/%v, want %d/%d/%v/%v", s, f, p, cf, ws, wf, passed, failedCheck)
 		}
-		if v := c.Verdict(at(fail + 1001)); v != blame.Judge(ws, wf, passed, failedCheck) {
-			t.Fatalf("verdict %v, want %v", v, blame.Judge(ws, wf, passed, failedCheck))
+		// The check speaks only when none failed in the two windows before.
+		steady := passed && !failedBefore
+		if v := c.Verdict(at(fail + 1001)); v != blame.Judge(ws, wf, 0, steady, failedCheck) {
+			t.Fatalf("verdict %v, want %v", v, blame.Judge(ws, wf, 0, steady, failedCheck))
 		}
 		c.Close()
 	})

@@ -8,16 +8,20 @@ type Case struct {
 	d     *dep
 	self  Source
 	at    time.Time // the failure
-	until time.Time // the window's end: calls starting after it are not evidence
+	until time.Time // the window's end: checks starting after it are not evidence
+	heard time.Time // the end of the first third of the window: records' calls starting after it are not evidence
 	// enough is how many records heard make the case ripe early.
 	enough int
 
 	// Under d.mu:
-	seen          map[Source]struct{} // records heard, by their first call in the window
-	served        int
-	failed        int
-	checkPassed   bool
-	checkFailed   bool
+	seen        map[Source]struct{} // records heard, by their first call in the window
+	served      int                 // fresh records served
+	failed      int                 // fresh records failing
+	recovered   int                 // suspects served: records failing when this one failed
+	checkPassed bool
+	checkFailed bool
+	// steadyBefore: no check failed in the two windows before the failure.
+	steadyBefore  bool
 	verdict       Verdict // final once not Pending
 	closed        bool
 	dependencyKey string
@@ -32,9 +36,10 @@ func (b *Book) Open(dependency string, self Source, at time.Time) *Case {
 		// Calls that start within the window end after it: wait for them.
 		window = 2 * mean
 	}
-	c := &Case{d: d, self: self, at: at, until: at.Add(window), enough: b.cfg.Enough,
+	c := &Case{d: d, self: self, at: at, until: at.Add(window), heard: at.Add(window / 3), enough: b.cfg.Enough,
 		seen: map[Source]struct{}{}, dependencyKey: dependency}
 	d.mu.Lock()
+	c.steadyBefore = d.checkFailed.Before(at.Add(-2 * window))
 	d.cases[c] = struct{}{}
 	d.attention.Store(true)
 	d.mu.Unlock()
@@ -47,15 +52,28 @@ func (c *Case) Dependency() string { return c.dependencyKey }
 // Until returns the end of the case's window: it is ripe then at the latest.
 func (c *Case) Until() time.Time { return c.until }
 
-// heard books src's call that started at start. Under d.mu.
-func (c *Case) heard(src Source, start time.Time, served bool) {
-	if c.verdict != Pending || src == c.self || start.Before(c.at) || start.After(c.until) {
+// hear books src's call that started at start: evidence when it started
+// within the first third of the window (what others met just after the
+// failure; a record heard only later may have met a dependency recovered
+// meanwhile). Under d.mu.
+func (c *Case) hear(src Source, start time.Time, served bool) {
+	if c.verdict != Pending || src == c.self || start.Before(c.at) || start.After(c.heard) {
 		return
 	}
-	if _, ok := c.seen[src]; ok || len(c.seen) >= maxSeen {
-		return // a record's first call in the window speaks for it
+	if _, ok := c.seen[src]; ok || len(c.seen) >= c.enough {
+		// A record's first call in the window speaks for it, and the first
+		// Enough records heard speak for the case: the verdict is about the
+		// moments just after the failure, not a recovery (or an outage)
+		// later in the window.
+		return
 	}
 	c.seen[src] = struct{}{}
+	if since, ok := c.d.failing[src]; ok && !since.After(c.at) {
+		if served {
+			c.recovered++
+		}
+		return // a suspect's failure says nothing either way
+	}
 	if served {
 		c.served++
 	} else {
@@ -65,7 +83,13 @@ func (c *Case) heard(src Source, start time.Time, served bool) {
 
 // checked books a health check that started at start. Under d.mu.
 func (c *Case) checked(start time.Time, served bool) {
-	if c.verdict != Pending || start.Before(c.at) || start.After(c.until) {
+	if c.verdict != Pending {
+		return
+	}
+	if !served && start.Before(c.at) && !start.Before(c.at.Add(-2*c.until.Sub(c.at))) {
+		c.steadyBefore = false // a check that began before the failure, reported after it opened
+	}
+	if start.Before(c.at) || start.After(c.until) {
 		return
 	}
 	if served {
@@ -77,7 +101,7 @@ func (c *Case) checked(start time.Time, served bool) {
 
 // Verdict judges the case at now: Pending until it is ripe (enough records
 // heard, or its window closed), then final. A Shared verdict puts the
-// dependency in outage.
+// dependency in outage for a window.
 func (c *Case) Verdict(now time.Time) Verdict {
 	d := c.d
 	d.mu.Lock()
@@ -88,18 +112,25 @@ func (c *Case) Verdict(now time.Time) Verdict {
 	if c.served+c.failed < c.enough && now.Before(c.until) {
 		return Pending
 	}
-	c.verdict = Judge(c.served, c.failed, c.checkPassed, c.checkFailed)
+	// The check speaks for the path only if it has been passing: none failed
+	// in the two windows before the failure either (one lucky pass of a
+	// dependency shedding half its calls is no evidence).
+	steady := c.checkPassed && c.steadyBefore
+	c.verdict = Judge(c.served, c.failed, c.recovered, steady, c.checkFailed)
 	if c.verdict == Shared {
-		d.enterOutage(c.at)
+		// The outage lasts a window past the verdict: a failure made in a
+		// short lull of a trouble that keeps coming is shared too.
+		d.enterOutage(c.at, now.Add(c.until.Sub(c.at)))
 	}
 	return c.verdict
 }
 
-// Evidence returns what the case has heard so far.
-func (c *Case) Evidence() (served, failed int, checkPassed, checkFailed bool) {
+// Evidence returns what the case has heard so far: fresh records served
+// and failing, suspects served, and the checks.
+func (c *Case) Evidence() (served, failed, recovered int, checkPassed, checkFailed bool) {
 	c.d.mu.Lock()
 	defer c.d.mu.Unlock()
-	return c.served, c.failed, c.checkPassed, c.checkFailed
+	return c.served, c.failed, c.recovered, c.checkPassed, c.checkFailed
 }
 
 // Close stops gathering evidence for the case. Idempotent.
@@ -117,23 +148,34 @@ func (c *Case) Close() {
 }
 
 // Judge is the rule's verdict on a ripe case: served and failed are the
-// other records heard in its window (each by its first call there); the
-// checks, whether one that started in it passed or failed.
+// fresh records heard in its window (each by its first call there: records
+// not failing when this one failed), recovered the suspects served (records
+// that were failing too, and then were served); the checks, whether one
+// that started in it passed (and none failed in the two windows before:
+// the caller's to say) or failed.
 //
 //   - a failed check is Shared: a check on the records' path failing says
 //     the path is down, whatever else was heard;
+//   - a suspect served is Shared: a record failing with this one got
+//     through afterwards, so the trouble was shared and has passed (a short
+//     outage while the failing records held every credit looks like this);
 //   - two or more records failing, with fewer than four served for each, is
-//     Shared: the trouble is not the record's alone;
+//     Shared, unless the check passed: then it is NoEvidence, since a path
+//     that serves its check while several records fail is several bad
+//     records or a partial outage the check misses, and only more records
+//     can tell;
 //   - three or more served, at least four for each failure, is Own;
 //   - a passed check with at most one other record failing is Own: the
-//     path serves, and one other failing record may be a bad one too (two
-//     bad records blocking their partitions must not blind each other);
+//     path serves, and one other failing record may be a bad one too;
 //   - anything else is NoEvidence.
-func Judge(served, failed int, checkPassed, checkFailed bool) Verdict {
+func Judge(served, failed, recovered int, checkPassed, checkFailed bool) Verdict {
 	switch {
-	case checkFailed:
+	case checkFailed, recovered > 0:
 		return Shared
 	case failed >= 2 && served < 4*failed:
+		if checkPassed {
+			return NoEvidence
+		}
 		return Shared
 	case served >= 3 && served >= 4*failed:
 		return Own

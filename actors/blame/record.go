@@ -9,9 +9,8 @@ import "time"
 // serialises it).
 //
 // A record is retried at its backoff whatever its cases say; a case is
-// judged once ripe, at the next Fail or Judge. Only when the pending cases
-// could bring its own failures to the limit does the owner wait for them
-// (Decide).
+// judged once ripe, at the next Fail or Judge, and the record is
+// dead-lettered once its own failures reach the limit (Decide).
 type Record struct {
 	Self Source
 	// Own counts the failures judged the record's own.
@@ -22,6 +21,7 @@ type Record struct {
 
 	pending    []pendingFailure
 	cancelWait func()
+	failingAt  []*dep // where the record is marked failing (a suspect in others' cases)
 }
 
 type pendingFailure struct {
@@ -50,7 +50,8 @@ func (r *Record) Fail(b *Book, attempt int32, dependency string, at time.Time, c
 		return r.conclude(judged, Judged{attempt, Congestion})
 	}
 	dep := b.Resolve(dependency)
-	if cancel, ok := b.Await(dep, wake); ok {
+	r.markFailing(b.dep(dep), at)
+	if cancel, ok := b.Await(dep, at, wake); ok {
 		r.cancelWait = cancel
 		return r.conclude(judged, Judged{attempt, Shared})
 	}
@@ -77,27 +78,12 @@ func (r *Record) Judge(now time.Time) []Judged {
 	return judged
 }
 
-// Decide says what the record's owner does when its retry comes due at now
-// and the ripe cases are judged (Judge): dead-letter it (its own failures
-// reached limit), wait until wait for pending cases that could reach it, or
-// retry (wait zero).
-func (r *Record) Decide(limit int) (deadLetter bool, wait time.Time) {
-	if r.Own >= limit {
-		return true, time.Time{}
-	}
-	if len(r.pending) > 0 && r.Own+len(r.pending) >= limit {
-		// The retry would be wasted, or worse, run a record whose failures
-		// are already its own: wait for the earliest verdict.
-		earliest := r.pending[0].c.Until()
-		for _, p := range r.pending[1:] {
-			if u := p.c.Until(); u.Before(earliest) {
-				earliest = u
-			}
-		}
-		return false, earliest
-	}
-	return false, time.Time{}
-}
+// Decide says whether the record's own failures reached limit: it is then
+// dead-lettered. Otherwise it is retried at its backoff, whatever its
+// pending cases will say: a retry costs a call, while waiting for a verdict
+// could cost a good record its chance (one whose failures the outage alone
+// saw, and whose verdicts would hear only the records served after it).
+func (r *Record) Decide(limit int) (deadLetter bool) { return r.Own >= limit }
 
 // Pending returns how many failures await their verdict.
 func (r *Record) Pending() int { return len(r.pending) }
@@ -124,6 +110,27 @@ func (r *Record) Close() {
 	}
 	r.pending = nil
 	r.stopWaiting()
+	for _, d := range r.failingAt {
+		d.mu.Lock()
+		delete(d.failing, r.Self)
+		d.mu.Unlock()
+	}
+	r.failingAt = nil
+}
+
+// markFailing records that the record fails at d from at on, unless it
+// already does.
+func (r *Record) markFailing(d *dep, at time.Time) {
+	if !r.Self.known() {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.failing[r.Self]; ok {
+		return
+	}
+	d.failing[r.Self] = at
+	r.failingAt = append(r.failingAt, d)
 }
 
 func (r *Record) stopWaiting() {
