@@ -66,6 +66,10 @@ type BridgeConfig struct {
 	// finished above the committed offset are not run again (see
 	// resumeOf). Nil: every claim replays from its committed offset.
 	Committed CommittedReader
+	// Membership, when set, is asked before each dead-letter write whether
+	// the claim's member is still in the group at its generation
+	// (PartitionConfig.Fence). Nil: dead letters are written unasked.
+	Membership MembershipCheck
 	// Isolation is the isolation level the group's consumers read with;
 	// the commit metadata records it (with Settings.Ordering), and a claim
 	// resumes only from metadata written under the same. sarama's zero
@@ -322,6 +326,7 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 	wc := PartitionConfig{
 		Topic: claim.Topic(), Partition: claim.Partition(), Generation: generation, Epoch: epoch,
 		Resume: resume, Reading: b.reading, Span: span,
+		Member: func() (int32, string) { return session.GenerationID(), session.MemberID() },
 		Settings: b.cfg.Settings, Handler: b.cfg.Handler, DeadLetters: b.cfg.DeadLetters,
 		Marker: fence, Logger: b.logger.With("generation", generation), Stats: b.cfg.Stats,
 		Observer: b.cfg.Observer, Dependencies: b.cfg.Dependencies, Samples: b.concurrency, Running: b.runningCalls(),
@@ -330,6 +335,14 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 				b.creditFault(log, err)
 			}
 		},
+	}
+	if check := b.cfg.Membership; check != nil {
+		wc.Fence = func(ctx context.Context) error {
+			if fence.isClosed() {
+				return errClaimEnded
+			}
+			return check(ctx, session.GenerationID(), session.MemberID())
+		}
 	}
 	var worker ClaimWorker
 	if b.cfg.NewWorker != nil {

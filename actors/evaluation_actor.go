@@ -49,6 +49,9 @@ type evaluationEnv struct {
 	deadlines   *attemptDeadlines
 	handler     Handler
 	deadLetters DeadLetterWriter
+	// fence, when set, says whether the claim is still this member's before
+	// each dead-letter write (PartitionConfig.Fence).
+	fence func(context.Context) error
 	observer    Observer
 	// running counts the handler calls running in the process, for the
 	// adaptive limit; nil when nothing counts them.
@@ -174,6 +177,12 @@ func (a *evaluationActor) writeDeadLetter(m *messages.WriteDeadLetter) any {
 	if wait := m.GetBackoff().AsDuration(); wait > 0 && !a.sleep(wait) {
 		return &messages.DeadLetterFailed{Offset: offset, Epoch: m.GetEpoch(), Attempt: m.GetAttempt(), Cancelled: true,
 			Error: "cancelled while waiting to retry the dead-letter write: partition draining"}
+	}
+	if a.env.fence != nil {
+		if err := a.env.fence(a.env.run); err != nil {
+			return &messages.DeadLetterFailed{Offset: offset, Epoch: m.GetEpoch(), Attempt: m.GetAttempt(),
+				Error: "not written: the claim may no longer be this member's: " + err.Error(), Cancelled: a.env.run.Err() != nil}
+		}
 	}
 	if err := a.tryWrite(letter); err != nil {
 		return &messages.DeadLetterFailed{Offset: offset, Epoch: m.GetEpoch(), Attempt: m.GetAttempt(),

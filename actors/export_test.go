@@ -21,3 +21,6 @@ var Fingerprint = fingerprint
 
 // FormatClaims exposes formatClaims.
 var FormatClaims = formatClaims
+
+// IsDraining reports whether a's drain has begun.
+func IsDraining(a *PartitionActor) bool { return a.isDraining() }

@@ -1,6 +1,9 @@
 package actors
 
-import "sync"
+import (
+	"errors"
+	"sync"
+)
 
 // MarkCommit hands sarama the commit (offset, metadata) of a claim whose
 // last mark was marked (-1 before the first), offset >= marked. A first
@@ -54,6 +57,15 @@ func (f *fencedMarker) ResetOffset(topic string, partition int32, offset int64, 
 	if !f.closed {
 		f.inner.ResetOffset(topic, partition, offset, metadata)
 	}
+}
+
+// errClaimEnded is a fence's answer once its claim has ended.
+var errClaimEnded = errors.New("the claim has ended")
+
+func (f *fencedMarker) isClosed() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.closed
 }
 
 func (f *fencedMarker) close() {

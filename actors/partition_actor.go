@@ -78,7 +78,18 @@ type PartitionConfig struct {
 	Settings    Settings
 	Handler     Handler
 	DeadLetters DeadLetterWriter
-	Marker      OffsetMarker // from the bridge: fenced, marks after the claim ended are dropped
+	// Member returns the group generation and member id the claim runs
+	// under now (sarama's session keeps them current through cooperative
+	// rebalances), for the dead letters' envelopes; nil: Generation and no
+	// member id.
+	Member func() (generation int32, member string)
+	// Fence, when set, is asked before each dead-letter write whether the
+	// claim is still this member's (MembershipCheck): a member thrown out of
+	// the group while it slept writes no dead letter for the partition; the
+	// write fails and is retried, and the drain that follows abandons the
+	// record to the partition's next owner.
+	Fence  func(ctx context.Context) error
+	Marker OffsetMarker // from the bridge: fenced, marks after the claim ended are dropped
 	Logger      *slog.Logger
 	Stats       *Stats
 	Observer    Observer // optional
@@ -250,6 +261,7 @@ func NewPartitionActor(cfg PartitionConfig) *PartitionActor {
 		draining:    a.draining,
 		handler:     cfg.Handler,
 		deadLetters: cfg.DeadLetters,
+		fence:       cfg.Fence,
 		running:     cfg.Running,
 	}
 	env.oldest.Store(-1)

@@ -43,6 +43,13 @@ type deadLetterTrouble struct {
 // messages.DeadLetterReasons): its envelope is written to the dead-letter
 // topic; the record finishes once the write is acknowledged.
 func (a *PartitionActor) startDeadLetter(c actor.Context, st *recordState, reason messages.Reason) {
+	if a.isDraining() {
+		// The claim is ending: the partition's next owner decides about the
+		// record (it is abandoned, and redelivered), so that a member giving
+		// up its partitions never dead-letters what another may have.
+		a.maybeCompleteDrain(c)
+		return
+	}
 	if st.blame != nil {
 		// What is ripe is judged for the envelope's history; the rest of
 		// the cases close unjudged, and the record waits for no recovery.
@@ -54,7 +61,12 @@ func (a *PartitionActor) startDeadLetter(c actor.Context, st *recordState, reaso
 		st.retry = nil
 	}
 	a.hold(st, false, time.Time{})
-	st.letter = &deadLetterState{letter: newDeadLetter(st.record, st.failures, a.cfg.Settings.ConsumerGroup, reason)}
+	letter := newDeadLetter(st.record, st.failures, a.cfg.Settings.ConsumerGroup, reason)
+	letter.Generation = a.cfg.Generation
+	if a.cfg.Member != nil {
+		letter.Generation, letter.MemberId = a.cfg.Member()
+	}
+	st.letter = &deadLetterState{letter: letter}
 	a.writeDeadLetter(c, st)
 }
 

@@ -152,6 +152,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		Logger:      logger,
 		SettleProbe: actors.NewFetchProbe(probeClient, l.isolation),
 		Committed:   actors.NewCommittedReader(probeClient, k.Group),
+		Membership:  actors.NewMembershipCheck(probeClient, k.Group),
 		Isolation:   l.isolation,
 	})
 	if err != nil {

@@ -120,6 +120,8 @@ type jsonLetter struct {
 	OwnFailures      int32         `json:"own_failures"`
 	FirstFailureTime *time.Time    `json:"first_failure_time,omitempty"`
 	ConsumerGroup    string        `json:"consumer_group"`
+	Generation       int32         `json:"generation,omitempty"`
+	MemberID         string        `json:"member_id,omitempty"`
 	History          []jsonAttempt `json:"history"`
 	HistoryDropped   int32         `json:"history_dropped"`
 	ValueSize        int64         `json:"value_size"`
@@ -135,6 +137,18 @@ type jsonAttempt struct {
 	Dependency string    `json:"dependency,omitempty"`
 	Time       time.Time `json:"time"`
 	Own        bool      `json:"own"`
+	// Blame is how the failure was judged: own, shared, no evidence,
+	// congestion; empty before the field existed, or for a permanent one.
+	Blame string `json:"blame,omitempty"`
+}
+
+// blameName is a verdict as the JSON shows it: "own", "shared", "no
+// evidence", "congestion"; empty when unjudged.
+func blameName(b messages.Blame) string {
+	if b == messages.Blame_BLAME_UNSPECIFIED {
+		return ""
+	}
+	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(b.String(), "BLAME_")), "_", " ")
 }
 
 // jsonProblem is the JSON form of a record that is not an envelope.
@@ -148,7 +162,8 @@ type jsonProblem struct {
 
 // JSON formats e as one JSON object (no newline): the fields of Line, the
 // error class, own failures, first failure time, consumer group and the
-// failure history; with value, the original value.
+// failure history with each failure's verdict, the generation and member
+// that wrote it; with value, the original value.
 func (e Entry) JSON(value bool) ([]byte, error) {
 	if e.Letter == nil {
 		return json.Marshal(jsonProblem{Time: e.Timestamp.UTC(), DLQPartition: e.Partition, DLQOffset: e.Offset, NotEnvelope: e.Problem, Size: e.Size})
@@ -157,7 +172,8 @@ func (e Entry) JSON(value bool) ([]byte, error) {
 	j := jsonLetter{Time: e.when().UTC(), DLQPartition: e.Partition, DLQOffset: e.Offset,
 		Topic: l.GetOriginalTopic(), Partition: l.GetOriginalPartition(), Offset: l.GetOriginalOffset(),
 		Reason: Reason(l), Error: l.GetError(), ErrorClass: className(l.GetErrorClass()), Attempts: l.GetAttempts(),
-		OwnFailures: l.GetOwnFailures(), ConsumerGroup: l.GetConsumerGroup(), HistoryDropped: l.GetHistoryDropped(),
+		OwnFailures: l.GetOwnFailures(), ConsumerGroup: l.GetConsumerGroup(), Generation: l.GetGeneration(), MemberID: l.GetMemberId(),
+		HistoryDropped: l.GetHistoryDropped(),
 		ValueSize: l.GetValueSize(), ValueTruncated: l.GetValueTruncated(), History: []jsonAttempt{}}
 	if l.GetKey() != nil {
 		j.Key, j.KeyBase64 = text(l.GetKey())
@@ -168,7 +184,7 @@ func (e Entry) JSON(value bool) ([]byte, error) {
 	}
 	for _, h := range l.GetHistory() {
 		j.History = append(j.History, jsonAttempt{Attempt: h.GetAttempt(), ErrorClass: className(h.GetErrorClass()),
-			Error: h.GetError(), Dependency: h.GetDependency(), Time: h.GetTime().AsTime().UTC(), Own: h.GetOwn()})
+			Error: h.GetError(), Dependency: h.GetDependency(), Time: h.GetTime().AsTime().UTC(), Own: h.GetOwn(), Blame: blameName(h.GetBlame())})
 	}
 	if value && !l.GetValueTruncated() {
 		j.Value, j.ValueBase64 = text(l.GetValue())

@@ -154,8 +154,18 @@ func TestDecodeListenerEnvelope(t *testing.T) {
 func TestDecodeReasons(t *testing.T) {
 	record := &messages.Record{Topic: "events", Partition: 0, Offset: 5, Key: []byte{0xff, 0x00}, Value: []byte{0xfe}}
 	e := dlq.Decode(listenerEnvelope(t, record, errors.New("nil map in handler")))
-	if e.Letter == nil || dlq.Reason(e.Letter) != "unknown" || e.Letter.GetAttempts() != int32(actors.DefaultSettings().MaxAttempts) {
+	// Its own failures reach MaxAttempts; it retried at its backoff while
+	// their verdicts ripened, so its attempts are at least that.
+	max := int32(actors.DefaultSettings().MaxAttempts)
+	if e.Letter == nil || dlq.Reason(e.Letter) != "unknown" || e.Letter.GetOwnFailures() != max || e.Letter.GetAttempts() < max {
 		t.Fatalf("decoded %v (%s)", e.Letter, e.Problem)
+	}
+	b, err := e.JSON(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"blame":"own"`) {
+		t.Fatalf("json history does not say which failures were judged own: %s", b)
 	}
 	if !strings.Contains(e.Line(false), `key="\xff\x00" reason="unknown"`) {
 		t.Fatalf("line %s", e.Line(false))
