@@ -326,7 +326,7 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 	wc := PartitionConfig{
 		Topic: claim.Topic(), Partition: claim.Partition(), Generation: generation, Epoch: epoch,
 		Resume: resume, Reading: b.reading, Span: span,
-		Member: func() (int32, string) { return session.GenerationID(), session.MemberID() },
+		Member:   func() (int32, string) { return session.GenerationID(), session.MemberID() },
 		Settings: b.cfg.Settings, Handler: b.cfg.Handler, DeadLetters: b.cfg.DeadLetters,
 		Marker: fence, Logger: b.logger.With("generation", generation), Stats: b.cfg.Stats,
 		Observer: b.cfg.Observer, Dependencies: b.cfg.Dependencies, Samples: b.concurrency, Running: b.runningCalls(),

@@ -51,8 +51,8 @@ type evaluationEnv struct {
 	deadLetters DeadLetterWriter
 	// fence, when set, says whether the claim is still this member's before
 	// each dead-letter write (PartitionConfig.Fence).
-	fence func(context.Context) error
-	observer    Observer
+	fence    func(context.Context) error
+	observer Observer
 	// running counts the handler calls running in the process, for the
 	// adaptive limit; nil when nothing counts them.
 	running *atomic.Int64

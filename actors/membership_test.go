@@ -19,7 +19,9 @@ import (
 
 // sessionSeen is a sarama handler that hands out its session and consumes
 // nothing.
-type sessionSeen struct{ sessions chan sarama.ConsumerGroupSession }
+type sessionSeen struct {
+	sessions chan sarama.ConsumerGroupSession
+}
 
 func (h sessionSeen) Setup(s sarama.ConsumerGroupSession) error {
 	select {

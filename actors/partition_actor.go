@@ -88,11 +88,11 @@ type PartitionConfig struct {
 	// the group while it slept writes no dead letter for the partition; the
 	// write fails and is retried, and the drain that follows abandons the
 	// record to the partition's next owner.
-	Fence  func(ctx context.Context) error
-	Marker OffsetMarker // from the bridge: fenced, marks after the claim ended are dropped
-	Logger      *slog.Logger
-	Stats       *Stats
-	Observer    Observer // optional
+	Fence    func(ctx context.Context) error
+	Marker   OffsetMarker // from the bridge: fenced, marks after the claim ended are dropped
+	Logger   *slog.Logger
+	Stats    *Stats
+	Observer Observer // optional
 	// Dependencies tells shared outages from a record's own failures;
 	// optional (nil: only record successes are known).
 	Dependencies *Dependencies

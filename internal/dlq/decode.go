@@ -174,7 +174,7 @@ func (e Entry) JSON(value bool) ([]byte, error) {
 		Reason: Reason(l), Error: l.GetError(), ErrorClass: className(l.GetErrorClass()), Attempts: l.GetAttempts(),
 		OwnFailures: l.GetOwnFailures(), ConsumerGroup: l.GetConsumerGroup(), Generation: l.GetGeneration(), MemberID: l.GetMemberId(),
 		HistoryDropped: l.GetHistoryDropped(),
-		ValueSize: l.GetValueSize(), ValueTruncated: l.GetValueTruncated(), History: []jsonAttempt{}}
+		ValueSize:      l.GetValueSize(), ValueTruncated: l.GetValueTruncated(), History: []jsonAttempt{}}
 	if l.GetKey() != nil {
 		j.Key, j.KeyBase64 = text(l.GetKey())
 	}
