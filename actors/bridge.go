@@ -129,6 +129,9 @@ type claimEntry struct {
 	// consumed everything there is from one whose fetch has trouble.
 	lastDelivered, lastFetchError atomic.Int64
 	settle                        settleState
+	// release asks the claim's worker to give up on one of its records
+	// (ReleaseRecord); nil for a worker that cannot.
+	release func(offset int64) (*ReleaseResult, error)
 }
 
 // settleState is what the bridge learnt from its SettleProbe about a claim:
@@ -361,6 +364,7 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 			return fmt.Errorf("spawn %s: %w", partitionActorName(wc), err)
 		}
 		worker, entry.gauges = w, w.pa.gauges
+		entry.release = w.release
 	}
 	started := claimStartAttrs(claim.InitialOffset(), claim.HighWaterMarkOffset())
 	if resume != nil {
@@ -546,6 +550,27 @@ func watchClaimEnd(claim sarama.ConsumerGroupClaim, entry *claimEntry, log *slog
 		}
 	}()
 	return ended
+}
+
+// ReleaseRecord asks the claim of topic/partition in this process to give
+// up on the record at offset: one that has failed (held for want of
+// evidence, or retried through an outage) is dead-lettered, with the reason
+// "released". It is an operator's action; nothing in the pipeline calls it.
+// found is false when no claim of the partition runs here.
+func (b *Bridge) ReleaseRecord(topic string, partition int32, offset int64) (res *ReleaseResult, found bool, err error) {
+	var entry *claimEntry
+	b.claims.Range(func(_, v any) bool {
+		if e := v.(*claimEntry); e.topic == topic && e.partition == partition && e.release != nil {
+			entry = e
+			return false
+		}
+		return true
+	})
+	if entry == nil {
+		return nil, false, nil
+	}
+	res, err = entry.release(offset)
+	return res, true, err
 }
 
 // FetchError records a consumer error of a claimed partition (RunMember

@@ -76,5 +76,18 @@ func (w *actorWorker) Drain(timeout time.Duration) (*messages.DrainResult, error
 	return r, nil
 }
 
+// releaseTimeout bounds an operator's release request to the actor.
+const releaseTimeout = 5 * time.Second
+
+// release asks the actor to give up on the record at offset.
+func (w *actorWorker) release(offset int64) (*ReleaseResult, error) {
+	res, err := w.system.Root.RequestFuture(w.pid, &ReleaseRecord{Offset: offset}, releaseTimeout).Result()
+	if err != nil {
+		return nil, fmt.Errorf("release offset %d: the partition actor did not answer: %w", offset, err)
+	}
+	r, _ := res.(*ReleaseResult)
+	return r, nil
+}
+
 // Stopped implements ClaimWorker.
 func (w *actorWorker) Stopped() <-chan struct{} { return w.pa.Stopped() }

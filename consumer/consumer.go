@@ -71,6 +71,9 @@ func New(cfg Config, h Handler, opts ...Option) (*Consumer, error) {
 		}
 		o(&c.opts)
 	}
+	if t := c.opts.ReleaseToken; t != "" && len(t) < telemetry.MinReleaseTokenLength {
+		return nil, fmt.Errorf("consumer.WithRelease: the token must be at least %d characters, got %d", telemetry.MinReleaseTokenLength, len(t))
+	}
 	for _, hc := range c.opts.Checks {
 		if hc.Check == nil || hc.Name == "" || hc.Grace < 0 {
 			return nil, fmt.Errorf("consumer.WithHealthCheck(%q, %v, check): needs a name, a grace not negative and a check", hc.Name, hc.Grace)
@@ -188,6 +191,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 		if o.Pprof {
 			h = telemetry.WithPprof(h)
 		}
+		if o.ReleaseToken != "" {
+			mux := http.NewServeMux()
+			mux.Handle("/", h)
+			mux.Handle("POST /records/release", telemetry.ReleaseHandler(func() *actors.Bridge { return bridge }, o.ReleaseToken))
+			h = mux
+		}
 		stopHTTP, err := serveHTTP(o.HTTPAddr, h, logger)
 		if err != nil {
 			return err
@@ -240,6 +249,32 @@ func (c *Consumer) Run(ctx context.Context) error {
 	logger.Info("listener stopped", "succeeded", s.Succeeded, "skipped", s.Skipped, countsGroup("skipped_by_reason", s.SkippedByReason), "resumed", s.Resumed,
 		"dead_lettered", s.DeadLettered, countsGroup("dead_lettered_by_reason", s.DeadLetteredByReason), "retried", s.Retried, "abandoned", s.Abandoned, "fenced", s.Fenced, "panics", s.Panics)
 	return nil
+}
+
+// ErrNotClaimed is Release's error for a partition no claim of this
+// consumer runs now (another member has it, or none yet).
+var ErrNotClaimed = errors.New("no claim of the partition runs in this consumer")
+
+// Release gives up on a failing record of a partition this consumer runs:
+// it is dead-lettered (reason "released") when it waits for its retry, else
+// when its running attempt fails. It is an operator's action, for a record
+// held because nothing can judge its failures (patchflow_records_held), or
+// one not worth waiting for through an outage; status says what was done.
+// released is false, with the reason in status, for a record that has not
+// failed, is already being dead-lettered, or is not in flight.
+func (c *Consumer) Release(topic string, partition int32, offset int64) (released bool, status string, err error) {
+	b := c.bridge.Load()
+	if b == nil {
+		return false, "", errors.New("consumer: not running")
+	}
+	res, found, err := b.ReleaseRecord(topic, partition, offset)
+	if err != nil {
+		return false, "", err
+	}
+	if !found {
+		return false, "", fmt.Errorf("%s/%d: %w", topic, partition, ErrNotClaimed)
+	}
+	return res.Released, res.Status, nil
 }
 
 // newMetrics returns the consumer's metrics in reg, or in a registry of

@@ -46,20 +46,34 @@ func WithPprof() Option {
 	return func(o *pipeline.Options) { o.Pprof = true }
 }
 
+// WithRelease adds to WithHTTP's server the operator's release of a
+// failing record to the dead-letter topic: POST
+// /records/release?topic=T&partition=P&offset=O with the header
+// "Authorization: Bearer <token>" (Consumer.Release does the same from
+// code). It is for a record held because nothing can judge its failures, or
+// one an operator will not wait for through an outage. The route exists only
+// with this option, and token (at least 16 characters; keep it in a secret)
+// is required on every request. Default: no such route.
+func WithRelease(token string) Option {
+	return func(o *pipeline.Options) { o.ReleaseToken = token }
+}
+
 // WithHealthCheck adds a dependency /readyz and Ready judge: check runs
 // every second (2 s at most each) and the consumer reads as not ready once
 // it has failed without a break for grace. check's errors are shown: keep
 // secrets out of them.
 //
 // A check named as a dependency the handler reports (DependencyReporter,
-// FailedIn) also judges that dependency's transient failures for a record
-// that fails while no other call reaches it (its partition waiting behind
-// it, say): the failure counts towards the record's dead letter only when a
-// check passed since its previous failure, none failed, and no other record
-// failed there. Without such a check the record is retried as long as
-// nothing else is served, as in an outage. So keep the check on the path
-// the handler's calls take: a check that passes while those calls fail
-// would dead-letter records in an outage of a quiet process.
+// FailedIn) is also evidence for the retry rule: a failed check makes the
+// failures at that dependency shared (an outage) until a check passes; a
+// check that has been passing, with at most one other record failing
+// there, makes a record's failure its own even when no other record called
+// the dependency just after it (its partition waiting behind it, a quiet
+// topic). Without such a check that record is held, retried and reported,
+// until other records give evidence. So keep the check on the path the
+// handler's calls take (the tables and statements they use, a real request
+// of the service): a check that passes while those calls fail would
+// dead-letter records of a quiet process in an outage.
 func WithHealthCheck(name string, grace time.Duration, check func(context.Context) error) Option {
 	return func(o *pipeline.Options) {
 		o.Checks = append(o.Checks, pipeline.HealthCheck{Name: name, Grace: grace, Check: check})

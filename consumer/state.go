@@ -32,6 +32,11 @@ type Partition struct {
 	// DeadLetterFailing is set while a dead-letter write of this partition
 	// keeps failing (its record stays unfinished until one succeeds).
 	DeadLetterFailing bool
+	// Held counts the partition's records whose latest failure nothing
+	// could judge (no other record called the dependency, no health check of
+	// it ran, just after it): retried, never dead-lettered on a guess, until
+	// evidence comes or Release gives them up.
+	Held int
 }
 
 // Stats counts what the consumer did since Run began.
@@ -61,7 +66,7 @@ func (c *Consumer) Partitions() []Partition {
 	for _, p := range b.Partitions() {
 		q := Partition{Topic: p.Topic, Partition: p.Partition, Committed: p.Committed, HighWatermark: p.HighWatermark,
 			Lag: p.Lag(), InFlight: p.InFlight, Buffered: p.Buffered, SpanBlocked: !p.SpanBlocked.IsZero(),
-			DeadLetterFailing: p.DeadLetterBlocked != nil}
+			DeadLetterFailing: p.DeadLetterBlocked != nil, Held: p.Held}
 		if p.InFlight > 0 {
 			q.PinnedOffset, q.PinnedSince = p.PinnedOffset, p.PinnedSince
 		}

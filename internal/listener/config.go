@@ -42,7 +42,10 @@ type Config struct {
 
 	HTTPAddr string
 	// Pprof serves /debug/pprof/ at HTTPAddr too.
-	Pprof         bool
+	Pprof bool
+	// ReleaseToken, when set, serves the operator's release of a failing
+	// record at HTTPAddr (consumer.WithRelease), guarded by it.
+	ReleaseToken  string
 	ReadyPinLimit time.Duration
 	// ReadyDBGrace is how long the database check must fail without a
 	// break before the process reports not ready.
@@ -139,6 +142,7 @@ func Parse(args []string, lookup func(string) (string, bool), exts ...Extension)
 	s.String(&excluded, "EXCLUDED_HOST_TYPES", "excluded-host-types", "edge", "comma-separated host types whose events are skipped and counted (`excluded host type`), not stored, never dead-lettered", nil)
 	s.Int(&d.Validation.MaxMessageBytes, "MAX_MESSAGE_BYTES", "max-message-bytes", inventory.DefaultValidationOptions().MaxMessageBytes, 1024, "larger events are dead-lettered (`message too large`) without being parsed (Kafka refuses records over about 1 MB by default)")
 	s.String(&cfg.HTTPAddr, "LISTENER_HTTP_ADDR", "http-addr", "127.0.0.1:9000", "address of `/metrics`, `/healthz`, `/readyz`, `/status` and `/status.json` (empty: none)", nil)
+	s.Secret(&cfg.ReleaseToken, "LISTENER_RELEASE_TOKEN", "release-token", "when set (at least 16 characters), serve `POST /records/release?topic=T&partition=P&offset=O` at `LISTENER_HTTP_ADDR`, guarded by this token as `Authorization: Bearer`: an operator's release of a failing record (one held because nothing can judge its failures) to the dead-letter topic (docs/deploy.md, \"Held records\"). Empty: no such route")
 	s.Bool(&cfg.Pprof, "LISTENER_PPROF", "pprof", false, "also serve Go's profiler, `/debug/pprof/`, at `LISTENER_HTTP_ADDR`: CPU and allocation profiles, goroutine dumps. Off by default: keep it to an address only operators reach")
 	s.Duration(&cfg.ReadyPinLimit, "LISTENER_READY_PIN_LIMIT", "ready-pin-limit", 5*time.Minute, time.Second, "`/readyz` fails while a partition's oldest unfinished record has held its watermark longer than this, or while a partition has had records waiting and none admitted (nothing in flight, no progress) for this long")
 	s.Duration(&cfg.ReadyDBGrace, "LISTENER_READY_DB_GRACE", "ready-db-grace", 10*time.Second, 0, "`/readyz` fails once the database check (every second, on a connection of its own) has failed without a break for this long (`0`: at the first failure), and passes again at the first check that passes, so a blip does not flap readiness")

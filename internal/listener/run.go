@@ -60,6 +60,9 @@ func RunWith(ctx context.Context, cfg *Config, handler consumer.Handler, logger 
 		if cfg.Pprof {
 			opts = append(opts, consumer.WithPprof())
 		}
+		if cfg.ReleaseToken != "" {
+			opts = append(opts, consumer.WithRelease(cfg.ReleaseToken))
+		}
 	}
 	if hooks.Ping != nil {
 		opts = append(opts, consumer.WithHealthCheck(messages.DependencyDatabase, cfg.ReadyDBGrace, hooks.Ping))

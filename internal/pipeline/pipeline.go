@@ -23,8 +23,11 @@ type Options struct {
 	Registerer prometheus.Registerer
 	HTTPAddr   string
 	// Pprof adds net/http/pprof's /debug/pprof/ to the HTTP server.
-	Pprof  bool
-	Checks []HealthCheck
+	Pprof bool
+	// ReleaseToken, when set, adds the operator's release route to the HTTP
+	// server (telemetry.ReleaseHandler), guarded by this token.
+	ReleaseToken string
+	Checks       []HealthCheck
 
 	Started  func(*actors.Bridge)
 	Metrics  *telemetry.Metrics

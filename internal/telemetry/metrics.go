@@ -222,7 +222,11 @@ var (
 	descMetaBytes   = prometheus.NewDesc("patchflow_partition_commit_metadata_bytes", "Size of the commit metadata last marked: the offsets finished above the committed one, which a new owner does not run again.", partitionLabels, nil)
 	descSkipped     = prometheus.NewDesc("patchflow_records_skipped_total", "Records the handler skipped by design (filtered, superseded, nothing to evaluate), by reason: committed, never dead-lettered.", []string{"reason"}, nil)
 	descDeadLetters = prometheus.NewDesc("patchflow_records_dead_lettered_total", "Records dead-lettered (the envelope acknowledged), by reason: a broken message's validation reason, or the class of the failure that decided (permanent, transient, unknown, panic). Sums to patchflow_records_total{outcome=\"dead_lettered\"}.", []string{"reason"}, nil)
-	descRetries     = prometheus.NewDesc("patchflow_retries_total", "Failed attempts that were retried, by whether the failure counted towards the record's own-failure limit (own) or came from an outage shared with other records (shared).", []string{"counted"}, nil)
+	descRetries     = prometheus.NewDesc("patchflow_retries_total", "Failed attempts judged by the retry rule, by verdict: the record's own (counts towards its dead letter), shared with other records (an outage, load shedding, a wait for a pool connection), or held (nothing could judge it).", []string{"counted"}, nil)
+	descHeld        = prometheus.NewDesc("patchflow_records_held", "Records whose latest failure nothing could judge (no other record called the dependency, no health check of it ran, just after it): retried, never dead-lettered on a guess, until evidence comes or an operator releases them (docs/deploy.md, \"Held records\").", nil, nil)
+	descOverdue     = prometheus.NewDesc("patchflow_attempts_overdue", "Handler attempts still running past their deadline (LISTENER_ATTEMPT_TIMEOUT) and a grace: a handler that does not honour its context.", nil, nil)
+	descLent        = prometheus.NewDesc("patchflow_evidence_lent_total", "Offsets admitted past a partition's span as evidence for the record pinning it (other records' calls tell whether its dependency serves).", nil, nil)
+	descReleased    = prometheus.NewDesc("patchflow_records_released_total", "Records an operator released to the dead-letter topic.", nil, nil)
 	descDLQFailures = prometheus.NewDesc("patchflow_dead_letter_write_failures_total", "Dead-letter writes that failed and are being retried (the record stays unfinished).", nil, nil)
 	descDLQBlocked  = prometheus.NewDesc("patchflow_partition_dead_letter_blocked", "1 while a dead-letter write of the partition keeps failing (its record stays unfinished until a write succeeds).", partitionLabels, nil)
 	descFaults      = prometheus.NewDesc("patchflow_accounting_faults_total", "Accounting faults that are bugs, always 0: a credit given back twice (credit), a finish the ledger refused (finish).", []string{"kind"}, nil)
@@ -246,14 +250,18 @@ type bridgeCollector struct {
 
 func (c *bridgeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCommitted, descAdmitted, descInFlight, descPinnedAge, descPinned, descLag, descRecords, descSkipped, descDeadLetters, descRetries, descPanics, descProcessIn,
-		descDLQFailures, descDLQBlocked, descFaults, descSpanBlocked, descMetaBytes, descLimit, descFloor, descCeiling, descBaseline, descWindowLat, descQueue} {
+		descDLQFailures, descDLQBlocked, descFaults, descSpanBlocked, descMetaBytes, descLimit, descFloor, descCeiling, descBaseline, descWindowLat, descQueue,
+		descHeld, descOverdue, descLent, descReleased} {
 		ch <- d
 	}
 }
 
 func (c *bridgeCollector) Collect(ch chan<- prometheus.Metric) {
 	now := time.Now()
+	var held, overdue int
 	for _, p := range c.partitions() {
+		held += p.Held
+		overdue += p.Overdue
 		labels := []string{p.Topic, strconv.Itoa(int(p.Partition))}
 		// No sample rather than a made-up offset: -1 is "none" in the state.
 		if p.Committed >= 0 {
@@ -292,6 +300,11 @@ func (c *bridgeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descRetries, prometheus.CounterValue, float64(s.RetriedOwn), "own")
 	ch <- prometheus.MustNewConstMetric(descRetries, prometheus.CounterValue, float64(s.RetriedShared), "shared")
+	ch <- prometheus.MustNewConstMetric(descRetries, prometheus.CounterValue, float64(s.RetriedHeld), "held")
+	ch <- prometheus.MustNewConstMetric(descHeld, prometheus.GaugeValue, float64(held))
+	ch <- prometheus.MustNewConstMetric(descOverdue, prometheus.GaugeValue, float64(overdue))
+	ch <- prometheus.MustNewConstMetric(descLent, prometheus.CounterValue, float64(s.EvidenceLent))
+	ch <- prometheus.MustNewConstMetric(descReleased, prometheus.CounterValue, float64(s.Released))
 	ch <- prometheus.MustNewConstMetric(descDLQFailures, prometheus.CounterValue, float64(s.DeadLetterWriteFailures))
 	ch <- prometheus.MustNewConstMetric(descFaults, prometheus.CounterValue, float64(s.CreditErrors), "credit")
 	ch <- prometheus.MustNewConstMetric(descFaults, prometheus.CounterValue, float64(s.RefusedFinishes), "finish")

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/patchflow/patchflow/actors"
+	"github.com/patchflow/patchflow/messages"
 )
 
 // Readiness decides /readyz. It reads state the pipeline and the
@@ -74,6 +75,9 @@ func (r *Readiness) judge(now time.Time) (bool, string) {
 			why := fmt.Sprintf("%s/%d: watermark pinned for %v by offset %d (key %q)", p.Topic, p.Partition, d.Round(100*time.Millisecond), p.PinnedOffset, p.PinnedKey)
 			if f := p.PinnedFailure; f != nil {
 				why += fmt.Sprintf(", attempt %d failed: %s", f.GetAttempt(), f.GetError())
+				if f.GetBlame() == messages.Blame_BLAME_NO_EVIDENCE {
+					why += " (held: nothing to judge its failures by; an operator may release it, docs/deploy.md)"
+				}
 			}
 			if !p.SpanBlocked.IsZero() {
 				why += fmt.Sprintf("; span-blocked for %v: nothing is admitted %d offsets past it", now.Sub(p.SpanBlocked).Round(100*time.Millisecond), p.SpanLimit)

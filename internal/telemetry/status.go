@@ -85,6 +85,10 @@ type PartitionStatus struct {
 	CreditWaitSeconds *float64 `json:"credit_wait_seconds,omitempty"`
 	// MetadataBytes is the size of the commit metadata last marked.
 	MetadataBytes int `json:"commit_metadata_bytes"`
+	// Held counts records whose latest failure nothing could judge;
+	// Overdue, attempts running past their deadline and its grace.
+	Held    int `json:"held"`
+	Overdue int `json:"overdue"`
 }
 
 // DeadLetterBlockStatus is a partition's failing dead-letter write.
@@ -170,6 +174,7 @@ func partitionStatus(p actors.PartitionState, now time.Time) PartitionStatus {
 		ps.CreditWaitSeconds = &d
 	}
 	ps.SpanLimit, ps.MetadataBytes = p.SpanLimit, p.MetadataBytes
+	ps.Held, ps.Overdue = p.Held, p.Overdue
 	return ps
 }
 
@@ -193,9 +198,9 @@ td,th{border:1px solid #ccc;padding:.3em .7em;text-align:right}th{background:#f3
 <h1>patchflow listener</h1>
 <p>Readiness: {{if .Ready}}<b class="ok">ready</b>{{else}}<b class="bad">not ready</b>: {{.Why}}{{end}} &middot; {{.Now.Format "15:04:05"}} &middot; refreshes every 2 s &middot; <a href="status.json">JSON</a></p>
 {{with .Concurrency}}<p id="concurrency">Concurrency: <b>{{.Mode}}</b>{{if eq .Mode "adaptive"}} ({{.Law}}){{end}} &middot; in flight {{.InFlight}} of the limit {{.Limit}}{{if eq .Mode "adaptive"}} (floor {{.Floor}}, ceiling G {{.Ceiling}}){{else}} (G){{end}} &middot; at most S {{.PerPartition}} per partition{{if eq .Mode "adaptive"}}{{if .SlowStart}} &middot; slow start{{end}}{{if .Probing}} &middot; probing the baseline{{end}} &middot; handler latency {{printf "%.1f" (ms .Latency)}} ms against a no-load baseline of {{printf "%.1f" (ms .Baseline)}} ms &middot; estimated queue {{printf "%.1f" .Queue}}{{end}}</p>{{end}}
-<p id="totals">Succeeded {{.Totals.Succeeded}} &middot; skipped {{.Totals.Skipped}} &middot; dead-lettered {{.Totals.DeadLettered}} &middot; retried {{.Totals.Retried}} ({{.Totals.RetriedOwn}} own failures, {{.Totals.RetriedShared}} shared outages) &middot; panics {{.Totals.Panics}} &middot; dead-letter write failures {{.Totals.DeadLetterWriteFailures}} &middot; resumed {{.Totals.Resumed}} (finished by an earlier owner, not run again) &middot; abandoned {{.Totals.Abandoned}} &middot; fenced {{.Totals.Fenced}}</p>
+<p id="totals">Succeeded {{.Totals.Succeeded}} &middot; skipped {{.Totals.Skipped}} &middot; dead-lettered {{.Totals.DeadLettered}} &middot; retried {{.Totals.Retried}} ({{.Totals.RetriedOwn}} own failures, {{.Totals.RetriedShared}} shared, {{.Totals.RetriedHeld}} held for want of evidence) &middot; panics {{.Totals.Panics}} &middot; dead-letter write failures {{.Totals.DeadLetterWriteFailures}} &middot; resumed {{.Totals.Resumed}} (finished by an earlier owner, not run again) &middot; abandoned {{.Totals.Abandoned}} &middot; fenced {{.Totals.Fenced}}</p>
 <table id="partitions"><tr><th>topic</th><th>partition</th><th>generation</th><th>committed</th><th>admitted</th><th>high watermark</th><th>lag</th><th>in flight / S</th><th>oldest unfinished offset</th><th>its key</th><th>its age (s)</th><th>records/s</th><th>trouble</th></tr>
-{{range .Partitions}}<tr class="partition"><td class="l">{{.Topic}}</td><td>{{.Partition}}</td><td>{{.Generation}}</td><td>{{with .Committed}}{{.}}{{else}}none{{end}}</td><td>{{with .Admitted}}{{.}}{{else}}none{{end}}</td><td>{{.HighWatermark}}</td><td>{{.Lag}}</td><td>{{.InFlight}} / {{.InFlightLimit}}{{with .CreditWaitSeconds}}{{if ge (seconds .) 1.0}}, waiting {{printf "%.0f" (seconds .)}} s for a credit{{end}}{{end}}</td><td>{{with .PinnedOffset}}{{.}}{{end}}</td><td class="l">{{.PinnedKey}}</td><td>{{printf "%.1f" .PinnedSeconds}}</td><td>{{printf "%.0f" .RecordsPerSec}}</td><td class="l">{{with .DeadLetterBlocked}}<b class="bad">dead-letter write of offset {{.Offset}} failing for {{printf "%.0f" .Seconds}} s ({{.Writes}} writes): {{.Error}}</b>{{else}}{{$limit := .SpanLimit}}{{with .SpanBlockedSeconds}}<b class="bad">span-blocked for {{printf "%.0f" (seconds .)}} s</b>: nothing is admitted {{$limit}} offsets past the oldest unfinished offset. {{end}}{{.PinnedFailure}}{{end}}</td></tr>
+{{range .Partitions}}<tr class="partition"><td class="l">{{.Topic}}</td><td>{{.Partition}}</td><td>{{.Generation}}</td><td>{{with .Committed}}{{.}}{{else}}none{{end}}</td><td>{{with .Admitted}}{{.}}{{else}}none{{end}}</td><td>{{.HighWatermark}}</td><td>{{.Lag}}</td><td>{{.InFlight}} / {{.InFlightLimit}}{{with .CreditWaitSeconds}}{{if ge (seconds .) 1.0}}, waiting {{printf "%.0f" (seconds .)}} s for a credit{{end}}{{end}}</td><td>{{with .PinnedOffset}}{{.}}{{end}}</td><td class="l">{{.PinnedKey}}</td><td>{{printf "%.1f" .PinnedSeconds}}</td><td>{{printf "%.0f" .RecordsPerSec}}</td><td class="l">{{if .Held}}<b class="bad">{{.Held}} held</b>: failing, nothing to judge by (docs/deploy.md, "Held records"). {{end}}{{if .Overdue}}<b class="bad">{{.Overdue}} overdue</b>: a handler running past its deadline. {{end}}{{with .DeadLetterBlocked}}<b class="bad">dead-letter write of offset {{.Offset}} failing for {{printf "%.0f" .Seconds}} s ({{.Writes}} writes): {{.Error}}</b>{{else}}{{$limit := .SpanLimit}}{{with .SpanBlockedSeconds}}<b class="bad">span-blocked for {{printf "%.0f" (seconds .)}} s</b>: nothing is admitted {{$limit}} offsets past the oldest unfinished offset. {{end}}{{.PinnedFailure}}{{end}}</td></tr>
 {{else}}<tr><td colspan="13" class="l">no partition claimed</td></tr>{{end}}
 </table>
 <h2>Skipped by reason</h2><p>Ignored by design: committed, counted, never dead-lettered.</p>
