@@ -7,7 +7,7 @@ STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BIN       := bin
 PKGS      := ./...
 
-.PHONY: all build image lint-deploy test test-kafka demo e2e nemesis bench docs kafka-up kafka-down proto proto-check lint vet fmt-check race bench-pipeline clean
+.PHONY: all build image lint-deploy test test-kafka demo e2e nemesis bench docs fuzz kafka-up kafka-down proto proto-check lint vet fmt-check race bench-pipeline clean
 
 KAFKA_STATE := .cache/kafka-dir
 
@@ -36,6 +36,18 @@ demo:
 test: proto-check fmt-check vet lint
 	PATCHFLOW_REQUIRE_DB=1 .ci/postgres with $(GO) test -race -count=1 $(PKGS)
 	@for m in $(DEPLOY_MODULES); do echo "deploy module $$m"; (cd $$m && $(GO) vet ./... && $(GO) test -timeout 30m -count=1 ./...) || exit 1; done
+
+## fuzz: the longer runs of what make test samples: the model of the retry rule over FUZZ_CHECKS
+## schedules (make test draws 100), the rule's other properties, and each fuzz target for FUZZ_TIME
+FUZZ_CHECKS ?= 20000
+FUZZ_TIME ?= 30s
+fuzz:
+	$(GO) test -count=1 -timeout 60m -run 'TestModel|TestCaseCountsOnlyItsEvidence' ./actors/blame -rapid.checks=$(FUZZ_CHECKS)
+	@for t in $$(grep -rl '^func Fuzz' --include=*_test.go . | xargs -n1 dirname | sort -u); do \
+		for f in $$(grep -h '^func Fuzz' $$t/*_test.go | sed 's/func \(Fuzz[A-Za-z0-9_]*\).*/\1/'); do \
+			echo "fuzz $$t $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZ_TIME) $$t || exit 1; \
+		done; \
+	done
 
 ## the deployment's own Go modules (their tests' dependencies stay out of the product's go.mod):
 ## manifests decoded strictly and rendered, alert rules under promtool
