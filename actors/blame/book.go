@@ -17,14 +17,17 @@
 //  2. A case is judged once ripe (Enough other records were heard, or its
 //     window closed), by the first Enough records heard, each by its first
 //     call in the window. A record already failing at D when this one failed
-//     is a suspect: its failure says nothing (two bad records must not blind
-//     each other), but its being served says the trouble was shared and has
-//     passed. So: a failed check, a suspect served, or at least two other
-//     records failing while fewer than four times as many were served, is
-//     Shared; at least three served and four times as many as failed is Own;
-//     a passed check, with none failed in the two windows before the failure
-//     either, and at most one other record failing is Own; anything else is
-//     NoEvidence (the record is held, never dead-lettered on a guess).
+//     is a suspect: its being served says the trouble was shared and has
+//     passed; its failing again says little while fresh records are served
+//     (it is another bad record), and much when none are (an outage). So
+//     (Judge): a failed check, or a suspect served, is Shared; three or more
+//     fresh records served, four for each fresh one failing, is Own; two or
+//     more records failing, with fewer than four fresh served for each, is
+//     Shared, or NoEvidence if the check passed (bad records, or an outage the
+//     check misses); a passed check, with none failed in the two windows
+//     before the failure either, and at most one other record failing is
+//     Own; anything else is NoEvidence (the record is held, never
+//     dead-lettered on a guess).
 //  3. A failure that names no dependency, or one nobody reported calls or
 //     checks of, is judged by the handler's own outcomes (Handler): other
 //     records handled are served calls, other records failing are failed

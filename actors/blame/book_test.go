@@ -20,31 +20,34 @@ func rec(offset int64) blame.Source {
 func newBook() *blame.Book { return blame.NewBook(blame.Config{Window: time.Second, Enough: 8}) }
 
 func TestJudgeTable(t *testing.T) {
+	type E = blame.Evidence
 	cases := []struct {
-		served, failed, recovered int
-		passed, failedCheck       bool
-		want                      blame.Verdict
+		e    E
+		want blame.Verdict
 	}{
-		{0, 0, 0, false, false, blame.NoEvidence},
-		{2, 0, 0, false, false, blame.NoEvidence}, // too few to say
-		{3, 0, 0, false, false, blame.Own},
-		{4, 1, 0, false, false, blame.Own},
-		{3, 1, 0, false, false, blame.NoEvidence}, // one failing other, too few served
-		{0, 1, 0, false, false, blame.NoEvidence}, // another record failing: maybe bad too
-		{0, 1, 0, true, false, blame.Own},         // the check says the path serves
-		{0, 2, 0, true, false, blame.NoEvidence},  // two others failing beside a passing check: bad ones, or a partial outage
-		{0, 2, 0, false, false, blame.Shared},     // two others failing: not its alone
-		{7, 2, 0, false, false, blame.Shared},
-		{8, 2, 0, false, false, blame.Own},
-		{50, 0, 0, false, true, blame.Shared}, // a failed check wins
-		{0, 0, 0, true, false, blame.Own},
-		{7, 0, 1, false, false, blame.Shared}, // a record failing with it was served after: it passed
-		{0, 0, 1, true, false, blame.Shared},
+		{E{}, blame.NoEvidence},
+		{E{Served: 2}, blame.NoEvidence}, // too few to say
+		{E{Served: 3}, blame.Own},
+		{E{Served: 4, Failed: 1}, blame.Own},
+		{E{Served: 3, Failed: 1}, blame.NoEvidence},                 // one failing other, too few served
+		{E{Failed: 1}, blame.NoEvidence},                            // another record failing: maybe bad too
+		{E{Failed: 1, CheckPassed: true}, blame.Own},                // the check says the path serves
+		{E{SuspectsFailed: 1, CheckPassed: true}, blame.Own},        // two bad records, one partition each, a check
+		{E{Failed: 2, CheckPassed: true}, blame.NoEvidence},         // two others failing beside a passing check: bad ones, or an outage it misses
+		{E{SuspectsFailed: 5, CheckPassed: true}, blame.NoEvidence}, // everybody failing for a while, a check that misses it
+		{E{Failed: 2}, blame.Shared},                                // two others failing: not its alone
+		{E{SuspectsFailed: 5}, blame.Shared},                        // the records in flight failing on and on: an outage
+		{E{Served: 7, Failed: 2}, blame.Shared},
+		{E{Served: 8, Failed: 2}, blame.Own},
+		{E{Served: 5, SuspectsFailed: 3}, blame.Own},     // fresh records served: the failing suspects are bad ones
+		{E{Served: 50, CheckFailed: true}, blame.Shared}, // a failed check wins
+		{E{CheckPassed: true}, blame.Own},
+		{E{Served: 7, Recovered: 1}, blame.Shared}, // a record failing with it was served after: it passed
+		{E{Recovered: 1, CheckPassed: true}, blame.Shared},
 	}
 	for _, c := range cases {
-		if got := blame.Judge(c.served, c.failed, c.recovered, c.passed, c.failedCheck); got != c.want {
-			t.Errorf("Judge(%d served, %d failed, %d recovered, check passed %v, failed %v) = %v, want %v",
-				c.served, c.failed, c.recovered, c.passed, c.failedCheck, got, c.want)
+		if got := blame.Judge(c.e); got != c.want {
+			t.Errorf("Judge(%+v) = %v, want %v", c.e, got, c.want)
 		}
 	}
 }
@@ -88,14 +91,14 @@ func TestCaseHearsOthersInItsWindowOnly(t *testing.T) {
 	b.Call("vmaas", blame.Source{}, at(200), at(210), true) // nobody known
 	b.Call("vmaas", rec(3), at(500), at(510), true)         // after the window's first third
 	b.Call("database", rec(4), at(200), at(210), true)      // another dependency
-	if s, f, _, _, _ := c.Evidence(); s != 0 || f != 0 {
-		t.Fatalf("heard %d served and %d failed, want none", s, f)
+	if e := c.Evidence(); e.Served != 0 || e.Failed != 0 {
+		t.Fatalf("heard %+v, want none", e)
 	}
 	b.Call("vmaas", rec(5), at(200), at(210), false)
 	b.Call("vmaas", rec(5), at(300), at(310), true) // its first call speaks for it
 	b.Call("vmaas", rec(6), at(400), at(410), true)
-	if s, f, _, _, _ := c.Evidence(); s != 1 || f != 1 {
-		t.Fatalf("heard %d served and %d failed, want 1 and 1", s, f)
+	if e := c.Evidence(); e.Served != 1 || e.Failed != 1 {
+		t.Fatalf("heard %d served and %d failed, want 1 and 1", e.Served, e.Failed)
 	}
 	if v := c.Verdict(at(500)); v != blame.Pending {
 		t.Fatalf("verdict before the window closed with 2 heard: %v", v)
@@ -279,14 +282,14 @@ func TestCaseCountsOnlyItsEvidence(t *testing.T) {
 				wf++
 			}
 		}
-		s, f, _, p, cf := c.Evidence()
-		if s != ws || f != wf || p != passed || cf != failedCheck {
-			t.Fatalf("counted %d/%d/%v/%v, want %d/%d/%v/%v", s, f, p, cf, ws, wf, passed, failedCheck)
+		e := c.Evidence()
+		if e.Served != ws || e.Failed != wf || e.CheckPassed != passed || e.CheckFailed != failedCheck {
+			t.Fatalf("counted %+v, want %d served, %d failed, check passed %v failed %v", e, ws, wf, passed, failedCheck)
 		}
 		// The check speaks only when none failed in the two windows before.
-		steady := passed && !failedBefore
-		if v := c.Verdict(at(fail + 1001)); v != blame.Judge(ws, wf, 0, steady, failedCheck) {
-			t.Fatalf("verdict %v, want %v", v, blame.Judge(ws, wf, 0, steady, failedCheck))
+		verdict := blame.Judge(blame.Evidence{Served: ws, Failed: wf, CheckPassed: passed && !failedBefore, CheckFailed: failedCheck})
+		if v := c.Verdict(at(fail + 1001)); v != verdict {
+			t.Fatalf("verdict %v, want %v", v, verdict)
 		}
 		c.Close()
 	})

@@ -14,12 +14,8 @@ type Case struct {
 	enough int
 
 	// Under d.mu:
-	seen        map[Source]struct{} // records heard, by their first call in the window
-	served      int                 // fresh records served
-	failed      int                 // fresh records failing
-	recovered   int                 // suspects served: records failing when this one failed
-	checkPassed bool
-	checkFailed bool
+	seen     map[Source]struct{} // records heard, by their first call in the window
+	evidence Evidence
 	// steadyBefore: no check failed in the two windows before the failure.
 	steadyBefore  bool
 	verdict       Verdict // final once not Pending
@@ -68,16 +64,19 @@ func (c *Case) hear(src Source, start time.Time, served bool) {
 		return
 	}
 	c.seen[src] = struct{}{}
+	e := &c.evidence
 	if since, ok := c.d.failing[src]; ok && !since.After(c.at) {
 		if served {
-			c.recovered++
+			e.Recovered++
+		} else {
+			e.SuspectsFailed++
 		}
-		return // a suspect's failure says nothing either way
+		return
 	}
 	if served {
-		c.served++
+		e.Served++
 	} else {
-		c.failed++
+		e.Failed++
 	}
 }
 
@@ -93,9 +92,9 @@ func (c *Case) checked(start time.Time, served bool) {
 		return
 	}
 	if served {
-		c.checkPassed = true
+		c.evidence.CheckPassed = true
 	} else {
-		c.checkFailed = true
+		c.evidence.CheckFailed = true
 	}
 }
 
@@ -109,14 +108,15 @@ func (c *Case) Verdict(now time.Time) Verdict {
 	if c.verdict != Pending {
 		return c.verdict
 	}
-	if c.served+c.failed < c.enough && now.Before(c.until) {
+	if len(c.seen) < c.enough && now.Before(c.until) {
 		return Pending
 	}
 	// The check speaks for the path only if it has been passing: none failed
 	// in the two windows before the failure either (one lucky pass of a
 	// dependency shedding half its calls is no evidence).
-	steady := c.checkPassed && c.steadyBefore
-	c.verdict = Judge(c.served, c.failed, c.recovered, steady, c.checkFailed)
+	e := c.evidence
+	e.CheckPassed = e.CheckPassed && c.steadyBefore
+	c.verdict = Judge(e)
 	if c.verdict == Shared {
 		// The outage lasts a window past the verdict: a failure made in a
 		// short lull of a trouble that keeps coming is shared too.
@@ -125,12 +125,11 @@ func (c *Case) Verdict(now time.Time) Verdict {
 	return c.verdict
 }
 
-// Evidence returns what the case has heard so far: fresh records served
-// and failing, suspects served, and the checks.
-func (c *Case) Evidence() (served, failed, recovered int, checkPassed, checkFailed bool) {
+// Evidence returns what the case has heard so far.
+func (c *Case) Evidence() Evidence {
 	c.d.mu.Lock()
 	defer c.d.mu.Unlock()
-	return c.served, c.failed, c.recovered, c.checkPassed, c.checkFailed
+	return c.evidence
 }
 
 // Close stops gathering evidence for the case. Idempotent.
@@ -147,39 +146,52 @@ func (c *Case) Close() {
 	d.updateAttention()
 }
 
-// Judge is the rule's verdict on a ripe case: served and failed are the
-// fresh records heard in its window (each by its first call there: records
-// not failing when this one failed), recovered the suspects served (records
-// that were failing too, and then were served); the checks, whether one
-// that started in it passed (and none failed in the two windows before:
-// the caller's to say) or failed.
+// Evidence is what a case heard in its window: the records, each by its
+// first call there (fresh: not failing when the case's record failed;
+// suspects: already failing then), and the checks.
+type Evidence struct {
+	Served, Failed int // fresh records served, failing
+	// Recovered counts suspects served (a record failing with this one got
+	// through afterwards); SuspectsFailed suspects failing again.
+	Recovered, SuspectsFailed int
+	// CheckPassed: a check that started in the window passed (and, as
+	// Judge reads it, none failed in the two windows before the failure);
+	// CheckFailed: one failed.
+	CheckPassed, CheckFailed bool
+}
+
+// Judge is the rule's verdict on a ripe case:
 //
 //   - a failed check is Shared: a check on the records' path failing says
 //     the path is down, whatever else was heard;
 //   - a suspect served is Shared: a record failing with this one got
 //     through afterwards, so the trouble was shared and has passed (a short
 //     outage while the failing records held every credit looks like this);
-//   - two or more records failing, with fewer than four served for each, is
-//     Shared, unless the check passed: then it is NoEvidence, since a path
-//     that serves its check while several records fail is several bad
-//     records or a partial outage the check misses, and only more records
-//     can tell;
-//   - three or more served, at least four for each failure, is Own;
+//   - three or more fresh records served, at least four for each fresh one
+//     failing, is Own: the dependency serves records that were not failing,
+//     and the suspects failing again are the other bad ones (two or more bad
+//     records must not blind each other while others are served);
+//   - two or more records failing (fresh or suspects), with fewer than four
+//     fresh served for each, is Shared, unless the check passed: then it is
+//     NoEvidence, since a path that serves its check while several records
+//     fail is several bad records, or an outage the check misses, and only
+//     fresh records can tell;
 //   - a passed check with at most one other record failing is Own: the
 //     path serves, and one other failing record may be a bad one too;
 //   - anything else is NoEvidence.
-func Judge(served, failed, recovered int, checkPassed, checkFailed bool) Verdict {
+func Judge(e Evidence) Verdict {
+	failed := e.Failed + e.SuspectsFailed
 	switch {
-	case checkFailed, recovered > 0:
+	case e.CheckFailed, e.Recovered > 0:
 		return Shared
-	case failed >= 2 && served < 4*failed:
-		if checkPassed {
+	case e.Served >= 3 && e.Served >= 4*e.Failed:
+		return Own
+	case failed >= 2 && e.Served < 4*failed:
+		if e.CheckPassed {
 			return NoEvidence
 		}
 		return Shared
-	case served >= 3 && served >= 4*failed:
-		return Own
-	case checkPassed && failed <= 1:
+	case e.CheckPassed && failed <= 1:
 		return Own
 	}
 	return NoEvidence

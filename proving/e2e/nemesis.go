@@ -32,11 +32,12 @@ const (
 	nemesisListenerTerm nemesisKind = "listener SIGTERM" // a listener drained and ended, a new one started
 	nemesisZombie       nemesisKind = "listener SIGSTOP" // a listener stopped past its session timeout
 	nemesisVMaaS        nemesisKind = "vmaas trouble"    // half of VMaaS calls answered 503, slowly
+	nemesisLockedTable  nemesisKind = "locked table"     // the system table locked ACCESS EXCLUSIVE, as a migration does
 )
 
 // nemesisKinds are the kinds drawn, each as likely.
 var nemesisKinds = []nemesisKind{nemesisNodeKill, nemesisNodeTerm, nemesisPartition, nemesisSlow, nemesisBandwidth,
-	nemesisDBResets, nemesisListenerKill, nemesisListenerTerm, nemesisZombie, nemesisVMaaS}
+	nemesisDBResets, nemesisListenerKill, nemesisListenerTerm, nemesisZombie, nemesisVMaaS, nemesisLockedTable}
 
 // nemesisStep is one fault of the schedule.
 type nemesisStep struct {

@@ -187,6 +187,15 @@ func (n *nemesisRun) do(r *run, o *nemesisOutcome) error {
 		if err := r.setFaults(platform.Faults{Latency: "longtail:50ms"}); err != nil {
 			return err
 		}
+	case nemesisLockedTable:
+		release, err := r.lockTable()
+		if err != nil {
+			return err
+		}
+		n.hold(r, s.Length)
+		if err := release(); err != nil {
+			return err
+		}
 	case nemesisListenerKill, nemesisListenerTerm:
 		p := n.victim(r, s.Listener, false)
 		if p == nil {

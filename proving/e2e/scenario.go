@@ -27,6 +27,11 @@ type Scenario struct {
 	BadShare  float64 // broken messages: dead-lettered, each with its reason
 	SkipShare float64 // messages the listener skips: committed and counted, never dead-lettered
 	Listeners int
+	// Partitions is the topic's partition count (default 8).
+	Partitions int32
+	// MockLatency is the platform mock's VMaaS latency (default
+	// "longtail:50ms").
+	MockLatency string
 	// Faults run once progress (committed records / all records) reaches At.
 	Faults []Fault
 	// NoDeadLetters asserts nothing was dead-lettered (the faults are transient).
@@ -175,6 +180,8 @@ type run struct {
 	notes []string
 	// What the zombie fault did, for its judge.
 	zombie *zombieRecord
+	// What the locked-table fault measured, for its judge.
+	recovery *recoveryRecord
 	// What the nemesis did, for its judge.
 	nemesis *nemesisRun
 	// watch is what the run has seen of the group's progress.
@@ -353,7 +360,11 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 	if r.dbURL, err = env.createDatabase(ctx, "e2e_"+strings.ReplaceAll(sc.Name, "-", "_")); err != nil {
 		return line, err
 	}
-	if err := env.createTopics(r.topic, 8); err != nil {
+	partitions := sc.Partitions
+	if partitions <= 0 {
+		partitions = 8
+	}
+	if err := env.createTopics(r.topic, partitions); err != nil {
 		return line, err
 	}
 
@@ -368,7 +379,11 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 		return line, err
 	}
 	r.plan, r.opts, r.ds, r.hostages = plan, opts, ds, hostages
-	if r.mock, err = platform.NewServer(ds, platform.ServerOptions{Faults: platform.Faults{Latency: "longtail:50ms", HangHosts: hostages},
+	mockLatency := sc.MockLatency
+	if mockLatency == "" {
+		mockLatency = "longtail:50ms"
+	}
+	if r.mock, err = platform.NewServer(ds, platform.ServerOptions{Faults: platform.Faults{Latency: mockLatency, HangHosts: hostages},
 		InventoryLatency: platform.Latency{Kind: "fixed", Base: 10 * time.Millisecond}, Shape: shape}); err != nil {
 		return line, err
 	}
