@@ -30,9 +30,10 @@ type Header struct {
 // package writes.
 //
 // Handle returns nil on success. It returns Skip(reason, ...) for a record
-// it ignores on purpose: finished, committed and counted by reason, never
-// dead-lettered. Permanent(err) dead-letters the record at once (a broken
-// record). Any other error, and a panic, is retried with backoff, and
+// it ignores on purpose: finished, committed and counted by reason (kept as
+// printable UTF-8 of at most 64 bytes, see Skip), never dead-lettered.
+// Permanent(err) dead-letters the record at once (a broken record). Any
+// other error, and a panic, is retried with backoff, and
 // counts towards Config.MaxAttempts only when it is judged the record's
 // own: other records' calls to the dependency named with FailedIn (or,
 // naming none, the other records themselves) were served just after it. A
@@ -106,7 +107,12 @@ func FailedIn(dependency string, err error) error {
 
 // Skip returns the error a Handler gives for a record it ignores on
 // purpose: the record is finished and committed, counted under reason (a
-// short, fixed string: it is a metric label), never dead-lettered.
+// short, fixed string: it is a metric label), never dead-lettered. The
+// reason is counted and labelled as messages.Reason.Clean returns it: bytes
+// that are not UTF-8 become U+FFFD, characters that do not print are
+// escaped (a newline as \n), and it is cut to messages.MaxReasonBytes (64),
+// so no reason can fail a scrape of /metrics. The reason of a broken
+// record's *messages.ValidationError is kept the same way.
 func Skip(reason, detail string) error { return messages.Skip(messages.Reason(reason), detail) }
 
 // adapter runs a Handler for the pipeline: the pipeline's records are

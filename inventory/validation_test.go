@@ -57,6 +57,9 @@ func TestReasonLists(t *testing.T) {
 		if r == "" || seen[r] {
 			t.Errorf("reason %q is empty or named twice", r)
 		}
+		if r.Clean() != r {
+			t.Errorf("reason %q would be counted as %q: keep a named reason printable and within %d bytes", r, r.Clean(), messages.MaxReasonBytes)
+		}
 		seen[r] = true
 	}
 }

@@ -55,11 +55,13 @@ func DeadLetterReason(class ErrorClass, validation Reason) Reason {
 }
 
 // ValidationReasonOf reports whether err says the message is broken (a
-// *ValidationError in its chain, however wrapped), and with which reason.
+// *ValidationError in its chain, however wrapped), and with which reason,
+// Clean: this is where a handler's validation reason enters the pipeline,
+// to become a dead-letter envelope's reason and a metric label.
 func ValidationReasonOf(err error) (Reason, bool) {
 	var ve *ValidationError
 	if errors.As(err, &ve) {
-		return ve.Reason, true
+		return ve.Reason.Clean(), true
 	}
 	return "", false
 }

@@ -72,9 +72,10 @@ func IsCongestion(err error) bool {
 // Skipped is what a handler returns for a record the service deliberately
 // ignores, wholly (a filter, an event already superseded) or in part (a host
 // stored with nothing to evaluate): the record is finished and committed,
-// counted by Reason (one of SkipReasons), and never dead-lettered. It is not
-// a failure: nothing is retried and nothing is wrong with the record.
-// DecodeInventoryEvent returns one for the events its filters leave out.
+// counted by Reason (one of SkipReasons; as SkipReasonOf reads it: Clean),
+// and never dead-lettered. It is not a failure: nothing is retried and
+// nothing is wrong with the record. DecodeInventoryEvent returns one for the
+// events its filters leave out.
 type Skipped struct {
 	Reason Reason
 	Detail string
@@ -87,19 +88,24 @@ func (s *Skipped) Error() string {
 	return "skipped: " + string(s.Reason) + ": " + s.Detail
 }
 
-// Skip returns a *Skipped for reason.
+// Skip returns a *Skipped for reason: a short fixed phrase, since it
+// becomes a metric label. The pipeline counts it as reason.Clean() returns
+// it (printable UTF-8, at most MaxReasonBytes), so a reason that is not
+// valid UTF-8, or runs long, cannot fail a scrape of /metrics.
 func Skip(reason Reason, detail string) error {
 	return &Skipped{Reason: reason, Detail: detail}
 }
 
-// SkipReasonOf reports whether err says the record was skipped, and why.
+// SkipReasonOf reports whether err says the record was skipped, and why,
+// Clean: this is where a handler's skip reason enters the pipeline, to be
+// counted by it and become a metric label.
 func SkipReasonOf(err error) (Reason, bool) {
 	if err == nil {
 		return "", false
 	}
 	var s *Skipped
 	if errors.As(err, &s) {
-		return s.Reason, true
+		return s.Reason.Clean(), true
 	}
 	return "", false
 }

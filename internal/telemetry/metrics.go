@@ -185,26 +185,29 @@ func (m *Metrics) KnowReasons(skip, validation []messages.Reason) {
 // skippedByReason is the snapshot's count per skip reason, with every
 // reason known present from the start (at 0).
 func skippedByReason(s actors.StatsSnapshot, known []messages.Reason) map[string]int64 {
-	out := make(map[string]int64, len(s.SkippedByReason)+len(known))
-	for _, r := range known {
-		out[string(r)] = 0
-	}
-	for r, n := range s.SkippedByReason {
-		out[r] = n
-	}
-	return out
+	return byReason(s.SkippedByReason, known)
 }
 
 // deadLetteredByReason is the snapshot's count per dead-letter reason, every
 // one of messages.DeadLetterReasons and of the validation reasons known
 // present from the start (at 0).
 func deadLetteredByReason(s actors.StatsSnapshot, validation []messages.Reason) map[string]int64 {
-	out := make(map[string]int64, len(messages.DeadLetterReasons())+len(validation))
-	for _, r := range append(messages.DeadLetterReasons(), validation...) {
-		out[string(r)] = 0
+	return byReason(s.DeadLetteredByReason, append(messages.DeadLetterReasons(), validation...))
+}
+
+// byReason is counts keyed by each reason Clean, known ones present at 0.
+// The pipeline counts reasons clean already (messages.SkipReasonOf and
+// ValidationReasonOf clean them); cleaning again here keeps a label value
+// the Prometheus client refuses out of every scrape whatever a counter was
+// given, and two reasons that clean alike are summed, as one label value
+// must be.
+func byReason(counts map[string]int64, known []messages.Reason) map[string]int64 {
+	out := make(map[string]int64, len(counts)+len(known))
+	for _, r := range known {
+		out[string(r.Clean())] = 0
 	}
-	for r, n := range s.DeadLetteredByReason {
-		out[r] = n
+	for r, n := range counts {
+		out[string(messages.Reason(r).Clean())] += n
 	}
 	return out
 }
