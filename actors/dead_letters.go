@@ -2,8 +2,11 @@ package actors
 
 import (
 	"context"
+	"strings"
 	"time"
+	"unicode/utf8"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/patchflow/patchflow/messages"
@@ -115,7 +118,7 @@ func (h *failureHistory) attempts() []*messages.FailedAttempt {
 
 // newDeadLetter builds the envelope for record after its failures (h is
 // never nil: a record is dead-lettered only after a failure), given up for
-// reason.
+// reason. Its texts are valid UTF-8 (see encodable).
 func newDeadLetter(record *messages.Record, h *failureHistory, group string, reason messages.Reason) *messages.DeadLetter {
 	last := h.last
 	return &messages.DeadLetter{
@@ -126,16 +129,36 @@ func newDeadLetter(record *messages.Record, h *failureHistory, group string, rea
 		Value:             record.GetValue(),
 		Headers:           record.GetHeaders(),
 		OriginalTimestamp: record.GetTimestamp(),
-		Error:             last.GetError(),
+		Error:             validUTF8(last.GetError()),
 		ErrorClass:        last.GetErrorClass(),
 		Attempts:          last.GetAttempt(),
 		FirstFailureTime:  timestamppb.New(h.first),
 		LastFailureTime:   last.GetTime(),
 		ConsumerGroup:     group,
 		ValueSize:         int64(len(record.GetValue())),
-		History:           h.attempts(),
+		History:           encodable(h.attempts()),
 		HistoryDropped:    h.dropped,
 		OwnFailures:       h.own,
-		Reason:            string(reason),
+		Reason:            validUTF8(string(reason)),
 	}
 }
+
+// encodable returns attempts with their error and dependency valid UTF-8,
+// copying only the attempts that need it (recorded ones are shared, never
+// changed). A handler's error text often quotes its input, and protobuf
+// refuses to encode a string field that is not UTF-8: the envelope's write
+// would fail every time, and its record would hold the partition for good.
+func encodable(attempts []*messages.FailedAttempt) []*messages.FailedAttempt {
+	for i, f := range attempts {
+		if utf8.ValidString(f.GetError()) && utf8.ValidString(f.GetDependency()) {
+			continue
+		}
+		c := proto.CloneOf(f)
+		c.Error, c.Dependency = validUTF8(c.Error), validUTF8(c.Dependency)
+		attempts[i] = c
+	}
+	return attempts
+}
+
+// validUTF8 is s with each run of bytes that are not UTF-8 as U+FFFD.
+func validUTF8(s string) string { return strings.ToValidUTF8(s, string(utf8.RuneError)) }
