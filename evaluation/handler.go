@@ -88,8 +88,11 @@ func (h *Handler) Stats() *Stats { return &h.stats }
 // Handle implements consumer.Handler.
 //
 // Broken events fail permanently: they are dead-lettered with the reason (a
-// inventory.ValidationReasons value). An unreachable database, VMaaS or
-// inventory fails transiently: retried.
+// inventory.ValidationReasons value). An upload whose time (the event's
+// timestamp, or the record's without one) is further ahead of the clock
+// than the validation options' MaxFutureSkew is broken too
+// (inventory.CheckEventTime): timestamp in the future. An unreachable
+// database, VMaaS or inventory fails transiently: retried.
 //
 // Events the service ignores by design return messages.Skip: the record is
 // committed and counted by reason, never dead-lettered. They are
@@ -129,6 +132,12 @@ func (h *Handler) Handle(ctx context.Context, r *consumer.Record) error {
 		}
 		h.stats.Deletes.Add(1)
 		return nil
+	}
+	// Before anything is fetched or stored: an upload far ahead of the
+	// clock, once applied, would have its host's correct uploads skipped
+	// as older until the clock caught up.
+	if err := inventory.CheckEventTime(at, time.Now(), h.validation); err != nil {
+		return err
 	}
 	return h.upload(ctx, ev, at)
 }

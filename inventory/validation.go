@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/patchflow/patchflow/messages"
 )
@@ -19,6 +20,9 @@ const (
 	ReasonMissingHostID     messages.Reason = "missing host id" // absent, or not a UUID
 	ReasonMissingOrgID      messages.Reason = "missing org id"
 	ReasonUnparsablePackage messages.Reason = "unparsable package"
+	// ReasonFutureTimestamp: an upload's time is further ahead of the
+	// listener's clock than ValidationOptions.MaxFutureSkew (CheckEventTime).
+	ReasonFutureTimestamp messages.Reason = "timestamp in the future"
 )
 
 // Reasons an event is skipped: nothing is wrong with it, the service
@@ -49,10 +53,10 @@ const (
 )
 
 // ValidationReasons returns every reason of a broken message, in the order
-// DecodeInventoryEvent checks them.
+// DecodeInventoryEvent checks them, then CheckEventTime's.
 func ValidationReasons() []messages.Reason {
 	return []messages.Reason{ReasonMessageTooLarge, ReasonMalformedJSON, ReasonUnknownEventType, ReasonMissingHostID,
-		ReasonMissingOrgID, ReasonUnparsablePackage}
+		ReasonMissingOrgID, ReasonUnparsablePackage, ReasonFutureTimestamp}
 }
 
 // SkipReasons returns every reason an event is skipped: the filters first,
@@ -76,18 +80,46 @@ type ValidationOptions struct {
 	// here (edge devices are patched by image, not by package); their
 	// events are skipped (ReasonExcludedHostType).
 	ExcludedHostTypes []string
+	// MaxFutureSkew bounds how far ahead of the listener's clock an
+	// upload's time may be (CheckEventTime); 0 or less means no bound.
+	MaxFutureSkew time.Duration
 }
 
 // DefaultValidationOptions returns the production policy: messages up to
 // 1,000,000 bytes (just under Kafka's default record limit, so the bound is
-// reachable), profiles reported by puptoo or rhsm-system-profile-bridge, and
-// edge hosts excluded.
+// reachable), profiles reported by puptoo or rhsm-system-profile-bridge,
+// edge hosts excluded, and uploads at most 10 minutes ahead of the clock
+// (clocks kept by NTP differ by milliseconds; minutes of room still take a
+// producer whose clock drifted, and bound how long one stamped ahead can
+// hold its host back: see CheckEventTime).
 func DefaultValidationOptions() ValidationOptions {
 	return ValidationOptions{
 		MaxMessageBytes:   1_000_000,
 		AllowedReporters:  []string{"puptoo", "rhsm-system-profile-bridge"},
 		ExcludedHostTypes: []string{"edge"},
+		MaxFutureSkew:     10 * time.Minute,
 	}
+}
+
+// CheckEventTime checks at, the time an upload (a created or updated event)
+// is ordered by, against now, the listener's clock: an upload more than
+// opts.MaxFutureSkew ahead is a permanent *messages.ValidationError with
+// ReasonFutureTimestamp, to be dead-lettered. Applied, it would make every
+// later upload of its host, stamped correctly, "older than applied" and
+// skipped until the clock caught up with it (a producer with a wrong
+// clock, or hostile input, could freeze a host for years). An upload within
+// the skew is applied: the longest it can hold its host back is the skew.
+//
+// at is what the handler orders by: the event's timestamp, or the record's
+// when the event has none. A delete is not checked: its time orders
+// nothing (a delete wins whatever its time), so refusing one would only
+// keep a deleted host.
+func CheckEventTime(at, now time.Time, opts ValidationOptions) error {
+	if opts.MaxFutureSkew <= 0 || !at.After(now.Add(opts.MaxFutureSkew)) {
+		return nil
+	}
+	return messages.Invalid(ReasonFutureTimestamp, fmt.Sprintf("event time %s is %s ahead of the listener's clock (%s), more than the %s allowed",
+		at.UTC().Format(time.RFC3339Nano), at.Sub(now).Round(time.Second), now.UTC().Format(time.RFC3339), opts.MaxFutureSkew))
 }
 
 // DecodeInventoryEvent decodes one Kafka record value and checks it against

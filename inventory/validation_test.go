@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/patchflow/patchflow/inventory"
 	"github.com/patchflow/patchflow/messages"
@@ -23,6 +24,7 @@ var (
 		inventory.ReasonMissingHostID,
 		inventory.ReasonMissingOrgID,
 		inventory.ReasonUnparsablePackage,
+		inventory.ReasonFutureTimestamp,
 	}
 	skipReasons = []messages.Reason{
 		inventory.ReasonReporterNotAllowed,
@@ -185,8 +187,10 @@ func TestDecodeInventoryEventRejects(t *testing.T) {
 		requireRejected(t, c.name, ev, err, c.want)
 		covered[c.want] = true
 	}
-	// Too large is tested below with a small limit.
+	// Too large is tested below with a small limit; a time in the future
+	// is CheckEventTime's (TestCheckEventTime).
 	covered[inventory.ReasonMessageTooLarge] = true
+	covered[inventory.ReasonFutureTimestamp] = true
 	for _, r := range inventory.ValidationReasons() {
 		if !covered[r] {
 			t.Errorf("no case produces %q", r)
@@ -280,6 +284,7 @@ func TestDefaultValidationOptions(t *testing.T) {
 		MaxMessageBytes:   1_000_000,
 		AllowedReporters:  []string{"puptoo", "rhsm-system-profile-bridge"},
 		ExcludedHostTypes: []string{"edge"},
+		MaxFutureSkew:     10 * time.Minute,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("DefaultValidationOptions = %+v, want %+v", got, want)
@@ -376,5 +381,29 @@ func TestValidateSystemProfile(t *testing.T) {
 		if err := inventory.ValidateSystemProfile(p, opts); err != nil {
 			t.Errorf("%s profile: %v", name, err)
 		}
+	}
+}
+
+// An upload's time may be up to MaxFutureSkew ahead of the clock, not a
+// nanosecond more; any time behind the clock passes, and without a bound
+// (0) any time does.
+func TestCheckEventTime(t *testing.T) {
+	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	opts := inventory.DefaultValidationOptions()
+	if opts.MaxFutureSkew <= 0 {
+		t.Fatal("the default options bound no future skew")
+	}
+	for _, at := range []time.Time{now.AddDate(-5, 0, 0), now, now.Add(opts.MaxFutureSkew)} {
+		if err := inventory.CheckEventTime(at, now, opts); err != nil {
+			t.Errorf("%v, %v after the clock: %v", at, at.Sub(now), err)
+		}
+	}
+	for _, at := range []time.Time{now.Add(opts.MaxFutureSkew + time.Nanosecond), now.AddDate(100, 0, 0)} {
+		requireRejected(t, fmt.Sprintf("%v after the clock", at.Sub(now)), nil, inventory.CheckEventTime(at, now, opts), inventory.ReasonFutureTimestamp)
+	}
+	unbounded := opts
+	unbounded.MaxFutureSkew = 0
+	if err := inventory.CheckEventTime(now.AddDate(100, 0, 0), now, unbounded); err != nil {
+		t.Errorf("no bound, a century ahead: %v", err)
 	}
 }

@@ -97,6 +97,7 @@ func TestParseRejectsBadSettings(t *testing.T) {
 		{map[string]string{"KAFKA_BROKERS": "embedded", "DB_MAX_OPEN_CONNS": "0"}, "DB_MAX_OPEN_CONNS"},
 		{map[string]string{"KAFKA_BROKERS": "embedded", "VMAAS_TIMEOUT": "forever"}, "VMAAS_TIMEOUT"},
 		{map[string]string{"KAFKA_BROKERS": "embedded", "MAX_MESSAGE_BYTES": "10"}, "MAX_MESSAGE_BYTES"},
+		{map[string]string{"KAFKA_BROKERS": "embedded", "EVENT_MAX_FUTURE_SKEW": "0s"}, "EVENT_MAX_FUTURE_SKEW"},
 		{map[string]string{"KAFKA_BROKERS": "embedded", "KAFKA_SASL_MECHANISM": "GSSAPI"}, "KAFKA_SASL_MECHANISM"},
 		{map[string]string{"KAFKA_BROKERS": "embedded", "KAFKA_SASL_MECHANISM": "SCRAM-SHA-512"}, "KAFKA_SASL_USER"},
 		{map[string]string{"KAFKA_BROKERS": "embedded", "KAFKA_TLS_CERT_FILE": "/etc/c.pem"}, "KAFKA_TLS_KEY_FILE"},
@@ -113,7 +114,8 @@ func TestParseRejectsBadSettings(t *testing.T) {
 
 func TestEvaluateHandlerSettings(t *testing.T) {
 	cfg, set, err := parse(nil, lookup(map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_HANDLER": "evaluate",
-		"DATABASE_URL": "postgres://patch:hunter2@db:5432/patch", "VMAAS_URL": "http://vmaas:8080", "ALLOWED_REPORTERS": " puptoo , yupana "}))
+		"DATABASE_URL": "postgres://patch:hunter2@db:5432/patch", "VMAAS_URL": "http://vmaas:8080", "ALLOWED_REPORTERS": " puptoo , yupana ",
+		"EVENT_MAX_FUTURE_SKEW": "90s"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +123,8 @@ func TestEvaluateHandlerSettings(t *testing.T) {
 	if d.DatabaseURL != "postgres://patch:hunter2@db:5432/patch" || d.Pool.MaxOpen != 32 || d.VMaaSCacheSize != 500 {
 		t.Fatalf("%+v", d)
 	}
-	if len(d.Validation.AllowedReporters) != 2 || d.Validation.AllowedReporters[1] != "yupana" || d.Validation.ExcludedHostTypes[0] != "edge" {
+	if len(d.Validation.AllowedReporters) != 2 || d.Validation.AllowedReporters[1] != "yupana" || d.Validation.ExcludedHostTypes[0] != "edge" ||
+		d.Validation.MaxFutureSkew != 90*time.Second {
 		t.Fatalf("validation %+v", d.Validation)
 	}
 	for _, v := range set.Effective() {

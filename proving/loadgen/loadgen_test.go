@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/patchflow/patchflow/inventory"
 	"github.com/patchflow/patchflow/messages"
@@ -50,6 +51,9 @@ func TestRenderedMessagesMatchTheirKind(t *testing.T) {
 			t.Fatalf("item %d: a good message of %d bytes would be refused", i, len(body))
 		}
 		ev, err := inventory.DecodeInventoryEvent(body, vopts)
+		if err == nil && ev.Type != inventory.EventDelete {
+			err = inventory.CheckEventTime(ev.Timestamp, time.Now(), vopts) // the handler's next check
+		}
 		if it.Skip != "" {
 			skips[it.Skip]++
 			if it.Skip == SkipNoPackages {

@@ -58,10 +58,11 @@ const (
 	BadMissingHostID BadKind = "missing host id"
 	BadMissingOrgID  BadKind = "missing org id"
 	BadUnparsablePkg BadKind = "unparsable package"
+	BadFutureTime    BadKind = "timestamp in the future" // a century ahead of its place in the stream
 )
 
 // BadKinds lists every kind, in a fixed order.
-var BadKinds = []BadKind{BadMalformedJSON, BadTooLarge, BadUnknownType, BadMissingHostID, BadMissingOrgID, BadUnparsablePkg}
+var BadKinds = []BadKind{BadMalformedJSON, BadTooLarge, BadUnknownType, BadMissingHostID, BadMissingOrgID, BadUnparsablePkg, BadFutureTime}
 
 // SkipKind is a kind of valid message the listener ignores by design, in
 // whole or in part: it must commit it and count it under the skip reason of
