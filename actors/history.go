@@ -21,26 +21,37 @@ import (
 
 var fingerprintTable = crc32.MakeTable(crc32.Castagnoli)
 
-// fingerprint is the CRC-32C of a record's key, value and timestamp (in
-// milliseconds, 0 when the record has none), each length-prefixed. Two
-// records written apart match by chance once in 2³²; identical records
-// written in the same millisecond match always (documented in
-// docs/architecture.md, "Commit metadata").
+// fingerprint is the CRC-32C of a record's key, value, timestamp (in
+// milliseconds, 0 when the record has none) and headers (their count, then
+// each one's key and value, in order), each length-prefixed so that no two
+// different records write the same bytes. A header's value, like the key
+// and value, counts by its bytes: a null one and an empty one are the same
+// (proto3 bytes fields, as messages.Record carries them, do not tell them
+// apart either). Two records written apart match by chance once in 2³²;
+// identical records written in the same millisecond match always
+// (documented in docs/architecture.md, "Commit metadata").
 func fingerprint(r *messages.Record) uint32 {
 	var n [8]byte
 	h := crc32.New(fingerprintTable)
-	binary.BigEndian.PutUint64(n[:], uint64(len(r.GetKey())))
-	h.Write(n[:])
-	h.Write(r.GetKey())
-	binary.BigEndian.PutUint64(n[:], uint64(len(r.GetValue())))
-	h.Write(n[:])
-	h.Write(r.GetValue())
+	field := func(b []byte) {
+		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
+	field(r.GetKey())
+	field(r.GetValue())
 	var ms int64
 	if ts := r.GetTimestamp(); ts != nil {
 		ms = ts.AsTime().UnixMilli()
 	}
 	binary.BigEndian.PutUint64(n[:], uint64(ms))
 	h.Write(n[:])
+	binary.BigEndian.PutUint64(n[:], uint64(len(r.GetHeaders())))
+	h.Write(n[:])
+	for _, hd := range r.GetHeaders() {
+		field(hd.GetKey())
+		field(hd.GetValue())
+	}
 	return h.Sum32()
 }
 
@@ -59,7 +70,8 @@ func readingOf(order fmt.Stringer, isolation sarama.IsolationLevel) string {
 }
 
 // recordAt fetches the record at offset from the partition's leader, as a
-// consumer with isolation would be given it; found is false when the log
+// consumer with isolation would be given it (key, value, timestamp and
+// headers: what fingerprint covers); found is false when the log
 // holds no record there in the current format (compacted away, a
 // transaction marker, a message set of the pre-0.11 format).
 func recordAt(client sarama.Client, topic string, partition int32, offset int64, isolation sarama.IsolationLevel) (rec *messages.Record, found bool, err error) {
@@ -85,7 +97,7 @@ func recordAt(client sarama.Client, topic string, partition int32, offset int64,
 				ts = b.MaxTimestamp
 			}
 			return recordOf(&sarama.ConsumerMessage{Topic: topic, Partition: partition, Offset: offset,
-				Key: r.Key, Value: r.Value, Timestamp: ts}), true, nil
+				Key: r.Key, Value: r.Value, Timestamp: ts, Headers: r.Headers}), true, nil
 		}
 	}
 	return nil, false, nil
