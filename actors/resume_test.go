@@ -239,8 +239,10 @@ func resumeAfterHandover(t *testing.T, k actors.KafkaSettings) {
 	if err != nil || c.Offset != 0 || r.Base != 0 || r.End != n || r.Unfinished() != 1 || c.End != n {
 		t.Fatalf("committed %+v (%+v, %v); want 0, speaking of 1-%d finished, the partition ending at %d", c, r, err, n-1, n)
 	}
-	if len(c.Metadata) > 40 {
-		t.Fatalf("metadata of %d bytes for one unfinished record: %q", len(c.Metadata), c.Metadata)
+	// pf3:0:300:1,299:1:<lead>:<tail>:key.ru:<crc>: 51 bytes, the records
+	// at 1 and 299 fingerprinted.
+	if len(c.Metadata) > 51 || r.First != 1 || r.Lead == 0 || r.Tail == 0 {
+		t.Fatalf("metadata of %d bytes for one unfinished record: %q; want 51 naming 1 and 299", len(c.Metadata), c.Metadata)
 	}
 
 	second := &callLog{calls: map[int64]int{}}

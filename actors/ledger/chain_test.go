@@ -10,7 +10,10 @@ import (
 
 // A chain of owners, each restoring what the last committed (when
 // its commit is decodable), crashing at random, under random size limits:
-// no commit ever calls finished an offset that exists and no owner finished.
+// no commit ever calls finished an offset that exists and no owner finished,
+// and a fingerprint a commit names is that of the record it says: the lead
+// the first record a resume would skip, the tail the record at its last
+// offset.
 func TestMetadataSurvivesAChainOfOwners(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		exists := map[int64]bool{}
@@ -52,7 +55,7 @@ func TestMetadataSurvivesAChainOfOwners(t *testing.T) {
 						if !finished[o] {
 							t.Fatalf("owner %d: restored %d as finished; nobody finished it", k, o)
 						}
-						if _, err := l.Finish(o); err != nil {
+						if _, err := l.FinishRecord(o, fpOf(o)); err != nil {
 							t.Fatal(err)
 						}
 						continue
@@ -63,7 +66,7 @@ func TestMetadataSurvivesAChainOfOwners(t *testing.T) {
 				i := rapid.IntRange(0, len(open)-1).Draw(t, "which")
 				o := open[i]
 				open = append(open[:i], open[i+1:]...)
-				if _, err := l.Finish(o); err != nil {
+				if _, err := l.FinishRecord(o, fpOf(o)); err != nil {
 					t.Fatal(err)
 				}
 				finished[o] = true
@@ -88,10 +91,20 @@ func TestMetadataSurvivesAChainOfOwners(t *testing.T) {
 			if err != nil {
 				t.Fatalf("decode %q: %v", meta, err)
 			}
+			skipped := int64(-1)
 			for o := r.Base; o < r.End; o++ {
 				if r.Finished(o) && exists[o] && !finished[o] {
 					t.Fatalf("owner %d: %q calls unfinished %d finished", k, meta, o)
 				}
+				if r.Finished(o) && exists[o] && skipped < 0 {
+					skipped = o
+				}
+			}
+			if r.Lead != 0 && (r.First != skipped || r.Lead != fpOf(skipped)) {
+				t.Fatalf("owner %d: %q names %d with %08x as its first; the first record it skips is %d (%08x)", k, meta, r.First, r.Lead, skipped, fpOf(skipped))
+			}
+			if r.Tail != 0 && (!exists[r.End-1] || r.Tail != fpOf(r.End-1)) {
+				t.Fatalf("owner %d: %q names %08x as the tail at %d; want %08x", k, meta, r.Tail, r.End-1, fpOf(r.End-1))
 			}
 			resume = &r
 		}

@@ -9,6 +9,7 @@ package ledger
 import (
 	"errors"
 	"fmt"
+	"math"
 )
 
 // ErrOutOfOrder is returned by Admit when an offset is not greater than the
@@ -48,6 +49,14 @@ type Ledger struct {
 	head    int     // ring index of the oldest entry; that entry is never finished
 	n       int     // entries in the ring, finished ones behind the head included
 	pending int     // entries not finished
+	// after[i], for an unfinished entry, is the lowest offset this ledger
+	// finished between offsets[i] and the next unfinished entry (noneAfter
+	// when it finished none), and afterPrint[i] that record's fingerprint:
+	// the metadata names the lowest finished record above the watermark
+	// (metadata.go), and compaction drops the finished entries that would
+	// otherwise say which it is. Meaningless for finished entries.
+	after      []int64
+	afterPrint []uint32
 
 	admitted bool  // whether any offset was ever admitted
 	last     int64 // the last admitted offset
@@ -67,12 +76,18 @@ type Ledger struct {
 	buf     []byte
 }
 
+// noneAfter is after[i] when the ledger finished no offset after entry i
+// (below the next unfinished one): lower than any offset that can follow an
+// entry, negative offsets included.
+const noneAfter = math.MinInt64
+
 // New returns an empty ledger with room for capacity offsets before it grows.
 func New(capacity int) *Ledger {
 	if capacity < 1 {
 		capacity = 1
 	}
-	return &Ledger{offsets: make([]int64, capacity), done: make([]bool, capacity), highestFinished: -1}
+	return &Ledger{offsets: make([]int64, capacity), done: make([]bool, capacity),
+		after: make([]int64, capacity), afterPrint: make([]uint32, capacity), highestFinished: -1}
 }
 
 // Admit records that offset is in flight. Offsets must increase strictly.
@@ -90,6 +105,7 @@ func (l *Ledger) Admit(offset int64) error {
 	i := l.index(l.n)
 	l.offsets[i] = offset
 	l.done[i] = false
+	l.after[i] = noneAfter
 	l.n++
 	l.pending++
 	l.admitted = true
@@ -104,9 +120,10 @@ func (l *Ledger) Finish(offset int64) (advanced bool, err error) {
 }
 
 // FinishRecord records that offset is finished; fingerprint identifies its
-// record in the log's history, and the metadata names the fingerprint of
-// the last offset it speaks of. It reports whether the watermark moved, so
-// the caller knows when a new commit is worth making.
+// record in the log's history, and the metadata names the fingerprints of
+// the lowest finished record and of the last offset it speaks of. It
+// reports whether the watermark moved, so the caller knows when a new
+// commit is worth making.
 func (l *Ledger) FinishRecord(offset int64, fingerprint uint32) (advanced bool, err error) {
 	pos, ok := l.find(offset)
 	if !ok {
@@ -122,6 +139,17 @@ func (l *Ledger) FinishRecord(offset int64, fingerprint uint32) (advanced bool, 
 		l.highestFinished, l.tail = offset, fingerprint
 	}
 	if pos != 0 {
+		// The entry just before, when unfinished, now has this offset
+		// finished after it: it keeps what it noted (finished offsets
+		// between the two, their entries compacted away, lie lower) or, with
+		// none, notes this one. When that entry is finished instead, the
+		// nearest unfinished entry has it, or lower, noted already. What
+		// this entry noted after itself lies higher and is no longer needed.
+		// So the lowest finished offset after each unfinished entry stays
+		// known, in O(1).
+		if p := l.index(pos - 1); !l.done[p] && l.after[p] == noneAfter {
+			l.after[p], l.afterPrint[p] = offset, fingerprint
+		}
 		return false, nil
 	}
 	// The oldest entry finished: pop every finished entry from the head.
@@ -151,8 +179,8 @@ func (l *Ledger) InFlight() int { return l.pending }
 // Last returns the last admitted offset; ok is false before the first.
 func (l *Ledger) Last() (offset int64, ok bool) { return l.last, l.admitted }
 
-// Slots returns the ledger's ring capacity, the measure of its memory (one
-// offset and one flag a slot).
+// Slots returns the ledger's ring capacity, the measure of its memory (a
+// slot holds two offsets, a flag and a fingerprint: 21 bytes).
 func (l *Ledger) Slots() int { return len(l.offsets) }
 
 // index maps a logical position (0 = head) to a ring index.
@@ -204,6 +232,7 @@ func (l *Ledger) compact() {
 		}
 		j := l.index(w)
 		l.offsets[j], l.done[j] = l.offsets[i], false
+		l.after[j], l.afterPrint[j] = l.after[i], l.afterPrint[i]
 		w++
 	}
 	l.n = w
@@ -214,11 +243,25 @@ func (l *Ledger) grow() {
 	size := 2 * len(l.offsets)
 	offsets := make([]int64, size)
 	done := make([]bool, size)
+	after := make([]int64, size)
+	afterPrint := make([]uint32, size)
 	for pos := 0; pos < l.n; pos++ {
-		offsets[pos] = l.offsets[l.index(pos)]
-		done[pos] = l.done[l.index(pos)]
+		i := l.index(pos)
+		offsets[pos], done[pos], after[pos], afterPrint[pos] = l.offsets[i], l.done[i], l.after[i], l.afterPrint[i]
 	}
-	l.offsets, l.done, l.head = offsets, done, 0
+	l.offsets, l.done, l.after, l.afterPrint, l.head = offsets, done, after, afterPrint, 0
+}
+
+// lowestFinished returns the lowest offset above the watermark that this
+// ledger finished, and its record's fingerprint; ok is false when it
+// finished none there.
+func (l *Ledger) lowestFinished() (offset int64, fingerprint uint32, ok bool) {
+	for pos := 0; pos < l.n; pos++ {
+		if i := l.index(pos); !l.done[i] && l.after[i] != noneAfter {
+			return l.after[i], l.afterPrint[i], true
+		}
+	}
+	return 0, 0, false
 }
 
 // unfinished calls yield with each unfinished admitted offset, ascending.

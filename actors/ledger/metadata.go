@@ -6,7 +6,7 @@ package ledger
 // not. docs/architecture.md ("Commit metadata") is the reference a person
 // decodes it by hand from:
 //
-//	pf2:<base>:<count>:<u0>,<f0>,<u1>,<f1>,...:<tail>:<reading>:<crc>
+//	pf3:<base>:<count>:<u0>,<f0>,<u1>,<f1>,...:<first>:<lead>:<tail>:<reading>:<crc>
 //
 //	base   the committed offset itself (decimal): the metadata speaks only of
 //	       the commit it was written with, so one left behind by another
@@ -18,10 +18,18 @@ package ledger
 //	       up to count. Offsets the partition does not hold (compacted away,
 //	       transaction markers) fall in finished runs: nothing will deliver
 //	       them again.
+//	first  the lowest offset of [base, base+count) whose record the writer
+//	       finished (decimal): the first record a resume skips. It lies in a
+//	       finished run; it may be base itself when u0 is 0
+//	lead   the fingerprint of the record at first (8 lowercase hex digits)
 //	tail   the fingerprint of the record at base+count-1, the last offset it
-//	       speaks of (8 lowercase hex digits): ties the metadata to the
-//	       log's history, so a log truncated and written again past the old
-//	       end (an unclean leader election) is not resumed as done
+//	       speaks of (8 lowercase hex digits). lead and tail tie the
+//	       metadata to the log's history, so a log truncated and written
+//	       again past the old end (an unclean leader election) is not
+//	       resumed as done unless the records at both offsets are as they
+//	       were. 00000000 is unknown: the writer had not fingerprinted that
+//	       record, and a resume refuses the metadata (an unknown lead is
+//	       written with first = base+count-1)
 //	reading how the offsets were read and run (the caller's token, such as
 //	       "key.rc": ordering and isolation); a resume across a change of it
 //	       would be wrong, so the caller compares it
@@ -33,11 +41,11 @@ package ledger
 // finished offsets reach past a pinned record (until it has been handed
 // them again, it also carries the runs its predecessor committed); in
 // decimal they stay a few hundred bytes at the default S = 64, and no
-// compression or base64 step pays for its obscurity at that size. When the encoding would pass the size limit it
-// degrades, never blocks: it speaks of fewer offsets, dropping whole
-// (unfinished, finished) pairs from the end, so the offsets it no longer
-// covers are replayed. That is safe: the metadata only ever claims finished
-// what was finished.
+// compression or base64 step pays for its obscurity at that size. When the
+// encoding would pass the size limit it degrades, never blocks: it speaks
+// of fewer offsets, dropping whole (unfinished, finished) pairs from the
+// end, so the offsets it no longer covers are replayed. That is safe: the
+// metadata only ever claims finished what was finished.
 
 import (
 	"errors"
@@ -49,9 +57,10 @@ import (
 )
 
 // MetadataPrefix names the format of the commit metadata this package
-// writes (version 2; version 1, without tail and reading, is foreign: its
-// resume cannot be checked against the log).
-const MetadataPrefix = "pf2:"
+// writes (version 3). Versions 1 (without tail and reading) and 2 (a tail
+// but no first and lead) are foreign: a resume from them cannot be checked
+// against the log, or only against one record.
+const MetadataPrefix = "pf3:"
 
 // maxReading bounds the reading token.
 const maxReading = 32
@@ -66,9 +75,14 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // [Base, End) not inside an unfinished interval are finished.
 type Resume struct {
 	Base, End int64
-	// Tail is the fingerprint of the record at End-1, as the ledger that
-	// wrote the metadata was told it (FinishRecord).
-	Tail uint32
+	// First is the lowest offset in [Base, End) whose record the writer
+	// finished, the first record a resume skips; it is finished. Lead is
+	// that record's fingerprint, and Tail the fingerprint of the record at
+	// End-1, as the ledger that wrote the metadata was told them
+	// (FinishRecord). 0 is unknown (and First is then End-1): a resume
+	// must not trust metadata with either unknown.
+	First      int64
+	Lead, Tail uint32
 	// Reading is the token the writer set (SetReading).
 	Reading string
 	// unfinished are half-open intervals [from, to), ascending, disjoint,
@@ -142,6 +156,13 @@ func (l *Ledger) Commit(maxBytes int) (offset int64, metadata string, ok bool) {
 		return 0, "", false
 	}
 	end, tail := l.highestFinished+1, l.tail
+	// The lead: the lowest record finished above the watermark. When this
+	// ledger finished none there and was handed offsets up to the earlier
+	// owner's first already, it is one the earlier owner finished and this
+	// ledger has not been handed yet, which it knows by no fingerprint: the
+	// lead stays 0, unknown, and the metadata is not resumed from until a
+	// record above the watermark finishes here.
+	first, lead, known := l.lowestFinished()
 	r := l.restored
 	if r != nil && l.last >= r.End-1 {
 		// Every offset it speaks of was admitted: the ledger knows them itself.
@@ -150,11 +171,16 @@ func (l *Ledger) Commit(maxBytes int) (offset int64, metadata string, ok bool) {
 	if r != nil && r.End > end {
 		end, tail = r.End, r.Tail
 	}
+	if r != nil && !known && r.First > l.last {
+		// Not handed over yet: still the lowest (what was handed over that
+		// it called finished was finished here as it came).
+		first, lead = r.First, r.Lead
+	}
 	if end <= wm {
 		return wm, "", true
 	}
 	runs := l.runs(wm, end)
-	return wm, l.encode(wm, runs, tail, maxBytes), true
+	return wm, l.encode(wm, runs, first, lead, tail, maxBytes), true
 }
 
 // runs returns the alternating run lengths of [wm, end): unfinished first.
@@ -199,29 +225,40 @@ func (l *Ledger) runs(wm, end int64) []int64 {
 	return runs
 }
 
-// encode writes base, runs, tail and the reading in the format above,
-// dropping whole pairs from the end until it fits in maxBytes; "" when not
-// even one fits. Dropping pairs moves the last offset spoken of, so tail
-// speaks of the full runs only: a shortened encoding names no tail it
-// cannot vouch for and carries 00000000, which a resume then fails to match
-// (the offsets are replayed, which is safe).
-func (l *Ledger) encode(base int64, runs []int64, tail uint32, maxBytes int) string {
-	// fixed: prefix, base, five colons, the tail, the reading, the crc
-	fixed := len(MetadataPrefix) + digits(base) + 5 + 8 + len(l.reading) + 8
-	pairs, size, count := 0, 0, int64(0)
+// encode writes base, runs, first, lead, tail and the reading in the format
+// above, dropping whole pairs from the end until it fits in maxBytes; ""
+// when not even one fits. Dropping pairs moves the last offset spoken of,
+// so the fingerprints speak of the full runs only: a shortened encoding
+// names no record it cannot vouch for and carries 00000000 for both, which
+// a resume then refuses (the offsets are replayed, which is safe). An
+// unknown lead is written with the last offset as its first.
+func (l *Ledger) encode(base int64, runs []int64, first int64, lead, tail uint32, maxBytes int) string {
+	// fixed: prefix, base, seven colons, lead, tail, the reading, the crc
+	fixed := len(MetadataPrefix) + digits(base) + 7 + 8 + 8 + len(l.reading) + 8
+	// Sizes grow with the pairs kept, but for the full encoding's first,
+	// which may have fewer digits than the last offset a shortened one
+	// writes in its place: keep the most pairs that fit rather than stop at
+	// the first that does not.
+	pairs, count, size, c := 0, int64(0), 0, int64(0)
 	for k := 0; k+1 < len(runs); k += 2 {
-		add := digits(runs[k]) + digits(runs[k+1]) + 2 // two numbers, two commas
-		c := count + runs[k] + runs[k+1]
-		if fixed+digits(c)+size+add-1 > maxBytes { // the first number has no comma
-			break
+		size += digits(runs[k]) + digits(runs[k+1]) + 2 // two numbers, two commas
+		c += runs[k] + runs[k+1]
+		at := base + c - 1
+		if k+2 == len(runs) && lead != 0 {
+			at = first
 		}
-		pairs, size, count = pairs+1, size+add, c
+		if fixed+digits(c)+digits(at)+size-1 <= maxBytes { // the first number has no comma
+			pairs, count = k/2+1, c
+		}
 	}
 	if pairs == 0 {
 		return ""
 	}
 	if 2*pairs < len(runs) {
-		tail = 0
+		lead, tail = 0, 0
+	}
+	if lead == 0 {
+		first = base + count - 1
 	}
 	b := append(l.buf[:0], MetadataPrefix...)
 	b = strconv.AppendInt(b, base, 10)
@@ -234,7 +271,9 @@ func (l *Ledger) encode(base int64, runs []int64, tail uint32, maxBytes int) str
 		}
 		b = strconv.AppendInt(b, r, 10)
 	}
-	b = fmt.Appendf(b, ":%08x:", tail)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, first, 10)
+	b = fmt.Appendf(b, ":%08x:%08x:", lead, tail)
 	b = append(b, l.reading...)
 	sum := crc32.Checksum(b, castagnoli)
 	b = append(b, ':')
@@ -274,15 +313,19 @@ func DecodeMetadata(metadata string) (Resume, error) {
 		return Resume{}, errors.New("ledger: commit metadata checksum does not match")
 	}
 	fields := strings.Split(body[:cut-len(MetadataPrefix)], ":")
-	if len(fields) != 5 {
-		return Resume{}, fmt.Errorf("ledger: commit metadata has %d fields, want base, count, runs, tail and reading", len(fields))
+	if len(fields) != 7 {
+		return Resume{}, fmt.Errorf("ledger: commit metadata has %d fields, want base, count, runs, first, lead, tail and reading", len(fields))
 	}
-	tail, err := strconv.ParseUint(fields[3], 16, 32)
-	if err != nil || fields[3] != fmt.Sprintf("%08x", tail) {
-		return Resume{}, errors.New("ledger: commit metadata tail is not 8 lowercase hex digits")
+	lead, err := parsePrint(fields[4])
+	if err != nil {
+		return Resume{}, fmt.Errorf("ledger: commit metadata lead: %w", err)
 	}
-	if !validReading(fields[4]) {
-		return Resume{}, fmt.Errorf("ledger: commit metadata reading %q is not a token", fields[4])
+	tail, err := parsePrint(fields[5])
+	if err != nil {
+		return Resume{}, fmt.Errorf("ledger: commit metadata tail: %w", err)
+	}
+	if !validReading(fields[6]) {
+		return Resume{}, fmt.Errorf("ledger: commit metadata reading %q is not a token", fields[6])
 	}
 	base, err := parseCount(fields[0])
 	if err != nil {
@@ -299,7 +342,11 @@ func DecodeMetadata(metadata string) (Resume, error) {
 	if len(texts)%2 != 0 {
 		return Resume{}, errors.New("ledger: commit metadata runs are not (unfinished, finished) pairs")
 	}
-	r := Resume{Base: base, End: base + count, Tail: uint32(tail), Reading: fields[4]}
+	first, err := parseCount(fields[3])
+	if err != nil {
+		return Resume{}, fmt.Errorf("ledger: commit metadata first: %w", err)
+	}
+	r := Resume{Base: base, End: base + count, First: first, Lead: lead, Tail: tail, Reading: fields[6]}
 	at := base
 	for i, t := range texts {
 		n, err := parseCount(t)
@@ -320,7 +367,20 @@ func DecodeMetadata(metadata string) (Resume, error) {
 	if at != r.End {
 		return Resume{}, fmt.Errorf("ledger: commit metadata runs add up to %d, not the count %d", at-base, count)
 	}
+	if first < r.Base || first >= r.End || !r.Finished(first) {
+		return Resume{}, fmt.Errorf("ledger: commit metadata first %d is not a finished offset of [%d, %d)", first, r.Base, r.End)
+	}
+	r.cursor = 0
 	return r, nil
+}
+
+// parsePrint parses a fingerprint: 8 lowercase hex digits.
+func parsePrint(s string) (uint32, error) {
+	v, err := strconv.ParseUint(s, 16, 32)
+	if err != nil || s != fmt.Sprintf("%08x", v) {
+		return 0, fmt.Errorf("%q is not 8 lowercase hex digits", s)
+	}
+	return uint32(v), nil
 }
 
 // parseCount parses a non-negative decimal without sign or leading zeros.
