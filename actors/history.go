@@ -10,14 +10,16 @@ import (
 )
 
 // The commit metadata ties what it calls finished to the log's history: it
-// names the fingerprint of the record at the last offset it speaks of, and a
-// claim resumes from it only when the record at that offset now has the same
-// fingerprint. Kafka's own tie is the leader epoch (OffsetsForLeaderEpoch),
-// which sarama neither sends nor hands to consumers with a record, so the
-// record's content stands in for it: an unclean leader election that
-// truncated the log, or a topic deleted and made again, puts other records
-// at the same offsets, and a resume trusting the offsets alone would skip
-// them unrun.
+// names the fingerprints of two records, the one at the last offset it
+// speaks of and the first one a resume would skip, and a claim resumes from
+// it only when the records at both offsets now have the same fingerprints.
+// Kafka's own tie is the leader epoch (OffsetsForLeaderEpoch), which sarama
+// neither sends nor hands to consumers with a record, so the records'
+// content stands in for it: an unclean leader election that truncated the
+// log, or a topic deleted and made again, puts other records at the same
+// offsets, and a resume trusting the offsets alone would skip them unrun.
+// What two records cannot tell apart is in docs/architecture.md ("Commit
+// metadata", "When it is trusted").
 
 var fingerprintTable = crc32.MakeTable(crc32.Castagnoli)
 

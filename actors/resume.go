@@ -23,9 +23,11 @@ type Committed struct {
 	// offset can lie at or past it.
 	End int64
 	// Last is the record the log holds now at the last offset the metadata
-	// speaks of, to check it against the metadata's tail; nil when the log
-	// holds none there, or the metadata is not ours or was not read.
-	Last *messages.Record
+	// speaks of, to check it against the metadata's tail, and First the one
+	// at the metadata's first, to check against its lead; nil when the log
+	// holds none there, or the metadata is not ours, names no fingerprint
+	// for them, or was not read.
+	Last, First *messages.Record
 }
 
 // CommittedReader returns what the group committed for a partition. It
@@ -39,10 +41,11 @@ const resumeReadTimeout = 5 * time.Second
 // NewCommittedReader returns a CommittedReader that asks the group's
 // coordinator through client (one OffsetFetch, once more after refreshing
 // the coordinator if the first fails), then the partition's leader for its
-// end offset and, when the metadata is ours and speaks of offsets below the
-// end, for the record at the last of them (one fetch, with the client's
-// isolation level). A read that outlives ctx is left to finish in the
-// background, bounded by the client's network timeouts.
+// end offset and, when the metadata is ours, names both fingerprints and
+// speaks of offsets below the end, for the records at the last of them and
+// at its first (a fetch each, one when they are the same offset, with the
+// client's isolation level). A read that outlives ctx is left to finish in
+// the background, bounded by the client's network timeouts.
 func NewCommittedReader(client sarama.Client, group string) CommittedReader {
 	version := client.Config().Version
 	isolation := client.Config().Consumer.IsolationLevel
@@ -85,13 +88,19 @@ func NewCommittedReader(client sarama.Client, group string) CommittedReader {
 					err = fmt.Errorf("end offset: %w", err)
 				}
 			}
-			if r, derr := ledger.DecodeMetadata(c.Metadata); err == nil && derr == nil && r.End <= c.End && ctx.Err() == nil {
-				var found bool
-				c.Last, found, err = recordAt(client, topic, partition, r.End-1, isolation)
+			at := func(offset int64) (*messages.Record, error) {
+				rec, _, err := recordAt(client, topic, partition, offset, isolation)
 				if err != nil {
-					err = fmt.Errorf("the record at %d, to check the metadata against the log: %w", r.End-1, err)
-				} else if !found {
-					c.Last = nil
+					return nil, fmt.Errorf("the record at %d, to check the metadata against the log: %w", offset, err)
+				}
+				return rec, nil // nil when the log holds none there
+			}
+			if r, derr := ledger.DecodeMetadata(c.Metadata); err == nil && derr == nil && r.End <= c.End && r.Lead != 0 && r.Tail != 0 && ctx.Err() == nil {
+				c.Last, err = at(r.End - 1)
+				if err == nil && r.First == r.End-1 {
+					c.First = c.Last
+				} else if err == nil && ctx.Err() == nil {
+					c.First, err = at(r.First)
 				}
 			}
 			done <- answer{c, err}
@@ -113,9 +122,10 @@ func NewCommittedReader(client sarama.Client, group string) CommittedReader {
 // committed one fell out of range, say); it speaks of no offset at or past
 // the partition's end (which no record finished could be: a log truncated
 // by an unclean leader election, or metadata another writer forged); the
-// record at its last offset is still the one it names (a log truncated and
-// written again past its old end holds others: see history.go); and it was
-// written under the same reading. Otherwise it returns nil and why; the
+// records at its last offset and at its first are still the ones it names
+// (a log truncated and written again past its old end holds others: see
+// history.go), which it must name (a fingerprint 00000000 is unknown); and
+// it was written under the same reading. Otherwise it returns nil and why; the
 // claim then replays everything from where it began, which is safe. why is
 // empty when there is simply no metadata.
 func resumeOf(initial int64, reading string, c Committed) (resume *ledger.Resume, why string) {
@@ -126,6 +136,8 @@ func resumeOf(initial int64, reading string, c Committed) (resume *ledger.Resume
 	switch {
 	case errors.Is(err, ledger.ErrForeignMetadata) && strings.HasPrefix(c.Metadata, "pf1:"):
 		return nil, "the commit metadata is in version 1, which names no record to check it against the log (written before an upgrade; this replay happens once)"
+	case errors.Is(err, ledger.ErrForeignMetadata) && strings.HasPrefix(c.Metadata, "pf2:"):
+		return nil, "the commit metadata is in version 2, which names one record to check it against the log, not two (written before an upgrade, or by a listener of the previous release during a rolling one; this replay happens once)"
 	case errors.Is(err, ledger.ErrForeignMetadata):
 		return nil, "the commit metadata is not in a format of this listener (another client, or another version, committed it)"
 	case err != nil:
@@ -136,10 +148,16 @@ func resumeOf(initial int64, reading string, c Committed) (resume *ledger.Resume
 		return nil, fmt.Sprintf("the claim began at %d, not at the committed offset %d", initial, c.Offset)
 	case r.End > c.End:
 		return nil, fmt.Sprintf("the commit metadata speaks of offsets up to %d, past the partition's end %d (its log was truncated, or another client wrote it)", r.End-1, c.End)
+	case r.Lead == 0 || r.Tail == 0:
+		return nil, fmt.Sprintf("the commit metadata names no fingerprint for the record at %d or at %d to check it against the log (it was shortened to fit its size limit, or written by an owner catching up after a handover)", r.First, r.End-1)
 	case c.Last == nil || c.Last.GetOffset() != r.End-1:
 		return nil, fmt.Sprintf("the log holds no record at %d, the last offset the commit metadata speaks of, to check it against (compacted away, or not read)", r.End-1)
 	case fingerprint(c.Last) != r.Tail:
 		return nil, fmt.Sprintf("the record at %d is not the one the commit metadata names (fingerprint %08x, not %08x): the log was truncated and written again (an unclean leader election) or the topic made anew", r.End-1, fingerprint(c.Last), r.Tail)
+	case c.First == nil || c.First.GetOffset() != r.First:
+		return nil, fmt.Sprintf("the log holds no record at %d, the first offset the commit metadata calls finished, to check it against (compacted away, or not read)", r.First)
+	case fingerprint(c.First) != r.Lead:
+		return nil, fmt.Sprintf("the record at %d is not the one the commit metadata names (fingerprint %08x, not %08x): the log was truncated and written again (an unclean leader election) or the topic made anew", r.First, fingerprint(c.First), r.Lead)
 	case r.Reading != reading:
 		return nil, fmt.Sprintf("the commit metadata was written reading %q, this listener reads %q (ordering.isolation): finished under one is not finished under the other", r.Reading, reading)
 	}

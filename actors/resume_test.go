@@ -3,6 +3,7 @@ package actors_test
 import (
 	"context"
 	"fmt"
+	"hash/crc32"
 	"log/slog"
 	"os"
 	"slices"
@@ -265,55 +266,77 @@ func resumeAfterHandover(t *testing.T, k actors.KafkaSettings) {
 }
 
 // Metadata the listener did not write, written for another offset or under
-// another reading, or speaking of records the log no longer holds, is
-// ignored: the claim replays everything above the committed offset.
+// another reading, naming no fingerprint, or speaking of records the log no
+// longer holds, is ignored: the claim replays everything above the
+// committed offset.
 func TestResumeIgnoresForeignMetadata(t *testing.T) {
 	mine := earlierOwner(t, 5, 9, 6, 7, 8, 9)
-	at9 := &messages.Record{Topic: "events", Offset: 9, Key: []byte("host-9"), Value: []byte("v1")}
+	record := func(o int64, value string) *messages.Record {
+		return &messages.Record{Topic: "events", Offset: o, Key: []byte(fmt.Sprintf("host-%d", o)), Value: []byte(value)}
+	}
 	l := ledger.New(8)
 	_ = l.SetReading("key.rc")
 	for o := int64(5); o <= 9; o++ {
 		_ = l.Admit(o)
 	}
 	for o := int64(6); o <= 9; o++ {
-		_, _ = l.FinishRecord(o, actors.Fingerprint(&messages.Record{Offset: o, Key: []byte(fmt.Sprintf("host-%d", o)), Value: []byte("v1")}))
+		_, _ = l.FinishRecord(o, actors.Fingerprint(record(o, "v1")))
 	}
 	_, meta, _ := l.Commit(4096)
+	at6, at9 := record(6, "v1"), record(9, "v1")
+	if want := fmt.Sprintf("pf3:5:5:1,4:6:%08x:%08x:key.rc:", actors.Fingerprint(at6), actors.Fingerprint(at9)); !strings.HasPrefix(meta, want) {
+		t.Fatalf("the metadata the cases start from is %q, not %q...", meta, want)
+	}
 	// The checksum's last digit changed (to 0, or from 0 to 1: "damage" that
 	// wrote the digit already there would be none).
 	damaged := meta[:len(meta)-1] + "0"
 	if damaged == meta {
 		damaged = meta[:len(meta)-1] + "1"
 	}
-	rewritten := &messages.Record{Topic: "events", Offset: 9, Key: []byte("host-9"), Value: []byte("v2")}
-	at8 := &messages.Record{Topic: "events", Offset: 8, Key: []byte("host-9"), Value: []byte("v1")}
+	checksummed := func(body string) string {
+		return fmt.Sprintf("%s:%08x", body, crc32.Checksum([]byte(body), crc32.MakeTable(crc32.Castagnoli)))
+	}
+	noLead := checksummed(fmt.Sprintf("pf3:5:5:1,4:9:00000000:%08x:key.rc", actors.Fingerprint(at9)))
+	noTail := checksummed(fmt.Sprintf("pf3:5:5:1,4:6:%08x:00000000:key.rc", actors.Fingerprint(at6)))
+	version2 := checksummed(fmt.Sprintf("pf2:5:5:1,4:%08x:key.rc", actors.Fingerprint(at9)))
+	rewritten9, rewritten6 := record(9, "v2"), record(6, "v2")
+	headed9 := record(9, "v1")
+	headed9.Headers = []*messages.Header{{Key: []byte("trace"), Value: []byte("t-2")}}
+	at7, at8 := record(7, "v1"), record(8, "v1")
 	for _, tc := range []struct {
 		name               string
 		initial, committed int64
 		metadata           string
 		end                int64
-		last               *messages.Record
+		last, first        *messages.Record
 		reading            string
 		want               bool
 		why                string
 	}{
-		{"ours", 5, 5, meta, 10, at9, "key.rc", true, ""},
-		{"ours, the partition grown since", 5, 5, meta, 5000, at9, "key.rc", true, ""},
-		{"none", 5, 5, "", 10, at9, "key.rc", false, ""},
-		{"another client's", 5, 5, "{\"consumer\":\"x\"}", 10, at9, "key.rc", false, "not in a format of this listener"},
-		{"version 1", 5, 5, "pf1:5:5:1,4:0d2c1f5b", 10, at9, "key.rc", false, "version 1"},
-		{"damaged", 5, 5, damaged, 10, at9, "key.rc", false, "checksum"},
-		{"left behind by another client's commit", 7, 7, meta, 10, at9, "key.rc", false, "not of the committed offset 7"},
-		{"claim began elsewhere", 0, 5, meta, 10, at9, "key.rc", false, "the claim began at 0"},
-		{"past the partition's end (a truncated log)", 5, 5, meta, 9, at9, "key.rc", false, "past the partition's end 9"},
-		{"the log truncated and written again", 5, 5, meta, 12, rewritten, "key.rc", false, "is not the one the commit metadata names"},
-		{"no record at its last offset", 5, 5, meta, 10, nil, "key.rc", false, "holds no record at 9"},
-		{"a record of another offset", 5, 5, meta, 10, at8, "key.rc", false, "holds no record at 9"},
-		{"another isolation level", 5, 5, meta, 10, at9, "key.ru", false, "written reading \"key.rc\""},
-		{"another ordering", 5, 5, meta, 10, at9, "unordered.rc", false, "this listener reads \"unordered.rc\""},
+		{"ours", 5, 5, meta, 10, at9, at6, "key.rc", true, ""},
+		{"ours, the partition grown since", 5, 5, meta, 5000, at9, at6, "key.rc", true, ""},
+		{"none", 5, 5, "", 10, at9, at6, "key.rc", false, ""},
+		{"another client's", 5, 5, "{\"consumer\":\"x\"}", 10, at9, at6, "key.rc", false, "not in a format of this listener"},
+		{"version 1", 5, 5, "pf1:5:5:1,4:0d2c1f5b", 10, at9, at6, "key.rc", false, "version 1"},
+		{"version 2, one record named", 5, 5, version2, 10, at9, at6, "key.rc", false, "version 2"},
+		{"damaged", 5, 5, damaged, 10, at9, at6, "key.rc", false, "checksum"},
+		{"left behind by another client's commit", 7, 7, meta, 10, at9, at6, "key.rc", false, "not of the committed offset 7"},
+		{"claim began elsewhere", 0, 5, meta, 10, at9, at6, "key.rc", false, "the claim began at 0"},
+		{"past the partition's end (a truncated log)", 5, 5, meta, 9, at9, at6, "key.rc", false, "past the partition's end 9"},
+		{"no lead (00000000)", 5, 5, noLead, 10, at9, at9, "key.rc", false, "names no fingerprint"},
+		{"no tail (00000000)", 5, 5, noTail, 10, at9, at6, "key.rc", false, "names no fingerprint"},
+		{"the log truncated and written again", 5, 5, meta, 12, rewritten9, at6, "key.rc", false, "the record at 9 is not the one the commit metadata names"},
+		{"the last record's headers other", 5, 5, meta, 12, headed9, at6, "key.rc", false, "the record at 9 is not the one the commit metadata names"},
+		{"written again but for the last record", 5, 5, meta, 12, at9, rewritten6, "key.rc", false, "the record at 6 is not the one the commit metadata names"},
+		{"no record at its last offset", 5, 5, meta, 10, nil, at6, "key.rc", false, "holds no record at 9"},
+		{"a record of another offset", 5, 5, meta, 10, at8, at6, "key.rc", false, "holds no record at 9"},
+		{"no record at its first", 5, 5, meta, 10, at9, nil, "key.rc", false, "holds no record at 6"},
+		{"a record of another offset as its first", 5, 5, meta, 10, at9, at7, "key.rc", false, "holds no record at 6"},
+		{"another isolation level", 5, 5, meta, 10, at9, at6, "key.ru", false, "written reading \"key.rc\""},
+		{"another ordering", 5, 5, meta, 10, at9, at6, "unordered.rc", false, "this listener reads \"unordered.rc\""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, why := actors.ResumeOf(tc.initial, tc.reading, actors.Committed{Offset: tc.committed, Metadata: tc.metadata, End: tc.end, Last: tc.last})
+			r, why := actors.ResumeOf(tc.initial, tc.reading, actors.Committed{Offset: tc.committed, Metadata: tc.metadata, End: tc.end, Last: tc.last, First: tc.first})
 			if (r != nil) != tc.want || !strings.Contains(why, tc.why) {
 				t.Fatalf("resumeOf = %v, %q; want resume %v, why containing %q", r, why, tc.want, tc.why)
 			}
