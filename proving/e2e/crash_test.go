@@ -56,7 +56,7 @@ func TestWhatRunsAgain(t *testing.T) {
 	if len(problems) != 1 || !strings.Contains(problems[0], "partition 2") {
 		t.Fatalf("problems %q", problems)
 	}
-	progress.Metadata[1] = "pf2:5:3:1,2:00000000:key.rc:00000000"
+	progress.Metadata[1] = "pf3:5:3:1,2:7:00000000:00000000:key.rc:00000000"
 	if _, _, _, problems := whatRunsAgain(st, progress); len(problems) != 2 || !strings.Contains(problems[0], "checksum") {
 		t.Fatalf("damaged metadata: problems %q", problems)
 	}
