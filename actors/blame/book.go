@@ -11,42 +11,37 @@
 //     other records (never the record itself, never a call no record is
 //     known to have made) start within the first third of the evidence
 //     window after t, and health checks of D that start within the window,
-//     are evidence. A record held
-//     back by the failing one cannot call, so what it blocks is silence, and
-//     silence is no evidence.
+//     are evidence. A record held back by the failing one cannot call, so
+//     what it blocks is silence, and silence is no evidence.
 //  2. A case is judged once ripe (Enough other records were heard, or its
 //     window closed), by the first Enough records heard, each by its first
-//     call in the window. A record already failing at D when this one failed
-//     is a suspect: its being served says the trouble was shared and has
-//     passed; its failing again says little while fresh records are served
-//     (it is another bad record), and much when none are (an outage). So
-//     (Judge): a failed check, or a suspect served, is Shared; three or more
-//     fresh records served, four for each fresh one failing, is Own; two or
-//     more records failing, with fewer than four fresh served for each, is
-//     Shared, or NoEvidence if the check passed (bad records, or an outage the
-//     check misses); a passed check, with none failed in the two windows
-//     before the failure either, and at most one other record failing is
-//     Own; anything else is NoEvidence (the record is held, never
-//     dead-lettered on a guess).
+//     call in the window (Judge). A record already failing at D when this
+//     one failed is a suspect: its being served says the trouble was shared
+//     and has passed; its failing again says little while fresh records are
+//     served (it is another bad record), and much when none are (an outage).
 //  3. A failure that names no dependency, or one nobody reported calls or
 //     checks of, is judged by the handler's own outcomes (Handler): other
 //     records handled are served calls, other records failing are failed
 //     ones. A handler that classifies nothing is never punished for an
 //     outage.
-//  4. A failed check puts D in outage until a check passes; a Shared
+//  4. Where nothing could be heard, the verdict is NoEvidence: the record is
+//     held, retried and reported by its owner, never dead-lettered on a
+//     guess.
+//  5. A failed check puts D in outage until a check passes; a Shared
 //     verdict, for a window past it (the outage lasts while they keep
 //     coming: load shedding, bursts). A failure at D during an outage is
-//     Shared at once, and its record waits
-//     for D to serve (Await) as well as for its backoff. Each served call or
-//     passed check that started after D's latest failure releases two
-//     waiters: recovery wakes them at the pace the dependency serves them
-//     (doubling each round trip), not at the end of their backoff; a false
-//     recovery wakes only as many as are served.
+//     Shared at once, and its record waits for D to serve (Await) as well as
+//     for its backoff. Each served call or passed check that started after
+//     D's latest failure releases two waiters: recovery wakes them at the
+//     pace the dependency serves them (doubling each round trip), not at
+//     the end of their backoff; a false recovery wakes only as many as are
+//     served.
 //
-// What it cannot tell apart: a partial outage the health check does not
-// exercise, hitting only the records in flight when no other record calls
-// the same path (the check then says serving); and a dependency that
-// recovers within the window of a failure nobody else called it in.
+// What it cannot tell apart (docs/architecture.md lists them with their
+// odds): a failure just before a recovery no other record saw; a check that
+// passes by luck under load shedding; a partial outage the health check
+// does not exercise, hitting only records no fresh record calls beside;
+// several bad records failing together beside a passing check (held).
 package blame
 
 import (
