@@ -279,6 +279,11 @@ type Controller struct {
 	// ssBefore is the limit before the last window doubled it (0 when
 	// the last window did not).
 	ssBefore float64
+	// recoverTo is the limit a trouble began at (a window with
+	// troubleShare or more of its attempts failing), 0 when there was none
+	// since the limit last got back there: once the failures stop, the
+	// limit doubles each window back up to it (see recovering).
+	recoverTo float64
 }
 
 // New returns a controller at its initial limit.
@@ -417,6 +422,9 @@ func (c *Controller) close(now time.Time) {
 		return
 	}
 
+	if failedShare >= troubleShare && c.recoverTo == 0 {
+		c.recoverTo = c.limit // before this window's cut
+	}
 	falling := false
 	if ok > 0 {
 		c.latency = mean
@@ -472,13 +480,17 @@ func (c *Controller) close(now time.Time) {
 	case ssRevert:
 		next = c.ssBefore
 	}
+	recovering := c.recovering(ok, mean, failedShare)
+	if recovering {
+		next = max(next, min(2*c.limit, c.recoverTo))
+	}
 	// Congestion: shrink in proportion to how much of the window failed
 	// transiently, at most by half. A background of a few failures only
 	// trims what the law gives; an outage (every attempt failing) halves
 	// the limit each window. A slow start's doubling is not trimmed: it
 	// doubles only under troubleShare/2, and a trimmed last doubling would
 	// end the slow start short of the ceiling it ended at.
-	if ss != ssDouble {
+	if ss != ssDouble && !recovering {
 		next *= 1 - failedShare/2
 	}
 	c.limit = c.clamp(next)
@@ -505,6 +517,32 @@ func (c *Controller) close(now time.Time) {
 		c.probed, c.unfallen = c.latency, 0
 		c.lowerForProbe()
 	}
+}
+
+// recovering reports whether a window after a trouble doubles the limit
+// back towards the one the trouble began at (recoverTo), as TCP's slow
+// start after a timeout climbs back to its threshold: the failures have
+// stopped (under troubleShare/2 of the attempts) and the latency holds
+// within slowStartRise of the baseline. An outage halves the limit each
+// window down to the floor; the law alone then adds √limit a window, and
+// the records waiting out the outage, released as the downstream serves
+// again, would wait for credits for seconds (1.6 s from 8 back to 270 in
+// the model, TestLimitRecoversWithinASecondOfAnOutage). It never doubles
+// past recoverTo: the downstream's capacity is what it was before the
+// trouble, as far as anyone knows, and the law takes over from there. A
+// rise in latency ends the recovery where it is.
+func (c *Controller) recovering(ok int, mean time.Duration, failedShare float64) bool {
+	if c.recoverTo == 0 || failedShare >= troubleShare/2 || ok == 0 {
+		return false
+	}
+	if c.limit >= c.recoverTo || (c.Baseline() > 0 && float64(mean) > slowStartRise*float64(c.Baseline())) {
+		c.recoverTo = 0
+		return false
+	}
+	if 2*c.limit >= c.recoverTo {
+		c.recoverTo = 0 // this window gets there
+	}
+	return true
 }
 
 // ssAction is what a window of the slow start does to the limit.
