@@ -72,6 +72,42 @@ func TestProducerLimitFollowsDeadLetterTopic(t *testing.T) {
 	}
 }
 
+// The dead-letter producers compress with zstd, and with gzip on protocol
+// versions before 2.1.0, which cannot carry zstd; the producer of large
+// envelopes sends one record per request, so that the broker judges each
+// envelope alone, and takes any record sarama can send.
+func TestDeadLetterProducersCompress(t *testing.T) {
+	for _, c := range []struct {
+		version sarama.KafkaVersion
+		want    sarama.CompressionCodec
+	}{
+		{sarama.V3_6_0_0, sarama.CompressionZSTD},
+		{sarama.V2_1_0_0, sarama.CompressionZSTD},
+		{sarama.V2_0_0_0, sarama.CompressionGZIP},
+		{sarama.V0_11_0_0, sarama.CompressionGZIP},
+	} {
+		k := actors.KafkaSettings{Version: c.version, DeadLetterMaxBytes: 1 << 20}
+		cfg, err := actors.NewProducerConfig(k)
+		if err != nil {
+			t.Fatalf("%s: %v", c.version, err)
+		}
+		large, err := actors.NewLargeProducerConfig(k)
+		if err != nil {
+			t.Fatalf("%s: %v", c.version, err)
+		}
+		if cfg.Producer.Compression != c.want || large.Producer.Compression != c.want {
+			t.Errorf("%s: compression %v and %v, want %v", c.version, cfg.Producer.Compression, large.Producer.Compression, c.want)
+		}
+		if large.Producer.Flush.MaxMessages != 1 || large.Producer.MaxMessageBytes != int(sarama.MaxRequestSize)-1 {
+			t.Errorf("%s: large envelopes' producer sends up to %d records a request, each up to %d bytes; want 1, %d",
+				c.version, large.Producer.Flush.MaxMessages, large.Producer.MaxMessageBytes, sarama.MaxRequestSize-1)
+		}
+		if cfg.Producer.Flush.MaxMessages != 0 {
+			t.Errorf("%s: the producer sends up to %d records a request; want it to batch", c.version, cfg.Producer.Flush.MaxMessages)
+		}
+	}
+}
+
 // Marks are committed every 100 ms by default (a crash replays what
 // finished since the last commit), or as often as the settings say.
 func TestCommitInterval(t *testing.T) {

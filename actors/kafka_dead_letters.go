@@ -20,13 +20,51 @@ import (
 //
 // The envelope is keyed like the original record, so one host's dead letters
 // stay in order. Headers carry the reason for tools that do not decode
-// protobuf. An envelope too large for the topic (or for the producer's
-// Producer.MaxMessageBytes) is written again without the original value
-// (value_truncated), so an oversized record cannot block its partition
-// forever.
+// protobuf. An envelope too large for the topic even compressed (or, without
+// Large, for the producer's Producer.MaxMessageBytes) is written again
+// without the original value (value_truncated), so an oversized record
+// cannot block its partition forever.
 type KafkaDeadLetters struct {
 	Producer sarama.SyncProducer
-	Topic    string
+	// Large, when set, writes the envelopes Producer refuses, before sending
+	// them, as over its Producer.MaxMessageBytes: sarama measures a record
+	// before compressing it and the broker after, so such an envelope may
+	// still fit the topic. Configure it with NewLargeProducerConfig (one
+	// record per request).
+	Large sarama.SyncProducer
+	Topic string
+}
+
+// NewKafkaDeadLetters opens the dead-letter producers for k.DLQTopic on
+// k.Brokers, configured by NewProducerConfig and NewLargeProducerConfig;
+// Close closes them.
+func NewKafkaDeadLetters(k KafkaSettings) (*KafkaDeadLetters, error) {
+	cfg, err := NewProducerConfig(k)
+	if err != nil {
+		return nil, err
+	}
+	large, err := NewLargeProducerConfig(k)
+	if err != nil {
+		return nil, err
+	}
+	w := &KafkaDeadLetters{Topic: k.DLQTopic}
+	if w.Producer, err = sarama.NewSyncProducer(k.Brokers, cfg); err != nil {
+		return nil, fmt.Errorf("dead-letter producer: %w", err)
+	}
+	if w.Large, err = sarama.NewSyncProducer(k.Brokers, large); err != nil {
+		_ = w.Producer.Close()
+		return nil, fmt.Errorf("dead-letter producer of large envelopes: %w", err)
+	}
+	return w, nil
+}
+
+// Close closes the producers.
+func (k *KafkaDeadLetters) Close() error {
+	err := k.Producer.Close()
+	if k.Large != nil {
+		err = errors.Join(err, k.Large.Close())
+	}
+	return err
 }
 
 // Write sends letter and waits for the acknowledgement, or until ctx is
@@ -51,11 +89,23 @@ func (k *KafkaDeadLetters) Write(ctx context.Context, letter *messages.DeadLette
 	return k.explain(err)
 }
 
+// send writes letter through Producer, or through Large when Producer
+// refuses it as over its own limit.
 func (k *KafkaDeadLetters) send(ctx context.Context, letter *messages.DeadLetter) error {
 	body, err := proto.Marshal(letter)
 	if err != nil {
 		return fmt.Errorf("encode dead letter: %w", err)
 	}
+	err = k.sendMessage(ctx, k.Producer, k.message(letter, body))
+	if k.Large != nil && isOverProducerLimit(err) {
+		err = k.sendMessage(ctx, k.Large, k.message(letter, body))
+	}
+	return err
+}
+
+// message builds the record of letter, whose encoding is body. Each send
+// gets a record of its own: sarama keeps its state in the record.
+func (k *KafkaDeadLetters) message(letter *messages.DeadLetter, body []byte) *sarama.ProducerMessage {
 	msg := &sarama.ProducerMessage{
 		Topic: k.Topic,
 		Value: sarama.ByteEncoder(body),
@@ -70,7 +120,7 @@ func (k *KafkaDeadLetters) send(ctx context.Context, letter *messages.DeadLetter
 	if letter.GetKey() != nil {
 		msg.Key = sarama.ByteEncoder(letter.GetKey())
 	}
-	return k.sendMessage(ctx, msg)
+	return msg
 }
 
 // sendMessage runs the SyncProducer's SendMessage, which takes no context and
@@ -85,13 +135,13 @@ func (k *KafkaDeadLetters) send(ctx context.Context, letter *messages.DeadLetter
 // crash). The goroutine ends when SendMessage returns, which sarama bounds by
 // its retries and by the producer's Close; its result channel is buffered,
 // so it never waits for a reader that has gone.
-func (k *KafkaDeadLetters) sendMessage(ctx context.Context, msg *sarama.ProducerMessage) error {
+func (k *KafkaDeadLetters) sendMessage(ctx context.Context, producer sarama.SyncProducer, msg *sarama.ProducerMessage) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	result := make(chan error, 1)
 	go func() {
-		_, _, err := k.Producer.SendMessage(msg)
+		_, _, err := producer.SendMessage(msg)
 		result <- err
 	}()
 	select {
@@ -129,12 +179,15 @@ func (k *KafkaDeadLetters) explain(err error) error {
 }
 
 // isTooLarge reports a record over the broker's limit (the topic's
-// max.message.bytes) or over the producer's own Producer.MaxMessageBytes,
-// which sarama reports as a ConfigurationError before sending.
+// max.message.bytes) or over the producer's own Producer.MaxMessageBytes.
 func isTooLarge(err error) bool {
-	if errors.Is(err, sarama.ErrMessageSizeTooLarge) || errors.Is(err, sarama.ErrInvalidMessageSize) {
-		return true
-	}
+	return errors.Is(err, sarama.ErrMessageSizeTooLarge) || errors.Is(err, sarama.ErrInvalidMessageSize) || isOverProducerLimit(err)
+}
+
+// isOverProducerLimit reports a record over the producer's own
+// Producer.MaxMessageBytes, which sarama reports as a ConfigurationError
+// before sending.
+func isOverProducerLimit(err error) bool {
 	var ce sarama.ConfigurationError
 	return errors.As(err, &ce) && strings.Contains(string(ce), "Producer.MaxMessageBytes")
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
@@ -24,11 +25,12 @@ import (
 
 // fakeProducer is a SyncProducer that stores what it accepts and refuses
 // records over limit bytes (sarama's ByteSize, as the producer checks it)
-// with sarama.ErrMessageSizeTooLarge, as a broker does. fail, when set,
-// answers every send instead.
+// with sarama.ErrMessageSizeTooLarge, as a broker does, and those over own
+// bytes with sarama's ConfigurationError, as sarama does those over
+// Producer.MaxMessageBytes. fail, when set, answers every send instead.
 type fakeProducer struct {
 	sarama.SyncProducer // nil: only SendMessage is used
-	limit               int
+	limit, own          int
 	fail                error
 
 	mu       sync.Mutex
@@ -51,6 +53,8 @@ func (p *fakeProducer) SendMessage(msg *sarama.ProducerMessage) (int32, int64, e
 	switch {
 	case p.fail != nil:
 		return -1, -1, p.fail
+	case p.own > 0 && msg.ByteSize(2) > p.own:
+		return -1, -1, sarama.ConfigurationError(fmt.Sprintf("Attempt to produce message larger than configured Producer.MaxMessageBytes: %d > %d", msg.ByteSize(2), p.own))
 	case p.limit > 0 && msg.ByteSize(2) > p.limit:
 		return -1, -1, sarama.ErrMessageSizeTooLarge
 	}
@@ -135,6 +139,43 @@ func TestDeadLetterTooLargeWrittenWithoutValue(t *testing.T) {
 	if !proto.Equal(letter, original) {
 		t.Fatal("Write changed the caller's letter")
 	}
+}
+
+// An envelope the producer refuses before sending it, as over its own
+// limit, goes through Large, whole: its size before compression does not
+// say whether it fits the topic. Only when the topic refuses it there too is
+// it written again without the value.
+func TestDeadLetterOverProducerLimitGoesThroughLarge(t *testing.T) {
+	value := bytes.Repeat([]byte("x"), 10_000)
+	t.Run("fits the topic", func(t *testing.T) {
+		p, large := &fakeProducer{own: 4096}, &fakeProducer{}
+		w := &actors.KafkaDeadLetters{Producer: p, Large: large, Topic: "events.dlq"}
+		if err := w.Write(context.Background(), fullLetter(value)); err != nil {
+			t.Fatal(err)
+		}
+		if len(p.attempts) != 1 || len(p.stored) != 0 || len(large.attempts) != 1 || len(large.stored) != 1 {
+			t.Fatalf("producer: %d sends, %d stored; large: %d sends, %d stored; want 1, 0; 1, 1",
+				len(p.attempts), len(p.stored), len(large.attempts), len(large.stored))
+		}
+		if got := large.attempts[0]; got.GetValueTruncated() || !bytes.Equal(got.GetValue(), value) {
+			t.Fatal("the envelope went through Large without its whole value")
+		}
+	})
+	t.Run("too large for the topic", func(t *testing.T) {
+		p, large := &fakeProducer{own: 4096}, &fakeProducer{limit: 4096}
+		w := &actors.KafkaDeadLetters{Producer: p, Large: large, Topic: "events.dlq"}
+		if err := w.Write(context.Background(), fullLetter(value)); err != nil {
+			t.Fatal(err)
+		}
+		if len(large.attempts) != 1 || len(large.stored) != 0 || len(p.attempts) != 2 || len(p.stored) != 1 {
+			t.Fatalf("large: %d sends, %d stored; producer: %d sends, %d stored; want 1, 0; 2, 1",
+				len(large.attempts), len(large.stored), len(p.attempts), len(p.stored))
+		}
+		if got := p.attempts[1]; len(got.GetValue()) != 0 || !got.GetValueTruncated() || got.GetValueSize() != int64(len(value)) {
+			t.Fatalf("written again with value %d bytes, value_truncated %v, value_size %d; want 0, true, %d",
+				len(got.GetValue()), got.GetValueTruncated(), got.GetValueSize(), len(value))
+		}
+	})
 }
 
 // Too large even without the value: the error says which limit to raise and
@@ -277,9 +318,11 @@ func readEnvelopes(t *testing.T, brokers []string, topic string, n int) []*messa
 	return out
 }
 
-// Against a broker: the topic's max.message.bytes and the producer's own
-// limit both make an oversized envelope go without its value, the small ones
-// go whole, and the idempotent producer keeps writing after a refusal.
+// Against a broker, the dead-letter producers compress: an envelope goes
+// whole when it fits the topic compressed, even when it is over the
+// producer's limit (or the topic's) uncompressed; only one that does not
+// fit even compressed goes without its value. The small ones go whole, and
+// the idempotent producers keep writing after a refusal.
 func TestDeadLetterSizeLimitsOnBroker(t *testing.T) {
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
@@ -307,30 +350,31 @@ func TestRealBrokerDeadLetterSizeLimits(t *testing.T) {
 }
 
 func checkDeadLetterSizeLimits(t *testing.T, brokers []string, version sarama.KafkaVersion) {
+	random := make([]byte, 10_000)
+	_, _ = rand.NewChaCha8([32]byte{1}).Read(random) // never fails
+	packages := packageList(20_000)
 	cases := []struct {
 		name          string
 		topicLimit    int // the topic's max.message.bytes
 		producerLimit int // KafkaSettings.DeadLetterMaxBytes
+		value         []byte
+		whole         bool
 	}{
-		{"topic limit", 4096, 0},
-		{"producer limit", 1 << 20, 4096},
+		{"incompressible over the topic's limit", 4096, 0, random, false},
+		{"incompressible over the producer's limit only", 1 << 20, 4096, random, true},
+		{"compressible over both limits", 4096, 4096, packages, true},
+		{"incompressible over both limits", 4096, 4096, random, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			topic := fmt.Sprintf("dlq-%d", time.Now().UnixNano())
 			createLimitedTopic(t, brokers, version, topic, c.topicLimit)
-			pcfg, err := actors.NewProducerConfig(actors.KafkaSettings{Version: version, DeadLetterMaxBytes: c.producerLimit})
+			w, err := actors.NewKafkaDeadLetters(actors.KafkaSettings{Brokers: brokers, Version: version, DLQTopic: topic, DeadLetterMaxBytes: c.producerLimit})
 			if err != nil {
 				t.Fatal(err)
 			}
-			producer, err := sarama.NewSyncProducer(brokers, pcfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer producer.Close()
-			w := &actors.KafkaDeadLetters{Producer: producer, Topic: topic}
-			big := bytes.Repeat([]byte("x"), 10_000)
-			letters := []*messages.DeadLetter{fullLetter([]byte("before")), fullLetter(big), fullLetter([]byte("after"))}
+			defer w.Close()
+			letters := []*messages.DeadLetter{fullLetter([]byte("before")), fullLetter(c.value), fullLetter([]byte("after"))}
 			for _, l := range letters {
 				l.ValueSize = int64(len(l.GetValue()))
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -344,12 +388,27 @@ func checkDeadLetterSizeLimits(t *testing.T, brokers []string, version sarama.Ka
 			if !proto.Equal(got[0], letters[0]) || !proto.Equal(got[2], letters[2]) {
 				t.Fatalf("small envelopes not stored whole: %v, %v", got[0], got[2])
 			}
-			if len(got[1].GetValue()) != 0 || !got[1].GetValueTruncated() || got[1].GetValueSize() != int64(len(big)) {
-				t.Fatalf("oversized envelope stored with value %d bytes, truncated %v, size %d",
-					len(got[1].GetValue()), got[1].GetValueTruncated(), got[1].GetValueSize())
+			switch big := got[1]; {
+			case c.whole && (big.GetValueTruncated() || !bytes.Equal(big.GetValue(), c.value)):
+				t.Fatalf("envelope stored with value %d bytes, truncated %v; want the whole %d bytes",
+					len(big.GetValue()), big.GetValueTruncated(), len(c.value))
+			case !c.whole && (len(big.GetValue()) != 0 || !big.GetValueTruncated() || big.GetValueSize() != int64(len(c.value))):
+				t.Fatalf("oversized envelope stored with value %d bytes, truncated %v, size %d; want none, true, %d",
+					len(big.GetValue()), big.GetValueTruncated(), big.GetValueSize(), len(c.value))
 			}
 		})
 	}
+}
+
+// packageList returns n bytes of a JSON list of package names, as an
+// inventory event carries them: text that compresses several times over.
+func packageList(n int) []byte {
+	names := []string{"kernel", "openssl-libs", "glibc", "bash", "systemd", "python3-libs", "curl", "NetworkManager"}
+	out := []byte(`{"installed_packages":[`)
+	for i := 0; len(out) < n; i++ {
+		out = fmt.Appendf(out, `"%s-%d.%d.%d-%d.el9.x86_64",`, names[i%len(names)], i%7, i%13, i%31, i%5)
+	}
+	return out[:n]
 }
 
 // createLimitedTopic creates a one-partition topic with max.message.bytes

@@ -10,12 +10,12 @@ import (
 )
 
 // links are the clients Run opens before it consumes: the dead-letter
-// producer, the probe client (settle probe and committed-offset reader) and
+// producers, the probe client (settle probe and committed-offset reader) and
 // the group members, with the settings the brokers' limits adjusted.
 type links struct {
 	kafka     actors.KafkaSettings // DeadLetterMaxBytes read from the topic
 	settings  actors.Settings      // CommitMetadataMaxBytes lowered to the brokers'
-	producer  sarama.SyncProducer
+	dead      *actors.KafkaDeadLetters
 	probe     sarama.Client
 	isolation sarama.IsolationLevel
 	groups    []sarama.ConsumerGroup
@@ -23,8 +23,8 @@ type links struct {
 
 // connect reaches the brokers: it checks the topic, creates or checks the
 // dead-letter topic, reads the brokers' commit metadata limit, and opens
-// the producer, the probe client and one consumer group per member. On an
-// error it closes what it opened.
+// the dead-letter producers, the probe client and one consumer group per
+// member. On an error it closes what it opened.
 func (c *Consumer) connect(logger *slog.Logger) (_ *links, err error) {
 	l := &links{kafka: c.cfg.kafka, settings: c.cfg.pipeline}
 	defer func() {
@@ -49,12 +49,9 @@ func (c *Consumer) connect(logger *slog.Logger) (_ *links, err error) {
 	if err != nil {
 		return nil, err
 	}
-	// The producer's record limit follows the dead-letter topic's.
-	if pcfg, err = actors.NewProducerConfig(*k); err != nil {
+	// The producers' record limit follows the dead-letter topic's.
+	if l.dead, err = actors.NewKafkaDeadLetters(*k); err != nil {
 		return nil, err
-	}
-	if l.producer, err = sarama.NewSyncProducer(k.Brokers, pcfg); err != nil {
-		return nil, fmt.Errorf("dead-letter producer: %w", err)
 	}
 	// The settle probe asks the broker, with the consumers' isolation level,
 	// whether an idle partition has anything left to deliver; the committed
@@ -92,7 +89,7 @@ func (l *links) close() {
 	if l.probe != nil {
 		_ = l.probe.Close()
 	}
-	if l.producer != nil {
-		_ = l.producer.Close()
+	if l.dead != nil {
+		_ = l.dead.Close()
 	}
 }

@@ -128,7 +128,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return nil
 	}
 	defer l.close()
-	k, settings, producer, probeClient, groups := l.kafka, l.settings, l.producer, l.probe, l.groups
+	k, settings, probeClient, groups := l.kafka, l.settings, l.probe, l.groups
 
 	system := actors.NewActorSystem(logger)
 	defer system.Shutdown()
@@ -151,7 +151,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	bridge, err := actors.NewBridge(actors.BridgeConfig{
 		System: system, Settings: settings, Handler: adapter{c.handler}, Observer: m, Dependencies: deps,
-		DeadLetters: &actors.KafkaDeadLetters{Producer: producer, Topic: k.DLQTopic},
+		DeadLetters: l.dead,
 		Logger:      logger,
 		SettleProbe: actors.NewFetchProbe(probeClient, l.isolation),
 		Committed:   actors.NewCommittedReader(probeClient, k.Group),

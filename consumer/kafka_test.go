@@ -29,7 +29,9 @@ import (
 
 	"github.com/patchflow/patchflow/actors"
 	"github.com/patchflow/patchflow/messages"
+	"github.com/patchflow/patchflow/proving/loadgen"
 	"github.com/patchflow/patchflow/proving/offsets"
+	"github.com/patchflow/patchflow/proving/platform"
 )
 
 // realBroker returns the brokers PATCHFLOW_KAFKA_BROKERS names and the
@@ -438,8 +440,9 @@ func TestEmbeddedDeadLetterTopicTakesLargestRecord(t *testing.T) {
 	}
 	defer producer.Close()
 	// The largest value a source record can carry: the limit less the
-	// record batch's overhead and the key.
-	value := bytes.Repeat([]byte("x"), defaultMessageMaxBytes-200)
+	// record batch's overhead and the key; random, so that compression does
+	// not make it small.
+	value := randomBytes(defaultMessageMaxBytes - 200)
 	letter := &messages.DeadLetter{OriginalTopic: "events", Key: []byte("host-1"), Value: value, ValueSize: int64(len(value)),
 		Error: strings.Repeat("e", 4096), ConsumerGroup: "g"}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -476,8 +479,9 @@ func TestRealBrokerListenerDeadLettersLargestRecordWhole(t *testing.T) {
 
 // checkLargestRecordDeadLettered gives a source topic a 10 MiB limit, above
 // the dead-letter producer's 8 MiB default, and has a listener dead-letter a
-// 9 MiB record: the dead-letter topic it creates and the producer it builds
-// must both take the envelope whole.
+// 9 MiB record of random bytes, which compression does not shrink: the
+// dead-letter topic it creates and the producer it builds must both take the
+// envelope whole.
 func checkLargestRecordDeadLettered(t *testing.T, brokers []string, version string) {
 	const sourceLimit = 10 << 20
 	admin := testAdmin(t, brokers, version)
@@ -492,7 +496,7 @@ func checkLargestRecordDeadLettered(t *testing.T, brokers []string, version stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	value := bytes.Repeat([]byte("v"), 9<<20)
+	value := randomBytes(9 << 20)
 	_, _, err = producer.SendMessage(&sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder("host-1"), Value: sarama.ByteEncoder(value)})
 	_ = producer.Close()
 	if err != nil {
@@ -508,6 +512,157 @@ func checkLargestRecordDeadLettered(t *testing.T, brokers []string, version stri
 	letter := readOneDeadLetter(t, brokers, version, topic+".dlq")
 	if letter.GetValueTruncated() || !bytes.Equal(letter.GetValue(), value) {
 		t.Fatalf("dead letter of the 9 MiB record: value %d bytes, value_truncated %v; want it whole", len(letter.GetValue()), letter.GetValueTruncated())
+	}
+}
+
+// --- a record its source topic holds only compressed -----------------------
+
+func TestListenerDeadLettersCompressedRecordWhole(t *testing.T) {
+	checkCompressedRecordDeadLettered(t, kfakeBroker(t, nil), "3.6.0")
+}
+
+func TestRealBrokerListenerDeadLettersCompressedRecordWhole(t *testing.T) {
+	brokers, version := realBroker(t)
+	checkCompressedRecordDeadLettered(t, brokers, version)
+}
+
+// checkCompressedRecordDeadLettered writes a 4 MiB value of inventory
+// events to a source topic whose max.message.bytes is 1 MiB, which holds it
+// only because the producer compresses it (lz4, as loadgen does), and has a
+// listener dead-letter it: the envelope must carry the whole value. Both
+// halves of the sizing are on trial: the dead-letter topic the listener
+// creates must take the envelope compressed, and the dead-letter producer
+// must not refuse it for its size before compressing.
+func checkCompressedRecordDeadLettered(t *testing.T, brokers []string, version string) {
+	const sourceLimit = 1 << 20
+	admin := testAdmin(t, brokers, version)
+	topic := uniqueName("compressed")
+	createTopic(t, admin, topic, 1, sourceLimit)
+	value := inventoryEvents(t, 4<<20)
+
+	// Uncompressed, the source refuses the record: without this the test
+	// would not be about a record held compressed.
+	if err := produceValue(t, brokers, version, topic, value, sarama.CompressionNone); !errors.Is(err, sarama.ErrMessageSizeTooLarge) {
+		t.Fatalf("the source topic took %d bytes uncompressed (error %v); the test needs a record it holds only compressed", len(value), err)
+	}
+	if err := produceValue(t, brokers, version, topic, value, sarama.CompressionLZ4); err != nil {
+		t.Fatalf("the source topic did not take %d bytes lz4-compressed: %v", len(value), err)
+	}
+
+	cfg := testConfig(brokers, version, topic, uniqueName("compressed"))
+	handler := HandlerFunc(func(context.Context, *Record) error {
+		return Permanent(errors.New("refused for the test"))
+	})
+	run := start(t, cfg, handler, WithLogger(testLogger(t)))
+	defer func() { _ = run.Stop() }()
+	letter := readOneDeadLetter(t, brokers, version, topic+".dlq")
+	if letter.GetValueTruncated() || !bytes.Equal(letter.GetValue(), value) {
+		t.Fatalf("dead letter of a %d-byte record held compressed: value %d bytes, value_truncated %v, value_size %d; want it whole",
+			len(value), len(letter.GetValue()), letter.GetValueTruncated(), letter.GetValueSize())
+	}
+}
+
+// inventoryEvents returns at least n bytes of distinct inventory events as
+// loadgen renders them by default (about 100 KB each: 400 packages, 150
+// repositories), as a JSON array: a large record as compressible as real
+// ones, not a run of one byte.
+func inventoryEvents(t *testing.T, n int) []byte {
+	t.Helper()
+	o := loadgen.DefaultOptions()
+	ds := platform.NewDataset(o.Seed, platform.DefaultSize())
+	out := []byte("[")
+	for i := 0; len(out) < n; i++ {
+		item := loadgen.Item{Event: platform.EventSpec{Type: "updated", HostID: platform.HostID(o.Seed, i), OrgID: "org-7",
+			Revision: 2, Timestamp: o.Start.Add(time.Hour), RequestID: fmt.Sprintf("req-%d", i), Bulk: true}}
+		event, err := loadgen.Render(ds, o, item)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, event...)
+	}
+	return append(out, ']')
+}
+
+// randomBytes returns n bytes no codec shrinks, the same on every run.
+func randomBytes(n int) []byte {
+	b := make([]byte, n)
+	_, _ = rand.NewChaCha8([32]byte{1}).Read(b) // never fails
+	return b
+}
+
+// produceValue writes one record with value to partition 0 of topic,
+// compressed with codec, and returns the producer's error.
+func produceValue(t *testing.T, brokers []string, version, topic string, value []byte, codec sarama.CompressionCodec) error {
+	t.Helper()
+	cfg := sarama.NewConfig()
+	cfg.Version = mustVersion(t, version)
+	cfg.Producer.Return.Successes = true
+	cfg.Producer.Compression = codec
+	// Above the value, so that the broker judges the record, not sarama,
+	// which counts it before compressing.
+	cfg.Producer.MaxMessageBytes = 2 * len(value)
+	producer, err := sarama.NewSyncProducer(brokers, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer producer.Close()
+	_, _, err = producer.SendMessage(&sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder("host-1"), Value: sarama.ByteEncoder(value)})
+	return err
+}
+
+// --- an envelope that does not fit even compressed -----------------------
+
+func TestListenerDeadLettersWithoutValueWhatDoesNotFit(t *testing.T) {
+	checkTruncatedDeadLetter(t, kfakeBroker(t, nil), "3.6.0")
+}
+
+func TestRealBrokerListenerDeadLettersWithoutValueWhatDoesNotFit(t *testing.T) {
+	brokers, version := realBroker(t)
+	checkTruncatedDeadLetter(t, brokers, version)
+}
+
+// checkTruncatedDeadLetter has a listener dead-letter a record of 200,000
+// random bytes to an existing dead-letter topic of 100,000 bytes: no codec
+// makes the envelope fit, so it must be written without the value
+// (value_truncated, value_size kept) and the record must count as finished,
+// its offset committed, rather than hold its partition.
+func checkTruncatedDeadLetter(t *testing.T, brokers []string, version string) {
+	admin := testAdmin(t, brokers, version)
+	topic := uniqueName("incompressible")
+	dlq := topic + ".small-dlq"
+	createTopic(t, admin, topic, 1, 1<<20)
+	createTopic(t, admin, dlq, 1, 100_000)
+	value := randomBytes(200_000)
+	if err := produceValue(t, brokers, version, topic, value, sarama.CompressionNone); err != nil {
+		t.Fatal(err)
+	}
+
+	group := uniqueName("incompressible")
+	cfg := testConfig(brokers, version, topic, group)
+	cfg.DeadLetterTopic = dlq
+	handler := HandlerFunc(func(context.Context, *Record) error {
+		return Permanent(errors.New("refused for the test"))
+	})
+	run := start(t, cfg, handler, WithLogger(slog.New(slog.DiscardHandler))) // it warns that the topic is small, as it should
+	defer func() { _ = run.Stop() }()
+	letter := readOneDeadLetter(t, brokers, version, dlq)
+	if !letter.GetValueTruncated() || len(letter.GetValue()) != 0 || letter.GetValueSize() != int64(len(value)) {
+		t.Fatalf("dead letter of a record too large for the topic even compressed: value %d bytes, value_truncated %v, value_size %d; want 0, true, %d",
+			len(letter.GetValue()), letter.GetValueTruncated(), letter.GetValueSize(), len(value))
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		p, err := offsets.Read(brokers, topic, group)
+		if err == nil && p.Committed[0] == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the record dead-lettered without its value was not committed within 30s (progress %+v, error %v)", p, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
