@@ -297,9 +297,11 @@ func TestRealBrokerDeadLetterTopicSizedForSource(t *testing.T) {
 }
 
 // checkDeadLetterTopicSize checks the dead-letter topic the listener
-// creates: as many partitions as the source, and room for the source's
-// largest record plus the envelope, whether the source has its own
-// max.message.bytes or the broker's (brokerLimit) applies. An existing
+// creates: as many partitions as the source, and twice the source's limit
+// plus 64 KiB for the envelope (room for a record the source holds
+// compressed tighter than the dead-letter producer compresses it), whether
+// the source has its own max.message.bytes or the broker's (brokerLimit)
+// applies. An existing
 // dead-letter topic with less room gets a warning that says how to raise it.
 func checkDeadLetterTopicSize(t *testing.T, brokers []string, version string, brokerLimit int) {
 	admin := testAdmin(t, brokers, version)
@@ -308,8 +310,8 @@ func checkDeadLetterTopicSize(t *testing.T, brokers []string, version string, br
 		sourceLimit int // the source topic's own max.message.bytes; 0: none
 		want        int
 	}{
-		{"source with its own limit", 2 << 20, 2<<20 + envelopeMargin},
-		{"source with the broker's limit", 0, brokerLimit + envelopeMargin},
+		{"source with its own limit", 2 << 20, 2*(2<<20) + 64<<10},
+		{"source with the broker's limit", 0, 2*brokerLimit + 64<<10},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -343,7 +345,7 @@ func checkDeadLetterTopicSize(t *testing.T, brokers []string, version string, br
 		createTopic(t, admin, source, 1, 2<<20)
 		small, roomy := source+".small-dlq", source+".roomy-dlq"
 		createTopic(t, admin, small, 1, 100_000)
-		createTopic(t, admin, roomy, 1, 4<<20)
+		createTopic(t, admin, roomy, 1, 5<<20)
 		var log bytes.Buffer
 		got, err := ensureDeadLetterTopic(admin, source, small, slog.New(slog.NewTextHandler(&log, nil)))
 		if err != nil {
@@ -352,12 +354,12 @@ func checkDeadLetterTopicSize(t *testing.T, brokers []string, version string, br
 		if got != 100_000 {
 			t.Errorf("returned limit %d, want the topic's 100000", got)
 		}
-		want := fmt.Sprintf("--entity-name %s --add-config max.message.bytes=%d", small, 2<<20+envelopeMargin)
+		want := fmt.Sprintf("--entity-name %s --add-config max.message.bytes=%d", small, 2*(2<<20)+64<<10)
 		if s := log.String(); !strings.Contains(s, "level=WARN") || !strings.Contains(s, "without their value") || !strings.Contains(s, want) {
 			t.Errorf("no warning saying oversized records lose their value and how to raise the limit (%q):\n%s", want, s)
 		}
 		log.Reset()
-		if got, err := ensureDeadLetterTopic(admin, source, roomy, slog.New(slog.NewTextHandler(&log, nil))); err != nil || got != 4<<20 {
+		if got, err := ensureDeadLetterTopic(admin, source, roomy, slog.New(slog.NewTextHandler(&log, nil))); err != nil || got != 5<<20 {
 			t.Errorf("roomy dead-letter topic: limit %d, %v", got, err)
 		}
 		if strings.Contains(log.String(), "level=WARN") {
@@ -381,7 +383,7 @@ func TestDeadLetterTopicNotCreatable(t *testing.T) {
 		t.Fatalf("error %v does not wrap the broker's refusal", err)
 	}
 	for _, want := range []string{`dead-letter topic "events.dlq" is missing and could not be created`,
-		"create it with 2 partitions and max.message.bytes=" + strconv.Itoa(defaultMessageMaxBytes+envelopeMargin),
+		"create it with 2 partitions and max.message.bytes=" + strconv.Itoa(2*defaultMessageMaxBytes+64<<10),
 		"grant the consumer's principal CREATE on it", "consumer.Config.DeadLetterTopic", "KAFKA_DLQ_TOPIC"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
