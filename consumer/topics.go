@@ -87,8 +87,13 @@ func ensureDeadLetterTopic(admin sarama.ClusterAdmin, topic, dlq string, logger 
 	replication := int16(min(3, len(source.Partitions[0].Replicas)))
 	partitions := int32(len(source.Partitions))
 	limit := strconv.Itoa(want)
+	// compression.type producer: the envelopes are stored as the producer
+	// compressed them, whatever the cluster's default (one of
+	// "uncompressed" would store them whole, and a large one would go
+	// without its value).
+	producer := "producer"
 	err = admin.CreateTopic(dlq, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: replication,
-		ConfigEntries: map[string]*string{"max.message.bytes": &limit}}, false)
+		ConfigEntries: map[string]*string{"max.message.bytes": &limit, "compression.type": &producer}}, false)
 	switch {
 	case errors.Is(err, sarama.ErrTopicAlreadyExists): // another consumer created it meanwhile
 		return checkDeadLetterLimit(admin, dlq, sourceLimit, want, logger), nil

@@ -112,7 +112,8 @@ type DeadLetter struct {
 	// The consumer group that gave up on it.
 	ConsumerGroup string `protobuf:"bytes,13,opt,name=consumer_group,json=consumerGroup,proto3" json:"consumer_group,omitempty"`
 	// True when value was left out because the envelope with it was larger than
-	// the dead-letter topic accepts; value_size still says how large it was.
+	// the dead-letter topic accepts, even compressed; value_size still says how
+	// large it was.
 	ValueTruncated bool  `protobuf:"varint,14,opt,name=value_truncated,json=valueTruncated,proto3" json:"value_truncated,omitempty"`
 	ValueSize      int64 `protobuf:"varint,15,opt,name=value_size,json=valueSize,proto3" json:"value_size,omitempty"`
 	// The failed attempts, oldest first: the first few and the most recent
