@@ -67,11 +67,14 @@ func halfOpenProxy(t *testing.T, target string) (string, func()) {
 
 // A prepared statement whose context ends waits for lib/pq's cancel
 // request, on a new connection, to be delivered. When the server accepts
-// new connections and never answers them, the pool's connect timeout
-// (DefaultConnectTimeout, the URL setting none) still ends the wait: the
-// call returns, and its connection and admission come back.
+// new connections and never answers them, the dialer closes the cancel
+// request's connection cancelGrace after dialing it, and the guard the
+// session's: the call returns within its deadline and a second (the pool's
+// connect timeout, DefaultConnectTimeout, bounded it before, at 5.2 s),
+// and its connection and admission come back.
 func TestACancelledPreparedStatementReturnsWhenItsCancelCannotBeDelivered(t *testing.T) {
 	const q = `SELECT pg_sleep($1::float8)`
+	const deadline = 200 * time.Millisecond
 	u, err := url.Parse(pgtest.URL(t))
 	if err != nil {
 		t.Fatal(err)
@@ -91,18 +94,22 @@ func TestACancelledPreparedStatementReturnsWhenItsCancelCannotBeDelivered(t *tes
 	done := make(chan error, 1)
 	start := time.Now()
 	go func() {
-		short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		short, cancel := context.WithTimeout(ctx, deadline)
 		defer cancel()
-		_, err := conn.ExecContext(short, q, 1.0)
+		_, err := conn.ExecContext(short, q, 30.0)
 		done <- err
 	}()
-	bound := DefaultConnectTimeout + 3*time.Second
+	bound := deadline + time.Second
 	select {
 	case err := <-done:
-		t.Logf("returned after %s: %v", time.Since(start).Round(time.Millisecond), err)
-	case <-time.After(bound):
+		took := time.Since(start)
+		t.Logf("returned after %s: %v", took.Round(time.Millisecond), err)
+		if took > bound {
+			t.Fatalf("a 30 s statement with a %s deadline returned after %s, past %s", deadline, took, bound)
+		}
+	case <-time.After(DefaultConnectTimeout + 3*time.Second):
 		stop() // unblock the call, so the test can end
 		<-done
-		t.Fatalf("a 1 s statement with a 200 ms deadline has not returned after %s (waiting for its cancel request)", bound)
+		t.Fatalf("a 30 s statement with a %s deadline has not returned after %s (waiting for its cancel request)", deadline, DefaultConnectTimeout+3*time.Second)
 	}
 }

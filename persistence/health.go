@@ -16,9 +16,9 @@ import (
 // database through it, so a check never waits behind the records that hold
 // every connection of the main pool. It costs one more server connection.
 // A connection the server dropped is replaced within the next check (see
-// ping), so checks pass again as soon as the server is back; opening it is
-// bounded as the pool's is (DefaultConnectTimeout), so a handshake the
-// server never answers does not hold the one connection for good.
+// ping), so checks pass again as soon as the server is back; opening it
+// ends with the check's context, as the pool's do (guardedConnector), so a
+// handshake the server never answers does not hold the one connection.
 type health struct {
 	db *sql.DB
 	// secrets are the URL's password in the forms an error text could
@@ -43,11 +43,10 @@ func openHealth(ctx context.Context, dsn string, secrets []string, lifetime time
 	return h, nil
 }
 
-// ping returns by ctx's deadline even when the driver does not: lib/pq
-// waits on the network without a deadline during its handshake and reads,
-// so a server behind a black hole would hold the check for as long as TCP
-// takes to give up. A ping left waiting keeps the one connection; the
-// next ping then fails by its own deadline, waiting for it.
+// ping returns by ctx's deadline, not the guard's cancelGrace after it: a
+// check that has not answered by then has failed. A ping left waiting has
+// its connection closed by the guard (guardedConn) cancelGrace later, so
+// the next ping opens a fresh one rather than waiting for it.
 //
 // A connection the server dropped (a restart, a failover) fails its ping
 // with driver.ErrBadConn and is discarded; the ping is asked again at once,

@@ -58,9 +58,10 @@ func switchProxy(t *testing.T, target string) (addr string, hole *atomic.Bool, d
 }
 
 // A connection attempt the server accepts and never answers (a server
-// restarting, a proxy without its backend) ends by DefaultConnectTimeout:
-// the health check's one connection is not held by it, and checks pass
-// again once the server answers.
+// restarting, a proxy without its backend) ends with the check's context
+// (guardedConnector; DefaultConnectTimeout bounds one made under none): the
+// health check's one connection is not held by it, and checks pass again
+// once the server answers.
 func TestHealthRecoversAfterAHungHandshake(t *testing.T) {
 	u, err := url.Parse(pgtest.URL(t))
 	if err != nil {

@@ -111,11 +111,12 @@ func Open(ctx context.Context, url string, pool PoolSettings) (*Store, error) {
 // DefaultConnectTimeout bounds opening a connection of the pool (the dial
 // and the handshake, lib/pq's connect_timeout) when the URL sets no
 // positive connect_timeout of its own (0, lib/pq's "wait for ever", is
-// taken as unset). lib/pq opens a connection too to cancel a
-// statement whose context ended, and a prepared statement's call waits for
-// that cancel to be delivered: without the bound, a server that accepts
-// connections and never answers them would hold the call, its connection
-// and its admission for good.
+// taken as unset). A handshake made for a call also ends with the call's
+// context (guardedConnector); this bound is for those made under none
+// (database/sql opens connections in the background for callers waiting
+// for one), which a server that accepts connections and never answers
+// would otherwise hold for good. The connections lib/pq opens to cancel a
+// statement live at most cancelGrace (dialer).
 const DefaultConnectTimeout = 5 * time.Second
 
 // idleInTransactionParam is the server setting PoolSettings.IdleInTransaction
@@ -127,7 +128,9 @@ const idleInTransactionParam = "idle_in_transaction_session_timeout"
 // idle is 0 or url sets it itself (lib/pq passes a parameter it does not
 // know to the server), opened within DefaultConnectTimeout unless url sets
 // connect_timeout, and keeping the queries of prepare prepared (none when
-// nil).
+// nil). Every call on its connections returns by its context's end plus
+// cancelGrace, answered or not (guardedConn), over TCP connections with
+// keepalives (dialer).
 func openPool(url string, idle time.Duration, prepare map[string]bool) (*sql.DB, error) {
 	cfg, err := pq.NewConfig(url)
 	if err != nil {
@@ -146,10 +149,11 @@ func openPool(url string, idle time.Duration, prepare map[string]bool) (*sql.DB,
 	if err != nil {
 		return nil, err
 	}
+	connector.Dialer(newDialer())
 	if prepare != nil {
-		return sql.OpenDB(newPreparingConnector(connector, prepare)), nil
+		return sql.OpenDB(guardedConnector{newPreparingConnector(connector, prepare)}), nil
 	}
-	return sql.OpenDB(connector), nil
+	return sql.OpenDB(guardedConnector{connector}), nil
 }
 
 // setsParam reports whether the connection settings already set the
@@ -184,7 +188,9 @@ func (s *Store) Ping(ctx context.Context) error { return s.health.ping(ctx) }
 // withConn runs f on one connection of the pool, taken through the
 // admission (urgent work first) and given back after f. A deadline that
 // passes while waiting for the connection is congestion, not this record's
-// failure. Errors come back classified (see classify).
+// failure. f's calls end by ctx's deadline plus cancelGrace whether the
+// server answers or not (guardedConn). Errors come back classified (see
+// classify).
 func (s *Store) withConn(ctx context.Context, what string, f func(*sql.Conn) error) error {
 	if err := s.admit.acquire(ctx); err != nil {
 		return classify(poolWait(fmt.Errorf("%s: waiting for a database connection: %w", what, err)))
