@@ -14,6 +14,17 @@
 // (guardedConn), which fails as a lost connection (transient) and is never
 // used again.
 //
+// The database health check (Store.Ping), which readiness and the retry
+// rule take as evidence that the database serves the records, does what
+// the records do, on a connection of its own: it reads system with their
+// query and inserts into account and system with their insert, rolled
+// back, under a statement timeout below its deadline, then commits one
+// heartbeat row. So a migration's lock on system, a read-only server or
+// commits that cannot complete fail it, where an empty query passed. It cannot see
+// trouble confined to what it does not touch (other tables, one host's
+// rows, the main pool), nor a full disk while its small writes still find
+// room (see health.check).
+//
 // What it may import: messages, internal/redact, database/sql, lib/pq,
 // golang-migrate, golang.org/x/sys/unix. Never actors or clients.
 package persistence

@@ -63,14 +63,23 @@ func switchProxy(t *testing.T, target string) (addr string, hole *atomic.Bool, d
 // health check's one connection is not held by it, and checks pass again
 // once the server answers.
 func TestHealthRecoversAfterAHungHandshake(t *testing.T) {
-	u, err := url.Parse(pgtest.URL(t))
+	dbURL := pgtest.URL(t)
+	migrated, err := openPool(dbURL, 0, nil) // the check reads and writes the schema's tables
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Migrate(migrated); err != nil {
+		t.Fatal(err)
+	}
+	migrated.Close()
+	u, err := url.Parse(dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr, hole, dropAll := switchProxy(t, u.Host)
 	u.Host = addr
 	ctx := context.Background()
-	h, err := openHealth(ctx, u.String(), nil, time.Hour)
+	h, err := openHealth(ctx, u.String(), nil, time.Hour, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -96,7 +96,7 @@ func Open(ctx context.Context, url string, pool PoolSettings) (*Store, error) {
 		db.Close()
 		return nil, redact.Error(err, secrets)
 	}
-	h, err := openHealth(ctx, url, secrets, pool.MaxLifetime)
+	h, err := openHealth(ctx, url, secrets, pool.MaxLifetime, pool.IdleInTransaction)
 	if err != nil {
 		db.Close()
 		return nil, err
@@ -179,10 +179,16 @@ func (s *Store) Close() error {
 	return errors.Join(s.db.Close(), s.health.db.Close())
 }
 
-// Ping reports whether the database answers, on the health-check
-// connection: it does not wait for a connection of the pool, however busy
-// the pool is. It returns by ctx's deadline even when the network swallows
-// packets, and its errors never contain the URL's password.
+// Ping is the database's health check: it reports whether the database
+// serves what the records need. It reads system the way the records do
+// and writes account and system with their insert, rolled back, under a
+// statement timeout below ctx's deadline, then commits one row
+// (health_check) by the deadline (health.check says what that sees and
+// what it cannot): a lock a migration holds on system, a read-only
+// server, commits that cannot complete fail it. It runs on the health-check connection, so it
+// does not wait for a connection of the pool, however busy the pool is. It
+// returns by ctx's deadline (5 s without one) even when the network
+// swallows packets, and its errors never contain the URL's password.
 func (s *Store) Ping(ctx context.Context) error { return s.health.ping(ctx) }
 
 // withConn runs f on one connection of the pool, taken through the
