@@ -149,9 +149,9 @@ func TestResolve(t *testing.T) {
 	}
 }
 
-// A failed check puts the dependency in outage for a window; waiters are
-// released two per served call that began after the latest failure, in
-// their order, outage or not, until none is left.
+// A failed check puts the dependency in outage until a check passes;
+// waiters are released four per served call that began after the latest
+// failure, in their order, until none is left.
 func TestRecoveryReleasesWaitersAtThePaceTheyAreServed(t *testing.T) {
 	b := newBook() // window 1 s
 	b.Check("vmaas", at(0), at(10), false)
@@ -174,8 +174,8 @@ func TestRecoveryReleasesWaitersAtThePaceTheyAreServed(t *testing.T) {
 		t.Fatalf("woken %v by a call that began before the latest failure", woken)
 	}
 	b.Call("vmaas", rec(1), at(20), at(30), true)
-	if len(woken) != 2 {
-		t.Fatalf("woken %v after a served call; want 2", woken)
+	if len(woken) != 4 {
+		t.Fatalf("woken %v after a served call; want 4", woken)
 	}
 	b.Call("vmaas", rec(3), at(40), at(50), false)
 	b.Call("vmaas", rec(3), at(60), at(70), true)
