@@ -180,8 +180,10 @@ type run struct {
 	notes []string
 	// What the zombie fault did, for its judge.
 	zombie *zombieRecord
-	// What the locked-table fault measured, for its judge.
+	// What the locked-table fault measured, for its judge, and the curve
+	// it is drawing.
 	recovery *recoveryRecord
+	curve    []string
 	// What the nemesis did, for its judge.
 	nemesis *nemesisRun
 	// watch is what the run has seen of the group's progress.
