@@ -344,7 +344,7 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 			if fence.isClosed() {
 				return errClaimEnded
 			}
-			return check(ctx, session.GenerationID(), session.MemberID())
+			return check(ctx, session.GenerationID(), session.MemberID(), claim.Topic(), claim.Partition())
 		}
 	}
 	var worker ClaimWorker

@@ -2,62 +2,99 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/IBM/sarama"
 )
 
 // MembershipCheck reports whether member is in the consumer group at
-// generation now: nil when it is, an error saying why not otherwise (the
-// coordinator's answer, or no answer). The bridge calls it before each
-// dead-letter write of a claim (Fence), so that a member thrown out of the
-// group while it slept (a stopped VM woken past its session timeout, a
-// zombie) writes no dead letter for a partition whose next owner decides.
-type MembershipCheck func(ctx context.Context, generation int32, member string) error
+// generation now and topic/partition is in its assignment: nil when it is,
+// an error saying why not otherwise (the coordinator's answer, or no
+// answer). The bridge calls it before each dead-letter write of a claim
+// (Fence), so that a member thrown out of the group while it slept (a
+// stopped VM woken past its session timeout, a zombie) writes no dead
+// letter for a partition whose next owner decides; nor does one that
+// rejoined under a new member id whose assignment lacks the partition (in
+// the moment between the client storing its new generation and revoking
+// the claim).
+type MembershipCheck func(ctx context.Context, generation int32, member, topic string, partition int32) error
 
 // membershipTimeout bounds one check when ctx does not.
 const membershipTimeout = 5 * time.Second
 
-// NewMembershipCheck returns a MembershipCheck that sends one Heartbeat for
-// member at generation to group's coordinator through client. A heartbeat is
-// what the member's own session sends every Heartbeat.Interval: one more
-// changes nothing in the group, and its answer is the coordinator's word on
-// whether the member and its generation are still current
+// ErrNotAssigned is a MembershipCheck's answer for a member that is
+// current but whose assignment lacks the partition.
+var ErrNotAssigned = errors.New("partition not in the member's assignment")
+
+// NewMembershipCheck returns a MembershipCheck that asks group's coordinator
+// through client, with two requests. A Heartbeat for member at generation:
+// it is what the member's own session sends every Heartbeat.Interval, one
+// more changes nothing in the group, and its answer is the coordinator's
+// word on whether the member and its generation are still current
 // (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID: thrown out; REBALANCE_IN_PROGRESS:
-// its partitions may be moving, so not now either).
+// its partitions may be moving, so not now either). Then DescribeGroups:
+// the group must be stable and the member's assignment must hold the
+// partition (a cooperative rebalance may keep a claim across generations,
+// or leave it to another member).
 func NewMembershipCheck(client sarama.Client, group string) MembershipCheck {
-	return func(ctx context.Context, generation int32, member string) error {
+	return func(ctx context.Context, generation int32, member, topic string, partition int32) error {
 		if _, ok := ctx.Deadline(); !ok {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, membershipTimeout)
 			defer cancel()
 		}
-		type answer struct {
-			resp *sarama.HeartbeatResponse
-			err  error
-		}
-		done := make(chan answer, 1)
-		go func() {
-			coordinator, err := client.Coordinator(group)
-			if err != nil {
-				done <- answer{err: fmt.Errorf("coordinator of group %s: %w", group, err)}
-				return
-			}
-			resp, err := coordinator.Heartbeat(&sarama.HeartbeatRequest{GroupId: group, GenerationId: generation, MemberId: member})
-			done <- answer{resp, err}
-		}()
+		done := make(chan error, 1)
+		go func() { done <- askCoordinator(client, group, generation, member, topic, partition) }()
 		select {
-		case a := <-done:
-			if a.err != nil {
-				return fmt.Errorf("membership of %s in group %s: %w", member, group, a.err)
-			}
-			if a.resp.Err != sarama.ErrNoError {
-				return fmt.Errorf("member %s of group %s at generation %d: %w", member, group, generation, a.resp.Err)
-			}
-			return nil
+		case err := <-done:
+			return err
 		case <-ctx.Done():
 			return fmt.Errorf("membership of %s in group %s: no answer: %w", member, group, ctx.Err())
 		}
 	}
+}
+
+func askCoordinator(client sarama.Client, group string, generation int32, member, topic string, partition int32) error {
+	coordinator, err := client.Coordinator(group)
+	if err != nil {
+		return fmt.Errorf("membership of %s in group %s: coordinator: %w", member, group, err)
+	}
+	hb, err := coordinator.Heartbeat(&sarama.HeartbeatRequest{GroupId: group, GenerationId: generation, MemberId: member})
+	if err != nil {
+		return fmt.Errorf("membership of %s in group %s: %w", member, group, err)
+	}
+	if hb.Err != sarama.ErrNoError {
+		return fmt.Errorf("member %s of group %s at generation %d: %w", member, group, generation, hb.Err)
+	}
+	desc, err := coordinator.DescribeGroups(&sarama.DescribeGroupsRequest{Groups: []string{group}})
+	if err != nil {
+		return fmt.Errorf("assignment of %s in group %s: %w", member, group, err)
+	}
+	for _, g := range desc.Groups {
+		if g.GroupId != group {
+			continue
+		}
+		if g.Err != sarama.ErrNoError {
+			return fmt.Errorf("assignment of %s in group %s: %w", member, group, g.Err)
+		}
+		if g.State != "Stable" {
+			return fmt.Errorf("assignment of %s in group %s: the group is %s: %w", member, group, g.State, sarama.ErrRebalanceInProgress)
+		}
+		m := g.Members[member]
+		if m == nil {
+			return fmt.Errorf("member %s of group %s: not in its description: %w", member, group, sarama.ErrUnknownMemberId)
+		}
+		a, err := m.GetMemberAssignment()
+		if err != nil {
+			return fmt.Errorf("assignment of %s in group %s: %w", member, group, err)
+		}
+		if a != nil && slices.Contains(a.Topics[topic], partition) {
+			return nil
+		}
+		return fmt.Errorf("%s/%d for member %s of group %s at generation %d: %w", topic, partition, member, group, generation, ErrNotAssigned)
+	}
+	return fmt.Errorf("assignment of %s in group %s: the coordinator did not describe the group", member, group)
 }

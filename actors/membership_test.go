@@ -71,13 +71,19 @@ func TestMembershipCheckAsksTheCoordinator(t *testing.T) {
 	}
 	defer client.Close()
 	check := actors.NewMembershipCheck(client, k.Group)
-	if err := check(context.Background(), sess.GenerationID(), sess.MemberID()); err != nil {
-		t.Fatalf("the live member at its generation: %v", err)
+	if err := check(context.Background(), sess.GenerationID(), sess.MemberID(), k.Topic, 0); err != nil {
+		t.Fatalf("the live member at its generation, for its partition: %v", err)
 	}
-	if err := check(context.Background(), sess.GenerationID()-1, sess.MemberID()); !errors.Is(err, sarama.ErrIllegalGeneration) {
+	if err := check(context.Background(), sess.GenerationID(), sess.MemberID(), k.Topic, 1); !errors.Is(err, actors.ErrNotAssigned) {
+		t.Fatalf("the live member, for a partition not its own: %v, want ErrNotAssigned", err)
+	}
+	if err := check(context.Background(), sess.GenerationID(), sess.MemberID(), "another-topic", 0); !errors.Is(err, actors.ErrNotAssigned) {
+		t.Fatalf("the live member, for another topic: %v, want ErrNotAssigned", err)
+	}
+	if err := check(context.Background(), sess.GenerationID()-1, sess.MemberID(), k.Topic, 0); !errors.Is(err, sarama.ErrIllegalGeneration) {
 		t.Fatalf("an older generation: %v, want ILLEGAL_GENERATION", err)
 	}
-	if err := check(context.Background(), sess.GenerationID(), "a-member-long-gone"); !errors.Is(err, sarama.ErrUnknownMemberId) {
+	if err := check(context.Background(), sess.GenerationID(), "a-member-long-gone", k.Topic, 0); !errors.Is(err, sarama.ErrUnknownMemberId) {
 		t.Fatalf("an unknown member: %v, want UNKNOWN_MEMBER_ID", err)
 	}
 }
@@ -165,5 +171,96 @@ func TestNoDeadLetterStartsWhileDraining(t *testing.T) {
 	}
 	if r := res.(*messages.DrainResult); r.GetAbandoned() != 1 || written.Load() != 0 {
 		t.Fatalf("drain abandoned %d, dead letters written %d; want the record abandoned and none written", r.GetAbandoned(), written.Load())
+	}
+}
+
+// rejoiningSession is sarama's cooperative session as it rejoins after
+// UNKNOWN_MEMBER_ID (sarama v1.61.1, consumer_group_cooperative.go:
+// rejoinCooperative stores the new member id and generation, and only then
+// reconcileAssignment revokes the claims the new assignment lacks).
+type rejoiningSession struct {
+	fakeSession
+	gen    atomic.Int32
+	member atomic.Pointer[string]
+}
+
+func (s *rejoiningSession) GenerationID() int32 { return s.gen.Load() }
+func (s *rejoiningSession) MemberID() string    { return *s.member.Load() }
+
+// A zombie (member a, generation 1, thrown out while it slept; partition 0
+// now member b's at generation 2) wakes and rejoins under a new member id
+// (a2, generation 3). In the moment between the client storing the new
+// generation and revoking the claims the new assignment lacks, a record of
+// partition 0 fails for good. The fence asks about the claim, not only the
+// member: with partition 0 not in a2's assignment, no dead letter is
+// written; with it kept (a cooperative rebalance that leaves a2 the
+// partition), it is.
+func TestAFenceAsksAboutTheClaimNotOnlyTheMember(t *testing.T) {
+	for _, kept := range []bool{false, true} {
+		t.Run(fmt.Sprintf("partition kept %v", kept), func(t *testing.T) {
+			sess := &rejoiningSession{fakeSession: fakeSession{ctx: context.Background(), marker: &recordingMarker{}}}
+			sess.gen.Store(1)
+			a := "member-a"
+			sess.member.Store(&a)
+			var coordinatorGen atomic.Int32
+			coordinatorGen.Store(2)
+			check := func(_ context.Context, gen int32, member, topic string, partition int32) error {
+				if gen != coordinatorGen.Load() {
+					return fmt.Errorf("generation %d: %w", gen, sarama.ErrIllegalGeneration)
+				}
+				if member == "member-a2" && (partition == 1 || kept) {
+					return nil
+				}
+				return fmt.Errorf("%s/%d: %w", topic, partition, actors.ErrNotAssigned)
+			}
+			var mu sync.Mutex
+			var letters []*messages.DeadLetter
+			fail := make(chan struct{})
+			s := testSettings(ordering.ByKey)
+			bridge, err := actors.NewBridge(actors.BridgeConfig{
+				System: newTestSystem(t), Settings: s, Membership: check,
+				Handler: actors.HandlerFunc(func(ctx context.Context, r *messages.Record) error {
+					<-fail
+					return messages.Permanent(errors.New("malformed"))
+				}),
+				DeadLetters: actors.DeadLetterFunc(func(_ context.Context, l *messages.DeadLetter) error {
+					mu.Lock()
+					defer mu.Unlock()
+					letters = append(letters, l)
+					return nil
+				}),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(bridge.Close)
+			claim := newFakeClaim(t, 0, 1)
+			done := make(chan struct{})
+			go func() { defer close(done); _ = bridge.ConsumeClaim(sess, claim) }()
+			// The rejoin: the coordinator moves to generation 3 with a2
+			// current; the session stores them; the claim is not revoked yet.
+			a2 := "member-a2"
+			coordinatorGen.Store(3)
+			sess.member.Store(&a2)
+			sess.gen.Store(3)
+			close(fail)
+			written := func() int {
+				mu.Lock()
+				defer mu.Unlock()
+				return len(letters)
+			}
+			if kept {
+				waitFor(t, "the dead letter of a partition kept", func() bool { return written() == 1 })
+			} else {
+				// The write is refused and retried until the claim ends:
+				// wait for refusals, not for time.
+				waitFor(t, "the write refused twice", func() bool { return bridge.Stats().Snapshot().DeadLetterWriteFailures >= 2 })
+			}
+			claim.close()
+			<-done
+			if n := written(); n != map[bool]int{false: 0, true: 1}[kept] {
+				t.Fatalf("%d dead letters for partition 0 (kept %v)", n, kept)
+			}
+		})
 	}
 }
