@@ -119,6 +119,8 @@ func (a *PartitionActor) releaseRecord(c actor.Context, m *ReleaseRecord) *Relea
 		return &ReleaseResult{Status: "not in flight here (finished, not yet admitted, or on another listener)"}
 	case st.letter != nil:
 		return &ReleaseResult{Status: "already being dead-lettered"}
+	case st.releaseAsked:
+		return &ReleaseResult{Released: true, Status: "already released: dead-lettered when its running attempt fails"}
 	case st.failures == nil:
 		return &ReleaseResult{Status: "it has not failed: nothing to release"}
 	}
