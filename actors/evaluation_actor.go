@@ -111,6 +111,9 @@ func (a *evaluationActor) evaluate(m *messages.EvaluateRecord) any {
 	}
 	f := failed(offset, m, class, err.Error())
 	f.Dependency = messages.DependencyOf(err)
+	if f.Dependency == "" && messages.CouldNotConnect(err) {
+		f.Dependency = messages.DependencyNetwork
+	}
 	f.Congested = messages.IsCongestion(err)
 	f.Started = timestamppb.New(started)
 	f.HandlerTime = took

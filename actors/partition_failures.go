@@ -99,7 +99,7 @@ func (a *PartitionActor) failed(c actor.Context, st *recordState, m *messages.Re
 	st.judging[fa.GetAttempt()] = fa
 	a.stats.retried.Add(1)
 	self, root, off, attempt := a.self, a.system.Root, st.record.GetOffset(), m.GetAttempt()
-	judged := st.blame.Fail(book, attempt, m.GetDependency(), at, m.GetCongested(), func() {
+	judged := st.blame.Fail(book, attempt, m.GetDependency(), st.started, at, m.GetCongested(), func() {
 		root.Send(self, retryDue{offset: off, attempt: attempt})
 	})
 	a.concluded(st, judged)
@@ -118,7 +118,13 @@ func (a *PartitionActor) failed(c actor.Context, st *recordState, m *messages.Re
 	if !decided {
 		a.lendEvidence(st)
 	}
-	a.scheduleRetry(st, backoff(int(st.attempt)+1, a.cfg.Settings.BackoffMin, a.cfg.Settings.BackoffMax))
+	wait := backoff(int(st.attempt)+1, a.cfg.Settings.BackoffMin, a.cfg.Settings.BackoffMax)
+	if st.blame.Own+st.blame.Pending() >= a.cfg.Settings.MaxAttempts {
+		// The verdicts pending may dead-letter it: wait for them rather
+		// than run an attempt more (a hanging record's costs AttemptTimeout).
+		wait = max(wait, time.Until(st.blame.RipeBy()))
+	}
+	a.scheduleRetry(st, wait)
 }
 
 // scheduleRetry sends the actor a retryDue for st's failed attempt after wait.
@@ -148,6 +154,7 @@ func (a *PartitionActor) retryDue(c actor.Context, m retryDue) {
 			st.retry.Stop()
 			st.retry = nil
 		}
+		st.blame.Retry()
 		a.start(c, st)
 	}
 }

@@ -70,8 +70,8 @@ type Settings struct {
 	BackoffMin, BackoffMax time.Duration
 	// EvidenceWindow is how long after a failure the calls other records
 	// start, and the dependency's health checks, count as evidence of whose
-	// failure it was (package blame); a dependency whose calls take longer
-	// gets twice its mean call time. Keep it above the health checks'
+	// failure it was (package blame); a dependency whose served calls take
+	// longer gets twice their mean time. Keep it above the health checks'
 	// interval (1 s), so that a check starts within every window.
 	EvidenceWindow time.Duration
 	// SpanPerPartition bounds the offsets a partition may hold between its
@@ -238,8 +238,9 @@ func (s Settings) BlameConfig() blame.Config {
 // OwnFailureBound is the longest a record that fails on its own (its
 // dependencies keep serving other records just after each of its failures)
 // can hold its partition before it is dead-lettered, when its handler
-// honours the attempt timeout and the dependency's calls take less than
-// half the evidence window: MaxAttempts attempts of at most AttemptTimeout,
+// honours the attempt timeout and the dependency's served calls take less
+// than half the evidence window (a failing record's own hung calls do not
+// count): MaxAttempts attempts of at most AttemptTimeout,
 // each followed by the longer of its backoff (BackoffMax at most) and its
 // verdict (EvidenceWindow at most). Zero when AttemptTimeout is zero (no
 // bound).

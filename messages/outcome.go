@@ -2,6 +2,8 @@ package messages
 
 import (
 	"errors"
+	"net"
+	"syscall"
 )
 
 // Dependencies a handler can name in a failure (FailedIn). The pipeline
@@ -12,6 +14,9 @@ const (
 	DependencyDatabase  = "database"
 	DependencyVMaaS     = "vmaas"
 	DependencyInventory = "inventory"
+	// DependencyNetwork is what the pipeline names a failure that names no
+	// dependency but could not reach one (CouldNotConnect).
+	DependencyNetwork = "network"
 )
 
 // dependencyError names the dependency a failure came from.
@@ -43,6 +48,29 @@ func DependencyOf(err error) string {
 		err = errors.Unwrap(err)
 	}
 	return name
+}
+
+// CouldNotConnect reports whether err's chain says a connection could not
+// be made: a failed dial or name lookup, a refused connection, an
+// unreachable host or network. No record's content causes one, so a
+// failure naming no dependency that is one is judged as a failure of a
+// dependency (DependencyNetwork), by the other records failing so, never by
+// the records handled meanwhile (an outage of a service only some records
+// need must not read as their own failures). A reset, an EOF or a timeout
+// on an open connection is not one: a record's request can cause those.
+func CouldNotConnect(err error) bool {
+	var op *net.OpError
+	var dns *net.DNSError
+	switch {
+	case errors.As(err, &op) && op.Op == "dial", errors.As(err, &dns):
+		return true
+	}
+	for _, errno := range []syscall.Errno{syscall.ECONNREFUSED, syscall.EHOSTUNREACH, syscall.ENETUNREACH} {
+		if errors.Is(err, errno) {
+			return true
+		}
+	}
+	return false
 }
 
 // congestedError marks a failure spent waiting for a resource every record

@@ -12,18 +12,25 @@
 //     known to have made) start within the first third of the evidence
 //     window after t, and health checks of D that start within the window,
 //     are evidence. A record held back by the failing one cannot call, so
-//     what it blocks is silence, and silence is no evidence.
+//     what it blocks is silence, and silence is no evidence. A record's call
+//     speaks for what its attempt met at D: its being served is settled
+//     when the attempt ends (Record.Fail, Record.Done), and undone if it
+//     failed at D.
 //  2. A case is judged once ripe (Enough other records were heard, or its
 //     window closed), by the first Enough records heard, each by its first
 //     call in the window (Judge). A record already failing at D when this
-//     one failed is a suspect: its being served says the trouble was shared
-//     and has passed; its failing again says little while fresh records are
-//     served (it is another bad record), and much when none are (an outage).
+//     one failed is a suspect: its being served (once its attempt got past
+//     D) says the trouble was shared and has passed; its failing again says
+//     little while fresh records are served (it is another bad record), and
+//     much when none are (an outage).
 //  3. A failure that names no dependency, or one nobody reported calls or
 //     checks of, is judged by the handler's own outcomes (Handler): other
 //     records handled are served calls, other records failing are failed
-//     ones. A handler that classifies nothing is never punished for an
-//     outage.
+//     ones. One naming a dependency nobody reports also hears the other
+//     failures naming it, all of them through the window's first third:
+//     the records handled meanwhile say nothing of a service only some of
+//     them need. A handler that classifies nothing is never punished for an
+//     outage that fails every record.
 //  4. Where nothing could be heard, the verdict is NoEvidence: the record is
 //     held, retried and reported by its owner, never dead-lettered on a
 //     guess.
@@ -150,8 +157,11 @@ func NewBook(cfg Config) *Book {
 func (b *Book) Config() Config { return b.cfg }
 
 type dep struct {
+	name string
+	// outcomes: the dependency is Handler, whose calls are attempts' outcomes.
+	outcomes bool
 	known    atomic.Bool
-	meanCall atomic.Int64 // nanoseconds, moving average of call durations; 0 before the first
+	meanCall atomic.Int64 // nanoseconds, moving average of served calls' durations; 0 before the first
 	// attention is set while the dependency has open cases, an outage or
 	// waiters: its calls must be looked at under mu.
 	attention atomic.Bool
@@ -181,8 +191,26 @@ func (b *Book) dep(name string) *dep {
 	if v, ok := b.deps.Load(name); ok {
 		return v.(*dep)
 	}
-	v, _ := b.deps.LoadOrStore(name, &dep{cases: map[*Case]struct{}{}, failing: map[Source]time.Time{}})
+	v, _ := b.deps.LoadOrStore(name, &dep{name: name, outcomes: name == Handler, cases: map[*Case]struct{}{}, failing: map[Source]time.Time{}})
 	return v.(*dep)
+}
+
+// settle books how src's attempt that started at started ended, in the open
+// cases of every dependency: failed at failedAt (nil: handled, or failed
+// where no case is open), or not.
+func (b *Book) settle(src Source, started time.Time, failedAt *dep) {
+	b.deps.Range(func(_, v any) bool {
+		d := v.(*dep)
+		if !d.attention.Load() {
+			return true
+		}
+		d.mu.Lock()
+		for c := range d.cases {
+			c.settle(src, started, d == failedAt)
+		}
+		d.mu.Unlock()
+		return true
+	})
 }
 
 // Known reports whether calls or checks of dependency were ever reported.
@@ -193,13 +221,13 @@ func (b *Book) Known(dependency string) bool {
 	return false
 }
 
-// Resolve returns the dependency a failure naming named is judged by: named
-// when it is known, else Handler.
+// Resolve returns the dependency whose outage a failure naming named is
+// in: named, or Handler when it names none.
 func (b *Book) Resolve(named string) string {
-	if named != "" && named != Handler && b.Known(named) {
-		return named
+	if named == "" {
+		return Handler
 	}
-	return Handler
+	return named
 }
 
 // Call books one call to dependency by src that ran from start to end:
@@ -209,7 +237,12 @@ func (b *Book) Call(dependency string, src Source, start, end time.Time, served 
 	if !d.known.Load() {
 		d.known.Store(true)
 	}
-	d.observeDuration(end.Sub(start))
+	if served {
+		// Only served calls say how long the dependency takes: a failing
+		// record's hung calls stretched every case's window (its own
+		// among them) to twice the attempt timeout.
+		d.observeDuration(end.Sub(start))
+	}
 	if !d.attention.Load() {
 		return
 	}
@@ -223,6 +256,23 @@ func (b *Book) Call(dependency string, src Source, start, end time.Time, served 
 	d.mu.Unlock()
 	for _, w := range wake {
 		w()
+	}
+}
+
+// namedFailure books src's attempt failing at dependency, which nobody
+// reports, at at: the cases of other failures there (judged by the
+// handler's outcomes) hear it.
+func (b *Book) namedFailure(dependency string, src Source, at time.Time) {
+	d := b.dep(Handler)
+	if !d.attention.Load() {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for c := range d.cases {
+		if c.named == dependency {
+			c.hearNamed(src, at)
+		}
 	}
 }
 
@@ -362,7 +412,10 @@ func (d *dep) inOutage(now time.Time) bool { return d.checkDown || now.Before(d.
 // after the wake is harmless. wake runs on the goroutine that reported the
 // serving call and must not block.
 func (b *Book) Await(dependency string, at time.Time, wake func()) (cancel func(), ok bool) {
-	d := b.dep(dependency)
+	return b.dep(dependency).await(at, wake)
+}
+
+func (d *dep) await(at time.Time, wake func()) (cancel func(), ok bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if !d.inOutage(at) {

@@ -44,6 +44,9 @@ func TestJudgeTable(t *testing.T) {
 		{E{CheckPassed: true}, blame.Own},
 		{E{Served: 7, Recovered: 1}, blame.Shared}, // a record failing with it was served after: it passed
 		{E{Recovered: 1, CheckPassed: true}, blame.Shared},
+		{E{Served: 8, NamedFailed: 2}, blame.Shared},     // others failing at the unreported dependency it names
+		{E{Served: 8, NamedFailed: 1}, blame.NoEvidence}, // one other: a bad one too, or an outage starting
+		{E{Served: 8}, blame.Own},
 	}
 	for _, c := range cases {
 		if got := blame.Judge(c.e); got != c.want {
@@ -59,8 +62,8 @@ func TestSuspectsFailuresDoNotCountTheirRecoveryDoes(t *testing.T) {
 	b.Call("vmaas", rec(9), at(0), at(1), true)
 	var other, self blame.Record
 	other.Self, self.Self = rec(2), rec(1)
-	other.Fail(b, 1, "vmaas", at(5), false, func() {}) // failing before
-	self.Fail(b, 1, "vmaas", at(10), false, func() {})
+	other.Fail(b, 1, "vmaas", at(4), at(5), false, func() {}) // failing before
+	self.Fail(b, 1, "vmaas", at(9), at(10), false, func() {})
 	b.Call("vmaas", rec(2), at(20), at(21), false) // the suspect failing again: nothing
 	for i := range 3 {
 		b.Call("vmaas", rec(int64(30+i)), at(30), at(31), true)
@@ -68,15 +71,15 @@ func TestSuspectsFailuresDoNotCountTheirRecoveryDoes(t *testing.T) {
 	if j := self.Judge(at(2000)); len(j) != 1 || j[0].Verdict != blame.Own {
 		t.Fatalf("verdicts %v, want own: a suspect's failure must not blind it", j)
 	}
-	self.Fail(b, 2, "vmaas", at(2100), false, func() {})
+	self.Fail(b, 2, "vmaas", at(2099), at(2100), false, func() {})
 	b.Call("vmaas", rec(2), at(2200), at(2201), true) // the suspect served: it was shared
 	for i := range 3 {
 		b.Call("vmaas", rec(int64(40+i)), at(2300), at(2301), true)
 	}
+	other.Done(b, at(2199)) // and handled
 	if j := self.Judge(at(4000)); len(j) != 1 || j[0].Verdict != blame.Shared {
 		t.Fatalf("verdicts %v, want shared: a record failing with it got through", j)
 	}
-	other.Close()
 	self.Close()
 }
 
@@ -137,16 +140,48 @@ func TestSlowDependencyWidensTheWindow(t *testing.T) {
 
 func TestResolve(t *testing.T) {
 	b := newBook()
-	if got := b.Resolve("inventory"); got != blame.Handler {
-		t.Fatalf("an unreported dependency resolves to %q, want the handler", got)
+	if got := b.Resolve("inventory"); got != "inventory" {
+		t.Fatalf("a named dependency resolves to %q", got)
 	}
 	if got := b.Resolve(""); got != blame.Handler {
 		t.Fatalf("no dependency resolves to %q", got)
 	}
-	b.Check("inventory", at(0), at(1), true)
-	if got := b.Resolve("inventory"); got != "inventory" {
-		t.Fatalf("a checked dependency resolves to %q", got)
+}
+
+// A dependency nobody reports is judged by the handler's outcomes and the
+// other failures naming it: one record failing there while others are
+// handled is its own; others failing there too make it shared (an outage
+// of a service only some records need), however many are handled.
+func TestAnUnreportedDependencyIsJudgedByItsFailuresToo(t *testing.T) {
+	b := newBook()
+	handled := func(from, n, ms int) {
+		for i := range n {
+			b.Call(blame.Handler, rec(int64(from+i)), at(ms), at(ms+1), true)
+		}
 	}
+	var self, other, third blame.Record
+	self.Self, other.Self, third.Self = rec(1), rec(2), rec(3)
+	self.Fail(b, 1, "inventory", at(0), at(10), false, func() {})
+	handled(100, 20, 20)
+	if j := self.Judge(at(30)); len(j) != 0 {
+		t.Fatalf("judged %v before the first third of the window: failures naming it are heard until then", j)
+	}
+	if j := self.Judge(at(2000)); len(j) != 1 || j[0].Verdict != blame.Own {
+		t.Fatalf("a lone failure at an unreported dependency among records handled: verdicts %v, want own", j)
+	}
+	self.Fail(b, 2, "inventory", at(2000), at(2010), false, func() {})
+	handled(200, 20, 2020)
+	other.Fail(b, 1, "inventory", at(2000), at(2100), false, func() {})
+	third.Fail(b, 1, "inventory", at(2000), at(2200), false, func() {})
+	if j := self.Judge(at(4000)); len(j) != 1 || j[0].Verdict != blame.Shared {
+		t.Fatalf("failing with two others at an unreported dependency: verdicts %v, want shared", j)
+	}
+	if !b.Outage("inventory", at(3500)) || b.Outage(blame.Handler, at(3500)) {
+		t.Fatal("the shared verdict put the handler, not inventory, in outage")
+	}
+	self.Close()
+	other.Close()
+	third.Close()
 }
 
 // A failed check puts the dependency in outage until a check passes;
@@ -218,18 +253,33 @@ func TestCancelledWaitersAreNotWoken(t *testing.T) {
 	}
 }
 
-// A Shared verdict puts the dependency in outage.
+// A Shared verdict puts the dependency in outage for a window past it, or
+// past its window's end when it is judged later: the outage is anchored to
+// what was heard, not to when the record's retry came to look.
 func TestSharedVerdictStartsAnOutage(t *testing.T) {
-	b := newBook()
-	c := b.Open("vmaas", rec(1), at(0))
-	b.Call("vmaas", rec(2), at(10), at(20), false)
-	b.Call("vmaas", rec(3), at(10), at(20), false)
-	if v := c.Verdict(at(2000)); v != blame.Shared {
-		t.Fatalf("verdict %v, want shared", v)
-	}
-	c.Close()
-	if !b.Outage("vmaas", at(2500)) || b.Outage("vmaas", at(3100)) {
-		t.Fatal("no outage for a window past a shared verdict")
+	for _, c := range []struct {
+		judged    int
+		in, after int // ms: in the outage, past it
+	}{{1000, 1900, 2100}, {5000, 1900, 2100}, {500, -1, -1}} {
+		b := newBook() // window 1 s
+		k := b.Open("vmaas", rec(1), at(0))
+		b.Call("vmaas", rec(2), at(10), at(20), false)
+		b.Call("vmaas", rec(3), at(10), at(20), false)
+		v := k.Verdict(at(c.judged))
+		k.Close()
+		if c.in < 0 {
+			if v != blame.Pending {
+				t.Fatalf("judged at %d ms: %v, want pending (2 heard, window open)", c.judged, v)
+			}
+			continue
+		}
+		if v != blame.Shared {
+			t.Fatalf("judged at %d ms: %v, want shared", c.judged, v)
+		}
+		if !b.Outage("vmaas", at(c.in)) || b.Outage("vmaas", at(c.after)) {
+			t.Fatalf("judged at %d ms: outage at %d ms %v (want true), at %d ms %v (want false)",
+				c.judged, c.in, b.Outage("vmaas", at(c.in)), c.after, b.Outage("vmaas", at(c.after)))
+		}
 	}
 }
 
@@ -293,4 +343,106 @@ func TestCaseCountsOnlyItsEvidence(t *testing.T) {
 		}
 		c.Close()
 	})
+}
+
+// A suspect's served call speaks for a recovery only once its attempt got
+// past the dependency: served by a read and failing at its write, it did
+// not get through, and two such bad records must not blind each other.
+func TestASuspectServedCountsOnceItsAttemptGotThrough(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		settle func(b *blame.Book, other *blame.Record)
+		want   blame.Verdict
+	}{
+		// The check passes and one other record fails: Own.
+		{"failed at its write", func(b *blame.Book, other *blame.Record) {
+			b.Call("vmaas", rec(2), at(1210), at(1220), false)
+			other.Fail(b, 2, "vmaas", at(1200), at(1220), false, func() {})
+		}, blame.Own},
+		// Its attempt still running when the case is judged: nothing heard
+		// from it, and the check alone says the path serves.
+		{"still running", func(*blame.Book, *blame.Record) {}, blame.Own},
+		{"handled", func(b *blame.Book, other *blame.Record) { other.Done(b, at(1200)) }, blame.Shared},
+		{"failed elsewhere", func(b *blame.Book, other *blame.Record) {
+			other.Fail(b, 2, "database", at(1200), at(1230), false, func() {})
+		}, blame.Shared},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := newBook()
+			b.Check("vmaas", at(0), at(1), true)
+			b.Call("database", rec(9), at(0), at(1), true) // known
+			var other, self blame.Record
+			other.Self, self.Self = rec(2), rec(1)
+			other.Fail(b, 1, "vmaas", at(0), at(1000), false, func() {}) // failing before
+			self.Fail(b, 1, "vmaas", at(1000), at(1100), false, func() {})
+			b.Call("vmaas", rec(2), at(1200), at(1210), true) // its read, served
+			c.settle(b, &other)
+			b.Check("vmaas", at(1300), at(1301), true)
+			if j := self.Judge(at(3000)); len(j) != 1 || j[0].Verdict != c.want {
+				t.Fatalf("verdicts %v, want %v", j, c.want)
+			}
+			other.Close()
+			self.Close()
+		})
+	}
+}
+
+// A fresh record served by a read and failing at its write failed: it is
+// not evidence that the dependency serves.
+func TestAFreshRecordFailingAfterARead(t *testing.T) {
+	b := newBook()
+	b.Call("database", rec(9), at(0), at(1), true) // known
+	var self blame.Record
+	self.Self = rec(1)
+	self.Fail(b, 1, "database", at(0), at(100), false, func() {})
+	for i := range 4 {
+		var fresh blame.Record
+		fresh.Self = rec(int64(10 + i))
+		b.Call("database", fresh.Self, at(110), at(111), true)  // read
+		b.Call("database", fresh.Self, at(112), at(113), false) // write
+		fresh.Fail(b, 1, "database", at(110), at(113), false, func() {})
+		defer fresh.Close()
+	}
+	if e := self.Judge(at(3000)); len(e) != 1 || e[0].Verdict != blame.Shared {
+		t.Fatalf("verdicts %v, want shared: four records failing at their writes with it", e)
+	}
+	self.Close()
+}
+
+// Failed calls do not widen the window: a record whose calls hang until
+// its attempt's deadline must not stretch its own cases' windows.
+func TestFailedCallsDoNotWidenTheWindow(t *testing.T) {
+	b := newBook()
+	for i := range 20 {
+		b.Call("vmaas", rec(1), at(i*3000), at(i*3000+3000), false)
+	}
+	c := b.Open("vmaas", rec(1), at(100_000))
+	if got := c.Until().Sub(at(100_000)); got != time.Second {
+		t.Fatalf("window %v after 3 s failed calls, want the configured 1 s", got)
+	}
+	c.Close()
+}
+
+// A record whose retry starts by its backoff waits for no recovery any
+// more: the next served call wakes the record still waiting.
+func TestARetryWithdrawsTheWait(t *testing.T) {
+	b := newBook()
+	b.Check("vmaas", at(0), at(1), false) // outage
+	woken := map[int64]int{}
+	records := make([]*blame.Record, 5)
+	for i := range records {
+		off := int64(i + 1)
+		records[i] = &blame.Record{Self: rec(off)}
+		records[i].Fail(b, 1, "vmaas", at(10), at(20), false, func() { woken[off]++ })
+	}
+	for _, r := range records[:4] {
+		r.Retry() // their backoffs ran out
+	}
+	b.Call("vmaas", rec(99), at(100), at(101), true)
+	if woken[5] != 1 || len(woken) != 1 {
+		t.Fatalf("woken %v, want the one still waiting (5) once", woken)
+	}
+	for _, r := range records {
+		r.Close()
+	}
 }

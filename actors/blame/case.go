@@ -5,17 +5,25 @@ import "time"
 // Case is the evidence gathered about one failure: what other records' calls
 // to its dependency, and its health checks, said in the window after it.
 type Case struct {
-	d     *dep
-	self  Source
-	at    time.Time // the failure
-	until time.Time // the window's end: checks starting after it are not evidence
-	heard time.Time // the end of the first third of the window: records' calls starting after it are not evidence
+	d *dep // whose calls and checks are its evidence
+	// outage is the dependency a Shared verdict puts in outage: d, or the
+	// unreported dependency named, whose failures (heardNamed) are
+	// evidence too.
+	outage *dep
+	named  string
+	self   Source
+	at     time.Time // the failure
+	until  time.Time // the window's end: checks starting after it are not evidence
+	heard  time.Time // the end of the first third of the window: records' calls starting after it are not evidence
 	// enough is how many records heard make the case ripe early.
 	enough int
 
 	// Under d.mu:
-	seen     map[Source]struct{} // records heard, by their first call in the window
-	evidence Evidence
+	seen       map[Source]*heard // records heard, by their first call in the window
+	namedFails map[Source]struct{}
+	// checkPassed, checkFailed: a check that started in the window passed,
+	// failed.
+	checkPassed, checkFailed bool
 	// steadyBefore: no check failed in the two windows before the failure.
 	steadyBefore  bool
 	verdict       Verdict // final once not Pending
@@ -23,17 +31,28 @@ type Case struct {
 	dependencyKey string
 }
 
-// Open starts gathering evidence about a failure of self at dependency (as
-// Resolve names it) at at. Close it once it is judged or its record ends.
+// Open starts gathering evidence about a failure of self at dependency at
+// at, judged by the dependency's calls and checks (Record.Fail picks what
+// judges a record's failure). Close it once it is judged or its record ends.
 func (b *Book) Open(dependency string, self Source, at time.Time) *Case {
 	d := b.dep(dependency)
+	return b.open(d, d, "", self, at)
+}
+
+// open starts a case judged by d's evidence, whose Shared verdict puts
+// outage in outage; named is the unreported dependency it names, if any.
+func (b *Book) open(d, outage *dep, named string, self Source, at time.Time) *Case {
 	window := b.cfg.Window
 	if mean := time.Duration(d.meanCall.Load()); 2*mean > window {
 		// Calls that start within the window end after it: wait for them.
 		window = 2 * mean
 	}
-	c := &Case{d: d, self: self, at: at, until: at.Add(window), heard: at.Add(window / 3), enough: b.cfg.Enough,
-		seen: map[Source]struct{}{}, dependencyKey: dependency}
+	key := named
+	if key == "" {
+		key = d.name
+	}
+	c := &Case{d: d, outage: outage, named: named, self: self, at: at, until: at.Add(window), heard: at.Add(window / 3), enough: b.cfg.Enough,
+		seen: map[Source]*heard{}, dependencyKey: key}
 	d.mu.Lock()
 	c.steadyBefore = d.checkFailed.Before(at.Add(-2 * window))
 	d.cases[c] = struct{}{}
@@ -47,6 +66,21 @@ func (c *Case) Dependency() string { return c.dependencyKey }
 
 // Until returns the end of the case's window: it is ripe then at the latest.
 func (c *Case) Until() time.Time { return c.until }
+
+// heard is what one record's first call in a case's window said.
+type heard struct {
+	start   time.Time
+	suspect bool // failing at the dependency when the case's record failed
+	served  bool
+	// settled: the attempt that made a served call got past the dependency
+	// (it ended, failing elsewhere or not at all). Until then a suspect's
+	// served call says nothing: a record served by a read and failing at
+	// its write has not got through, and taking its read for a recovery
+	// had two bad records blind each other for ever. A fresh record's
+	// served call counts at once; its attempt failing at the dependency
+	// turns it into a failure (settle).
+	settled bool
+}
 
 // hear books src's call that started at start: evidence when it started
 // within the first third of the window (what others met just after the
@@ -63,21 +97,36 @@ func (c *Case) hear(src Source, start time.Time, served bool) {
 		// later in the window.
 		return
 	}
-	c.seen[src] = struct{}{}
-	e := &c.evidence
-	if since, ok := c.d.failing[src]; ok && !since.After(c.at) {
-		if served {
-			e.Recovered++
-		} else {
-			e.SuspectsFailed++
-		}
+	since, failing := c.d.failing[src]
+	// The handler's outcomes are booked when an attempt ends: settled.
+	c.seen[src] = &heard{start: start, suspect: failing && !since.After(c.at), served: served, settled: c.d.outcomes}
+}
+
+// hearNamed books src's failure at the unreported dependency the case
+// names, at at: evidence when it is in the first third of the window, every
+// record counted (not only the first Enough heard). Under d.mu.
+func (c *Case) hearNamed(src Source, at time.Time) {
+	if c.verdict != Pending || src == c.self || at.Before(c.at) || at.After(c.heard) {
 		return
 	}
-	if served {
-		e.Served++
-	} else {
-		e.Failed++
+	if c.namedFails == nil {
+		c.namedFails = map[Source]struct{}{}
 	}
+	c.namedFails[src] = struct{}{}
+}
+
+// settle books how the attempt of src that started at started ended: failed
+// at this case's dependency (its served call there did not get it through)
+// or not. Under d.mu.
+func (c *Case) settle(src Source, started time.Time, failedHere bool) {
+	h := c.seen[src]
+	if c.verdict != Pending || h == nil || !h.served || h.start.Before(started) {
+		return
+	}
+	if failedHere {
+		h.served = false
+	}
+	h.settled = true
 }
 
 // checked books a health check that started at start. Under d.mu.
@@ -92,9 +141,9 @@ func (c *Case) checked(start time.Time, served bool) {
 		return
 	}
 	if served {
-		c.evidence.CheckPassed = true
+		c.checkPassed = true
 	} else {
-		c.evidence.CheckFailed = true
+		c.checkFailed = true
 	}
 }
 
@@ -102,34 +151,74 @@ func (c *Case) checked(start time.Time, served bool) {
 // heard, or its window closed), then final. A Shared verdict puts the
 // dependency in outage for a window.
 func (c *Case) Verdict(now time.Time) Verdict {
+	v, outageUntil := c.judge(now)
+	if !outageUntil.IsZero() {
+		o := c.outage
+		o.mu.Lock()
+		o.enterOutage(c.at, outageUntil)
+		o.mu.Unlock()
+	}
+	return v
+}
+
+// judge is Verdict under c.d.mu; a Shared verdict returns when the outage
+// it starts ends.
+func (c *Case) judge(now time.Time) (Verdict, time.Time) {
 	d := c.d
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if c.verdict != Pending {
-		return c.verdict
+		return c.verdict, time.Time{}
 	}
-	if len(c.seen) < c.enough && now.Before(c.until) {
-		return Pending
+	if now.Before(c.until) && (len(c.seen) < c.enough || (c.named != "" && now.Before(c.heard))) {
+		// Failures naming an unreported dependency are heard through the
+		// first third of the window, however many records were heard.
+		return Pending, time.Time{}
 	}
 	// The check speaks for the path only if it has been passing: none failed
 	// in the two windows before the failure either (one lucky pass of a
 	// dependency shedding half its calls is no evidence).
-	e := c.evidence
+	e := c.evidenceLocked()
 	e.CheckPassed = e.CheckPassed && c.steadyBefore
 	c.verdict = Judge(e)
-	if c.verdict == Shared {
-		// The outage lasts a window past the verdict: a failure made in a
-		// short lull of a trouble that keeps coming is shared too.
-		d.enterOutage(c.at, now.Add(c.until.Sub(c.at)))
+	if c.verdict != Shared {
+		return c.verdict, time.Time{}
 	}
-	return c.verdict
+	// The outage lasts a window past the verdict (past the window's end,
+	// for a verdict judged late): a failure made in a short lull of a
+	// trouble that keeps coming is shared too.
+	from := now
+	if from.After(c.until) {
+		from = c.until
+	}
+	return c.verdict, from.Add(c.until.Sub(c.at))
 }
 
 // Evidence returns what the case has heard so far.
 func (c *Case) Evidence() Evidence {
 	c.d.mu.Lock()
 	defer c.d.mu.Unlock()
-	return c.evidence
+	return c.evidenceLocked()
+}
+
+// evidenceLocked counts what was heard. A suspect served whose attempt has
+// not settled yet is not counted. Under d.mu.
+func (c *Case) evidenceLocked() Evidence {
+	e := Evidence{CheckPassed: c.checkPassed, CheckFailed: c.checkFailed, NamedFailed: len(c.namedFails)}
+	for _, h := range c.seen {
+		switch {
+		case h.suspect && h.served && h.settled:
+			e.Recovered++
+		case h.suspect && !h.served:
+			e.SuspectsFailed++
+		case h.suspect:
+		case h.served:
+			e.Served++
+		default:
+			e.Failed++
+		}
+	}
+	return e
 }
 
 // Close stops gathering evidence for the case. Idempotent.
@@ -158,6 +247,9 @@ type Evidence struct {
 	// Judge reads it, none failed in the two windows before the failure);
 	// CheckFailed: one failed.
 	CheckPassed, CheckFailed bool
+	// NamedFailed counts the other records failing at the unreported
+	// dependency the failure names (judged by the handler's outcomes).
+	NamedFailed int
 }
 
 // Judge is the rule's verdict on a ripe case:
@@ -167,6 +259,9 @@ type Evidence struct {
 //   - a suspect served is Shared: a record failing with this one got
 //     through afterwards, so the trouble was shared and has passed (a short
 //     outage while the failing records held every credit looks like this);
+//   - two or more other records failing at the unreported dependency the
+//     failure names is Shared: nothing else is heard of that dependency, and
+//     an outage of a service only some records need looks like this;
 //   - three or more fresh records served, at least four for each fresh one
 //     failing, is Own: the dependency serves records that were not failing,
 //     and the suspects failing again are the other bad ones (two or more bad
@@ -178,21 +273,29 @@ type Evidence struct {
 //     fresh records can tell;
 //   - a passed check with at most one other record failing is Own: the
 //     path serves, and one other failing record may be a bad one too;
-//   - anything else is NoEvidence.
+//   - anything else is NoEvidence; and so is Own where one other record
+//     failed at the unreported dependency the failure names (two bad
+//     records, or the start of an outage of it: only time tells).
 func Judge(e Evidence) Verdict {
 	failed := e.Failed + e.SuspectsFailed
+	var v Verdict
 	switch {
-	case e.CheckFailed, e.Recovered > 0:
+	case e.CheckFailed, e.Recovered > 0, e.NamedFailed >= 2:
 		return Shared
 	case e.Served >= 3 && e.Served >= 4*e.Failed:
-		return Own
+		v = Own
 	case failed >= 2 && e.Served < 4*failed:
 		if e.CheckPassed {
 			return NoEvidence
 		}
 		return Shared
 	case e.CheckPassed && failed <= 1:
-		return Own
+		v = Own
+	default:
+		return NoEvidence
 	}
-	return NoEvidence
+	if e.NamedFailed > 0 {
+		return NoEvidence
+	}
+	return v
 }

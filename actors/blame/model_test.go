@@ -74,6 +74,7 @@ const (
 	badFast          // fails at once at its dependency
 	badHang          // its call hangs until the deadline
 	badPlain         // fails at once naming no dependency (or panics)
+	badRead          // its first call to its dependency (a read) is served like anyone's, its second (a write) fails
 )
 
 type phase struct {
@@ -281,6 +282,20 @@ func (w *modelWorld) outcome(r *mRecord, start int) (served, ok bool) {
 	return served, ok
 }
 
+// book reports r's calls in its attempt from start to end: one call to
+// its dependency, served or not; for badRead, a read first (served when
+// its dependency serves) and then the failing write.
+func (w *modelWorld) bookCalls(r *mRecord, start, end int, served bool) {
+	if r.dep == "" {
+		return
+	}
+	if r.kind == badRead {
+		w.book.Call(r.dep, src(r), mt(start), mt(start), served)
+		served = false
+	}
+	w.book.Call(r.dep, src(r), mt(start), mt(end), served)
+}
+
 func (w *modelWorld) attemptEnd(e *event) {
 	r := e.r
 	if !r.running || r.attempt != e.att {
@@ -292,11 +307,10 @@ func (w *modelWorld) attemptEnd(e *event) {
 		start = e.at - mTimeout
 	}
 	served, ok := w.outcome(r, start)
-	if r.dep != "" {
-		w.book.Call(r.dep, src(r), mt(start), mt(e.at), served)
-	}
+	w.bookCalls(r, start, e.at, served)
 	w.book.Call(blame.Handler, src(r), mt(start), mt(e.at), ok)
 	if ok {
+		r.rule.Done(w.book, mt(start))
 		w.finish(r)
 		return
 	}
@@ -305,7 +319,7 @@ func (w *modelWorld) attemptEnd(e *event) {
 		named = ""
 	}
 	rr, att := r, r.attempt
-	judged := r.rule.Fail(w.book, att, named, mt(e.at), false, func() {
+	judged := r.rule.Fail(w.book, att, named, mt(start), mt(e.at), false, func() {
 		w.schedule(&event{at: w.now, kind: 1, r: rr, att: att})
 	})
 	w.note(r, judged)
@@ -314,7 +328,12 @@ func (w *modelWorld) attemptEnd(e *event) {
 		return
 	}
 	w.lend(r)
-	w.schedule(&event{at: e.at + backoffOf(int(att)+1), kind: 1, r: r, att: att})
+	wait := backoffOf(int(att) + 1)
+	if r.rule.Own+r.rule.Pending() >= mMaxAttempts {
+		// as the actor: the pending verdicts may dead-letter it
+		wait = max(wait, int(r.rule.RipeBy().Sub(mt(e.at))/time.Millisecond)+1)
+	}
+	w.schedule(&event{at: e.at + wait, kind: 1, r: r, att: att})
 }
 
 func backoffOf(attempt int) int {
@@ -363,6 +382,7 @@ func (w *modelWorld) retryDue(e *event) {
 		w.deadLetter(r)
 		return
 	}
+	r.rule.Retry()
 	w.start(r)
 }
 
@@ -445,7 +465,7 @@ func drawWorld(t *rapid.T) *modelWorld {
 			r := &mRecord{p: pi, off: int64(off), key: rapid.IntRange(0, 5).Draw(t, "key"),
 				dep: rapid.SampledFrom([]string{"vmaas", "database"}).Draw(t, "dep"), callDur: rapid.IntRange(1, 5).Draw(t, "call ms")}
 			if rapid.IntRange(0, 3).Draw(t, "bad?") == 0 {
-				r.kind = badKind(rapid.IntRange(1, 3).Draw(t, "bad kind"))
+				r.kind = badKind(rapid.IntRange(1, 4).Draw(t, "bad kind"))
 				bads++
 			}
 			p.records = append(p.records, r)
@@ -465,7 +485,7 @@ func drawWorld(t *rapid.T) *modelWorld {
 	badAt := map[string]int{}
 	for _, p := range w.parts {
 		for _, r := range p.records {
-			if r.kind == badFast || r.kind == badHang {
+			if r.kind == badFast || r.kind == badHang || r.kind == badRead {
 				badAt[r.dep]++
 			}
 		}

@@ -35,27 +35,42 @@ type Judged struct {
 	Verdict Verdict
 }
 
-// Fail books failed attempt at at, made at dependency (as the handler named
-// it; Resolve picks what judges it): the pending cases ripe by then are
-// judged and returned. A congested attempt is Congestion at once. While the
-// dependency is in an outage the failure is Shared at once (whatever a
-// recovery within its window would later say), and the record waits for the
-// recovery: wake is called once, from any goroutine, when the recovery
-// releases it (it must only tell the record's owner). Otherwise a case is
-// opened, judged once ripe.
-func (r *Record) Fail(b *Book, attempt int32, dependency string, at time.Time, congested bool, wake func()) []Judged {
+// Fail books failed attempt, which started at started and failed at at,
+// made at dependency (as the handler named it; Resolve picks what judges
+// it): the pending cases ripe by then are judged and returned. A congested
+// attempt is Congestion at once. While the dependency is in an outage the
+// failure is Shared at once (whatever a recovery within its window would
+// later say), and the record waits for the recovery: wake is called once,
+// from any goroutine, when the recovery releases it (it must only tell the
+// record's owner). Otherwise a case is opened, judged once ripe.
+//
+// The attempt's calls heard in others' cases are settled: those to the
+// dependency it failed at did not get it through.
+func (r *Record) Fail(b *Book, attempt int32, dependency string, started, at time.Time, congested bool, wake func()) []Judged {
 	judged := r.Judge(at)
 	r.stopWaiting()
 	if congested {
+		b.settle(r.Self, started, nil)
 		return r.conclude(judged, Judged{attempt, Congestion})
 	}
-	dep := b.Resolve(dependency)
-	r.markFailing(b.dep(dep), at)
-	if cancel, ok := b.Await(dep, at, wake); ok {
+	od := b.dep(b.Resolve(dependency)) // whose outage it is in
+	// What judges it: the dependency's calls and checks when they are
+	// reported, else the handler's outcomes, with the other failures
+	// naming the same dependency (Open).
+	jd, named := od, ""
+	if !od.known.Load() && !od.outcomes {
+		jd, named = b.dep(Handler), dependency
+	}
+	b.settle(r.Self, started, jd)
+	if named != "" {
+		b.namedFailure(named, r.Self, at)
+	}
+	r.markFailing(jd, at)
+	if cancel, ok := od.await(at, wake); ok {
 		r.cancelWait = cancel
 		return r.conclude(judged, Judged{attempt, Shared})
 	}
-	r.pending = append(r.pending, pendingFailure{attempt: attempt, c: b.Open(dep, r.Self, at)})
+	r.pending = append(r.pending, pendingFailure{attempt: attempt, c: b.open(jd, od, named, r.Self, at)})
 	return judged
 }
 
@@ -85,8 +100,25 @@ func (r *Record) Judge(now time.Time) []Judged {
 // saw, and whose verdicts would hear only the records served after it).
 func (r *Record) Decide(limit int) (deadLetter bool) { return r.Own >= limit }
 
+// Retry withdraws the record's wait for a recovery: its next attempt
+// starts (its backoff ran out first). A waiter left behind would take a
+// wake-up from a record still waiting.
+func (r *Record) Retry() { r.stopWaiting() }
+
 // Pending returns how many failures await their verdict.
 func (r *Record) Pending() int { return len(r.pending) }
+
+// RipeBy returns when every pending failure is ripe at the latest (the end
+// of its case's window); the zero time when none is pending.
+func (r *Record) RipeBy() time.Time {
+	var by time.Time
+	for _, p := range r.pending {
+		if u := p.c.Until(); u.After(by) {
+			by = u
+		}
+	}
+	return by
+}
 
 func (r *Record) conclude(judged []Judged, j Judged) []Judged {
 	switch j.Verdict {
@@ -101,9 +133,17 @@ func (r *Record) conclude(judged []Judged, j Judged) []Judged {
 	return append(judged, j)
 }
 
+// Done ends the record's part in the book once its attempt that started at
+// started handled it (done, skipped or refused as broken): its calls heard
+// in others' cases got it through. Then it closes the record.
+func (r *Record) Done(b *Book, started time.Time) {
+	b.settle(r.Self, started, nil)
+	r.Close()
+}
+
 // Close ends the record's part in the book: its pending cases are closed
-// unjudged and its wait withdrawn. Call it when the record finishes, is
-// dead-lettered or abandoned.
+// unjudged and its wait withdrawn. Call it when the record is dead-lettered
+// or abandoned (Done when it was handled).
 func (r *Record) Close() {
 	for _, p := range r.pending {
 		p.c.Close()
