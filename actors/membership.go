@@ -47,7 +47,17 @@ func NewMembershipCheck(client sarama.Client, group string) MembershipCheck {
 			defer cancel()
 		}
 		done := make(chan error, 1)
-		go func() { done <- askCoordinator(client, group, generation, member, topic, partition) }()
+		go func() {
+			err := askCoordinator(client, group, generation, member, topic, partition)
+			if errors.Is(err, errCoordinatorMoved) {
+				// The client caches the coordinator; nothing else refreshes
+				// it for this client. Ask Kafka where it is now, once.
+				if rerr := client.RefreshCoordinator(group); rerr == nil {
+					err = askCoordinator(client, group, generation, member, topic, partition)
+				}
+			}
+			done <- err
+		}()
 		select {
 		case err := <-done:
 			return err
@@ -57,6 +67,18 @@ func NewMembershipCheck(client sarama.Client, group string) MembershipCheck {
 	}
 }
 
+// errCoordinatorMoved marks an answer that says the cached coordinator is
+// not the group's any more, or did not answer.
+var errCoordinatorMoved = errors.New("the coordinator moved or did not answer")
+
+// movedOr wraps err with errCoordinatorMoved when it says so.
+func movedOr(err error) error {
+	if errors.Is(err, sarama.ErrNotCoordinatorForConsumer) || errors.Is(err, sarama.ErrConsumerCoordinatorNotAvailable) {
+		return fmt.Errorf("%w: %w", errCoordinatorMoved, err)
+	}
+	return err
+}
+
 func askCoordinator(client sarama.Client, group string, generation int32, member, topic string, partition int32) error {
 	coordinator, err := client.Coordinator(group)
 	if err != nil {
@@ -64,21 +86,21 @@ func askCoordinator(client sarama.Client, group string, generation int32, member
 	}
 	hb, err := coordinator.Heartbeat(&sarama.HeartbeatRequest{GroupId: group, GenerationId: generation, MemberId: member})
 	if err != nil {
-		return fmt.Errorf("membership of %s in group %s: %w", member, group, err)
+		return fmt.Errorf("membership of %s in group %s: %w: %w", member, group, errCoordinatorMoved, err)
 	}
 	if hb.Err != sarama.ErrNoError {
-		return fmt.Errorf("member %s of group %s at generation %d: %w", member, group, generation, hb.Err)
+		return movedOr(fmt.Errorf("member %s of group %s at generation %d: %w", member, group, generation, hb.Err))
 	}
 	desc, err := coordinator.DescribeGroups(&sarama.DescribeGroupsRequest{Groups: []string{group}})
 	if err != nil {
-		return fmt.Errorf("assignment of %s in group %s: %w", member, group, err)
+		return fmt.Errorf("assignment of %s in group %s: %w: %w", member, group, errCoordinatorMoved, err)
 	}
 	for _, g := range desc.Groups {
 		if g.GroupId != group {
 			continue
 		}
 		if g.Err != sarama.ErrNoError {
-			return fmt.Errorf("assignment of %s in group %s: %w", member, group, g.Err)
+			return movedOr(fmt.Errorf("assignment of %s in group %s: %w", member, group, g.Err))
 		}
 		if g.State != "Stable" {
 			return fmt.Errorf("assignment of %s in group %s: the group is %s: %w", member, group, g.State, sarama.ErrRebalanceInProgress)

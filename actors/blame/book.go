@@ -27,10 +27,11 @@
 //     checks of, is judged by the handler's own outcomes (Handler): other
 //     records handled are served calls, other records failing are failed
 //     ones. One naming a dependency nobody reports also hears the other
-//     failures naming it, all of them through the window's first third:
-//     the records handled meanwhile say nothing of a service only some of
-//     them need. A handler that classifies nothing is never punished for an
-//     outage that fails every record.
+//     failures naming it, all of them through the window's first third,
+//     and is held while any fails there: the records handled meanwhile say
+//     nothing of a service only some of them need. A handler that
+//     classifies nothing is never punished for an outage that fails every
+//     record.
 //  4. Where nothing could be heard, the verdict is NoEvidence: the record is
 //     held, retried and reported by its owner, never dead-lettered on a
 //     guess.
@@ -205,8 +206,13 @@ func (b *Book) settle(src Source, started time.Time, failedAt *dep) {
 			return true
 		}
 		d.mu.Lock()
+		gotPast := false
 		for c := range d.cases {
-			c.settle(src, started, d == failedAt)
+			gotPast = c.settle(src, started, d == failedAt) || gotPast
+		}
+		if gotPast {
+			// Its run of failures here ended: its calls are fresh again.
+			delete(d.failing, src)
 		}
 		d.mu.Unlock()
 		return true

@@ -44,9 +44,13 @@ func TestJudgeTable(t *testing.T) {
 		{E{CheckPassed: true}, blame.Own},
 		{E{Served: 7, Recovered: 1}, blame.Shared}, // a record failing with it was served after: it passed
 		{E{Recovered: 1, CheckPassed: true}, blame.Shared},
-		{E{Served: 8, NamedFailed: 2}, blame.Shared},     // others failing at the unreported dependency it names
+		{E{Served: 8, NamedFailed: 2}, blame.NoEvidence}, // others failing at the unreported dependency it names: held
 		{E{Served: 8, NamedFailed: 1}, blame.NoEvidence}, // one other: a bad one too, or an outage starting
 		{E{Served: 8}, blame.Own},
+		{E{Failed: 2, NamedFailed: 2}, blame.Shared},             // everything failing: shared, named or not
+		{E{CheckPassed: true, Failing: 1}, blame.Own},            // one other failing there still, unheard
+		{E{CheckPassed: true, Failing: 2}, blame.NoEvidence},     // two: several bad records, or an outage the check misses
+		{E{Served: 3, CheckPassed: true, Failing: 5}, blame.Own}, // fresh records served speak first
 	}
 	for _, c := range cases {
 		if got := blame.Judge(c.e); got != c.want {
@@ -150,8 +154,9 @@ func TestResolve(t *testing.T) {
 
 // A dependency nobody reports is judged by the handler's outcomes and the
 // other failures naming it: one record failing there while others are
-// handled is its own; others failing there too make it shared (an outage
-// of a service only some records need), however many are handled.
+// handled is its own; others failing there too make it held (two bad
+// records, or an outage of a service only some records need), however many
+// are handled.
 func TestAnUnreportedDependencyIsJudgedByItsFailuresToo(t *testing.T) {
 	b := newBook()
 	handled := func(from, n, ms int) {
@@ -173,11 +178,8 @@ func TestAnUnreportedDependencyIsJudgedByItsFailuresToo(t *testing.T) {
 	handled(200, 20, 2020)
 	other.Fail(b, 1, "inventory", at(2000), at(2100), false, func() {})
 	third.Fail(b, 1, "inventory", at(2000), at(2200), false, func() {})
-	if j := self.Judge(at(4000)); len(j) != 1 || j[0].Verdict != blame.Shared {
-		t.Fatalf("failing with two others at an unreported dependency: verdicts %v, want shared", j)
-	}
-	if !b.Outage("inventory", at(3500)) || b.Outage(blame.Handler, at(3500)) {
-		t.Fatal("the shared verdict put the handler, not inventory, in outage")
+	if j := self.Judge(at(4000)); len(j) != 1 || j[0].Verdict != blame.NoEvidence {
+		t.Fatalf("failing with two others at an unreported dependency while others are handled: verdicts %v, want no evidence (held)", j)
 	}
 	self.Close()
 	other.Close()
@@ -445,4 +447,32 @@ func TestARetryWithdrawsTheWait(t *testing.T) {
 	for _, r := range records {
 		r.Close()
 	}
+}
+
+// A record whose attempt got past the dependency ends its run of failures
+// there: it is no suspect in later cases, so its being served there again
+// is a fresh record's, not a recovery for ever.
+func TestASuspectThatGotPastIsFreshAgain(t *testing.T) {
+	b := newBook()
+	b.Call("database", rec(9), at(0), at(1), true) // known
+	b.Call("vmaas", rec(9), at(0), at(1), true)
+	var self, other blame.Record
+	self.Self, other.Self = rec(1), rec(2)
+	other.Fail(b, 1, "vmaas", at(0), at(5), false, func() {}) // a blip at VMaaS
+	self.Fail(b, 1, "vmaas", at(900), at(1000), false, func() {})
+	b.Call("vmaas", rec(2), at(1200), at(1210), true)                  // got past VMaaS...
+	other.Fail(b, 2, "database", at(1200), at(1230), false, func() {}) // ...failing elsewhere
+	if j := self.Judge(at(2100)); len(j) != 1 || j[0].Verdict != blame.Shared {
+		t.Fatalf("first verdicts %v, want shared: a record failing with it got past", j)
+	}
+	self.Fail(b, 2, "vmaas", at(2900), at(3000), false, func() {})
+	for i := range 3 {
+		b.Call("vmaas", rec(int64(2+i*10)), at(3100), at(3110), true) // rec(2) among them, fresh now
+	}
+	other.Fail(b, 3, "database", at(3100), at(3130), false, func() {})
+	if j := self.Judge(at(4100)); len(j) != 1 || j[0].Verdict != blame.Own {
+		t.Fatalf("second verdicts %v, want own: the one-time suspect is fresh again", j)
+	}
+	self.Close()
+	other.Close()
 }

@@ -118,15 +118,16 @@ func (c *Case) hearNamed(src Source, at time.Time) {
 // settle books how the attempt of src that started at started ended: failed
 // at this case's dependency (its served call there did not get it through)
 // or not. Under d.mu.
-func (c *Case) settle(src Source, started time.Time, failedHere bool) {
+func (c *Case) settle(src Source, started time.Time, failedHere bool) (gotPast bool) {
 	h := c.seen[src]
 	if c.verdict != Pending || h == nil || !h.served || h.start.Before(started) {
-		return
+		return false
 	}
 	if failedHere {
 		h.served = false
 	}
 	h.settled = true
+	return !failedHere
 }
 
 // checked books a health check that started at start. Under d.mu.
@@ -205,6 +206,11 @@ func (c *Case) Evidence() Evidence {
 // not settled yet is not counted. Under d.mu.
 func (c *Case) evidenceLocked() Evidence {
 	e := Evidence{CheckPassed: c.checkPassed, CheckFailed: c.checkFailed, NamedFailed: len(c.namedFails)}
+	for src, since := range c.d.failing {
+		if src != c.self && !since.After(c.at) {
+			e.Failing++
+		}
+	}
 	for _, h := range c.seen {
 		switch {
 		case h.suspect && h.served && h.settled:
@@ -250,6 +256,11 @@ type Evidence struct {
 	// NamedFailed counts the other records failing at the unreported
 	// dependency the failure names (judged by the handler's outcomes).
 	NamedFailed int
+	// Failing counts the other records failing at the dependency since
+	// before the failure and failing still, heard or not: a record whose
+	// attempt hangs past the window, or waits between attempts, is not
+	// heard, but it fails there all the same.
+	Failing int
 }
 
 // Judge is the rule's verdict on a ripe case:
@@ -259,9 +270,6 @@ type Evidence struct {
 //   - a suspect served is Shared: a record failing with this one got
 //     through afterwards, so the trouble was shared and has passed (a short
 //     outage while the failing records held every credit looks like this);
-//   - two or more other records failing at the unreported dependency the
-//     failure names is Shared: nothing else is heard of that dependency, and
-//     an outage of a service only some records need looks like this;
 //   - three or more fresh records served, at least four for each fresh one
 //     failing, is Own: the dependency serves records that were not failing,
 //     and the suspects failing again are the other bad ones (two or more bad
@@ -271,16 +279,19 @@ type Evidence struct {
 //     NoEvidence, since a path that serves its check while several records
 //     fail is several bad records, or an outage the check misses, and only
 //     fresh records can tell;
-//   - a passed check with at most one other record failing is Own: the
-//     path serves, and one other failing record may be a bad one too;
-//   - anything else is NoEvidence; and so is Own where one other record
-//     failed at the unreported dependency the failure names (two bad
-//     records, or the start of an outage of it: only time tells).
+//   - a passed check with at most one other record failing (heard, or
+//     failing there still since before) is Own: the path serves, and one
+//     other failing record may be a bad one too;
+//   - anything else is NoEvidence; and so is Own where another record
+//     failed at the unreported dependency the failure names: the records
+//     handled say nothing of that dependency, and two records failing there
+//     may be two bad ones or an outage of a service only some records need
+//     (held and reported, never dead-lettered, until only one fails there).
 func Judge(e Evidence) Verdict {
 	failed := e.Failed + e.SuspectsFailed
 	var v Verdict
 	switch {
-	case e.CheckFailed, e.Recovered > 0, e.NamedFailed >= 2:
+	case e.CheckFailed, e.Recovered > 0:
 		return Shared
 	case e.Served >= 3 && e.Served >= 4*e.Failed:
 		v = Own
@@ -289,7 +300,7 @@ func Judge(e Evidence) Verdict {
 			return NoEvidence
 		}
 		return Shared
-	case e.CheckPassed && failed <= 1:
+	case e.CheckPassed && max(failed, e.Failing) <= 1:
 		v = Own
 	default:
 		return NoEvidence

@@ -1,6 +1,9 @@
 package blame
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Record is the rule's state for one record: its own failures so far, the
 // cases of its failures not judged yet, and its wait for a recovery. The
@@ -170,7 +173,9 @@ func (r *Record) markFailing(d *dep, at time.Time) {
 		return
 	}
 	d.failing[r.Self] = at
-	r.failingAt = append(r.failingAt, d)
+	if !slices.Contains(r.failingAt, d) {
+		r.failingAt = append(r.failingAt, d)
+	}
 }
 
 func (r *Record) stopWaiting() {

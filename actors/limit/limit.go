@@ -284,9 +284,9 @@ type Controller struct {
 	// since the limit last got back there: once the failures stop, the
 	// limit doubles each window back up to it (see recovering).
 	recoverTo float64
-	// troublePeak is the highest share of failures in a window since the
-	// trouble began (recoverTo set).
-	troublePeak float64
+	// doublingBack: the failures stopped and the limit doubles back
+	// towards recoverTo (see recovering).
+	doublingBack bool
 }
 
 // New returns a controller at its initial limit.
@@ -426,10 +426,7 @@ func (c *Controller) close(now time.Time) {
 	}
 
 	if failedShare >= troubleShare && c.recoverTo == 0 {
-		c.recoverTo, c.troublePeak = c.limit, 0 // before this window's cut
-	}
-	if c.recoverTo > 0 {
-		c.troublePeak = max(c.troublePeak, failedShare)
+		c.recoverTo = c.limit // before this window's cut
 	}
 	falling := false
 	if ok > 0 {
@@ -538,26 +535,29 @@ func (c *Controller) close(now time.Time) {
 // refused at its end), whose latency says nothing of a queue, and taken
 // for one it ended the recovery at once (measured end to end: the limit
 // stayed at 39 to 56 where it had been 131). It never doubles past
-// recoverTo, a limit the downstream served before the trouble; failures end
-// it, and the law judges the latency from there. Only an outage (a window
-// with outageShare or more failing) is recovered from: a downstream that
-// refuses a share of what is over its capacity began its trouble over it,
-// and doubling back there after each lull kept it refusing a fifth of the
-// attempts for good (K = 4 and 8, TestALoadSheddingSmallDownstreamIsNotKeptInTrouble).
+// recoverTo, a limit the downstream served before the trouble. Failures
+// end a recovery under way, and the law judges the latency from there (a
+// new trouble remembers its own limit): a downstream that refuses what is
+// over its capacity began its trouble over it, and doubling on towards that
+// limit at each lull kept one of 4 or 8 slots refusing a fifth of the
+// attempts for good (TestALoadSheddingSmallDownstreamIsNotKeptInTrouble).
 func (c *Controller) recovering(ok int, failedShare float64) bool {
-	if c.recoverTo == 0 || failedShare >= troubleShare/2 || ok == 0 {
+	if c.recoverTo == 0 {
 		return false
 	}
-	if c.troublePeak < outageShare {
-		c.recoverTo = 0
+	if failedShare >= troubleShare/2 || ok == 0 {
+		if c.doublingBack {
+			c.recoverTo, c.doublingBack = 0, false
+		}
 		return false
 	}
+	c.doublingBack = true
 	if c.limit >= c.recoverTo {
-		c.recoverTo = 0
+		c.recoverTo, c.doublingBack = 0, false
 		return false
 	}
 	if 2*c.limit >= c.recoverTo {
-		c.recoverTo = 0 // this window gets there
+		c.recoverTo, c.doublingBack = 0, false // this window gets there
 	}
 	return true
 }
@@ -705,11 +705,6 @@ const stillAtCapacity = 0.95
 // way is abandoned (its latencies would say nothing of no load). From half
 // of it the law may not raise the limit, in that window or the next.
 const troubleShare = 0.1
-
-// outageShare is the share of failures in a window from which a trouble is
-// an outage, recovered from by doubling back (recovering), rather than
-// load shed over the downstream's capacity.
-const outageShare = 0.9
 
 // fallingShare is how far under the lowest mean since the last probe a
 // window's mean must fall for the downstream to count as getting faster
