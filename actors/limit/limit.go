@@ -514,8 +514,13 @@ func (c *Controller) close(now time.Time) {
 	// probe after each would halve the limit a window in a few. A probe
 	// abandoned for failures is not retried before the schedule unless the
 	// latency falls by a fifth under the window it began after.
+	// Nor while the limit doubles back after an outage: a probe due then
+	// (its interval ran out during the outage) lowered the limit to measure
+	// and held it there for its drain and measuring windows, while the
+	// records woken by the recovery waited for credits (0.5 s at 50 ms
+	// calls, end to end).
 	early := c.unfallen >= warmedWindows
-	if c.cfg.ProbeInterval > 0 && !c.slowStart && (early || !now.Before(c.nextProbe)) && failedShare < troubleShare {
+	if c.cfg.ProbeInterval > 0 && !c.slowStart && c.recoverTo == 0 && (early || !now.Before(c.nextProbe)) && failedShare < troubleShare {
 		c.saved = c.limit
 		c.probed, c.unfallen = c.latency, 0
 		c.lowerForProbe()

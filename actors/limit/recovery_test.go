@@ -50,3 +50,33 @@ func TestLimitRecoversWithinASecondOfAnOutage(t *testing.T) {
 		}
 	}
 }
+
+// No probe starts while the limit doubles back after an outage: one due
+// then (its interval ran out during the outage) lowered the limit to
+// measure while the records woken by the recovery waited for credits. The
+// limit never falls until it is back where it was.
+func TestNoProbeWhileTheLimitDoublesBack(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 256))
+	cfg := limit.DefaultConfig(8, 1024)
+	c := mustNew(t, cfg)
+	now := time.Unix(0, 0)
+	d := downstream{k: 256, l: 20 * time.Millisecond}
+	before, _, _ := run(c, d, &now, 20*time.Second, rng)
+	// An outage longer than the probe interval: a probe is due when it ends.
+	for end := now.Add(cfg.ProbeInterval + time.Second); now.Before(end); now = now.Add(time.Millisecond) {
+		for range max(1, c.Limit()/5) {
+			c.Observe(now, limit.Sample{Latency: time.Millisecond, Congested: true, InFlight: c.Limit()})
+		}
+	}
+	last := c.Limit()
+	for end := now.Add(2 * time.Second); now.Before(end) && float64(last) < 0.8*before; {
+		run(c, d, &now, 10*time.Millisecond, rng)
+		if l := c.Limit(); l < last || c.Phase() != limit.Steady {
+			t.Fatalf("the limit went from %d to %d while doubling back to %.0f, phase %v", last, l, before, c.Phase())
+		}
+		last = c.Limit()
+	}
+	if float64(last) < 0.8*before {
+		t.Fatalf("the limit was at %d 2 s after the outage, %.0f before", last, before)
+	}
+}
