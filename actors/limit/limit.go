@@ -287,6 +287,10 @@ type Controller struct {
 	// doublingBack: the failures stopped and the limit doubles back
 	// towards recoverTo (see recovering).
 	doublingBack bool
+	// dark: a window of the trouble closed with nothing served;
+	// servedAgain is when the first attempt after it was (zero: none yet).
+	dark        bool
+	servedAgain time.Time
 }
 
 // New returns a controller at its initial limit.
@@ -337,6 +341,19 @@ func (c *Controller) Windows() int { return c.windows }
 // Observe adds a sample taken at now and reports whether it closed a window
 // (the limit may then have changed).
 func (c *Controller) Observe(now time.Time, s Sample) bool {
+	if c.recoverTo > 0 {
+		switch {
+		case !s.Congested && c.dark:
+			c.servedAgain, c.dark = now, false
+		case s.Congested && !c.servedAgain.IsZero() && now.Add(-s.Latency).Before(c.servedAgain):
+			// A failure of an attempt begun before the downstream served
+			// again after serving nothing (a client's own retries ran out
+			// at the outage's end) says nothing of now: counted, it held
+			// the recovery back or ended it, and the limit climbed by the
+			// law from the floor.
+			return false
+		}
+	}
 	if c.samples == 0 {
 		c.start = now
 	}
@@ -427,6 +444,9 @@ func (c *Controller) close(now time.Time) {
 
 	if failedShare >= troubleShare && c.recoverTo == 0 {
 		c.recoverTo = c.limit // before this window's cut
+	}
+	if c.recoverTo > 0 && ok == 0 {
+		c.dark = true
 	}
 	falling := false
 	if ok > 0 {
@@ -552,19 +572,24 @@ func (c *Controller) recovering(ok int, failedShare float64) bool {
 	}
 	if failedShare >= troubleShare/2 || ok == 0 {
 		if c.doublingBack {
-			c.recoverTo, c.doublingBack = 0, false
+			c.endRecovery()
 		}
 		return false
 	}
 	c.doublingBack = true
 	if c.limit >= c.recoverTo {
-		c.recoverTo, c.doublingBack = 0, false
+		c.endRecovery()
 		return false
 	}
 	if 2*c.limit >= c.recoverTo {
-		c.recoverTo, c.doublingBack = 0, false // this window gets there
+		c.endRecovery() // this window gets there
 	}
 	return true
+}
+
+// endRecovery forgets the trouble: the next one remembers its own limit.
+func (c *Controller) endRecovery() {
+	c.recoverTo, c.doublingBack, c.dark, c.servedAgain = 0, false, false, time.Time{}
 }
 
 // ssAction is what a window of the slow start does to the limit.

@@ -80,3 +80,43 @@ func TestNoProbeWhileTheLimitDoublesBack(t *testing.T) {
 		t.Fatalf("the limit was at %d 2 s after the outage, %.0f before", last, before)
 	}
 }
+
+// The attempts that straddled an outage's end fail after it (a client's own
+// retries ran out), among the first served ones: they hold no recovery
+// back. Taken for trouble, they kept the limit at its floor, then ended
+// the recovery, and the limit climbed by the law. Measured side by side
+// with the same outage without them.
+func TestStraddlingFailuresDoNotHoldTheRecoveryBack(t *testing.T) {
+	backAfter := func(straddlers bool) time.Duration {
+		rng := rand.New(rand.NewPCG(9, 256))
+		c := mustNew(t, limit.DefaultConfig(8, 1024))
+		now := time.Unix(0, 0)
+		d := downstream{k: 256, l: 20 * time.Millisecond}
+		before, _, _ := run(c, d, &now, 20*time.Second, rng)
+		for end := now.Add(5 * time.Second); now.Before(end); now = now.Add(time.Millisecond) {
+			for range max(1, c.Limit()/5) {
+				c.Observe(now, limit.Sample{Latency: time.Millisecond, Congested: true, InFlight: c.Limit()})
+			}
+		}
+		recovered := now
+		for end := now.Add(3 * time.Second); now.Before(end); {
+			run(c, d, &now, 10*time.Millisecond, rng)
+			if straddlers && now.Sub(recovered) < 600*time.Millisecond {
+				// Attempts begun in the outage (a client's retries over
+				// 700 ms), failing now: a third as many as those served.
+				for range max(1, c.Limit()/3) {
+					c.Observe(now, limit.Sample{Latency: 700 * time.Millisecond, Congested: true, InFlight: c.Limit()})
+				}
+			}
+			if float64(c.Limit()) >= 0.8*before {
+				return now.Sub(recovered)
+			}
+		}
+		return -1
+	}
+	clean, straddled := backAfter(false), backAfter(true)
+	t.Logf("back to 80%% after %v without straddling failures, %v with", clean, straddled)
+	if straddled < 0 || straddled > clean+100*time.Millisecond {
+		t.Fatalf("back to 80%% after %v with straddling failures (-1: not in 3 s), %v without", straddled, clean)
+	}
+}
