@@ -503,7 +503,7 @@ func (c *Controller) close(now time.Time) {
 	case ssRevert:
 		next = c.ssBefore
 	}
-	recovering := c.recovering(ok, failedShare)
+	recovering := c.recovering(now, ok, failedShare)
 	if recovering {
 		next = max(next, min(2*c.limit, c.recoverTo))
 	}
@@ -566,7 +566,7 @@ func (c *Controller) close(now time.Time) {
 // over its capacity began its trouble over it, and doubling on towards that
 // limit at each lull kept one of 4 or 8 slots refusing a fifth of the
 // attempts for good (TestALoadSheddingSmallDownstreamIsNotKeptInTrouble).
-func (c *Controller) recovering(ok int, failedShare float64) bool {
+func (c *Controller) recovering(now time.Time, ok int, failedShare float64) bool {
 	if c.recoverTo == 0 {
 		return false
 	}
@@ -579,12 +579,26 @@ func (c *Controller) recovering(ok int, failedShare float64) bool {
 	c.doublingBack = true
 	if c.limit >= c.recoverTo {
 		c.endRecovery()
+		c.probeLater(now)
 		return false
 	}
 	if 2*c.limit >= c.recoverTo {
 		c.endRecovery() // this window gets there
+		c.probeLater(now)
 	}
 	return true
+}
+
+// probeLater puts the next scheduled probe a ProbeInterval after a
+// recovery: one due then (its interval ran out in the outage) halved the
+// limit to measure just as it got back (end to end: 64 to 31 for half a
+// second), while the downstream, warming again, would measure slow.
+func (c *Controller) probeLater(now time.Time) {
+	if c.cfg.ProbeInterval > 0 {
+		if next := now.Add(c.cfg.ProbeInterval); next.After(c.nextProbe) {
+			c.nextProbe = next
+		}
+	}
 }
 
 // endRecovery forgets the trouble: the next one remembers its own limit.
