@@ -75,7 +75,7 @@ test-kafka:
 ## revoke-starved (a member joins while the database is down: revoked claims drain within the drain timeout),
 ## locked-table and locked-table-1p (the system table locked 20 s, 8 partitions, and 1 in partition order:
 ## nothing dead-lettered, throughput back within 1 s of the release), vmaas-outage (10 s of 503s at 50 ms
-## calls, 20,000 events: nothing dead-lettered, throughput back within 1 s),
+## calls, 40,000 events: nothing dead-lettered, throughput back within 1 s),
 ## image (listeners run from make image's image: one stopped by the engine drains and exits 0 inside the
 ## grace, one killed is recovered by the next); then, on a three-node cluster (.ci/kafka-cluster: replication factor 3, min.insync.replicas 2) with a
 ## fault proxy on every listener link: leader-loss, rolling-restart, partitioned, zombie, slow-network and
