@@ -118,7 +118,8 @@ func (r *run) lockTable() (release func() error, err error) {
 	}
 	// ACCESS EXCLUSIVE waits for the transactions on the table to end, as
 	// a migration's would; they are short.
-	if _, err := tx.ExecContext(ctx, "SET LOCAL lock_timeout = '10s'"); err == nil {
+	_, err = tx.ExecContext(ctx, "SET LOCAL lock_timeout = '10s'")
+	if err == nil {
 		_, err = tx.ExecContext(ctx, "LOCK TABLE system IN ACCESS EXCLUSIVE MODE")
 	}
 	if err != nil {
