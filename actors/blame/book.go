@@ -163,8 +163,8 @@ type dep struct {
 	outcomes bool
 	known    atomic.Bool
 	meanCall atomic.Int64 // nanoseconds, moving average of served calls' durations; 0 before the first
-	// attention is set while the dependency has open cases, an outage or
-	// waiters: its calls must be looked at under mu.
+	// attention is set while the dependency has open cases, waiters or
+	// records failing at it: its calls must be looked at under mu.
 	attention atomic.Bool
 
 	mu    sync.Mutex
@@ -178,9 +178,13 @@ type dep struct {
 	// failing holds, for each record failing at the dependency now, when
 	// its run of failures began: a record failing when another failed is a
 	// suspect in the other's case.
-	failing  map[Source]time.Time
-	waiters  []*waiter
-	released int64 // waiters released, ever (for tests and metrics)
+	failing map[Source]time.Time
+	// lastServed holds, for records failing here, when their latest call
+	// here that was served began: an attempt of theirs that began before
+	// it and did not fail here got past (Book.settle).
+	lastServed map[Source]time.Time
+	waiters    []*waiter
+	released   int64 // waiters released, ever (for tests and metrics)
 }
 
 type waiter struct {
@@ -192,7 +196,8 @@ func (b *Book) dep(name string) *dep {
 	if v, ok := b.deps.Load(name); ok {
 		return v.(*dep)
 	}
-	v, _ := b.deps.LoadOrStore(name, &dep{name: name, outcomes: name == Handler, cases: map[*Case]struct{}{}, failing: map[Source]time.Time{}})
+	v, _ := b.deps.LoadOrStore(name, &dep{name: name, outcomes: name == Handler, cases: map[*Case]struct{}{},
+		failing: map[Source]time.Time{}, lastServed: map[Source]time.Time{}})
 	return v.(*dep)
 }
 
@@ -206,13 +211,16 @@ func (b *Book) settle(src Source, started time.Time, failedAt *dep) {
 			return true
 		}
 		d.mu.Lock()
-		gotPast := false
 		for c := range d.cases {
-			gotPast = c.settle(src, started, d == failedAt) || gotPast
+			c.settle(src, started, d == failedAt)
 		}
-		if gotPast {
-			// Its run of failures here ended: its calls are fresh again.
+		if served, ok := d.lastServed[src]; ok && d != failedAt && !served.Before(started) {
+			// Its run of failures here ended (its attempt got past, case
+			// or no case to hear it): its calls are fresh again, and it
+			// is no longer failing here.
 			delete(d.failing, src)
+			delete(d.lastServed, src)
+			d.updateAttention()
 		}
 		d.mu.Unlock()
 		return true
@@ -256,6 +264,9 @@ func (b *Book) Call(dependency string, src Source, start, end time.Time, served 
 	if src.known() {
 		for c := range d.cases {
 			c.hear(src, start, served)
+		}
+		if _, failing := d.failing[src]; failing && served && start.After(d.lastServed[src]) {
+			d.lastServed[src] = start
 		}
 	}
 	wake := d.afterCall(start, served)
@@ -367,7 +378,7 @@ func (d *dep) enterOutage(at, until time.Time) {
 }
 
 func (d *dep) updateAttention() {
-	d.attention.Store(len(d.cases) > 0 || len(d.waiters) > 0)
+	d.attention.Store(len(d.cases) > 0 || len(d.waiters) > 0 || len(d.failing) > 0)
 }
 
 func (d *dep) releaseWaiters(n int) []func() {

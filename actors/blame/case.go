@@ -118,16 +118,15 @@ func (c *Case) hearNamed(src Source, at time.Time) {
 // settle books how the attempt of src that started at started ended: failed
 // at this case's dependency (its served call there did not get it through)
 // or not. Under d.mu.
-func (c *Case) settle(src Source, started time.Time, failedHere bool) (gotPast bool) {
+func (c *Case) settle(src Source, started time.Time, failedHere bool) {
 	h := c.seen[src]
 	if c.verdict != Pending || h == nil || !h.served || h.start.Before(started) {
-		return false
+		return
 	}
 	if failedHere {
 		h.served = false
 	}
 	h.settled = true
-	return !failedHere
 }
 
 // checked books a health check that started at start. Under d.mu.

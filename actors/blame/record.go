@@ -156,6 +156,8 @@ func (r *Record) Close() {
 	for _, d := range r.failingAt {
 		d.mu.Lock()
 		delete(d.failing, r.Self)
+		delete(d.lastServed, r.Self)
+		d.updateAttention()
 		d.mu.Unlock()
 	}
 	r.failingAt = nil
@@ -173,6 +175,7 @@ func (r *Record) markFailing(d *dep, at time.Time) {
 		return
 	}
 	d.failing[r.Self] = at
+	d.attention.Store(true)
 	if !slices.Contains(r.failingAt, d) {
 		r.failingAt = append(r.failingAt, d)
 	}

@@ -589,13 +589,15 @@ func (c *Controller) recovering(now time.Time, ok int, failedShare float64) bool
 	return true
 }
 
-// probeLater puts the next scheduled probe a ProbeInterval after a
-// recovery: one due then (its interval ran out in the outage) halved the
-// limit to measure just as it got back (end to end: 64 to 31 for half a
-// second), while the downstream, warming again, would measure slow.
+// probeLater puts the next scheduled probe a quarter of ProbeInterval
+// after a recovery: one due then (its interval ran out in the outage)
+// halved the limit to measure just as it got back (end to end: 64 to 31
+// for half a second). Not a whole interval: short troubles coming more
+// often than that would put off every probe, and the baseline would go
+// stale (a downstream slowed for everyone held the limit at its floor).
 func (c *Controller) probeLater(now time.Time) {
 	if c.cfg.ProbeInterval > 0 {
-		if next := now.Add(c.cfg.ProbeInterval); next.After(c.nextProbe) {
+		if next := now.Add(c.cfg.ProbeInterval / 4); next.After(c.nextProbe) {
 			c.nextProbe = next
 		}
 	}
@@ -783,6 +785,12 @@ const maxDrainWindows = 4
 // half the saved limit, which is the lowered limit at a tolerance of 1 (the
 // outage did not shrink it) and t times it at a tolerance t.
 func (c *Controller) abandonProbe(now time.Time, failedShare float64) {
+	if failedShare >= troubleShare && c.recoverTo == 0 {
+		// The trouble began at the limit before the probe, not at the
+		// probe's lowered one: recovered only to that, the limit climbed
+		// the rest by the law (1.65 s back against 0.4 s, K = 1024).
+		c.recoverTo = c.saved
+	}
 	c.saved = c.limit
 	c.endProbe(now, failedShare)
 }
