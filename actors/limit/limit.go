@@ -287,6 +287,9 @@ type Controller struct {
 	// doublingBack: the failures stopped and the limit doubles back
 	// towards recoverTo (see recovering).
 	doublingBack bool
+	// probePutOff: a recovery put the next probe off (probeLater), which
+	// it does once per probe.
+	probePutOff bool
 	// dark: a window of the trouble closed with nothing served;
 	// servedAgain is when the first attempt after it was (zero: none yet).
 	dark        bool
@@ -541,6 +544,7 @@ func (c *Controller) close(now time.Time) {
 	// calls, end to end).
 	early := c.unfallen >= warmedWindows
 	if c.cfg.ProbeInterval > 0 && !c.slowStart && c.recoverTo == 0 && (early || !now.Before(c.nextProbe)) && failedShare < troubleShare {
+		c.probePutOff = false
 		c.saved = c.limit
 		c.probed, c.unfallen = c.latency, 0
 		c.lowerForProbe()
@@ -596,9 +600,11 @@ func (c *Controller) recovering(now time.Time, ok int, failedShare float64) bool
 // often than that would put off every probe, and the baseline would go
 // stale (a downstream slowed for everyone held the limit at its floor).
 func (c *Controller) probeLater(now time.Time) {
-	if c.cfg.ProbeInterval > 0 {
+	if c.cfg.ProbeInterval > 0 && !c.probePutOff {
 		if next := now.Add(c.cfg.ProbeInterval / 4); next.After(c.nextProbe) {
 			c.nextProbe = next
+			// Once per probe: troubles every second put it off for good.
+			c.probePutOff = true
 		}
 	}
 }

@@ -15,6 +15,15 @@ import (
 // recovery did that: 0 probes in a minute, the limit at its floor (8
 // against 64 servers, 134/s of 1,067).
 func TestPeriodicHiccupsDoNotStarveProbes(t *testing.T) {
+	// Every 5 s, and every 2 s: putting the probe off a quarter interval
+	// after each recovery, however overdue, starved it at 2 s as a whole
+	// interval did at 5 s.
+	for _, every := range []time.Duration{5 * time.Second, 2 * time.Second} {
+		t.Run(every.String(), func(t *testing.T) { hiccupsDoNotStarveProbes(t, every) })
+	}
+}
+
+func hiccupsDoNotStarveProbes(t *testing.T, every time.Duration) {
 	cfg := limit.DefaultConfig(8, 1024)
 	c := mustNew(t, cfg)
 	slow := time.Unix(0, 0).Add(20 * time.Second)
@@ -27,7 +36,7 @@ func TestPeriodicHiccupsDoNotStarveProbes(t *testing.T) {
 	hiccups := func(d time.Duration) {
 		for end := s.now.Add(d); s.now.Before(end); {
 			s.flaky = 0
-			s.run(4850 * time.Millisecond)
+			s.run(every - 150*time.Millisecond)
 			s.flaky = 1
 			s.run(150 * time.Millisecond)
 		}
