@@ -87,11 +87,14 @@ type BridgeConfig struct {
 //
 // Guarantee: at most Settings.InFlightPerPartition records of a claim and
 // Settings.InFlightTotal records of the process are admitted and unfinished
-// at any time; ConsumeClaim returns within DrainTimeout plus a small grace
+// at any time, and at most Settings.InFlightBytes bytes of them (RecordSizer;
+// one record larger than that runs alone); ConsumeClaim returns within DrainTimeout plus a small grace
 // after its claim ends.
 type Bridge struct {
 	cfg   BridgeConfig
 	total processPool
+	// bytes is the process-wide byte budget; nil when InFlightBytes is 0.
+	bytes *byteBudget
 	// concurrency is the adaptive limit's actor and what it publishes; nil
 	// and empty when the limit is fixed.
 	concurrency      *actor.PID
@@ -114,9 +117,11 @@ type claimEntry struct {
 	gauges     *partitionGauges
 	claim      sarama.ConsumerGroupClaim
 	credits    *claimCredits
+	bytes      *claimBytes
 	span       *Span
 	ahead      *readAhead
-	// waitingSince is when the bridge began to wait for a credit with a
+	// waitingSince is when the bridge began to wait for a credit (or for
+	// room in the byte budget) with a
 	// record in hand (unix nanoseconds); 0 when it is not waiting.
 	waitingSince atomic.Int64
 	// spanBlockedSince is when the bridge began to wait, with a record in
@@ -181,6 +186,9 @@ func NewBridge(cfg BridgeConfig) (*Bridge, error) {
 		r.ReportDependenciesTo(cfg.Dependencies.Observe)
 	}
 	b := &Bridge{cfg: cfg, logger: cfg.Logger, reading: readingOf(cfg.Settings.Ordering, cfg.Isolation)}
+	if n := cfg.Settings.InFlightBytes; n > 0 {
+		b.bytes = newByteBudget(n)
+	}
 	if cfg.Settings.Concurrency != ConcurrencyAdaptive {
 		b.total = newCredits(cfg.Settings.InFlightTotal)
 		return b, nil
@@ -306,13 +314,14 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 	}
 	fence := &fencedMarker{inner: marker}
 	cc := newClaimCredits(b.cfg.Settings.InFlightPerPartition, b.total)
+	cb := newClaimBytes(b.bytes)
 	log := b.logger.With("topic", claim.Topic(), "partition", claim.Partition(), "generation", generation)
 	span := NewSpan(b.cfg.Settings.Span())
 	// The claim's end is watched from the start, the commit metadata's
 	// read included: a revoke while the coordinator is slow must not wait
 	// for the read.
 	aheadCtx, stopAhead := context.WithCancel(session.Context())
-	entry := &claimEntry{topic: claim.Topic(), partition: claim.Partition(), generation: generation, claim: claim, credits: cc, span: span,
+	entry := &claimEntry{topic: claim.Topic(), partition: claim.Partition(), generation: generation, claim: claim, credits: cc, bytes: cb, span: span,
 		ahead: newReadAhead(aheadCtx, claim.Messages(), readAheadRecords, readAheadBytes)}
 	entry.lastDelivered.Store(time.Now().UnixNano())
 	ended := watchClaimEnd(claim, entry, log)
@@ -333,8 +342,11 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 		Settings: b.cfg.Settings, Handler: b.cfg.Handler, DeadLetters: b.cfg.DeadLetters,
 		Marker: fence, Logger: b.logger.With("generation", generation), Stats: b.cfg.Stats,
 		Observer: b.cfg.Observer, Dependencies: b.cfg.Dependencies, Samples: b.concurrency, Running: b.runningCalls(),
-		Release: func(n int) {
+		Release: func(n int, bytes int64) {
 			if err := cc.release(n); err != nil {
+				b.creditFault(log, err)
+			}
+			if err := cb.release(bytes); err != nil {
 				b.creditFault(log, err)
 			}
 		},
@@ -384,10 +396,12 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 	fence.close()
 	// Whatever the worker did not give back (records in a dead actor's
 	// mailbox, or admitted after it stopped) comes back now, exactly once.
-	if n, cerr := cc.close(); cerr != nil {
+	n, cerr := cc.close()
+	nb := cb.close()
+	if cerr != nil {
 		b.creditFault(log, cerr)
-	} else if n > 0 {
-		log.Warn("gave back credits of records the partition worker never finished or abandoned", "credits", n, "reason", reason)
+	} else if n > 0 || nb > 0 {
+		log.Warn("gave back credits of records the partition worker never finished or abandoned", "credits", n, "bytes", nb, "reason", reason)
 	}
 	b.cfg.Observer.DrainDone(time.Since(start), err != nil || r.GetTimedOut())
 	if err != nil {
@@ -504,9 +518,21 @@ func (b *Bridge) feed(ctx context.Context, claim sarama.ConsumerGroupClaim, work
 				return endReason(ctx, stopped)
 			}
 		}
+		rec := recordOf(msg)
+		if n := ChargedBytes(b.cfg.Handler, rec); !entry.bytes.tryAcquire(n) {
+			entry.waitingSince.Store(time.Now().UnixNano())
+			ok := entry.bytes.acquire(ctx, n, stopped, ended)
+			entry.waitingSince.Store(0)
+			if !ok {
+				if err := cc.release(1); err != nil { // not admitted: its credits go back
+					b.creditFault(b.logger, err)
+				}
+				return endReason(ctx, stopped)
+			}
+		}
 		span.admitted(msg.Offset, last)
 		last = msg.Offset
-		worker.Admit(recordOf(msg))
+		worker.Admit(rec)
 	}
 }
 
@@ -593,11 +619,17 @@ type CreditState struct {
 	// HeldByClaims is the sum of what the running claims hold; equal to Held
 	// whenever no claim is between taking its two credits.
 	HeldByClaims int
+	// Bytes is what the records in flight are charged against the byte
+	// budget (Settings.InFlightBytes), BytesLimit the budget (0: none).
+	Bytes, BytesLimit int64
 }
 
 // Credits returns the process's credit book.
 func (b *Bridge) Credits() CreditState {
 	s := CreditState{Limit: b.total.limit(), Held: b.total.inUse()}
+	if b.bytes != nil {
+		s.Bytes, s.BytesLimit = b.bytes.inUse.Load(), b.bytes.size
+	}
 	b.claims.Range(func(_, v any) bool {
 		s.HeldByClaims += v.(*claimEntry).credits.heldNow()
 		return true

@@ -146,7 +146,7 @@ type lateMarker struct {
 	once    sync.Once
 }
 
-func (w *lateMarker) Admit(*messages.Record) { w.cfg.Release(1) }
+func (w *lateMarker) Admit(r *messages.Record) { w.cfg.Release(1, actors.WireBytes(r)) }
 func (w *lateMarker) Stopped() <-chan struct{} {
 	return w.stopped
 }

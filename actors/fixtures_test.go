@@ -536,7 +536,7 @@ func buildPartitionFixture(t *testing.T, settings actors.Settings, h actors.Hand
 	f.actor = actors.NewPartitionActor(actors.PartitionConfig{
 		Topic: "events", Partition: 3, Epoch: f.epoch, Settings: settings,
 		Handler: h, DeadLetters: dlq, Marker: f.marker, Stats: f.stats,
-		Dependencies: f.deps, Logger: slog.New(f.logs), Release: func(n int) { f.released.Add(int64(n)) },
+		Dependencies: f.deps, Logger: slog.New(f.logs), Release: func(n int, _ int64) { f.released.Add(int64(n)) },
 	})
 	f.pid = f.system.Root.Spawn(f.actor.Props())
 	t.Cleanup(func() {

@@ -71,7 +71,7 @@ func newAccountingFixture(t *testing.T, h Handler, dlq DeadLetterWriter) *accoun
 	f := &accountingFixture{system: NewActorSystem(slog.New(slog.DiscardHandler)), handled: make(chan int64, 64)}
 	t.Cleanup(f.system.Shutdown)
 	f.actor = NewPartitionActor(PartitionConfig{Topic: "events", Partition: 1, Epoch: 1, Settings: s, Handler: h, DeadLetters: dlq,
-		Marker: f, Release: func(n int) { f.released.Add(int64(n)) }})
+		Marker: f, Release: func(n int, _ int64) { f.released.Add(int64(n)) }})
 	props := actor.PropsFromProducer(func() actor.Actor { return pokeable{f.actor} }, actor.WithDispatcher(f.actor.dispatcher),
 		actor.WithSupervisor(f.actor))
 	f.pid = f.system.Root.Spawn(props)

@@ -21,7 +21,7 @@ package actors
 //	out OffsetMarker.ResetOffset    the same watermark with new commit metadata (more finished above it)
 //	out Span.Advance                the watermark, for the bridge's span limit, as soon as it moves
 //	out messages.Urgency            the record at the watermark is urgent in its handler's context
-//	out PartitionConfig.Release     one credit per record, when it finishes or is abandoned
+//	out PartitionConfig.Release     one credit and its bytes per record, when it finishes or is abandoned
 //	out *messages.HandlerSample     to PartitionConfig.Samples: each answered attempt that succeeded, or failed
 //	                                waiting for a shared resource or at a dependency in outage (never a cancellation)
 //	out Span.Overdraft              a few offsets past the span, as evidence for a pinned record (lendEvidence)
@@ -107,9 +107,10 @@ type PartitionConfig struct {
 	// also hold.
 	Running *atomic.Int64
 	// Release returns n records' credits (one partition and one process
-	// credit each) to the bridge; nil when nothing holds credits (actor
+	// credit each) and their bytes (the sum of their RecordBytes, for the
+	// byte budget) to the bridge; nil when nothing holds credits (actor
 	// tests without a bridge).
-	Release func(n int)
+	Release func(n int, bytes int64)
 }
 
 // PartitionActor orders the work of one claimed partition. See the protocol
@@ -169,6 +170,7 @@ type PartitionActor struct {
 type recordState struct {
 	admitted time.Time
 	record   *messages.Record
+	bytes    int64 // what the record was charged against the byte budget (RecordBytes)
 	// child is the live child working on the record; nil while the gate
 	// holds the record back, and between a child's answer and the next.
 	child   *actor.PID
@@ -217,7 +219,7 @@ func NewPartitionActor(cfg PartitionConfig) *PartitionActor {
 		cfg.Stats = &Stats{}
 	}
 	if cfg.Release == nil {
-		cfg.Release = func(int) {}
+		cfg.Release = func(int, int64) {}
 	}
 	if cfg.Dependencies == nil {
 		cfg.Dependencies = NewDependencies(cfg.Settings.BlameConfig())
@@ -372,9 +374,10 @@ func (a *PartitionActor) Receive(c actor.Context) {
 }
 
 func (a *PartitionActor) admit(c actor.Context, rec *messages.Record) {
+	bytes := ChargedBytes(a.cfg.Handler, rec)
 	if a.isDraining() || a.stopping {
 		// Not admitted: never marked, Kafka redelivers it.
-		a.cfg.Release(1)
+		a.cfg.Release(1, bytes)
 		return
 	}
 	off := rec.GetOffset()
@@ -382,16 +385,16 @@ func (a *PartitionActor) admit(c actor.Context, rec *messages.Record) {
 		// A redelivery of an offset already admitted in this claim; the first
 		// delivery will finish it.
 		a.logger.Warn("record dropped", "offset", off, "error", err)
-		a.cfg.Release(1)
+		a.cfg.Release(1, bytes)
 		return
 	}
 	a.stats.admitted.Add(1)
 	if a.ledger.Restored(off) {
-		a.resumed(c, rec)
+		a.resumed(c, rec, bytes)
 		return
 	}
 	a.stats.inFlight.Add(1)
-	st := &recordState{record: rec, admitted: time.Now()}
+	st := &recordState{record: rec, admitted: time.Now(), bytes: bytes}
 	a.records[off] = st
 	a.gauges.admitted.Store(off)
 	a.gauges.inFlight.Store(int64(a.ledger.InFlight()))
@@ -466,7 +469,7 @@ func (a *PartitionActor) finish(c actor.Context, st *recordState, done *messages
 	}
 	st.close()
 	a.hold(st, false, time.Time{})
-	a.cfg.Release(1)
+	a.cfg.Release(1, st.bytes)
 	a.stats.inFlight.Add(-1)
 	switch done.GetOutcome() {
 	case messages.Outcome_OUTCOME_DEAD_LETTERED:
@@ -497,10 +500,10 @@ func (a *PartitionActor) finish(c actor.Context, st *recordState, done *messages
 
 // resumed finishes, without running it, a record the earlier owner of the
 // partition finished (its commit metadata says so): it takes no key in the
-// gate, and its credit goes back at once.
-func (a *PartitionActor) resumed(c actor.Context, rec *messages.Record) {
+// gate, and its credit and bytes go back at once.
+func (a *PartitionActor) resumed(c actor.Context, rec *messages.Record, bytes int64) {
 	off := rec.GetOffset()
-	a.cfg.Release(1)
+	a.cfg.Release(1, bytes)
 	a.stats.resumed.Add(1)
 	advanced, _ := a.ledger.FinishRecord(off, fingerprint(rec)) // admitted by the caller: cannot be refused
 	a.gauges.admitted.Store(off)

@@ -84,16 +84,19 @@ func (a *PartitionActor) completeDrain(c actor.Context, timedOut bool) {
 	c.Stop(c.Self())
 }
 
-// releaseUnfinished gives back the credit of every record still held: one
-// per entry of records, the actor's own book of what it holds credits for.
+// releaseUnfinished gives back the credit and bytes of every record still
+// held: one per entry of records, the actor's own book of what it holds
+// credits for.
 func (a *PartitionActor) releaseUnfinished() int {
 	n := len(a.records)
+	var bytes int64
 	for _, st := range a.records {
 		st.close()
 		a.hold(st, false, time.Time{})
+		bytes += st.bytes
 	}
 	a.gauges.inFlight.Store(0)
-	a.cfg.Release(n)
+	a.cfg.Release(n, bytes)
 	a.stats.abandoned.Add(int64(n))
 	a.stats.inFlight.Add(int64(-n))
 	clear(a.records)

@@ -37,7 +37,7 @@ func TestPartitionActorFailureWithRunningHandlerStops(t *testing.T) {
 	var released atomic.Int64
 	a := NewPartitionActor(PartitionConfig{Topic: "events", Partition: 1, Epoch: 1, Settings: s, Handler: h,
 		DeadLetters: DeadLetterFunc(func(context.Context, *messages.DeadLetter) error { return nil }),
-		Marker:      markerFunc(func(int64) {}), Release: func(n int) { released.Add(int64(n)) }})
+		Marker:      markerFunc(func(int64) {}), Release: func(n int, _ int64) { released.Add(int64(n)) }})
 	t.Cleanup(a.cancelRun) // let the handler go at the end, whatever happened
 	// As Props(), plus pokes.
 	props := actor.PropsFromProducer(func() actor.Actor { return pokeable{a} }, actor.WithDispatcher(a.dispatcher),

@@ -60,7 +60,7 @@ func TestPartitionFinishesWhatTheEarlierOwnerFinished(t *testing.T) {
 	var released atomic.Int64
 	a := actors.NewPartitionActor(actors.PartitionConfig{Topic: "events", Partition: 3, Epoch: 1, Settings: testSettings(ordering.ByKey),
 		Handler: h, DeadLetters: newScriptedDeadLetters(0, false), Marker: marker, Stats: stats, Resume: &resume,
-		Logger: discardLogger(), Release: func(n int) { released.Add(int64(n)) }})
+		Logger: discardLogger(), Release: func(n int, _ int64) { released.Add(int64(n)) }})
 	pid := system.Root.Spawn(a.Props())
 	t.Cleanup(func() { _ = system.Root.StopFuture(pid).Wait() })
 	admit := func(o int64) {

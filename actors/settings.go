@@ -20,6 +20,12 @@ type Settings struct {
 	// whole process: the limit when Concurrency is fixed, its ceiling when
 	// adaptive.
 	InFlightTotal int
+	// InFlightBytes bounds the memory of the records admitted and not
+	// finished in the whole process, in bytes as the handler counts them
+	// (RecordSizer; the wire size otherwise): admission waits while the
+	// next record does not fit, first come first served. A record larger
+	// than the whole budget runs alone. 0: no byte bound.
+	InFlightBytes int64
 	// Concurrency is how the process-wide in-flight limit is set:
 	// ConcurrencyFixed keeps it at InFlightTotal; ConcurrencyAdaptive moves
 	// it between ConcurrencyFloor and InFlightTotal from the handler's
@@ -147,6 +153,12 @@ const DefaultSpanFactor = 64
 // offset.metadata.max.bytes.
 const DefaultCommitMetadataMaxBytes = 4096
 
+// DefaultInFlightBytes is the default byte budget of the records in flight:
+// a quarter of the 512 MiB the deployment's pod may use, leaving the rest to
+// sarama's fetch buffers, the read-ahead, the clients' answer budget and
+// the runtime (docs/reliability.md, "Hostile input").
+const DefaultInFlightBytes = 128 << 20
+
 // Span returns the effective span per partition (see SpanPerPartition).
 func (s Settings) Span() int {
 	if s.SpanPerPartition > 0 {
@@ -160,6 +172,7 @@ func DefaultSettings() Settings {
 	return Settings{
 		InFlightPerPartition: 64,
 		InFlightTotal:        1024,
+		InFlightBytes:        DefaultInFlightBytes,
 		Concurrency:          ConcurrencyAdaptive,
 		ConcurrencyFloor:     DefaultConcurrencyFloor,
 		ConcurrencyLaw:       limit.Gradient,
@@ -185,6 +198,9 @@ func (s Settings) Validate() error {
 	}
 	if s.InFlightTotal < 1 {
 		errs = append(errs, fmt.Errorf("in-flight total must be at least 1, got %d", s.InFlightTotal))
+	}
+	if s.InFlightBytes < 0 {
+		errs = append(errs, fmt.Errorf("in-flight bytes must be 0 (no bound) or positive, got %d", s.InFlightBytes))
 	}
 	switch s.Concurrency {
 	case ConcurrencyFixed:

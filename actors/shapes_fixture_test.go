@@ -82,7 +82,7 @@ func newShapeWorld(t *testing.T, s actors.Settings, partitions int, keys func(p 
 			Topic: "events", Partition: p, Epoch: int64(i + 1), Settings: s, Span: sp.span,
 			Handler: actors.HandlerFunc(w.run), DeadLetters: actors.DeadLetterFunc(w.deadLetter),
 			Marker: sp, Stats: w.stats, Dependencies: w.deps, Logger: slog.New(w.logs),
-			Release: func(n int) {
+			Release: func(n int, _ int64) {
 				for range n {
 					<-sp.credits
 				}

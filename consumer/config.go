@@ -67,6 +67,12 @@ type Config struct {
 	// process: the limit with Concurrency "fixed", the adaptive limit's
 	// ceiling otherwise.
 	InFlightPerPartition, InFlightTotal int
+	// InFlightBytes (default 128 MiB; negative: no byte bound) bounds the
+	// memory of the records in flight in the process, as the Handler
+	// counts it (RecordSizer; the records' wire size otherwise): admission
+	// waits, first come first served, while the next record does not fit.
+	// A record larger than the whole budget runs alone.
+	InFlightBytes int64
 	// Concurrency is "adaptive" (default: the process-wide limit moves
 	// between ConcurrencyFloor and InFlightTotal following the handler's
 	// latency) or "fixed" (it stays at InFlightTotal).
@@ -234,6 +240,7 @@ func (cfg Config) resolve() (resolved, error) {
 	p.ConsumerGroup = cfg.Group
 	p.InFlightPerPartition = orDefault(cfg.InFlightPerPartition, p.InFlightPerPartition)
 	p.InFlightTotal = orDefault(cfg.InFlightTotal, p.InFlightTotal)
+	p.InFlightBytes = orNone(cfg.InFlightBytes, p.InFlightBytes)
 	switch cfg.Concurrency {
 	case "", "adaptive":
 		p.Concurrency = actors.ConcurrencyAdaptive
@@ -290,7 +297,7 @@ func orDefault[T comparable](v, def T) T {
 }
 
 // orNone returns def for zero, 0 (none) for a negative v, and v otherwise.
-func orNone[T int | time.Duration](v, def T) T {
+func orNone[T int | int64 | time.Duration](v, def T) T {
 	switch {
 	case v == 0:
 		return def

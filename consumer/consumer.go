@@ -150,7 +150,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		})
 	}
 	bridge, err := actors.NewBridge(actors.BridgeConfig{
-		System: system, Settings: settings, Handler: adapter{c.handler}, Observer: m, Dependencies: deps,
+		System: system, Settings: settings, Handler: adapt(c.handler), Observer: m, Dependencies: deps,
 		DeadLetters: l.dead,
 		Logger:      logger,
 		SettleProbe: actors.NewFetchProbe(probeClient, l.isolation),

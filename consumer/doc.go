@@ -24,7 +24,8 @@
 //   - Key order: records with one key run one at a time, in offset order
 //     (Config.Ordering "key", the default).
 //   - Bounded: at most Config.InFlightPerPartition records of a partition
-//     and InFlightTotal of the process are in flight; memory does not grow
+//     and InFlightTotal of the process are in flight, and InFlightBytes of
+//     them as the handler weighs them (RecordSizer); memory does not grow
 //     with the backlog.
 //   - No hostage: a record failing on its own (others served just after
 //     each of its failures, at the dependency it names with FailedIn, or

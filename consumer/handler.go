@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/patchflow/patchflow/actors"
 	"github.com/patchflow/patchflow/messages"
 )
 
@@ -115,11 +116,52 @@ func FailedIn(dependency string, err error) error {
 // record's *messages.ValidationError is kept the same way.
 func Skip(reason, detail string) error { return messages.Skip(messages.Reason(reason), detail) }
 
+// RecordSizer is implemented by a Handler that knows how much memory
+// handling a record takes: the record decoded, what its calls send and the
+// answers they read, as an upper bound in bytes. The consumer charges that
+// much of Config.InFlightBytes before it admits the record and gives it
+// back when the record finishes. RecordBytes must be cheap and a pure
+// function of the record (it is called more than once per record). A
+// handler without it is charged the record's wire size (key, value and
+// headers), which undercounts whatever its decoding adds.
+type RecordSizer interface {
+	RecordBytes(record *Record) int64
+}
+
+// HeaderOverhead is what one header costs in memory beyond its key and
+// value; a RecordSizer adds it per header.
+const HeaderOverhead = actors.HeaderOverhead
+
 // adapter runs a Handler for the pipeline: the pipeline's records are
 // protobuf messages; a Handler sees a Record with a time.Time.
 type adapter struct{ h Handler }
 
 func (a adapter) Handle(ctx context.Context, r *messages.Record) error {
+	rec := recordOf(r)
+	return a.h.Handle(ctx, &rec)
+}
+
+// sizedAdapter is the adapter of a Handler that is a RecordSizer.
+type sizedAdapter struct {
+	adapter
+	sizer RecordSizer
+}
+
+func (a sizedAdapter) RecordBytes(r *messages.Record) int64 {
+	rec := recordOf(r)
+	return a.sizer.RecordBytes(&rec)
+}
+
+// adapt wraps h for the pipeline, keeping its RecordSizer.
+func adapt(h Handler) actors.Handler {
+	if s, ok := h.(RecordSizer); ok {
+		return sizedAdapter{adapter{h}, s}
+	}
+	return adapter{h}
+}
+
+// recordOf is the Record a Handler sees of a pipeline record.
+func recordOf(r *messages.Record) Record {
 	rec := Record{Topic: r.GetTopic(), Partition: r.GetPartition(), Offset: r.GetOffset(), Key: r.GetKey(), Value: r.GetValue()}
 	if ts := r.GetTimestamp(); ts != nil {
 		rec.Timestamp = ts.AsTime()
@@ -130,7 +172,7 @@ func (a adapter) Handle(ctx context.Context, r *messages.Record) error {
 			rec.Headers[i] = Header{Key: h.GetKey(), Value: h.GetValue()}
 		}
 	}
-	return a.h.Handle(ctx, &rec)
+	return rec
 }
 
 // served reads a reported call as the retry rule does: served, not served,

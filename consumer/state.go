@@ -104,7 +104,7 @@ func (r resolved) rows() []telemetry.Setting {
 	k, p := r.kafka, r.pipeline
 	kv := []any{"brokers", k.Brokers, "topic", k.Topic, "group", k.Group, "dead-letter topic", k.DLQTopic,
 		"kafka version", k.Version, "assignor", k.Assignor, "isolation", k.Isolation, "security", k.Security,
-		"members", r.members, "in flight per partition", p.InFlightPerPartition, "in flight total", p.InFlightTotal,
+		"members", r.members, "in flight per partition", p.InFlightPerPartition, "in flight total", p.InFlightTotal, "in flight bytes", p.InFlightBytes,
 		"concurrency", p.Concurrency, "ordering", p.Ordering, "drain timeout", p.DrainTimeout,
 		"max attempts", p.MaxAttempts, "attempt timeout", p.AttemptTimeout}
 	out := make([]telemetry.Setting, 0, len(kv)/2)

@@ -109,6 +109,13 @@ func (h *Handler) Stats() *Stats { return &h.stats }
 // have; an older event evaluates the stored profile too, when that is due,
 // before it is skipped.
 func (h *Handler) Handle(ctx context.Context, r *consumer.Record) error {
+	headerBytes := 0
+	for _, hd := range r.Headers {
+		headerBytes += len(hd.Key) + len(hd.Value)
+	}
+	if err := inventory.CheckRecord(r.Key, len(r.Headers), headerBytes, h.validation); err != nil {
+		return err
+	}
 	ev, err := inventory.DecodeInventoryEvent(r.Value, h.validation)
 	if err != nil {
 		return err

@@ -14,8 +14,14 @@ import (
 // come as permanent *messages.ValidationError values; the record goes to the
 // dead-letter topic, for a person to look at.
 const (
-	ReasonMalformedJSON     messages.Reason = "malformed JSON"
-	ReasonMessageTooLarge   messages.Reason = "message too large"
+	ReasonMalformedJSON   messages.Reason = "malformed JSON"
+	ReasonMessageTooLarge messages.Reason = "message too large"
+	// ReasonKeyTooLarge and ReasonHeadersTooLarge: the record's key, or
+	// its headers (by count or by bytes), pass ValidationOptions' bounds
+	// (CheckRecord). Inventory keys its events by host id and sets a few
+	// short headers; anything far past that is not an inventory event.
+	ReasonKeyTooLarge       messages.Reason = "key too large"
+	ReasonHeadersTooLarge   messages.Reason = "headers too large"
 	ReasonUnknownEventType  messages.Reason = "unknown event type"
 	ReasonMissingHostID     messages.Reason = "missing host id" // absent, or not a UUID
 	ReasonMissingOrgID      messages.Reason = "missing org id"
@@ -53,9 +59,9 @@ const (
 )
 
 // ValidationReasons returns every reason of a broken message, in the order
-// DecodeInventoryEvent checks them, then CheckEventTime's.
+// CheckRecord then DecodeInventoryEvent check them, then CheckEventTime's.
 func ValidationReasons() []messages.Reason {
-	return []messages.Reason{ReasonMessageTooLarge, ReasonMalformedJSON, ReasonUnknownEventType, ReasonMissingHostID,
+	return []messages.Reason{ReasonKeyTooLarge, ReasonHeadersTooLarge, ReasonMessageTooLarge, ReasonMalformedJSON, ReasonUnknownEventType, ReasonMissingHostID,
 		ReasonMissingOrgID, ReasonUnparsablePackage, ReasonFutureTimestamp}
 }
 
@@ -73,6 +79,10 @@ func SkipReasons() []messages.Reason {
 type ValidationOptions struct {
 	// MaxMessageBytes bounds the raw message; 0 or less means no bound.
 	MaxMessageBytes int
+	// MaxKeyBytes bounds the record's key, MaxHeaders the number of its
+	// headers and MaxHeaderBytes their keys and values together
+	// (CheckRecord); 0 or less means no bound.
+	MaxKeyBytes, MaxHeaders, MaxHeaderBytes int
 	// AllowedReporters are the host.reporter values whose profiles are
 	// trusted; events from others are skipped (ReasonReporterNotAllowed).
 	AllowedReporters []string
@@ -95,6 +105,9 @@ type ValidationOptions struct {
 func DefaultValidationOptions() ValidationOptions {
 	return ValidationOptions{
 		MaxMessageBytes:   1_000_000,
+		MaxKeyBytes:       1024,
+		MaxHeaders:        64,
+		MaxHeaderBytes:    64 << 10,
 		AllowedReporters:  []string{"puptoo", "rhsm-system-profile-bridge"},
 		ExcludedHostTypes: []string{"edge"},
 		MaxFutureSkew:     10 * time.Minute,
@@ -120,6 +133,25 @@ func CheckEventTime(at, now time.Time, opts ValidationOptions) error {
 	}
 	return messages.Invalid(ReasonFutureTimestamp, fmt.Sprintf("event time %s is %s ahead of the listener's clock (%s), more than the %s allowed",
 		at.UTC().Format(time.RFC3339Nano), at.Sub(now).Round(time.Second), now.UTC().Format(time.RFC3339), opts.MaxFutureSkew))
+}
+
+// CheckRecord checks what of a record is not its value against opts: the
+// key's size, and the number and size of the headers (headerBytes: their
+// keys and values together). A record past one is a permanent
+// *messages.ValidationError (ReasonKeyTooLarge, ReasonHeadersTooLarge),
+// to be dead-lettered without its value being parsed. Whatever is quoted
+// of it is a count, never the field itself.
+func CheckRecord(key []byte, headers, headerBytes int, opts ValidationOptions) error {
+	if opts.MaxKeyBytes > 0 && len(key) > opts.MaxKeyBytes {
+		return messages.Invalid(ReasonKeyTooLarge, fmt.Sprintf("key of %d bytes, limit %d", len(key), opts.MaxKeyBytes))
+	}
+	if opts.MaxHeaders > 0 && headers > opts.MaxHeaders {
+		return messages.Invalid(ReasonHeadersTooLarge, fmt.Sprintf("%d headers, limit %d", headers, opts.MaxHeaders))
+	}
+	if opts.MaxHeaderBytes > 0 && headerBytes > opts.MaxHeaderBytes {
+		return messages.Invalid(ReasonHeadersTooLarge, fmt.Sprintf("headers of %d bytes, limit %d", headerBytes, opts.MaxHeaderBytes))
+	}
+	return nil
 }
 
 // DecodeInventoryEvent decodes one Kafka record value and checks it against

@@ -18,6 +18,8 @@ import (
 // or listed twice, fails TestReasonLists.
 var (
 	brokenReasons = []messages.Reason{
+		inventory.ReasonKeyTooLarge,
+		inventory.ReasonHeadersTooLarge,
 		inventory.ReasonMalformedJSON,
 		inventory.ReasonMessageTooLarge,
 		inventory.ReasonUnknownEventType,
@@ -188,8 +190,11 @@ func TestDecodeInventoryEventRejects(t *testing.T) {
 		covered[c.want] = true
 	}
 	// Too large is tested below with a small limit; a time in the future
-	// is CheckEventTime's (TestCheckEventTime).
+	// is CheckEventTime's (TestCheckEventTime), a key or headers too
+	// large CheckRecord's (TestCheckRecordBoundsKeyAndHeaders).
 	covered[inventory.ReasonMessageTooLarge] = true
+	covered[inventory.ReasonKeyTooLarge] = true
+	covered[inventory.ReasonHeadersTooLarge] = true
 	covered[inventory.ReasonFutureTimestamp] = true
 	for _, r := range inventory.ValidationReasons() {
 		if !covered[r] {
@@ -282,6 +287,9 @@ func TestDefaultValidationOptions(t *testing.T) {
 	got := inventory.DefaultValidationOptions()
 	want := inventory.ValidationOptions{
 		MaxMessageBytes:   1_000_000,
+		MaxKeyBytes:       1024,
+		MaxHeaders:        64,
+		MaxHeaderBytes:    64 << 10,
 		AllowedReporters:  []string{"puptoo", "rhsm-system-profile-bridge"},
 		ExcludedHostTypes: []string{"edge"},
 		MaxFutureSkew:     10 * time.Minute,

@@ -70,6 +70,7 @@ func Parse(args []string, lookup func(string) (string, bool), exts ...Extension)
 	var (
 		brokers, topic, group, dlq, version, assignor, order, isolation, concurrency, law string
 		cfg                                                                               Config
+		inFlightMB                                                                        int
 	)
 	def := actors.DefaultSettings()
 	p := &cfg.Pipeline
@@ -92,6 +93,7 @@ func Parse(args []string, lookup func(string) (string, bool), exts ...Extension)
 	s.Int(&cfg.Consumers, "LISTENER_CONSUMERS", "consumers", 1, 1, "consumer-group members (M) in the process; they share the process-wide limit G")
 	s.Int(&p.InFlightPerPartition, "LISTENER_INFLIGHT_PER_PARTITION", "inflight-per-partition", def.InFlightPerPartition, 1, "records admitted and not finished per partition (S), held-back ones included")
 	s.Int(&p.InFlightTotal, "LISTENER_INFLIGHT_TOTAL", "inflight-total", def.InFlightTotal, 1, "records admitted and not finished in the whole process (G): the limit with `LISTENER_CONCURRENCY=fixed`, the adaptive limit's ceiling otherwise")
+	s.Int(&inFlightMB, "LISTENER_INFLIGHT_MB", "inflight-mb", int(def.InFlightBytes>>20), 0, "MiB the records in flight in the whole process may weigh, decoded and answered as the handler counts them (a 999 KB event of 76,000 packages weighs about 7 MiB): admission waits, first come first served, while the next record does not fit; one heavier than the whole budget runs alone. With sarama's buffers, the read-ahead and the clients' answers it keeps the listener within its pod's memory (docs/reliability.md, \"Hostile input\"). `0`: no byte bound, only the record counts")
 	s.String(&concurrency, "LISTENER_CONCURRENCY", "concurrency", def.Concurrency.String(), "how the process-wide limit is set. `adaptive`: it moves between `LISTENER_CONCURRENCY_FLOOR` and G from the handler's latency against its no-load baseline and from transient failures (docs/architecture.md, \"Adaptive concurrency\"). `fixed`: it is G. S stays a hard limit per partition either way", oneOf([]string{"adaptive", "fixed"}))
 	s.Int(&p.ConcurrencyFloor, "LISTENER_CONCURRENCY_FLOOR", "concurrency-floor", def.ConcurrencyFloor, 1, "the adaptive limit never goes below this (nor above G; a floor over G is G)")
 	s.String(&law, "LISTENER_CONCURRENCY_LAW", "concurrency-law", def.ConcurrencyLaw.String(), "the adaptive limit's control law: `gradient`, `vegas` or `aimd` (docs/architecture.md, \"Adaptive concurrency\"); `make bench` compares them", oneOf([]string{"gradient", "vegas", "aimd"}))
@@ -140,6 +142,9 @@ func Parse(args []string, lookup func(string) (string, bool), exts ...Extension)
 	s.Duration(&d.InventoryTimeout, "INVENTORY_TIMEOUT", "inventory-timeout", 10*time.Second, time.Millisecond, "timeout of one inventory call")
 	s.String(&reporters, "ALLOWED_REPORTERS", "allowed-reporters", "puptoo,rhsm-system-profile-bridge", "comma-separated reporters whose uploads are evaluated; uploads from others are skipped and counted (`reporter not allowed`), not stored, never dead-lettered", nil)
 	s.String(&excluded, "EXCLUDED_HOST_TYPES", "excluded-host-types", "edge", "comma-separated host types whose events are skipped and counted (`excluded host type`), not stored, never dead-lettered", nil)
+	s.Int(&d.Validation.MaxKeyBytes, "MAX_KEY_BYTES", "max-key-bytes", inventory.DefaultValidationOptions().MaxKeyBytes, 0, "records with a longer key are dead-lettered (`key too large`) without being parsed; inventory keys its events by host id (36 bytes). `0`: no bound")
+	s.Int(&d.Validation.MaxHeaders, "MAX_HEADERS", "max-headers", inventory.DefaultValidationOptions().MaxHeaders, 0, "records with more headers are dead-lettered (`headers too large`) without being parsed. `0`: no bound")
+	s.Int(&d.Validation.MaxHeaderBytes, "MAX_HEADER_BYTES", "max-header-bytes", inventory.DefaultValidationOptions().MaxHeaderBytes, 0, "records whose header keys and values pass this many bytes together are dead-lettered (`headers too large`) without being parsed. `0`: no bound")
 	s.Int(&d.Validation.MaxMessageBytes, "MAX_MESSAGE_BYTES", "max-message-bytes", inventory.DefaultValidationOptions().MaxMessageBytes, 1024, "larger events are dead-lettered (`message too large`) without being parsed (Kafka refuses records over about 1 MB by default)")
 	s.Duration(&d.Validation.MaxFutureSkew, "EVENT_MAX_FUTURE_SKEW", "event-max-future-skew", inventory.DefaultValidationOptions().MaxFutureSkew, time.Second, "how far ahead of the listener's clock an upload's time (its `timestamp`, or the record's without one) may be. A later one is dead-lettered (`timestamp in the future`), not applied: applied, it would have every correct upload of its host skipped as `older than applied` until the clock caught up with it. An upload within it is applied, so it is also the longest a fast clock can hold a host back. Keep it above the producers' clock error; deletes are not checked (their time orders nothing)")
 	s.String(&cfg.HTTPAddr, "LISTENER_HTTP_ADDR", "http-addr", "127.0.0.1:9000", "address of `/metrics`, `/healthz`, `/readyz`, `/status` and `/status.json` (empty: none)", nil)
@@ -207,6 +212,7 @@ func Parse(args []string, lookup func(string) (string, bool), exts ...Extension)
 	if assignor == "cooperative-sticky" && !kv.IsAtLeast(sarama.V2_4_0_0) {
 		return nil, s, s.Invalid("kafka-version", errors.New("cooperative-sticky needs at least 2.4.0; raise the version or choose an eager KAFKA_ASSIGNOR"))
 	}
+	p.InFlightBytes = int64(inFlightMB) << 20
 	p.Ordering, _ = ordering.ParseMode(order)
 	p.Concurrency, _ = actors.ParseConcurrencyMode(concurrency)
 	p.ConcurrencyLaw, _ = limit.ParseLaw(law)

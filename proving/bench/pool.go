@@ -125,7 +125,7 @@ func (c *poolClaim) Admit(r *messages.Record) {
 	select {
 	case c.admitted <- r:
 	case <-c.stopped:
-		c.cfg.Release(1) // not admitted: never marked, redelivered
+		c.release(r) // not admitted: never marked, redelivered
 	}
 }
 
@@ -160,7 +160,7 @@ func (c *poolClaim) own() {
 		select {
 		case r := <-c.admitted:
 			if reply != nil {
-				c.cfg.Release(1) // arrived after the drain began: not admitted
+				c.release(r) // arrived after the drain began: not admitted
 				continue
 			}
 			c.admit(r)
@@ -192,11 +192,11 @@ func (c *poolClaim) admit(r *messages.Record) {
 	off := r.GetOffset()
 	restored := c.ledger.Restored(off)
 	if err := c.ledger.Admit(off); err != nil {
-		c.cfg.Release(1)
+		c.release(r)
 		return
 	}
 	if restored { // finished by the partition's earlier owner
-		c.cfg.Release(1)
+		c.release(r)
 		advanced, _ := c.ledger.Finish(off)
 		c.progressed(advanced)
 		return
@@ -218,6 +218,11 @@ func (c *poolClaim) start(r *messages.Record) {
 	}
 }
 
+// release gives back r's credits and bytes.
+func (c *poolClaim) release(r *messages.Record) {
+	c.cfg.Release(1, actors.ChargedBytes(c.cfg.Handler, r))
+}
+
 func (c *poolClaim) finish(off int64) {
 	r := c.records[off]
 	delete(c.records, off)
@@ -225,7 +230,7 @@ func (c *poolClaim) finish(off int64) {
 	if err != nil {
 		return
 	}
-	c.cfg.Release(1)
+	c.release(r)
 	if next, ok := c.gate.Release(r.GetKey()); ok {
 		c.start(c.records[next])
 	}
@@ -259,10 +264,13 @@ func (c *poolClaim) complete(reply chan *messages.DrainResult, timedOut bool) {
 	c.cancel()
 	c.commit()
 	abandoned := c.ledger.InFlight()
-	c.cfg.Release(abandoned)
+	var bytes int64
+	for _, r := range c.records {
+		bytes += actors.ChargedBytes(c.cfg.Handler, r)
+	}
+	c.cfg.Release(abandoned, bytes)
 	for len(c.admitted) > 0 {
-		<-c.admitted
-		c.cfg.Release(1)
+		c.release(<-c.admitted)
 	}
 	reply <- &messages.DrainResult{Watermark: c.marked, Abandoned: int64(abandoned), TimedOut: timedOut}
 }
