@@ -63,7 +63,9 @@ func NewInventory(baseURL string, opts InventoryOptions) (*Inventory, error) {
 	return &Inventory{
 		hostsURL: base + "/api/inventory/v1/hosts/",
 		http:     hc,
-		retry:    &retrier{cfg: cfg, client: hc, secrets: redact.Secrets(base)},
+		// A 404 is the inventory's answer for a host it does not know
+		// (ErrHostNotFound), which its path names.
+		retry: &retrier{cfg: cfg, client: hc, secrets: redact.Secrets(base), refusals: refusals{notFoundIsAnswer: true}},
 	}, nil
 }
 

@@ -139,7 +139,7 @@ func TestInventoryErrorClasses(t *testing.T) {
 		class messages.ErrorClass
 		calls int
 	}{
-		"403":           {http.StatusForbidden, "", messages.ErrorClass_ERROR_CLASS_PERMANENT, 1},
+		"403":           {http.StatusForbidden, "", messages.ErrorClass_ERROR_CLASS_TRANSIENT, 1},
 		"500":           {http.StatusInternalServerError, "", messages.ErrorClass_ERROR_CLASS_TRANSIENT, 1},
 		"503 always":    {http.StatusServiceUnavailable, "", messages.ErrorClass_ERROR_CLASS_TRANSIENT, 3},
 		"not JSON":      {http.StatusOK, "<html>proxy</html>", messages.ErrorClass_ERROR_CLASS_TRANSIENT, 1},

@@ -41,8 +41,11 @@ const (
 	errorSnippetBytes = 512
 )
 
-// errTooLarge reports a success body over maxResponseBytes. The same request
-// would get the same body, so it is permanent.
+// errTooLarge reports a success body over maxResponseBytes: more than any
+// answer should be, so the service (or something between it and us) is
+// broken or hostile. It is the dependency's failure, judged by the pipeline
+// like an outage; another attempt of the same request would only fetch the
+// same body, so it is not retried within the call.
 var errTooLarge = fmt.Errorf("response body larger than %d bytes", maxResponseBytes)
 
 // retryConfig is the validated retry policy shared by both clients.
@@ -82,7 +85,10 @@ type retrier struct {
 	client *http.Client
 	// secrets are the base URL's (its password, in every form: see
 	// redact.Secrets); the errors of an attempt have them masked.
-	secrets  []string
+	secrets []string
+	// refusals says which answers, beyond a 400, refuse the request itself
+	// (see blame).
+	refusals refusals
 	requests atomic.Uint64 // attempts sent
 	retries  atomic.Uint64 // attempts after the first
 	// report, when set, hears each attempt: the caller's context, its
@@ -99,9 +105,10 @@ func (r *retrier) observe(ctx context.Context, took time.Duration, res attemptRe
 
 // reportErr is an attempt's outcome as consumer.DependencyReporter reads
 // it: nil when served, a permanent error when the service answered with a
-// refusal of the request (it is up), a transient one when it gave no
-// answer it could serve (a retryable or 5xx status, a timeout, no
-// connection).
+// refusal of the request (it is up and the request is wrong: see blame), a
+// transient one when it gave no answer it could serve (a timeout, no
+// connection, a 5xx, or a status saying the service or the way to it is
+// wrong: 401, 403, a 404 on the endpoint, a body over the cap).
 func reportErr(res attemptResult) error {
 	switch res.outcome {
 	case succeeded:
@@ -117,10 +124,68 @@ type outcome int
 
 const (
 	succeeded outcome = iota
-	retryable         // 429, 502, 503, 504, connection error, timeout
-	permanent         // 4xx other than 429, oversized body, unbuildable request
-	transient         // 5xx other than the retryable ones, 1xx/3xx leftovers
+	// retryable: the dependency failed in a way another attempt soon may
+	// not meet: 408, 429, 502, 503, 504, a connection error, a timeout, a
+	// body cut short. Retried within the call, then returned transient.
+	retryable
+	// permanent: the request is wrong for this record (see blame), or could
+	// not be built. Returned at once; the record is dead-lettered.
+	permanent
+	// transient: the dependency failed in a way a backoff of milliseconds
+	// will not heal (401, 403, a 404 on the endpoint, 405, 413, 500, 501,
+	// any other status, a body over the cap). Returned at once, for the
+	// pipeline's retry rule to judge whose failure it was.
+	transient
 )
+
+// refusals names the answers a client's service gives to refuse the request
+// itself, beyond the 400 every service gives.
+type refusals struct {
+	// inputNames are the names of the request's fields: a 422 whose body
+	// names one of them refuses this request's input.
+	inputNames []string
+	// notFoundIsAnswer makes a 404 the service's answer about what the
+	// request names (the inventory: no such host), not a wrong endpoint.
+	notFoundIsAnswer bool
+}
+
+// blame says whose failure a non-2xx answer with status code is, from the
+// start of its body (head): permanent when it says the request is wrong for
+// this record (400; 422 naming the input; a 404 where the service answers
+// so for what the request names), so that no retry can help. Anything else
+// says the dependency, or what stands between it and us (an auth proxy, a
+// gateway, a wrong URL), is wrong: every record would meet it, so it is
+// never the record's own at once. It is retryable within the call when the
+// status says so (408, 429, 502, 503, 504), transient otherwise.
+func (rf refusals) blame(code int, head string) outcome {
+	switch code {
+	case http.StatusBadRequest:
+		return permanent
+	case http.StatusUnprocessableEntity:
+		if rf.namesInput(head) {
+			return permanent
+		}
+	case http.StatusNotFound:
+		if rf.notFoundIsAnswer {
+			return permanent
+		}
+	case http.StatusRequestTimeout, http.StatusTooManyRequests, http.StatusBadGateway,
+		http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return retryable
+	}
+	return transient
+}
+
+// namesInput reports whether an error body names one of the request's
+// fields: the service read the request and refuses what it holds.
+func (rf refusals) namesInput(head string) bool {
+	for _, name := range rf.inputNames {
+		if strings.Contains(head, name) {
+			return true
+		}
+	}
+	return false
+}
 
 // attemptResult is one attempt's result: the body on success, otherwise the
 // error and, for a retryable status, the server's Retry-After.
@@ -136,11 +201,12 @@ type attemptResult struct {
 //
 // Errors: the caller's context ending is returned as its context error,
 // unclassified (errors.Is(err, context.Canceled) holds and ClassOf says
-// cancelled; a caller deadline reads as transient). A non-retryable status is
-// returned at once as a *StatusError wrapped with messages.Permanent (4xx) or
-// messages.Transient (5xx). When the attempts run out on retryable failures,
-// the last failure is returned wrapped with messages.Transient so the pipeline
-// retries the record later. op prefixes every message.
+// cancelled; a caller deadline reads as transient). A status that is not
+// retried within the call is returned at once as a *StatusError, wrapped
+// with messages.Permanent when it refuses the request (see blame) and with
+// messages.Transient otherwise. When the attempts run out on retryable
+// failures, the last failure is returned wrapped with messages.Transient so
+// the pipeline retries the record later. op prefixes every message.
 func (r *retrier) do(ctx context.Context, op string, newRequest requestFunc) ([]byte, error) {
 	return r.doInto(ctx, op, newRequest, nil)
 }
@@ -215,7 +281,7 @@ func (r *retrier) attempt(ctx context.Context, newRequest requestFunc, buf []byt
 		body, err := readLimited(resp.Body, maxResponseBytes, resp.ContentLength, buf)
 		switch {
 		case errors.Is(err, errTooLarge):
-			return attemptResult{outcome: permanent, err: err}
+			return attemptResult{outcome: transient, err: err}
 		case err != nil:
 			return attemptResult{outcome: retryable, err: redact.Error(r.annotateTimeout(actx, fmt.Errorf("reading response: %w", err)), r.secrets)}
 		}
@@ -229,16 +295,12 @@ func (r *retrier) attempt(ctx context.Context, newRequest requestFunc, buf []byt
 		StatusCode: resp.StatusCode,
 		Body:       snippet(head),
 	}
-	switch code := resp.StatusCode; {
-	case code == http.StatusTooManyRequests, code == http.StatusBadGateway,
-		code == http.StatusServiceUnavailable, code == http.StatusGatewayTimeout:
+	o := r.refusals.blame(resp.StatusCode, serr.Body)
+	if o == retryable {
 		d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 		return attemptResult{outcome: retryable, err: serr, retryAfter: d, hasRetryAfter: ok}
-	case code >= 400 && code < 500:
-		return attemptResult{outcome: permanent, err: serr}
-	default:
-		return attemptResult{outcome: transient, err: serr}
 	}
+	return attemptResult{outcome: o, err: serr}
 }
 
 // annotateTimeout says so when err comes from the per-attempt deadline, which
@@ -314,10 +376,13 @@ func contextError(ctx context.Context, op string) error {
 
 // readLimited reads all of r into buf, from its start, growing it as
 // io.ReadAll does when it is full, and fails with errTooLarge past limit
-// bytes. size, when positive and within limit, is the length the response
-// announced: a buffer smaller than that is replaced by one that holds it at
-// once.
+// bytes, at once when the response announced a length (size) past it. size,
+// when positive and within limit, is the length the response announced: a
+// buffer smaller than that is replaced by one that holds it at once.
 func readLimited(r io.Reader, limit, size int64, buf []byte) ([]byte, error) {
+	if size > limit {
+		return nil, errTooLarge
+	}
 	b := buf[:0]
 	if size > 0 && size <= limit && int64(cap(b)) <= size {
 		b = make([]byte, 0, size+1) // +1: the end is seen without growing

@@ -89,7 +89,7 @@ func NewVMaaS(baseURL string, opts VMaaSOptions) (*VMaaS, error) {
 	c := &VMaaS{
 		updatesURL: base + "/api/v3/updates",
 		http:       hc,
-		retry:      &retrier{cfg: cfg, client: hc, secrets: redact.Secrets(base)},
+		retry:      &retrier{cfg: cfg, client: hc, secrets: redact.Secrets(base), refusals: refusals{inputNames: updatesFields}},
 	}
 	if opts.CacheSize > 0 {
 		if c.cache, err = newAnswerCache(opts.CacheSize, opts.CacheBytes); err != nil {
@@ -100,10 +100,12 @@ func NewVMaaS(baseURL string, opts VMaaSOptions) (*VMaaS, error) {
 }
 
 // ReportTo makes every HTTP attempt report its duration and whether VMaaS
-// served it: err nil for a response, a permanent error for a 4xx refusing
-// the request (VMaaS is up), a transient one for a 5xx, a timeout or no
-// connection. Answers from the cache are not calls and are not reported.
-// Cancellations by the caller are not reported either.
+// served it: err nil for a response, a permanent error for an answer
+// refusing the request (400, or 422 naming its input: VMaaS is up), a
+// transient one for anything else that is no answer (a 5xx, a timeout, no
+// connection, a 401, 403 or 404, a body over the cap). Answers from the
+// cache are not calls and are not reported. Cancellations by the caller are
+// not reported either.
 func (c *VMaaS) ReportTo(report func(ctx context.Context, took time.Duration, err error)) {
 	c.retry.report.Store(&report)
 }
@@ -115,10 +117,12 @@ func (c *VMaaS) ReportTo(report func(ctx context.Context, took time.Duration, er
 // Requests that differ only in the order or repetition of their package,
 // repository or module lists share a cache entry.
 //
-// Errors: a request VMaaS rejects (400, other 4xx) is permanent; a failed or
-// unreadable answer (5xx, timeouts after all attempts, a body that is not the
-// expected JSON) is transient; the caller's context ending is returned as is
-// (see the package doc).
+// Errors: a request VMaaS refuses (400, or 422 whose body names one of the
+// request's fields) is permanent; any other failure is VMaaS's, transient:
+// a failed or unreadable answer (5xx, timeouts after all attempts, a body
+// over the cap or not the expected JSON) and a status saying VMaaS, or what
+// stands before it, is wrong (401, 403, 404, 405, 413, any other); the
+// caller's context ending is returned as is (see the package doc).
 func (c *VMaaS) Updates(ctx context.Context, req *UpdatesRequest) (*UpdatesResponse, error) {
 	resp, err := c.updates(ctx, req)
 	if err != nil {

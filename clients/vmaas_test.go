@@ -144,8 +144,8 @@ func TestVMaaSDoesNotRetryOtherStatuses(t *testing.T) {
 		class messages.ErrorClass
 	}{
 		{http.StatusBadRequest, messages.ErrorClass_ERROR_CLASS_PERMANENT},
-		{http.StatusUnauthorized, messages.ErrorClass_ERROR_CLASS_PERMANENT},
-		{http.StatusNotFound, messages.ErrorClass_ERROR_CLASS_PERMANENT},
+		{http.StatusUnauthorized, messages.ErrorClass_ERROR_CLASS_TRANSIENT},
+		{http.StatusNotFound, messages.ErrorClass_ERROR_CLASS_TRANSIENT},
 		{http.StatusUnprocessableEntity, messages.ErrorClass_ERROR_CLASS_PERMANENT},
 		{http.StatusInternalServerError, messages.ErrorClass_ERROR_CLASS_TRANSIENT},
 		{http.StatusNotImplemented, messages.ErrorClass_ERROR_CLASS_TRANSIENT},

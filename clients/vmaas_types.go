@@ -20,6 +20,12 @@ type UpdatesRequest struct {
 	EpochRequired  bool     `json:"epoch_required"`
 }
 
+// updatesFields are the names of the fields an updates request sends
+// (canonicalBody writes them): a 422 whose body names one of them refuses
+// the request's input, so it is permanent (see refusals.blame).
+var updatesFields = []string{"package_list", "repository_list", "modules_list", "module_name", "module_stream",
+	"releasever", "basearch", "security_only", "latest_only", "third_party", "epoch_required"}
+
 // Module is an enabled module stream of the host (RHEL 8+ modularity).
 type Module struct {
 	Name   string `json:"module_name"`

@@ -15,12 +15,16 @@ import (
 // record's key in the X-Record-Key header, and reads the answer.
 //
 //   - 2xx: the record is done.
-//   - 4xx: the service refuses the record; no retry can help, so it is
-//     dead-lettered (consumer.Permanent).
-//   - 5xx, a timeout, a refused connection: the service is in trouble. The
-//     error names the dependency (consumer.FailedIn), so the consumer can
-//     tell an outage (every record fails: retried until it passes) from a
-//     record of its own trouble (dead-lettered after Config.MaxAttempts).
+//   - 400, 422: the service read the record and refuses it; no retry can
+//     help, so it is dead-lettered (consumer.Permanent).
+//   - Any other status (401 and 403 from a wrong credential or an auth
+//     proxy, 404 from a wrong URL, 429, 5xx), a timeout, a refused
+//     connection: the service, or the way to it, is in trouble, and every
+//     record would meet it. The error names the dependency
+//     (consumer.FailedIn), so the consumer can tell an outage (every record
+//     fails: retried until it passes) from a record of its own trouble
+//     (dead-lettered after Config.MaxAttempts). Were a 403 permanent, one
+//     misconfiguration would dead-letter the whole stream.
 //
 // It reports every call (ReportDependenciesTo) under the record's context,
 // which is what lets the consumer tell the two apart (other records served
@@ -68,7 +72,7 @@ func (e *Enricher) call(req *http.Request) error {
 	switch {
 	case resp.StatusCode < 300:
 		return nil
-	case resp.StatusCode < 500:
+	case resp.StatusCode == http.StatusBadRequest, resp.StatusCode == http.StatusUnprocessableEntity:
 		return consumer.Permanent(fmt.Errorf("%s refused the record: %s: %s", dependency, resp.Status, bytes.TrimSpace(body)))
 	}
 	return consumer.Transient(fmt.Errorf("%s: %s", dependency, resp.Status))
