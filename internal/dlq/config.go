@@ -8,7 +8,9 @@
 // offsets it found at start unless it follows the topic. A record that is
 // not a dead-letter envelope gets a line saying so, and reading goes on.
 // The original record's value (up to a megabyte or so) is printed only when
-// asked for.
+// asked for. Whatever a record holds is printed escaped: no control
+// character or bidirectional control of it reaches the reader's terminal
+// raw, in a line or in JSON (format).
 package dlq
 
 import (

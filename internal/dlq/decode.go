@@ -89,7 +89,7 @@ func (e Entry) Line(value bool) string {
 	l := e.Letter
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s/%d/%d key=%s reason=%s attempts=%d error=%s dlq=%d/%d", e.when().UTC().Format(timeFormat),
-		l.GetOriginalTopic(), l.GetOriginalPartition(), l.GetOriginalOffset(), strconv.Quote(string(l.GetKey())),
+		shownTopic(l.GetOriginalTopic()), l.GetOriginalPartition(), l.GetOriginalOffset(), strconv.Quote(string(l.GetKey())),
 		strconv.Quote(Reason(l)), l.GetAttempts(), strconv.Quote(l.GetError()), e.Partition, e.Offset)
 	if value {
 		if l.GetValueTruncated() {

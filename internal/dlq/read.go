@@ -191,7 +191,8 @@ func readPartition(ctx context.Context, consumer sarama.Consumer, topic string, 
 	}
 }
 
-// printer writes entries to out, one per line, from any goroutine.
+// printer writes entries to out, one per line (format: escaped), from any
+// goroutine.
 type printer struct {
 	mu      sync.Mutex
 	out     io.Writer
@@ -200,15 +201,9 @@ type printer struct {
 }
 
 func (p *printer) print(e Entry) error {
-	var line []byte
-	if p.cfg.JSON {
-		b, err := e.JSON(p.cfg.Value)
-		if err != nil {
-			return fmt.Errorf("encode dead letter %d/%d: %w", e.Partition, e.Offset, err)
-		}
-		line = b
-	} else {
-		line = []byte(e.Line(p.cfg.Value))
+	line, err := format(e, p.cfg.JSON, p.cfg.Value)
+	if err != nil {
+		return err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -17,10 +17,13 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/patchflow/patchflow/consumer"
 	"github.com/patchflow/patchflow/internal/dlq"
 	"github.com/patchflow/patchflow/internal/listener"
+	"github.com/patchflow/patchflow/internal/safetext"
 	"github.com/patchflow/patchflow/internal/settings"
 	"github.com/patchflow/patchflow/inventory"
 	"github.com/patchflow/patchflow/messages"
@@ -461,4 +464,89 @@ func TestRunEndsAtALogTruncatedBelowTheEnd(t *testing.T) {
 // does: with the simulated handler and the embedded broker.
 func parseListener(args []string, lookup func(string) (string, bool)) (*listener.Config, *settings.Set, error) {
 	return listener.Parse(args, lookup, simulated.Extension(&simulated.Knobs{}), embedded.Extension())
+}
+
+// Anyone who can write to the dead-letter topic (or to the source topic,
+// whose keys, values and quoted errors the envelopes carry) chooses what
+// the command prints. An envelope whose every field holds CSI (U+009B) and
+// OSC (U+009D) sequences, ESC, a newline and bidi overrides and isolates is
+// printed, in each mode, with none of them raw: a person reading the
+// output in a terminal sees the escapes, and a JSON reader reads back the
+// envelope's strings.
+func TestRunEscapesAForgedEnvelope(t *testing.T) {
+	_, brokers := oneTopicBroker(t, "dlq-forged")
+	const (
+		csi    = "\u009b2J\u009b31m"             // clear the screen, then red
+		osc    = "\u009d0;owned\u009c"           // set the window title
+		escape = "\x1b[1A\x1b[2K"                // up a line, erase it
+		bidi   = "\u202eevil\u202c\u2066x\u2069" // right-to-left override, isolate
+	)
+	l := &messages.DeadLetter{
+		OriginalTopic: "events" + csi + " key=\"fine\"\n" + bidi, OriginalPartition: 1, OriginalOffset: 5,
+		Key: []byte("host" + osc + bidi), Value: []byte(`{"v":"` + escape + csi + `"}`),
+		Headers: []*messages.Header{{Key: []byte("h" + csi), Value: []byte(osc + bidi)}},
+		Error:   "decode event: " + csi + osc + escape + bidi, ErrorClass: messages.ErrorClass_ERROR_CLASS_PERMANENT, Attempts: 1,
+		LastFailureTime: timestamppb.Now(), ConsumerGroup: "group" + osc, MemberId: "member" + bidi, Reason: "reason" + csi,
+		History: []*messages.FailedAttempt{{Attempt: 1, Error: "history " + osc + bidi, Dependency: "vmaas" + csi, Time: timestamppb.Now()}},
+	}
+	value, err := proto.Marshal(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pcfg := sarama.NewConfig()
+	pcfg.Producer.Return.Successes = true
+	p, err := sarama.NewSyncProducer(brokers, pcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, _, err := p.SendMessage(&sarama.ProducerMessage{Topic: "dlq-forged", Key: sarama.ByteEncoder(l.GetKey()), Value: sarama.ByteEncoder(value),
+		Headers: []sarama.RecordHeader{{Key: []byte("h" + csi), Value: []byte(osc + bidi)}}}); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, args := range [][]string{nil, {"-value"}, {"-json"}, {"-json", "-value"}} {
+		cfg, _, err := dlq.Parse(append([]string{"-kafka-dlq-topic", "dlq-forged"}, args...), env(map[string]string{"KAFKA_BROKERS": strings.Join(brokers, ",")}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		var out bytes.Buffer
+		sum, err := dlq.Run(ctx, cfg, &out)
+		cancel()
+		if err != nil || sum != (dlq.Summary{Letters: 1}) {
+			t.Fatalf("%v: summary %+v, error %v", args, sum, err)
+		}
+		printed := out.String()
+		if !strings.HasSuffix(printed, "\n") || strings.Count(printed, "\n") != 1 {
+			t.Fatalf("%v: want one line:\n%q", args, printed)
+		}
+		for _, r := range strings.TrimSuffix(printed, "\n") {
+			if safetext.Escapes(r) {
+				t.Errorf("%v: the output holds %U raw:\n%q", args, r, printed)
+				break
+			}
+		}
+		if !cfg.JSON {
+			if want := ` "events\u009b2J\u009b31m key=\"fine\"\n\u202eevil\u202c\u2066x\u2069"/1/5 key="host\u009d0;owned\u009c`; !strings.Contains(printed, want) {
+				t.Errorf("%v: the line does not show the topic quoted and the key escaped (%s):\n%s", args, want, printed)
+			}
+			continue
+		}
+		var j struct {
+			Topic, Key, Error, Reason, Value string
+			ConsumerGroup                    string `json:"consumer_group"`
+			MemberID                         string `json:"member_id"`
+			History                          []struct{ Error, Dependency string }
+		}
+		if err := json.Unmarshal(out.Bytes(), &j); err != nil {
+			t.Fatalf("%v: not JSON: %v\n%s", args, err, printed)
+		}
+		if j.Topic != l.GetOriginalTopic() || j.Key != string(l.GetKey()) || j.Error != l.GetError() || j.Reason != l.GetReason() ||
+			j.ConsumerGroup != l.GetConsumerGroup() || j.MemberID != l.GetMemberId() || len(j.History) != 1 ||
+			j.History[0].Error != l.GetHistory()[0].GetError() || j.History[0].Dependency != l.GetHistory()[0].GetDependency() ||
+			cfg.Value && j.Value != string(l.GetValue()) {
+			t.Errorf("%v: the JSON does not read back as the envelope:\n%s", args, printed)
+		}
+	}
 }

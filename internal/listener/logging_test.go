@@ -4,16 +4,22 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"strings"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"pgregory.net/rapid"
 
 	"github.com/patchflow/patchflow/actors"
 	"github.com/patchflow/patchflow/consumer"
 	"github.com/patchflow/patchflow/internal/listener"
+	"github.com/patchflow/patchflow/internal/safetext"
 	"github.com/patchflow/patchflow/messages"
 )
 
@@ -43,6 +49,90 @@ func TestNewLoggerWritesDurationsAsStrings(t *testing.T) {
 	if text := log("text"); !strings.Contains(text, " drain=1.5s attempt.timeout=2s records=3") {
 		t.Fatalf("text: %s", text)
 	}
+}
+
+// hostile draws strings made to reach a terminal or a log viewer: C0 and
+// C1 controls (ESC, CSI U+009B, OSC U+009D), DEL, bidi controls, the line
+// separators and bytes that are not UTF-8, among ordinary text.
+func hostile() *rapid.Generator[string] {
+	special := []rune{0x1b, 0x07, '\n', 0x7f, 0x9b, 0x9d, 0x9c, 0x85, 0x202e, 0x202a, 0x2066, 0x2069, 0x200e, 0x061c, 0x2028, 0x2029, '"', '=', ' ', '\\'}
+	piece := rapid.OneOf(
+		rapid.Map(rapid.SampledFrom(special), func(r rune) string { return string(r) }),
+		rapid.Map(rapid.RuneFrom(nil, unicode.Cc, unicode.Bidi_Control), func(r rune) string { return string(r) }),
+		rapid.StringN(0, 6, -1),
+		rapid.Map(rapid.SliceOfN(rapid.Byte(), 1, 3), func(b []byte) string { return string(b) }),
+	)
+	return rapid.Map(rapid.SliceOfN(piece, 0, 8), func(p []string) string { return strings.Join(p, "") })
+}
+
+// asJSON is s as a JSON reader reads it back (a byte that is not UTF-8
+// becomes U+FFFD).
+func asJSON(s string) string {
+	b, _ := json.Marshal(s)
+	var back string
+	_ = json.Unmarshal(b, &back)
+	return back
+}
+
+// logHostile logs msg, and key and value in every way an attribute can
+// carry them (a key, a value, an error, a group, a value slog marshals),
+// in format, and returns the line.
+func logHostile(format, msg, key, value string) []byte {
+	type detail struct{ Text string }
+	var buf bytes.Buffer
+	listener.NewLogger(&buf, "info", format).Info(msg, "a_"+key, value, "err", errors.New(value),
+		slog.Group("g_"+key, "inner", value), "detail", detail{value})
+	return buf.Bytes()
+}
+
+// rawControl returns what of line safetext escapes, but the newline that
+// ends it, and whether line is one line of UTF-8.
+func rawControl(line []byte) ([]rune, bool) {
+	var raw []rune
+	for _, r := range string(bytes.TrimSuffix(line, []byte("\n"))) {
+		if safetext.Escapes(r) {
+			raw = append(raw, r)
+		}
+	}
+	return raw, utf8.Valid(line) && bytes.IndexByte(line, '\n') == len(line)-1
+}
+
+// Whatever a log record quotes (a record's key, an error with its input),
+// in its message, an attribute's key or value, an error, a group or a value
+// slog marshals, the log line holds no control character (but the newline
+// that ends it), no bidi control and no byte that is not UTF-8, in JSON as
+// in text; and the JSON reads back as what was logged. log/slog's JSON
+// passes C1 controls and bidi controls raw, its text DEL.
+func TestNewLoggerEscapesControls(t *testing.T) {
+	for _, format := range []string{"json", "text"} {
+		line := logHostile(format, "\u009b2J\u009d0;owned\u009c", "k\x7f", "\u202eevil\u202c")
+		if raw, ok := rawControl(line); len(raw) > 0 || !ok {
+			t.Errorf("%s: the log holds %q raw (one line of UTF-8: %v): %q", format, raw, ok, line)
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		msg, key, value := hostile().Draw(t, "msg"), hostile().Draw(t, "key"), hostile().Draw(t, "value")
+		for _, format := range []string{"json", "text"} {
+			line := logHostile(format, msg, key, value)
+			if raw, ok := rawControl(line); len(raw) > 0 || !ok {
+				t.Fatalf("%s: the log holds %q raw (one line of UTF-8: %v): %q", format, raw, ok, line)
+			}
+		}
+		line := logHostile("json", msg, key, value)
+		var j map[string]any
+		if err := json.Unmarshal(line, &j); err != nil {
+			t.Fatalf("not JSON: %v: %s", err, line)
+		}
+		group, _ := j["g_"+asJSON(key)].(map[string]any)
+		detailed, _ := j["detail"].(map[string]any)
+		if j["msg"] != asJSON(msg) || j["a_"+asJSON(key)] != asJSON(value) || j["err"] != asJSON(value) ||
+			group["inner"] != asJSON(value) || detailed["Text"] != asJSON(value) {
+			t.Fatalf("the JSON log does not read back as what was logged: %s", line)
+		}
+	})
 }
 
 // logLines decodes JSON log lines by message (the first line of each).
