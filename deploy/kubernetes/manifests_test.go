@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -260,6 +261,18 @@ func environment(t *testing.T, dep *appsv1.Deployment, cm *corev1.ConfigMap, sec
 				t.Fatalf("%s comes from %s/%s, which the Secret lacks", e.Name, ref.Name, ref.Key)
 			}
 			env[e.Name] = v
+		case e.ValueFrom != nil && e.ValueFrom.ResourceFieldRef != nil:
+			// What the kubelet passes: the container's resource, in bytes
+			// for memory (the default divisor, 1).
+			ref := e.ValueFrom.ResourceFieldRef
+			if ref.ContainerName != c.Name || ref.Resource != "limits.memory" {
+				t.Fatalf("%s comes from %s of container %q, not limits.memory of %q", e.Name, ref.Resource, ref.ContainerName, c.Name)
+			}
+			q, ok := c.Resources.Limits[corev1.ResourceMemory]
+			if !ok {
+				t.Fatalf("%s comes from limits.memory, which the container does not set", e.Name)
+			}
+			env[e.Name] = strconv.FormatInt(q.Value(), 10)
 		default:
 			env[e.Name] = e.Value
 		}

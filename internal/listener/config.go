@@ -58,6 +58,9 @@ type Config struct {
 	ProgressInterval time.Duration
 	LogLevel         string
 	LogFormat        string
+	// MemoryLimit is the container's memory limit in bytes (0: read the
+	// cgroup's); the Go runtime's soft limit is 90 % of it (applyMemoryLimit).
+	MemoryLimit int
 }
 
 // Parse reads the configuration from lookup (the environment) and args (the
@@ -155,6 +158,7 @@ func Parse(args []string, lookup func(string) (string, bool), exts ...Extension)
 	s.Duration(&cfg.ReadyVMaaSGrace, "LISTENER_READY_VMAAS_GRACE", "ready-vmaas-grace", 10*time.Second, 0, "`/readyz` fails once the VMaaS check (every second, one updates request for one package) has failed without a break for this long (`0`: at the first failure). The same check tells a record whose VMaaS call fails alone, with nothing else running (its partition waiting behind it), from an outage: its failures count towards its dead letter only while the check passes")
 	s.Duration(&cfg.ProgressInterval, "LISTENER_PROGRESS_INTERVAL", "progress-interval", 10*time.Second, 0, "how often progress is logged (`0`: never)")
 	s.String(&cfg.LogLevel, "LOG_LEVEL", "log-level", "info", "`debug`, `info`, `warn` or `error`", oneOf([]string{"debug", "info", "warn", "error"}))
+	s.Int(&cfg.MemoryLimit, "LISTENER_MEMORY_LIMIT", "memory-limit", 0, 0, "the container's memory limit in bytes, from the pod's `limits.memory` (the manifests pass it through the downward API): the Go runtime's soft limit is set to 90 % of it, so the garbage collector works harder before the kernel kills the pod. `0`: read the cgroup's limit (`/sys/fs/cgroup/memory.max`). Ignored when `GOMEMLIMIT` is set")
 	s.String(&cfg.LogFormat, "LOG_FORMAT", "log-format", "auto", "`json`, `text`, or `auto` (text on a terminal, json otherwise). Either way a duration is a string (`\"drain\":\"1.5s\"`), not nanoseconds", oneOf([]string{"auto", "json", "text"}))
 
 	for _, e := range exts {

@@ -36,6 +36,11 @@ func Main(args []string, stdout, stderr io.Writer, exts ...Extension) int {
 	logger := NewLogger(stderr, cfg.LogLevel, cfg.LogFormat)
 	v := version.Get()
 	logger.Info("configuration", append([]any{"version", v.Version, "revision", v.Revision}, set.Effective()...)...)
+	if limit, source := applyMemoryLimit(int64(cfg.MemoryLimit)); limit > 0 {
+		logger.Info("Go memory limit set from the container's", "limit_mib", limit>>20, "from", source)
+	} else if source == "" {
+		logger.Warn("no memory limit known (no GOMEMLIMIT, LISTENER_MEMORY_LIMIT or cgroup limit): the garbage collector will not work harder as memory runs short")
+	}
 
 	ctx, stop := ShutdownOnSignals(logger, os.Exit)
 	defer stop()
