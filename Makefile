@@ -171,14 +171,14 @@ fmt-check:
 ## behind a record that never finishes, crash replay (kill -9 and restart); the last two beside the listener
 ## before issue 11 ($(BENCH_BEFORE)), reads on 50,000 systems, and the adaptive limit against a downstream
 ## with a capacity; writes docs/benchmarks.md, .json, throughput.png and adaptive.png. BENCH_FLAGS=-quick for a
-## smoke run, BENCH_FLAGS=-only=crash-replay (core, end-to-end, memory, pinned, crash-replay, reads, adaptive)
+## smoke run, BENCH_FLAGS=-only=crash-replay (core, end-to-end, memory, pinned, crash-replay, reads, adaptive, start, hostile)
 ## for some, BENCH_FLAGS='-only=end-to-end,adaptive -merge docs/benchmarks.json' to measure those again into
 ## the report (it says which run measured what)
-bench: build $(BIN)/listener-before $(BIN)/listener-before12
+bench: build $(BIN)/listener-before $(BIN)/listener-before12 $(BIN)/listener-before37
 	@set -e; \
 	kafka=$$(.ci/kafka start); trap '.ci/kafka down '"$$kafka" EXIT; \
 	PATCHFLOW_PG_DURABLE=1 .ci/postgres with $(GO) run ./cmd/bench -out docs -listener $(BIN)/listener-proving -listener-before $(BIN)/listener-before \
-		-listener-before12 $(BIN)/listener-before12 -platform-mock $(BIN)/platform-mock \
+		-listener-before12 $(BIN)/listener-before12 -listener-before37 $(BIN)/listener-before37 -platform-mock $(BIN)/platform-mock \
 		-kafka $$(cat $$kafka/brokers) -kafka-version $$(cat $$kafka/version) -kafka-pid $$(cat $$kafka/pid) $(BENCH_FLAGS)
 
 ## the listener at the commit before issue 11, with the simulated handler's measurement knobs
@@ -190,6 +190,11 @@ $(BIN)/listener-before: .ci/listener-before .ci/listener-before.patch
 BENCH_BEFORE12 := 15648dc
 $(BIN)/listener-before12: .ci/listener-before
 	GO=$(GO) .ci/listener-before $@ $(BENCH_BEFORE12) none
+
+## the listener at the commit before issue 37, as it was (the hostile-input scenario runs its real handler)
+BENCH_BEFORE37 := 0661fe1
+$(BIN)/listener-before37: .ci/listener-before
+	GO=$(GO) .ci/listener-before $@ $(BENCH_BEFORE37) none
 
 ## bench-pipeline: the pipeline benchmark on the embedded broker (10 ms and 100 ms handlers, S=64, 8 partitions)
 bench-pipeline:

@@ -23,12 +23,13 @@ func Main() {
 	databaseURL := flag.String("database-url", os.Getenv("DATABASE_URL"), "PostgreSQL for scenario 4, which creates a database per listener beside this one (empty: skip it)")
 	listenerBin := flag.String("listener", "bin/listener", "the listener binary, for scenarios 4 to 6")
 	beforeBin := flag.String("listener-before", "", "the listener built at "+BeforeCommit+", the commit before issue 11, with the simulated handler's measurement knobs (.ci/listener-before; make bench builds it), measured beside -listener in the pinned and crash-replay scenarios (empty: -listener alone)")
+	before37Bin := flag.String("listener-before37", "", "the listener built at "+BeforeHostileCommit+", the commit before issue 37 (make bin/listener-before37), measured beside -listener on hostile input (empty: -listener alone)")
 	before12Bin := flag.String("listener-before12", "", "the listener built at "+BeforeEndToEndCommit+", the commit before issue 12 (make bin/listener-before12), measured beside -listener end to end (empty: -listener alone)")
 	mockBin := flag.String("platform-mock", "bin/platform-mock", "the platform mock binary, for scenario 4")
 	kafkaPID := flag.Int("kafka-pid", 0, "pid of the real broker's process, for its CPU in scenario 4 (0: not measured)")
 	allowNotDurable := flag.Bool("allow-not-durable", false, "run scenario 4 on a PostgreSQL with fsync, synchronous_commit or full_page_writes off instead of refusing; the report marks its figures not publishable (smoke runs only)")
 	kafkaVersion := flag.String("kafka-version", "", "version of the real broker, for the report")
-	only := flag.String("only", "core,end-to-end,memory,pinned,crash-replay,reads,adaptive,start", "comma-separated scenarios to run: core (1-3), end-to-end (4), memory (5), pinned (5, a record that never finishes), crash-replay (6), reads (7, needs -database-url), adaptive (8, on the real broker when -kafka is set), start (9, the adaptive limit's first seconds, likewise)")
+	only := flag.String("only", "core,end-to-end,memory,pinned,crash-replay,reads,adaptive,start,hostile", "comma-separated scenarios to run: core (1-3), end-to-end (4), memory (5), pinned (5, a record that never finishes), crash-replay (6), reads (7, needs -database-url), adaptive (8, on the real broker when -kafka is set), start (9, the adaptive limit's first seconds, likewise), hostile (10, hostile records and answers; needs -kafka and -database-url)")
 	fromJSON := flag.String("from-json", "", "only rewrite the markdown and the plot from this benchmarks.json (no measuring)")
 	events := flag.Int("events", 0, "events per end-to-end configuration (0: the plan's)")
 	profile := flag.String("profile", "", "a directory for the end-to-end scenario's listener profiles (CPU over -profile-seconds of each timed window, allocations): the listeners then serve /debug/pprof, which costs CPU, so a profiled run's figures are not for the report")
@@ -69,7 +70,7 @@ func Main() {
 	chosen := map[string]bool{}
 	for _, s := range strings.Split(*only, ",") {
 		switch s = strings.TrimSpace(s); s {
-		case "core", "end-to-end", "memory", "pinned", "crash-replay", "reads", "adaptive", "start":
+		case "core", "end-to-end", "memory", "pinned", "crash-replay", "reads", "adaptive", "start", "hostile":
 			chosen[s] = true
 		default:
 			must(fmt.Errorf("-only: unknown scenario %q", s))
@@ -172,6 +173,21 @@ func Main() {
 	if run("start") {
 		r.Start, err = plan.Start.Run(sources[len(sources)-1], plan.Partitions, os.Stdout)
 		must(err)
+	}
+	if run("hostile") && *kafka != "" && *databaseURL != "" {
+		h := &Hostile{Brokers: strings.Split(*kafka, ","), DatabaseURL: *databaseURL, Partitions: plan.Partitions, Ordinary: 200,
+			Limit: 3 * time.Minute, MemoryLimit: HostilePodMemory, Work: work, Log: os.Stdout}
+		must(h.Prepare())
+		runs := [][2]string{{ListenerAfter, *listenerBin}}
+		if *before37Bin != "" {
+			runs = [][2]string{{ListenerBefore, *before37Bin}, {ListenerAfter, *listenerBin}}
+		}
+		for _, l := range runs {
+			res, err := h.Run(context.Background(), l[0], l[1], l[0] == ListenerAfter)
+			must(err)
+			r.Hostile = append(r.Hostile, res...)
+		}
+		must(h.Close())
 	}
 	_ = os.RemoveAll(work) // kept when a scenario failed: must exits first
 	r.Took = time.Since(started).Round(time.Second).String()

@@ -66,6 +66,7 @@ func (r *Report) WriteMarkdown(path string) error {
 	r.readsTable(&b)
 	r.adaptiveTables(&b)
 	r.startTable(&b)
+	r.hostileTable(&b)
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
@@ -127,6 +128,7 @@ func (r *Report) targets() [][4]string {
 	}
 	rows = append(rows, r.adaptiveTargets()...)
 	rows = append(rows, r.startTargets()...)
+	rows = append(rows, r.hostileTargets()...)
 	if len(r.Memory) >= 2 {
 		small, large := r.Memory[0], r.Memory[len(r.Memory)-1]
 		growth := large.PeakRSSMiB / small.PeakRSSMiB

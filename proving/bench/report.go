@@ -49,6 +49,9 @@ type Report struct {
 	// Start is scenario 9: the adaptive limit's start against the best
 	// fixed limit's (nil when not run).
 	Start *StartResult `json:"start,omitempty"`
+	// Hostile is scenario 10: the listener on hostile records, batches and
+	// answers, before and after bounding them by bytes (empty: not run).
+	Hostile []HostileResult `json:"hostile,omitempty"`
 	// Load is how busy the machine was during the run (nil: not sampled).
 	Load *Load `json:"load,omitempty"`
 	// Updates are later runs that measured some scenarios again and
@@ -112,6 +115,8 @@ func (r *Report) Merge(later *Report, scenarios []string) error {
 			r.Adaptive = later.Adaptive
 		case "start":
 			r.Start = later.Start
+		case "hostile":
+			r.Hostile = later.Hostile
 		default:
 			return fmt.Errorf("merge: unknown scenario %q", s)
 		}
