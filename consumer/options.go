@@ -39,9 +39,10 @@ func WithHTTP(addr string) Option {
 }
 
 // WithPprof adds Go's profiler, net/http/pprof's /debug/pprof/, to
-// WithHTTP's server. Off by default: a profile costs CPU while it is taken,
-// and the goroutine dump shows the records in flight, so serve it only on
-// an address the operator alone reaches.
+// WithHTTP's server, but for /debug/pprof/cmdline (404): the command line
+// may carry secrets given as flags. Off by default: a profile costs CPU
+// while it is taken, and the goroutine dump shows the records in flight,
+// so serve it only on an address the operator alone reaches.
 func WithPprof() Option {
 	return func(o *pipeline.Options) { o.Pprof = true }
 }
