@@ -33,7 +33,8 @@ func WithRegisterer(reg prometheus.Registerer) Option {
 // consumer is in its group, no partition pinned or stalled past
 // Config.ReadyPinLimit, no dead-letter write failing, every health check
 // passing) and the status page /status with its JSON twin /status.json on
-// addr ("127.0.0.1:9000", say) while Run runs. Default: no HTTP.
+// addr ("127.0.0.1:9000", say) while Run runs, within Config.HTTP's
+// bounds. Default: no HTTP.
 func WithHTTP(addr string) Option {
 	return func(o *pipeline.Options) { o.HTTPAddr = addr }
 }
