@@ -13,6 +13,7 @@ import (
 	"github.com/patchflow/patchflow/actors"
 	"github.com/patchflow/patchflow/actors/limit"
 	"github.com/patchflow/patchflow/actors/ordering"
+	"github.com/patchflow/patchflow/internal/telemetry"
 )
 
 // Config is what a Consumer needs. Brokers, Topic and Group are required;
@@ -123,6 +124,38 @@ type Config struct {
 	// ProgressInterval is how often a progress line is logged. Default
 	// 10 s; negative: never.
 	ProgressInterval time.Duration
+
+	// HTTP bounds WithHTTP's server; each field left zero has its default.
+	HTTP HTTPLimits
+}
+
+// HTTPLimits bound WithHTTP's server, so that no client holds a connection
+// for long (one that connects and never asks, sends its request a byte at
+// a time, never reads its answer, or keeps its connection alive unused)
+// and no number of clients starves the probes. Durations must not be
+// negative.
+type HTTPLimits struct {
+	// ReadTimeout (default 10 s) bounds reading a request, its header and
+	// its body.
+	ReadTimeout time.Duration
+	// WriteTimeout (default 30 s) bounds writing an answer, counted from
+	// the end of its request's header; pprof's profile and trace
+	// (WithPprof) get the seconds they are asked for on top.
+	WriteTimeout time.Duration
+	// IdleTimeout (default 1 min) is how long a kept-alive connection
+	// waits for its next request.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes (default 16 KiB, at least 1 KiB) bounds a request's
+	// header: a larger one is answered 431.
+	MaxHeaderBytes int
+	// MaxConns (default 64, at least 4) bounds the connections open at
+	// once. At the cap a new connection takes the place of the one idle
+	// longest (waiting for a request, reading one's header, kept alive);
+	// one whose request is being answered is never closed for it. Requests
+	// other than /healthz and /readyz are answered by at most MaxConns −
+	// MaxConns/4 at a time, the rest with 503 at once, so a probe always
+	// finds a connection to take the place of.
+	MaxConns int
 }
 
 // Security is how the consumer reaches the brokers: TLS, SASL, or both.
@@ -158,6 +191,7 @@ type resolved struct {
 	members          int
 	readyPinLimit    time.Duration
 	progressInterval time.Duration
+	http             telemetry.ServerLimits
 }
 
 // resolve applies the defaults and checks cfg, naming every bad field.
@@ -208,7 +242,8 @@ func (cfg Config) resolve() (resolved, error) {
 		d    time.Duration
 	}{{"CommitInterval", cfg.CommitInterval}, {"SessionTimeout", cfg.SessionTimeout}, {"HeartbeatInterval", cfg.HeartbeatInterval},
 		{"DrainTimeout", cfg.DrainTimeout}, {"BackoffMin", cfg.BackoffMin}, {"BackoffMax", cfg.BackoffMax}, {"EvidenceWindow", cfg.EvidenceWindow},
-		{"ReadyPinLimit", cfg.ReadyPinLimit}} {
+		{"ReadyPinLimit", cfg.ReadyPinLimit}, {"HTTP.ReadTimeout", cfg.HTTP.ReadTimeout}, {"HTTP.WriteTimeout", cfg.HTTP.WriteTimeout},
+		{"HTTP.IdleTimeout", cfg.HTTP.IdleTimeout}} {
 		if f.d < 0 {
 			bad(f.name, "must not be negative, got %v (zero is the default)", f.d)
 		}
@@ -231,6 +266,16 @@ func (cfg Config) resolve() (resolved, error) {
 	if (cfg.Security.CertFile == "") != (cfg.Security.KeyFile == "") {
 		bad("Security.KeyFile", "a client certificate needs both CertFile and KeyFile")
 	}
+	if n := cfg.HTTP.MaxConns; n != 0 && n < telemetry.MinServerConns {
+		bad("HTTP.MaxConns", "must be at least %d, got %d (zero is the default, %d)", telemetry.MinServerConns, n, telemetry.DefaultServerLimits().MaxConns)
+	}
+	if n := cfg.HTTP.MaxHeaderBytes; n != 0 && n < 1024 {
+		bad("HTTP.MaxHeaderBytes", "must be at least 1024, got %d (zero is the default, %d)", n, telemetry.DefaultServerLimits().MaxHeaderBytes)
+	}
+	defHTTP := telemetry.DefaultServerLimits()
+	r.http = telemetry.ServerLimits{ReadTimeout: orDefault(cfg.HTTP.ReadTimeout, defHTTP.ReadTimeout),
+		WriteTimeout: orDefault(cfg.HTTP.WriteTimeout, defHTTP.WriteTimeout), IdleTimeout: orDefault(cfg.HTTP.IdleTimeout, defHTTP.IdleTimeout),
+		MaxHeaderBytes: orDefault(cfg.HTTP.MaxHeaderBytes, defHTTP.MaxHeaderBytes), MaxConns: orDefault(cfg.HTTP.MaxConns, defHTTP.MaxConns)}
 	r.members = orDefault(cfg.Members, 1)
 	r.kafka = actors.KafkaSettings{Brokers: cfg.Brokers, Topic: cfg.Topic, Group: cfg.Group, DLQTopic: dlq, Version: version,
 		Assignor: assignor, Isolation: isolation, CommitInterval: orDefault(cfg.CommitInterval, actors.DefaultCommitInterval),

@@ -197,7 +197,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			mux.Handle("POST /records/release", telemetry.ReleaseHandler(func() *actors.Bridge { return bridge }, o.ReleaseToken))
 			h = mux
 		}
-		stopHTTP, err := serveHTTP(o.HTTPAddr, h, logger)
+		stopHTTP, err := serveHTTP(o.HTTPAddr, h, c.cfg.http, logger)
 		if err != nil {
 			return err
 		}
@@ -304,20 +304,16 @@ func watchReadiness(r *telemetry.Readiness) (stop func()) {
 	}
 }
 
-// serveHTTP serves h on addr until the returned stop is called.
-func serveHTTP(addr string, h http.Handler, logger *slog.Logger) (stop func(), err error) {
+// serveHTTP serves h on addr within limits until the returned stop is
+// called.
+func serveHTTP(addr string, h http.Handler, limits telemetry.ServerLimits, logger *slog.Logger) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("serve HTTP on %s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	logger.Info("serving /metrics, /healthz and /readyz", "addr", ln.Addr().String())
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-	}, nil
+	stop = telemetry.Serve(ln, h, limits, logger)
+	logger.Info("serving /metrics, /healthz and /readyz", "addr", ln.Addr().String(), "max_conns", limits.MaxConns)
+	return stop, nil
 }
 
 // countsGroup renders counts by name (skipped records by reason, say) as

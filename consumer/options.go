@@ -33,15 +33,17 @@ func WithRegisterer(reg prometheus.Registerer) Option {
 // consumer is in its group, no partition pinned or stalled past
 // Config.ReadyPinLimit, no dead-letter write failing, every health check
 // passing) and the status page /status with its JSON twin /status.json on
-// addr ("127.0.0.1:9000", say) while Run runs. Default: no HTTP.
+// addr ("127.0.0.1:9000", say) while Run runs, within Config.HTTP's
+// bounds. Default: no HTTP.
 func WithHTTP(addr string) Option {
 	return func(o *pipeline.Options) { o.HTTPAddr = addr }
 }
 
 // WithPprof adds Go's profiler, net/http/pprof's /debug/pprof/, to
-// WithHTTP's server. Off by default: a profile costs CPU while it is taken,
-// and the goroutine dump shows the records in flight, so serve it only on
-// an address the operator alone reaches.
+// WithHTTP's server, but for /debug/pprof/cmdline (404): the command line
+// may carry secrets given as flags. Off by default: a profile costs CPU
+// while it is taken, and the goroutine dump shows the records in flight,
+// so serve it only on an address the operator alone reaches.
 func WithPprof() Option {
 	return func(o *pipeline.Options) { o.Pprof = true }
 }

@@ -126,6 +126,10 @@ func TestConfigEdges(t *testing.T) {
 		"ReadyPinLimit":          func(c *consumer.Config) { c.ReadyPinLimit = -time.Second },
 		"HeartbeatInterval":      func(c *consumer.Config) { c.HeartbeatInterval = -time.Second },
 		"Security.SASLMechanism": func(c *consumer.Config) { c.Security.SASLMechanism = "GSSAPI"; c.Security.SASLUser = "u" },
+		"HTTP.ReadTimeout":       func(c *consumer.Config) { c.HTTP.ReadTimeout = -time.Second },
+		"HTTP.IdleTimeout":       func(c *consumer.Config) { c.HTTP.IdleTimeout = -time.Second },
+		"HTTP.MaxConns":          func(c *consumer.Config) { c.HTTP.MaxConns = 3 },
+		"HTTP.MaxHeaderBytes":    func(c *consumer.Config) { c.HTTP.MaxHeaderBytes = 100 },
 	} {
 		cfg := base
 		edit(&cfg)
@@ -143,6 +147,7 @@ func TestConfigEdges(t *testing.T) {
 		"no progress lines":      func(c *consumer.Config) { c.ProgressInterval = -1 },
 		"SCRAM with a user":      func(c *consumer.Config) { c.Security.SASLMechanism = "SCRAM-SHA-512"; c.Security.SASLUser = "u" },
 		"two members in process": func(c *consumer.Config) { c.Members = 2 },
+		"a small HTTP cap":       func(c *consumer.Config) { c.HTTP.MaxConns = 4 },
 	} {
 		cfg := base
 		edit(&cfg)

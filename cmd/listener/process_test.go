@@ -38,13 +38,20 @@ type listenerProcess struct {
 // handler, an HTTP address of its own and env on top.
 func startListener(t *testing.T, bin string, env ...string) *listenerProcess {
 	t.Helper()
+	return startCommand(t, []string{bin, "-log-format", "text"}, env...)
+}
+
+// startCommand is startListener for the command line argv (the listener's
+// binary, its flags, or a shell that runs it).
+func startCommand(t *testing.T, argv []string, env ...string) *listenerProcess {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := &listenerProcess{t: t, HTTPAddr: ln.Addr().String(), changed: make(chan struct{}), exited: make(chan struct{})}
 	ln.Close()
-	p.cmd = exec.Command(bin, "-log-format", "text")
+	p.cmd = exec.Command(argv[0], argv[1:]...)
 	p.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "KAFKA_BROKERS=embedded", "LISTENER_HANDLER=simulated",
 		"LISTENER_HTTP_ADDR=" + p.HTTPAddr}, env...)
 	stderr, err := p.cmd.StderrPipe()
@@ -197,5 +204,24 @@ func (p *listenerProcess) WaitInFlight(n int64) {
 			p.t.Fatalf("%d records in flight 20s on, want %d", p.InFlight(), n)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitReady waits up to 20 s for /readyz to answer 200.
+func waitReady(t *testing.T, p *listenerProcess) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get("http://" + p.HTTPAddr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready 20 s on (%v):\n%s", err, p.Logs())
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -16,7 +16,10 @@ import (
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/kustomize/api/krusty"
 	kusttypes "sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -48,6 +51,8 @@ func decodeStrict(doc []byte) (any, error) {
 		obj = &corev1.Secret{}
 	case "v1 Service":
 		obj = &corev1.Service{}
+	case "networking.k8s.io/v1 NetworkPolicy":
+		obj = &networkingv1.NetworkPolicy{}
 	case "policy/v1 PodDisruptionBudget":
 		obj = &policyv1.PodDisruptionBudget{}
 	case "monitoring.coreos.com/v1 ServiceMonitor":
@@ -325,5 +330,140 @@ func TestTheSettingsCheckCatchesMistakes(t *testing.T) {
 		if err := checkSettings(e); err == nil {
 			t.Errorf("%s: the check passed", name)
 		}
+	}
+}
+
+// scraper is a pod that scrapes the listener's metrics: its labels and its
+// namespace's.
+type scraper struct {
+	namespace, pod map[string]string
+}
+
+// scrapers are the metrics scrapers each directory's NetworkPolicy is to
+// admit: the base's default, the example overlay's own (patched in).
+var scrapers = map[string]scraper{
+	"base": {namespace: map[string]string{"kubernetes.io/metadata.name": "monitoring"},
+		pod: map[string]string{"app.kubernetes.io/name": "prometheus", "prometheus": "k8s"}},
+	"overlays/example": {namespace: map[string]string{"kubernetes.io/metadata.name": "openshift-user-workload-monitoring"},
+		pod: map[string]string{"app.kubernetes.io/name": "prometheus", "prometheus": "user-workload"}},
+}
+
+// admits says whether np lets a pod with podLabels, in a namespace with
+// nsLabels other than np's own (ownNamespace false) or np's own, reach
+// port on the pods np selects. It reads np as Kubernetes does for what the
+// manifests use: peers with a namespace and a pod selector (an absent
+// namespace selector: np's namespace; an absent pod selector: every pod),
+// named or numbered ports.
+func admits(t *testing.T, np *networkingv1.NetworkPolicy, nsLabels, podLabels map[string]string, ownNamespace bool, port corev1.ContainerPort) bool {
+	t.Helper()
+	matches := func(sel *metav1.LabelSelector, set map[string]string) bool {
+		s, err := metav1.LabelSelectorAsSelector(sel)
+		if err != nil {
+			t.Fatalf("NetworkPolicy selector %v: %v", sel, err)
+		}
+		return s.Matches(labels.Set(set))
+	}
+	for _, rule := range np.Spec.Ingress {
+		portOK := len(rule.Ports) == 0
+		for _, p := range rule.Ports {
+			if p.Port == nil || p.Port.String() == port.Name || p.Port.IntValue() == int(port.ContainerPort) {
+				portOK = portOK || p.Protocol == nil || *p.Protocol == corev1.ProtocolTCP
+			}
+		}
+		if !portOK {
+			continue
+		}
+		if len(rule.From) == 0 {
+			return true // from anywhere
+		}
+		for _, peer := range rule.From {
+			if peer.IPBlock != nil {
+				return true // some addresses: taken as any pod's
+			}
+			nsOK := ownNamespace
+			if peer.NamespaceSelector != nil {
+				nsOK = matches(peer.NamespaceSelector, nsLabels)
+			}
+			podOK := peer.PodSelector == nil || matches(peer.PodSelector, podLabels)
+			if nsOK && podOK {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// The HTTP port admits the metrics scraper only: the NetworkPolicy selects
+// the listener's pods, restricts their ingress, and on the metrics port
+// lets in the configured scraper's pods and neither another pod of its
+// namespace, nor a pod labelled as the scraper in another namespace (the
+// listener's own included), nor anything on another port. The kubelet's
+// probes need no rule: traffic from the pod's own node is never filtered.
+func TestTheNetworkPolicyAdmitsOnlyTheScraper(t *testing.T) {
+	for dir, want := range scrapers {
+		objs := render(t, dir)
+		np := find[*networkingv1.NetworkPolicy](objs)
+		dep := find[*appsv1.Deployment](objs)
+		if np == nil || dep == nil {
+			t.Fatalf("%s renders no NetworkPolicy beside its Deployment: any pod in the cluster reaches the listener's port", dir)
+		}
+		if np.Namespace != dep.Namespace {
+			t.Errorf("%s: the NetworkPolicy is in namespace %q, the Deployment in %q", dir, np.Namespace, dep.Namespace)
+		}
+		sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+		if err != nil || sel.Empty() || !sel.Matches(labels.Set(dep.Spec.Template.Labels)) {
+			t.Errorf("%s: the NetworkPolicy's pod selector %v does not select the listener's pods %v", dir, np.Spec.PodSelector, dep.Spec.Template.Labels)
+		}
+		if !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) {
+			t.Errorf("%s: policy types %v, want Ingress alone (egress reaches Kafka, PostgreSQL, VMaaS and DNS)", dir, np.Spec.PolicyTypes)
+		}
+		metrics := dep.Spec.Template.Spec.Containers[0].Ports[0]
+		other := corev1.ContainerPort{Name: "other", ContainerPort: 8080}
+		if !admits(t, np, want.namespace, want.pod, false, metrics) {
+			t.Errorf("%s: the scraper (%v in %v) is refused the metrics port", dir, want.pod, want.namespace)
+		}
+		refused := map[string]func() bool{
+			"another pod of the scraper's namespace": func() bool {
+				return admits(t, np, want.namespace, map[string]string{"app.kubernetes.io/name": "grafana"}, false, metrics)
+			},
+			"a pod labelled as the scraper in another namespace": func() bool {
+				return admits(t, np, map[string]string{"kubernetes.io/metadata.name": "tenant"}, want.pod, false, metrics)
+			},
+			"a pod labelled as the scraper in the listener's namespace": func() bool {
+				return admits(t, np, map[string]string{"kubernetes.io/metadata.name": dep.Namespace}, want.pod, true, metrics)
+			},
+			"another listener pod": func() bool {
+				return admits(t, np, map[string]string{"kubernetes.io/metadata.name": dep.Namespace}, dep.Spec.Template.Labels, true, metrics)
+			},
+			"the scraper on another port": func() bool { return admits(t, np, want.namespace, want.pod, false, other) },
+		}
+		for who, admitted := range refused {
+			if admitted() {
+				t.Errorf("%s: %s reaches the listener's port", dir, who)
+			}
+		}
+	}
+}
+
+// The policy check can fail: a rule that admits any pod of any namespace,
+// or the scraper's namespace alone, is caught.
+func TestTheNetworkPolicyCheckCatchesAnOpenRule(t *testing.T) {
+	objs := render(t, "base")
+	np := find[*networkingv1.NetworkPolicy](objs)
+	if np == nil {
+		t.Fatal("the base renders no NetworkPolicy")
+	}
+	port := find[*appsv1.Deployment](objs).Spec.Template.Spec.Containers[0].Ports[0]
+	stranger := map[string]string{"app.kubernetes.io/name": "anything"}
+	open := np.DeepCopy()
+	open.Spec.Ingress[0].From = nil
+	if !admits(t, open, map[string]string{}, stranger, false, port) {
+		t.Error("a rule without peers was read as closed")
+	}
+	split := np.DeepCopy()
+	peer := split.Spec.Ingress[0].From[0]
+	split.Spec.Ingress[0].From = []networkingv1.NetworkPolicyPeer{{NamespaceSelector: peer.NamespaceSelector}, {PodSelector: peer.PodSelector}}
+	if !admits(t, split, scrapers["base"].namespace, stranger, false, port) {
+		t.Error("a peer naming the scraper's namespace alone was read as admitting its scraper alone")
 	}
 }

@@ -17,8 +17,10 @@ import (
 	"github.com/patchflow/patchflow/actors"
 	"github.com/patchflow/patchflow/actors/limit"
 	"github.com/patchflow/patchflow/actors/ordering"
+	"github.com/patchflow/patchflow/consumer"
 	"github.com/patchflow/patchflow/internal/kafkaflags"
 	"github.com/patchflow/patchflow/internal/settings"
+	"github.com/patchflow/patchflow/internal/telemetry"
 	"github.com/patchflow/patchflow/inventory"
 	"github.com/patchflow/patchflow/persistence"
 )
@@ -41,6 +43,8 @@ type Config struct {
 	Domain  DomainConfig
 
 	HTTPAddr string
+	// HTTP bounds the server at HTTPAddr.
+	HTTP consumer.HTTPLimits
 	// Pprof serves /debug/pprof/ at HTTPAddr too.
 	Pprof bool
 	// ReleaseToken, when set, serves the operator's release of a failing
@@ -151,8 +155,16 @@ func Parse(args []string, lookup func(string) (string, bool), exts ...Extension)
 	s.Int(&d.Validation.MaxMessageBytes, "MAX_MESSAGE_BYTES", "max-message-bytes", inventory.DefaultValidationOptions().MaxMessageBytes, 1024, "larger events are dead-lettered (`message too large`) without being parsed (Kafka refuses records over about 1 MB by default)")
 	s.Duration(&d.Validation.MaxFutureSkew, "EVENT_MAX_FUTURE_SKEW", "event-max-future-skew", inventory.DefaultValidationOptions().MaxFutureSkew, time.Second, "how far ahead of the listener's clock an upload's time (its `timestamp`, or the record's without one) may be. A later one is dead-lettered (`timestamp in the future`), not applied: applied, it would have every correct upload of its host skipped as `older than applied` until the clock caught up with it. An upload within it is applied, so it is also the longest a fast clock can hold a host back. Keep it above the producers' clock error; deletes are not checked (their time orders nothing)")
 	s.String(&cfg.HTTPAddr, "LISTENER_HTTP_ADDR", "http-addr", "127.0.0.1:9000", "address of `/metrics`, `/healthz`, `/readyz`, `/status` and `/status.json` (empty: none)", nil)
+	defHTTP := telemetry.DefaultServerLimits()
+	s.Duration(&cfg.HTTP.ReadTimeout, "LISTENER_HTTP_READ_TIMEOUT", "http-read-timeout", defHTTP.ReadTimeout, time.Millisecond, "how long reading a request at `LISTENER_HTTP_ADDR` may take, its header and body: a client sending it a byte at a time is cut off then")
+	s.Duration(&cfg.HTTP.WriteTimeout, "LISTENER_HTTP_WRITE_TIMEOUT", "http-write-timeout", defHTTP.WriteTimeout, time.Millisecond, "how long writing an answer at `LISTENER_HTTP_ADDR` may take, from the end of its request's header: a client not reading is cut off then. pprof's profile and trace (`LISTENER_PPROF`) get the seconds they are asked for on top")
+	s.Duration(&cfg.HTTP.IdleTimeout, "LISTENER_HTTP_IDLE_TIMEOUT", "http-idle-timeout", defHTTP.IdleTimeout, time.Millisecond, "how long a kept-alive connection to `LISTENER_HTTP_ADDR` waits for its next request before it is closed")
+	s.Int(&cfg.HTTP.MaxHeaderBytes, "LISTENER_HTTP_MAX_HEADER_BYTES", "http-max-header-bytes", defHTTP.MaxHeaderBytes, 1024, "largest request header `LISTENER_HTTP_ADDR` reads (plus 4 KiB of net/http's slack); a larger one is answered 431")
+	s.Int(&cfg.HTTP.MaxConns, "LISTENER_HTTP_MAX_CONNS", "http-max-conns", defHTTP.MaxConns, telemetry.MinServerConns,
+		"connections open at once to `LISTENER_HTTP_ADDR`, each a descriptor and some 15-25 KiB. At the cap a new connection takes the place of the one idle longest (waiting for a request, reading one's header, kept alive), never of one whose request is being answered; "+
+			"requests other than `/healthz` and `/readyz` are answered by at most three quarters of them at a time, the rest with 503 at once. So a flood of idle connections, or of slow ones, leaves the probes answering and the descriptors bounded")
 	s.Secret(&cfg.ReleaseToken, "LISTENER_RELEASE_TOKEN", "release-token", "when set (at least 16 characters), serve `POST /records/release?topic=T&partition=P&offset=O` at `LISTENER_HTTP_ADDR`, guarded by this token as `Authorization: Bearer`: an operator's release of a failing record (one held because nothing can judge its failures) to the dead-letter topic (docs/deploy.md, \"Held records\"). Empty: no such route")
-	s.Bool(&cfg.Pprof, "LISTENER_PPROF", "pprof", false, "also serve Go's profiler, `/debug/pprof/`, at `LISTENER_HTTP_ADDR`: CPU and allocation profiles, goroutine dumps. Off by default: keep it to an address only operators reach")
+	s.Bool(&cfg.Pprof, "LISTENER_PPROF", "pprof", false, "also serve Go's profiler, `/debug/pprof/`, at `LISTENER_HTTP_ADDR`: CPU and allocation profiles, goroutine dumps; not `/debug/pprof/cmdline`, which would show secrets given as flags (`/status` shows the settings, secrets masked). Off by default: keep it to an address only operators reach")
 	s.Duration(&cfg.ReadyPinLimit, "LISTENER_READY_PIN_LIMIT", "ready-pin-limit", 5*time.Minute, time.Second, "`/readyz` fails while a partition's oldest unfinished record has held its watermark longer than this, or while a partition has had records waiting and none admitted (nothing in flight, no progress) for this long")
 	s.Duration(&cfg.ReadyDBGrace, "LISTENER_READY_DB_GRACE", "ready-db-grace", 10*time.Second, 0, "`/readyz` fails once the database check (every second, on a connection of its own) has failed without a break for this long (`0`: at the first failure), and passes again at the first check that passes, so a blip does not flap readiness")
 	s.Duration(&cfg.ReadyVMaaSGrace, "LISTENER_READY_VMAAS_GRACE", "ready-vmaas-grace", 10*time.Second, 0, "`/readyz` fails once the VMaaS check (every second, one updates request for one package) has failed without a break for this long (`0`: at the first failure). The same check tells a record whose VMaaS call fails alone, with nothing else running (its partition waiting behind it), from an outage: its failures count towards its dead letter only while the check passes")

@@ -115,6 +115,6 @@ func (cfg *Config) ConsumerConfig() consumer.Config {
 		ConcurrencyTolerance: p.ConcurrencyTolerance, Ordering: p.Ordering.String(), DrainTimeout: p.DrainTimeout,
 		MaxAttempts: p.MaxAttempts, AttemptTimeout: none(p.AttemptTimeout), BackoffMin: p.BackoffMin, BackoffMax: p.BackoffMax,
 		SpanPerPartition: p.SpanPerPartition, CommitMetadataMaxBytes: metadata,
-		ReadyPinLimit: cfg.ReadyPinLimit, ProgressInterval: none(cfg.ProgressInterval),
+		ReadyPinLimit: cfg.ReadyPinLimit, ProgressInterval: none(cfg.ProgressInterval), HTTP: cfg.HTTP,
 	}
 }

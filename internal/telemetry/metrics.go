@@ -1,5 +1,6 @@
 // Package telemetry exposes the listener to operators: Prometheus metrics
-// (prefix patchflow_), /healthz and /readyz. Per-partition values are read
+// (prefix patchflow_), /healthz and /readyz, and the HTTP server that
+// serves them within bounds (Serve). Per-partition values are read
 // from the bridge at scrape time, counters from its Stats, so the pipeline
 // keeps no second set of books.
 package telemetry

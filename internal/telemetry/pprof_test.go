@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 
@@ -24,8 +25,8 @@ func get(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// The profiler is served only when asked for, and beside it the handler's
-// own paths still answer.
+// The profiler is served only when asked for (but its cmdline), and beside
+// it the handler's own paths still answer.
 func TestPprofIsServedOnlyWhenAskedFor(t *testing.T) {
 	m, err := NewIn(prometheus.NewRegistry())
 	if err != nil {
@@ -44,6 +45,10 @@ func TestPprofIsServedOnlyWhenAskedFor(t *testing.T) {
 	}
 	if code, body := get(t, profiled.URL+"/debug/pprof/heap?debug=1"); code != http.StatusOK || !strings.Contains(body, "heap profile") {
 		t.Errorf("/debug/pprof/heap answered %d %.80q, want a heap profile", code, body)
+	}
+	// The command line may carry secrets given as flags: not served.
+	if code, body := get(t, profiled.URL+"/debug/pprof/cmdline"); code != http.StatusNotFound || strings.Contains(body, os.Args[0]) {
+		t.Errorf("/debug/pprof/cmdline answered %d %.80q, want 404 without the command line", code, body)
 	}
 	if code, body := get(t, profiled.URL+"/healthz"); code != http.StatusOK || strings.TrimSpace(body) != "ok" {
 		t.Errorf("with WithPprof /healthz answered %d %q, want 200 ok", code, body)
