@@ -37,8 +37,9 @@ type statusCase struct {
 
 const attempts = 3
 
-// capBytes is the clients' cap on a body.
-const capBytes = 64 << 20
+// capBytes is the larger of the clients' caps on a body (VMaaS's; the
+// inventory's is 4 MiB).
+const capBytes = 16 << 20
 
 // overTheCap announces a body one byte over the cap, which the server then
 // sends (as far as the client reads it).

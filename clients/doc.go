@@ -23,18 +23,34 @@
 //     milliseconds would not heal) a status saying the service or what
 //     stands before it is wrong (401, 403, a 404 on the endpoint, 405, 413,
 //     a 422 naming nothing of the request, 500, 501, any other status), a
-//     body over the cap and one that is not the expected JSON. A
+//     body over the cap (on the wire, or on what decoding it would hold)
+//     and one that is not the expected JSON. A
 //     misconfigured URL or credential, an auth proxy refusing every call,
 //     fails every record alike: the pipeline's retry rule judges whose
 //     failure it was from the other records' calls, so an outage is retried
 //     and only a failure the record meets alone counts towards its dead
 //     letter.
+//   - messages.Transient marked messages.Congested, the one transient
+//     failure that is not the dependency's: the service answered and the
+//     process had no room to read the answer (AnswerBudget, below) before
+//     the call's attempts, or the caller's deadline, ended. Nothing of the
+//     record nor of the dependency: the pipeline retries it and never
+//     counts it towards a dead letter.
 //
 // Each attempt is reported (ReportTo) in the same terms: a permanent answer
-// as served (the service is up), every other failure as no answer.
+// as served (the service is up), an answer the process had no room for as
+// served too, every other failure as no answer.
+//
+// Answers are bounded in bytes (answers.go): each on its own (a cap on the
+// wire, and on what decoding it holds), and all of a process's together by
+// an AnswerBudget its clients share: an answer is read only once the
+// budget holds what it is expected to need, and keeps its share until it
+// is decoded.
 //
 // What it may import: the standard library, github.com/hashicorp/golang-lru/v2
-// (the VMaaS answer cache), messages (the error classes) and internal/redact
-// (a base URL's password is masked in every error). It never imports actors
-// or persistence: callers hand it plain values and get plain values back.
+// (the VMaaS answer cache), golang.org/x/sync/semaphore (the answer budget's
+// first-come, first-served wait), messages (the error classes) and
+// internal/redact (a base URL's password is masked in every error). It never
+// imports actors or persistence: callers hand it plain values and get plain
+// values back.
 package clients

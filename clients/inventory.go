@@ -33,6 +33,10 @@ type InventoryOptions struct {
 	// HTTPClient sends the requests; nil means a pooled default client.
 	// Authentication headers the inventory needs belong in its Transport.
 	HTTPClient *http.Client
+	// Answers is the budget the answers are read and decoded in, shared
+	// with the process's other clients; nil: each answer is bounded on its
+	// own (4 MiB on the wire), not their sum.
+	Answers *AnswerBudget
 }
 
 // Inventory is a client of the host inventory API. It is safe for concurrent
@@ -65,9 +69,19 @@ func NewInventory(baseURL string, opts InventoryOptions) (*Inventory, error) {
 		http:     hc,
 		// A 404 is the inventory's answer for a host it does not know
 		// (ErrHostNotFound), which its path names.
-		retry: &retrier{cfg: cfg, client: hc, secrets: redact.Secrets(base), refusals: refusals{notFoundIsAnswer: true}},
+		retry: &retrier{cfg: cfg, client: hc, secrets: redact.Secrets(base), refusals: refusals{notFoundIsAnswer: true},
+			answers: opts.Answers, shape: inventoryShape},
 	}, nil
 }
+
+// inventoryShape bounds what an inventory answer holds read and decoded:
+// its body and the page (json.Unmarshal copies the ids and the profiles
+// out of it). A result is a string and a slice header (40 bytes), from as
+// little as "{},", held with its slice's slack: 96 bytes an object or
+// null, enough for the nested objects of a profile too, which are only
+// copied. A body is capped at 4 MiB: a profile is what an event carries,
+// and an event over MAX_MESSAGE_BYTES (1 MB by default) is refused.
+var inventoryShape = answerShape{maxBody: 4 << 20, perByte: 4, perValue: 96}
 
 // systemProfilePage is the part of the inventory's paged answer we read.
 type systemProfilePage struct {
@@ -107,7 +121,7 @@ func (c *Inventory) systemProfile(ctx context.Context, hostID string) (json.RawM
 	}
 	target := c.hostsURL + url.PathEscape(hostID) + "/system_profile"
 
-	raw, err := c.retry.do(ctx, op, func(ctx context.Context) (*http.Request, error) {
+	raw, release, err := c.retry.do(ctx, op, func(ctx context.Context) (*http.Request, error) {
 		r, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 		if err != nil {
 			return nil, err
@@ -122,6 +136,10 @@ func (c *Inventory) systemProfile(ctx context.Context, hostID string) (json.RawM
 		}
 		return nil, err
 	}
+	// The answer's share of the budget covers the body and the page
+	// decoded (inventoryShape): it goes back once the profile is copied
+	// out, when the caller gets it.
+	defer release()
 
 	var page systemProfilePage
 	if err := json.Unmarshal(raw, &page); err != nil {

@@ -33,20 +33,18 @@ const (
 	// lets the transport put the connection back in the pool; past this
 	// limit a fresh connection is cheaper than the read.
 	drainLimit = 1 << 20
-	// maxResponseBytes bounds a successful body after gzip decoding, so a
-	// broken or hostile server cannot make one evaluation hold gigabytes.
-	// VMaaS answers for hosts with thousands of packages are a few MiB.
-	maxResponseBytes = 64 << 20
 	// errorSnippetBytes is how much of an error body StatusError keeps.
 	errorSnippetBytes = 512
 )
 
-// errTooLarge reports a success body over maxResponseBytes: more than any
-// answer should be, so the service (or something between it and us) is
-// broken or hostile. It is the dependency's failure, judged by the pipeline
-// like an outage; another attempt of the same request would only fetch the
-// same body, so it is not retried within the call.
-var errTooLarge = fmt.Errorf("response body larger than %d bytes", maxResponseBytes)
+// errTooLarge reports a success body over its client's cap
+// (answerShape.maxBody), or one whose decoding would hold more than one
+// answer may (maxAnswerBytes): more than any answer should be, so the
+// service (or something between it and us) is broken or hostile. It is the
+// dependency's failure, judged by the pipeline like an outage; another
+// attempt of the same request would only fetch the same body, so it is not
+// retried within the call.
+var errTooLarge = errors.New("response body too large")
 
 // retryConfig is the validated retry policy shared by both clients.
 type retryConfig struct {
@@ -89,6 +87,10 @@ type retrier struct {
 	// refusals says which answers, beyond a 400, refuse the request itself
 	// (see blame).
 	refusals refusals
+	// answers is the budget the successful answers are read and decoded
+	// in (nil: no bound), shape what reading and decoding one holds.
+	answers  *AnswerBudget
+	shape    answerShape
 	requests atomic.Uint64 // attempts sent
 	retries  atomic.Uint64 // attempts after the first
 	// report, when set, hears each attempt: the caller's context, its
@@ -104,14 +106,15 @@ func (r *retrier) observe(ctx context.Context, took time.Duration, res attemptRe
 }
 
 // reportErr is an attempt's outcome as consumer.DependencyReporter reads
-// it: nil when served, a permanent error when the service answered with a
-// refusal of the request (it is up and the request is wrong: see blame), a
-// transient one when it gave no answer it could serve (a timeout, no
-// connection, a 5xx, or a status saying the service or the way to it is
-// wrong: 401, 403, a 404 on the endpoint, a body over the cap).
+// it: nil when served (an answer this process had no room to read
+// included: the service answered), a permanent error when the service
+// answered with a refusal of the request (it is up and the request is
+// wrong: see blame), a transient one when it gave no answer it could serve
+// (a timeout, no connection, a 5xx, or a status saying the service or the
+// way to it is wrong: 401, 403, a 404 on the endpoint, a body over the cap).
 func reportErr(res attemptResult) error {
 	switch res.outcome {
-	case succeeded:
+	case succeeded, congested:
 		return nil
 	case permanent:
 		return messages.Permanent(res.err)
@@ -136,6 +139,14 @@ const (
 	// any other status, a body over the cap). Returned at once, for the
 	// pipeline's retry rule to judge whose failure it was.
 	transient
+	// congested: the service answered, and this process had no room to
+	// read the answer (AnswerBudget): its wait for room ended with the
+	// attempt, or the answer needed more than it was charged while the
+	// rest was taken. Neither the record's failure nor the service's: the
+	// next attempt waits for what this one learned the answer needs, and
+	// when the attempts run out the call fails transient and
+	// messages.Congested.
+	congested
 )
 
 // refusals names the answers a client's service gives to refuse the request
@@ -187,61 +198,85 @@ func (rf refusals) namesInput(head string) bool {
 	return false
 }
 
-// attemptResult is one attempt's result: the body on success, otherwise the
-// error and, for a retryable status, the server's Retry-After.
+// attemptResult is one attempt's result: the body on success, with what
+// it holds of the answer budget, otherwise the error and, for a retryable
+// status, the server's Retry-After, for a congested one what the answer
+// needs.
 type attemptResult struct {
 	outcome       outcome
 	body          []byte
+	answer        *reservation // on success; the caller releases it
 	err           error
 	retryAfter    time.Duration
 	hasRetryAfter bool
+	learned       int64
 }
 
-// do runs the attempts and returns the body of the first 2xx response.
+// do runs the attempts and returns the body of the first 2xx response, and
+// the release of what it holds of the answer budget: the caller calls it,
+// once, when it has decoded the body (after which the body must not be
+// used). On error the release is a no-op.
 //
 // Errors: the caller's context ending is returned as its context error,
 // unclassified (errors.Is(err, context.Canceled) holds and ClassOf says
-// cancelled; a caller deadline reads as transient). A status that is not
-// retried within the call is returned at once as a *StatusError, wrapped
-// with messages.Permanent when it refuses the request (see blame) and with
-// messages.Transient otherwise. When the attempts run out on retryable
-// failures, the last failure is returned wrapped with messages.Transient so
-// the pipeline retries the record later. op prefixes every message.
-func (r *retrier) do(ctx context.Context, op string, newRequest requestFunc) ([]byte, error) {
+// cancelled; a caller deadline reads as transient), and marked
+// messages.Congested when it ended a wait for the answer budget. A status
+// that is not retried within the call is returned at once as a
+// *StatusError, wrapped with messages.Permanent when it refuses the request
+// (see blame) and with messages.Transient otherwise. When the attempts run
+// out on retryable failures, the last failure is returned wrapped with
+// messages.Transient so the pipeline retries the record later, and also
+// with messages.Congested when it was a want of room for the answer. op
+// prefixes every message.
+func (r *retrier) do(ctx context.Context, op string, newRequest requestFunc) ([]byte, func(), error) {
 	return r.doInto(ctx, op, newRequest, nil)
 }
 
-// doInto is do reading the body into buf (see readLimited), which the
+// doInto is do reading the body into buf (see readAnswer), which the
 // caller may then reuse.
-func (r *retrier) doInto(ctx context.Context, op string, newRequest requestFunc, buf []byte) ([]byte, error) {
+func (r *retrier) doInto(ctx context.Context, op string, newRequest requestFunc, buf []byte) ([]byte, func(), error) {
+	read := answerRead{buf: buf, budget: r.answers, shape: r.shape}
 	for n := 1; ; n++ {
 		if ctx.Err() != nil {
-			return nil, contextError(ctx, op)
+			return nil, noRelease, contextError(ctx, op)
 		}
 		r.requests.Add(1)
 		if n > 1 {
 			r.retries.Add(1)
 		}
 		start := time.Now()
-		res := r.attempt(ctx, newRequest, buf)
+		res := r.attempt(ctx, newRequest, read)
+		if res.outcome == congested {
+			r.answers.congestedAttempt()
+			read.learned = res.learned
+		}
 		// A failure caused by the caller's context is the caller's doing,
 		// not the server's: report it as such whatever the attempt saw.
+		// While waiting for room, it is congestion too.
 		if res.outcome != succeeded && ctx.Err() != nil {
-			return nil, contextError(ctx, op)
+			err := contextError(ctx, op)
+			if res.outcome == congested {
+				err = messages.Congested(err)
+			}
+			return nil, noRelease, err
 		}
 		// The caller's own cancellation says nothing of the service, so it is
 		// not reported (above); a refusal of the request says it is up.
 		r.observe(ctx, time.Since(start), res)
 		switch res.outcome {
 		case succeeded:
-			return res.body, nil
+			return res.body, res.answer.release, nil
 		case permanent:
-			return nil, messages.Permanent(fmt.Errorf("%s: %w", op, res.err))
+			return nil, noRelease, messages.Permanent(fmt.Errorf("%s: %w", op, res.err))
 		case transient:
-			return nil, messages.Transient(fmt.Errorf("%s: %w", op, res.err))
+			return nil, noRelease, messages.Transient(fmt.Errorf("%s: %w", op, res.err))
 		}
 		if n >= r.cfg.maxAttempts {
-			return nil, messages.Transient(fmt.Errorf("%s: giving up after %d attempts: %w", op, n, res.err))
+			err := messages.Transient(fmt.Errorf("%s: giving up after %d attempts: %w", op, n, res.err))
+			if res.outcome == congested {
+				err = messages.Congested(err)
+			}
+			return nil, noRelease, err
 		}
 		wait := r.backoff(n)
 		if res.hasRetryAfter {
@@ -251,15 +286,35 @@ func (r *retrier) doInto(ctx context.Context, op string, newRequest requestFunc,
 			wait = min(res.retryAfter, r.cfg.backoffMax)
 		}
 		if err := sleep(ctx, wait); err != nil {
-			return nil, contextError(ctx, op)
+			return nil, noRelease, contextError(ctx, op)
 		}
 	}
+}
+
+func noRelease() {}
+
+// answerRead is how an attempt reads a successful body: into buf, charged
+// to budget (nil: no bound) as shape says, waiting for at least learned
+// bytes (what an earlier attempt of the call learned the answer needs).
+type answerRead struct {
+	buf     []byte
+	budget  *AnswerBudget
+	shape   answerShape
+	learned int64
 }
 
 // attempt sends one request under the per-attempt timeout and reads the
 // body within that same timeout, so a server that stalls mid-body counts as
 // a timeout too. Whatever happens, the body is drained and closed.
-func (r *retrier) attempt(ctx context.Context, newRequest requestFunc, buf []byte) attemptResult {
+//
+// A 2xx body is read only once the answer budget holds what it is
+// expected to need (answerShape.anticipate of its announced length, or of
+// guessBytes, or what an earlier attempt learned): the wait, holding
+// nothing of the budget, ends when enough is given back or with the
+// attempt (its deadline, or the caller's context), as congestion. On
+// success the result holds the answer's need (readAnswer); otherwise
+// nothing.
+func (r *retrier) attempt(ctx context.Context, newRequest requestFunc, read answerRead) attemptResult {
 	actx, cancel := context.WithTimeout(ctx, r.cfg.timeout)
 	defer cancel() // runs after drainAndClose below: defers are LIFO
 
@@ -278,14 +333,30 @@ func (r *retrier) attempt(ctx context.Context, newRequest requestFunc, buf []byt
 	defer drainAndClose(resp.Body)
 
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		body, err := readLimited(resp.Body, maxResponseBytes, resp.ContentLength, buf)
+		if resp.ContentLength > read.shape.maxBody {
+			return attemptResult{outcome: transient, err: tooLarge(read.shape.maxBody)}
+		}
+		want := read.shape.anticipate(guessBytes)
+		if resp.ContentLength >= 0 {
+			want = read.shape.anticipate(resp.ContentLength + 1)
+		}
+		want = max(want, read.learned)
+		res, err := reserve(actx, read.budget, want)
+		if err != nil {
+			return attemptResult{outcome: congested, learned: want,
+				err: r.annotateTimeout(actx, fmt.Errorf("waiting for %d bytes of the answer budget: %w", want, err))}
+		}
+		body, err := readAnswer(resp.Body, resp.ContentLength, read.buf, res, read.shape)
+		if learned, ok := isNoRoom(err); ok {
+			return attemptResult{outcome: congested, learned: learned, err: err}
+		}
 		switch {
 		case errors.Is(err, errTooLarge):
 			return attemptResult{outcome: transient, err: err}
 		case err != nil:
 			return attemptResult{outcome: retryable, err: redact.Error(r.annotateTimeout(actx, fmt.Errorf("reading response: %w", err)), r.secrets)}
 		}
-		return attemptResult{outcome: succeeded, body: body}
+		return attemptResult{outcome: succeeded, body: body, answer: res}
 	}
 
 	head, _ := io.ReadAll(io.LimitReader(resp.Body, errorSnippetBytes))
@@ -372,41 +443,6 @@ func contextError(ctx context.Context, op string) error {
 		return fmt.Errorf("%s: %w (cause: %v)", op, err, cause)
 	}
 	return fmt.Errorf("%s: %w", op, err)
-}
-
-// readLimited reads all of r into buf, from its start, growing it as
-// io.ReadAll does when it is full, and fails with errTooLarge past limit
-// bytes, at once when the response announced a length (size) past it. size,
-// when positive and within limit, is the length the response announced: a
-// buffer smaller than that is replaced by one that holds it at once.
-func readLimited(r io.Reader, limit, size int64, buf []byte) ([]byte, error) {
-	if size > limit {
-		return nil, errTooLarge
-	}
-	b := buf[:0]
-	if size > 0 && size <= limit && int64(cap(b)) <= size {
-		b = make([]byte, 0, size+1) // +1: the end is seen without growing
-	} else if cap(b) == 0 {
-		b = make([]byte, 0, 512)
-	}
-	lr := io.LimitedReader{R: r, N: limit + 1}
-	for {
-		n, err := lr.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-	}
-	if int64(len(b)) > limit {
-		return nil, errTooLarge
-	}
-	return b, nil
 }
 
 // drainAndClose reads what is left of body, up to drainLimit, and closes it:

@@ -1,6 +1,7 @@
 package clients
 
 import (
+	"context"
 	"errors"
 	"io"
 	"math"
@@ -157,10 +158,13 @@ func TestUpdatesResponseClone(t *testing.T) {
 	}
 }
 
-// TestReadLimited: the whole body whatever the announced size and the
-// buffer given, errTooLarge past the limit, read errors as they come.
-func TestReadLimited(t *testing.T) {
+// TestReadAnswer: the whole body whatever the announced size and the
+// buffer given, errTooLarge past the cap, read errors as they come; after
+// a success the reservation holds the body's need, after a failure
+// nothing.
+func TestReadAnswer(t *testing.T) {
 	body := strings.Repeat("0123456789", 100) // 1,000 bytes
+	shape := func(limit int64) answerShape { return answerShape{maxBody: limit, perByte: 4} }
 	for _, c := range []struct {
 		name  string
 		limit int64
@@ -179,17 +183,83 @@ func TestReadLimited(t *testing.T) {
 		{"small buffer", 10_000, -1, make([]byte, 3, 7), nil},
 		{"large buffer with old content", 10_000, 1000, []byte(strings.Repeat("x", 2000)), nil},
 	} {
-		got, err := readLimited(strings.NewReader(body), c.limit, c.size, c.buf)
+		b := NewAnswerBudget(1 << 20)
+		s := shape(c.limit)
+		res, err := reserve(context.Background(), b, s.anticipate(max(c.size+1, int64(cap(c.buf)), 512)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := readAnswer(strings.NewReader(body), c.size, c.buf, res, s)
 		if !errors.Is(err, c.err) || err == nil && string(got) != body {
 			t.Errorf("%s: %d bytes, %v; want the body, %v", c.name, len(got), err, c.err)
 		}
+		want := int64(0)
+		if err == nil {
+			want = s.need(got, cap(got))
+		}
+		if res.held != want || b.Stats().InUse != want {
+			t.Errorf("%s: the reservation holds %d, the budget %d; want %d", c.name, res.held, b.Stats().InUse, want)
+		}
 	}
 	buf := make([]byte, 0, 4096)
-	if got, _ := readLimited(strings.NewReader(body), 10_000, 1000, buf); &got[:1][0] != &buf[:1][0] {
+	res, _ := reserve(context.Background(), nil, 0)
+	if got, _ := readAnswer(strings.NewReader(body), 1000, buf, res, shape(10_000)); &got[:1][0] != &buf[:1][0] {
 		t.Error("a buffer large enough was not used")
 	}
+	b := NewAnswerBudget(1 << 20)
+	res, _ = reserve(context.Background(), b, shape(10_000).anticipate(1001))
+	if got, _ := readAnswer(strings.NewReader(body), 1000, buf, res, shape(10_000)); &got[:1][0] == &buf[:1][0] {
+		t.Error("a buffer the reservation does not cover was used")
+	}
 	broken := io.MultiReader(strings.NewReader(body), iotest.ErrReader(io.ErrUnexpectedEOF))
-	if _, err := readLimited(broken, 10_000, -1, nil); !errors.Is(err, io.ErrUnexpectedEOF) {
+	if _, err := readAnswer(broken, -1, nil, res, shape(10_000)); !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Errorf("a failing read gave %v", err)
+	}
+	dense := answerShape{maxBody: 10_000, perByte: 4, perValue: maxAnswerBytes / 100}
+	res, _ = reserve(context.Background(), b, dense.anticipate(1001))
+	if _, err := readAnswer(strings.NewReader(strings.Repeat("{}", 500)), 1000, nil, res, dense); !errors.Is(err, errTooLarge) {
+		t.Errorf("an answer needing more than one answer may gave %v", err)
+	}
+	if n := b.Stats().InUse; n != 0 {
+		t.Errorf("%d bytes still held after the failures", n)
+	}
+}
+
+// An answer that needs more than it was charged, while the rest of the
+// budget is taken, gives everything back and fails with what it learned
+// it needs: its length when it could not be read whole, its need when it
+// could not be decoded. Waiting for that much, the next attempt succeeds.
+func TestReadAnswerWithoutRoom(t *testing.T) {
+	body := strings.Repeat("0123456789", 1000) // 10,000 bytes
+	s := answerShape{maxBody: 1 << 20, perByte: 4, perValue: 100}
+	for _, c := range []struct {
+		name    string
+		body    string
+		size    int64
+		learned int64
+	}{
+		{"read", body, -1, s.anticipate(int64(len(body)) + 1)},
+		{"decoded", strings.Repeat("{}", 5000), 10_000, s.need([]byte(strings.Repeat("{}", 5000)), 10_001)},
+	} {
+		b := NewAnswerBudget(1 << 20)
+		first, _ := reserve(context.Background(), b, s.anticipate(max(c.size+1, 1024)))
+		other, _ := reserve(context.Background(), b, b.size-first.held) // the rest
+		_, err := readAnswer(strings.NewReader(c.body), c.size, nil, first, s)
+		learned, ok := isNoRoom(err)
+		if !ok || learned != c.learned {
+			t.Errorf("%s: %v, learned %d; want no room, learned %d", c.name, err, learned, c.learned)
+		}
+		if first.held != 0 || b.Stats().InUse != other.held {
+			t.Errorf("%s: the reservation still holds %d (the budget %d)", c.name, first.held, b.Stats().InUse)
+		}
+		other.release()
+		next, _ := reserve(context.Background(), b, learned)
+		if got, err := readAnswer(strings.NewReader(c.body), c.size, nil, next, s); err != nil || string(got) != c.body {
+			t.Errorf("%s: the next attempt gave %d bytes, %v", c.name, len(got), err)
+		}
+		next.release()
+		if n := b.Stats().InUse; n != 0 {
+			t.Errorf("%s: %d bytes still held", c.name, n)
+		}
 	}
 }

@@ -30,6 +30,10 @@ type VMaaSOptions struct {
 	// CacheBytes bounds the memory of the answers kept, as estimated from
 	// their strings and updates; 0: bounded by CacheSize alone.
 	CacheBytes int64
+	// Answers is the budget the answers are read and decoded in, shared
+	// with the process's other clients; nil: each answer is bounded on its
+	// own (16 MiB on the wire, 64 MiB decoded), not their sum.
+	Answers *AnswerBudget
 	// HTTPClient sends the requests; nil means a client with a pooled
 	// transport sized for many concurrent calls to one host. Its Timeout,
 	// if set, applies on top of the per-attempt Timeout.
@@ -89,7 +93,8 @@ func NewVMaaS(baseURL string, opts VMaaSOptions) (*VMaaS, error) {
 	c := &VMaaS{
 		updatesURL: base + "/api/v3/updates",
 		http:       hc,
-		retry:      &retrier{cfg: cfg, client: hc, secrets: redact.Secrets(base), refusals: refusals{inputNames: updatesFields}},
+		retry: &retrier{cfg: cfg, client: hc, secrets: redact.Secrets(base), refusals: refusals{inputNames: updatesFields},
+			answers: opts.Answers, shape: vmaasShape},
 	}
 	if opts.CacheSize > 0 {
 		if c.cache, err = newAnswerCache(opts.CacheSize, opts.CacheBytes); err != nil {
@@ -103,9 +108,10 @@ func NewVMaaS(baseURL string, opts VMaaSOptions) (*VMaaS, error) {
 // served it: err nil for a response, a permanent error for an answer
 // refusing the request (400, or 422 naming its input: VMaaS is up), a
 // transient one for anything else that is no answer (a 5xx, a timeout, no
-// connection, a 401, 403 or 404, a body over the cap). Answers from the
-// cache are not calls and are not reported. Cancellations by the caller are
-// not reported either.
+// connection, a 401, 403 or 404, a body over the cap). An answer this
+// process had no room to read (AnswerBudget) is reported as served: VMaaS
+// answered. Answers from the cache are not calls and are not reported.
+// Cancellations by the caller are not reported either.
 func (c *VMaaS) ReportTo(report func(ctx context.Context, took time.Duration, err error)) {
 	c.retry.report.Store(&report)
 }
@@ -121,8 +127,10 @@ func (c *VMaaS) ReportTo(report func(ctx context.Context, took time.Duration, er
 // request's fields) is permanent; any other failure is VMaaS's, transient:
 // a failed or unreadable answer (5xx, timeouts after all attempts, a body
 // over the cap or not the expected JSON) and a status saying VMaaS, or what
-// stands before it, is wrong (401, 403, 404, 405, 413, any other); the
-// caller's context ending is returned as is (see the package doc).
+// stands before it, is wrong (401, 403, 404, 405, 413, any other); no room
+// for the answer in the answer budget until the attempts end is transient
+// and messages.Congested, nobody's failure; the caller's context ending is
+// returned as is (see the package doc).
 func (c *VMaaS) Updates(ctx context.Context, req *UpdatesRequest) (*UpdatesResponse, error) {
 	resp, err := c.updates(ctx, req)
 	if err != nil {
@@ -148,11 +156,15 @@ func (c *VMaaS) updates(ctx context.Context, req *UpdatesRequest) (*UpdatesRespo
 	}
 
 	buf := bodies.Get().(*[]byte)
-	raw, err := c.retry.doInto(ctx, op, c.updatesRequest(body), *buf)
+	raw, release, err := c.retry.doInto(ctx, op, c.updatesRequest(body), *buf)
 	if err != nil {
 		bodies.Put(buf)
 		return nil, err
 	}
+	// The answer's share of the budget covers the body, the answer decoded
+	// and the cache's copy of it (vmaasShape): it goes back once they are
+	// made, when the caller gets the answer.
+	defer release()
 
 	var resp UpdatesResponse
 	err = unmarshalUpdates(raw, &resp)
@@ -208,8 +220,11 @@ var pingBody = []byte(`{"package_list":["` + PingPackage + `"],"security_only":f
 // answers with an update list; otherwise the reason, without secrets. It is
 // the pipeline's probe of VMaaS: keep it on the evaluations' path, so it
 // fails when their calls would.
+//
+// Its answer is not charged to the answer budget, so a busy budget does not
+// read as VMaaS failing; it is bounded on its own instead (pingShape).
 func (c *VMaaS) Ping(ctx context.Context) error {
-	res := c.retry.attempt(ctx, c.updatesRequest(pingBody), nil)
+	res := c.retry.attempt(ctx, c.updatesRequest(pingBody), answerRead{shape: pingShape})
 	if res.outcome != succeeded {
 		return fmt.Errorf("vmaas ping: %w", res.err)
 	}
@@ -219,6 +234,26 @@ func (c *VMaaS) Ping(ctx context.Context) error {
 	}
 	return nil
 }
+
+// vmaasShape bounds what a VMaaS answer holds read and decoded: its body,
+// the UpdatesResponse and the cache's copy of it. An Update is seven
+// strings (112 bytes), and may be decoded from as little as "{}," or
+// "null,": with the slack of the block it is decoded into (up to twice its
+// size) and the cache's copy, 336 bytes an object or null; a map entry
+// (its slot, the entries gathered before the map is made, and the copy)
+// takes less. A repository is a 16-byte string header, held twice (with
+// the slice's slack) and copied once: 48 bytes, 24 a quote. The realistic
+// answer (400 packages, 93 KB) needs 8.8 times its size by that count,
+// and holds 3.3 (TestAnswerNeedBoundsTheLiveSet).
+//
+// A body is capped at 16 MiB on the wire: at the realistic 232 bytes a
+// package, the answer for a host of 70,000 packages. Its need is capped
+// lower still (maxAnswerBytes): realistic answers up to about 7 MiB.
+var vmaasShape = answerShape{maxBody: 16 << 20, perByte: 10, perValue: 336, perQuote: 24}
+
+// pingShape bounds Ping's answer, the updates of one package: a few
+// hundred bytes from VMaaS, 64 KiB at most (about 7.5 MiB decoded at worst).
+var pingShape = answerShape{maxBody: 64 << 10, perByte: vmaasShape.perByte, perValue: vmaasShape.perValue, perQuote: vmaasShape.perQuote}
 
 // bodies recycles the buffers answers are read into, a few hundred
 // kilobytes each; those over maxPooledBody are left to the collector.

@@ -123,7 +123,7 @@ func TestEvaluateHandlerSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := cfg.Domain
-	if d.DatabaseURL != "postgres://patch:hunter2@db:5432/patch" || d.Pool.MaxOpen != 32 || d.VMaaSCacheSize != 500 {
+	if d.DatabaseURL != "postgres://patch:hunter2@db:5432/patch" || d.Pool.MaxOpen != 32 || d.VMaaSCacheSize != 500 || d.AnswersMB != 64 {
 		t.Fatalf("%+v", d)
 	}
 	if len(d.Validation.AllowedReporters) != 2 || d.Validation.AllowedReporters[1] != "yupana" || d.Validation.ExcludedHostTypes[0] != "edge" ||

@@ -15,13 +15,16 @@ import (
 
 // DomainConfig is what the evaluating handler needs.
 type DomainConfig struct {
-	DatabaseURL      string
-	Pool             persistence.PoolSettings
-	VMaaSURL         string
-	VMaaSTimeout     time.Duration
-	VMaaSAttempts    int
-	VMaaSCacheSize   int
-	VMaaSCacheMB     int
+	DatabaseURL    string
+	Pool           persistence.PoolSettings
+	VMaaSURL       string
+	VMaaSTimeout   time.Duration
+	VMaaSAttempts  int
+	VMaaSCacheSize int
+	VMaaSCacheMB   int
+	// AnswersMB is the answer budget the VMaaS and inventory clients
+	// share (clients.AnswerBudget), in MiB; 0: no bound.
+	AnswersMB        int
 	InventoryURL     string
 	InventoryTimeout time.Duration
 	Validation       inventory.ValidationOptions
@@ -69,9 +72,10 @@ func NewDomain(ctx context.Context, cfg *Config, logger *slog.Logger) (*Domain, 
 	if err != nil {
 		return nil, err
 	}
+	answers := clients.NewAnswerBudget(int64(d.AnswersMB) << 20)
 	vmaas, err := clients.NewVMaaS(d.VMaaSURL, clients.VMaaSOptions{Timeout: d.VMaaSTimeout, MaxAttempts: d.VMaaSAttempts,
 		BackoffMin: cfg.Pipeline.BackoffMin, BackoffMax: cfg.Pipeline.BackoffMax, CacheSize: d.VMaaSCacheSize,
-		CacheBytes: int64(d.VMaaSCacheMB) << 20})
+		CacheBytes: int64(d.VMaaSCacheMB) << 20, Answers: answers})
 	if err != nil {
 		store.Close()
 		return nil, fmt.Errorf("vmaas client: %w", err)
@@ -79,7 +83,7 @@ func NewDomain(ctx context.Context, cfg *Config, logger *slog.Logger) (*Domain, 
 	var inventory *clients.Inventory
 	if d.InventoryURL != "" {
 		inventory, err = clients.NewInventory(d.InventoryURL, clients.InventoryOptions{Timeout: d.InventoryTimeout, MaxAttempts: d.VMaaSAttempts,
-			BackoffMin: cfg.Pipeline.BackoffMin, BackoffMax: cfg.Pipeline.BackoffMax})
+			BackoffMin: cfg.Pipeline.BackoffMin, BackoffMax: cfg.Pipeline.BackoffMax, Answers: answers})
 		if err != nil {
 			store.Close()
 			return nil, fmt.Errorf("inventory client: %w", err)
