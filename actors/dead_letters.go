@@ -116,6 +116,28 @@ func (h *failureHistory) attempts() []*messages.FailedAttempt {
 	return append(out, h.tail[:h.next]...)
 }
 
+// recordedError is an attempt's error text as the failure history keeps
+// it: valid UTF-8 (see encodable), at most maxErrorText bytes, a longer one
+// cut with its marker. A handler's error may quote its record, and the
+// record may be megabytes.
+func recordedError(text string) string { return messages.CutText(validUTF8(text), maxErrorText) }
+
+// NewDeadLetter returns the envelope the partition actor builds for record
+// after failures (oldest first; at least one), given up for reason by
+// group: each error text as the actor records it (recordedError), the
+// history bounded as it keeps it. For tools and tests that build envelopes
+// as the pipeline does; the writer may still cut it to fit its topic
+// (FitDeadLetter).
+func NewDeadLetter(record *messages.Record, failures []*messages.FailedAttempt, group string, reason messages.Reason) *messages.DeadLetter {
+	h := &failureHistory{}
+	for _, f := range failures {
+		f = proto.CloneOf(f)
+		f.Error = recordedError(f.GetError())
+		h.add(f)
+	}
+	return newDeadLetter(record, h, group, reason)
+}
+
 // newDeadLetter builds the envelope for record after its failures (h is
 // never nil: a record is dead-lettered only after a failure), given up for
 // reason. Its texts are valid UTF-8 (see encodable).

@@ -24,3 +24,24 @@ var FormatClaims = formatClaims
 
 // IsDraining reports whether a's drain has begun.
 func IsDraining(a *PartitionActor) bool { return a.isDraining() }
+
+// CutQuotes exposes cutQuotes.
+var CutQuotes = cutQuotes
+
+// MessageSize exposes messageSize.
+var MessageSize = messageSize
+
+// FitBudget exposes fitBudget.
+var FitBudget = fitBudget
+
+// DeadLetterMessage exposes deadLetterMessage.
+var DeadLetterMessage = deadLetterMessage
+
+// Bounds of what a dead letter quotes, for the tests of FitDeadLetter.
+const (
+	MaxErrorText     = maxErrorText
+	MaxRecordKey     = maxRecordKey
+	KeepBytes        = keepBytes
+	HistoryTextBytes = historyTextBytes
+	ErrorTextBytes   = errorTextBytes
+)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/IBM/sarama"
@@ -18,12 +17,13 @@ import (
 // sarama SyncProducer, which returns only after the broker acknowledged the
 // write (configure RequiredAcks = WaitForAll for durability).
 //
-// The envelope is keyed like the original record, so one host's dead letters
-// stay in order. Headers carry the reason for tools that do not decode
-// protobuf. An envelope too large for the topic even compressed (or, without
-// Large, for the producer's Producer.MaxMessageBytes) is written again
-// without the original value (value_truncated), so an oversized record
-// cannot block its partition forever.
+// The envelope is keyed like the original record (a key over 256 bytes by
+// its marker, see recordKey), so one host's dead letters stay in order.
+// Headers carry the reason for tools that do not decode protobuf. An
+// envelope too large for the topic even compressed (or, without Large, for
+// the producer's Producer.MaxMessageBytes) is written again cut to fit
+// (FitDeadLetter: its quotes first, its value last), so no record can block
+// its partition forever.
 type KafkaDeadLetters struct {
 	Producer sarama.SyncProducer
 	// Large, when set, writes the envelopes Producer refuses, before sending
@@ -33,6 +33,11 @@ type KafkaDeadLetters struct {
 	// record per request).
 	Large sarama.SyncProducer
 	Topic string
+	// MaxBytes is the topic's max.message.bytes, what an envelope the
+	// topic refuses is cut to fit (FitDeadLetter); 0 when unknown: it is
+	// then cut for Kafka's default limit, and smaller ones in turn, until
+	// the topic takes it.
+	MaxBytes int
 }
 
 // NewKafkaDeadLetters opens the dead-letter producers for k.DLQTopic on
@@ -47,7 +52,7 @@ func NewKafkaDeadLetters(k KafkaSettings) (*KafkaDeadLetters, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &KafkaDeadLetters{Topic: k.DLQTopic}
+	w := &KafkaDeadLetters{Topic: k.DLQTopic, MaxBytes: k.DeadLetterMaxBytes}
 	if w.Producer, err = sarama.NewSyncProducer(k.Brokers, cfg); err != nil {
 		return nil, fmt.Errorf("dead-letter producer: %w", err)
 	}
@@ -68,20 +73,23 @@ func (k *KafkaDeadLetters) Close() error {
 }
 
 // Write sends letter and waits for the acknowledgement, or until ctx is
-// done. Its errors name the cause and, for the common ones (topic missing,
-// write not authorised, envelope too large), what to change; errors.Is still
-// finds sarama's error underneath.
+// done. When the topic (or the producer) refuses it as too large, it sends
+// it again cut (smallerLetters: for MaxBytes, then for smaller limits in
+// turn), until one is taken: letter itself is never changed. Its errors
+// name the cause and, for the common ones (topic missing, write not
+// authorised, envelope too large even cut to its least), what to change;
+// errors.Is still finds sarama's error underneath.
 func (k *KafkaDeadLetters) Write(ctx context.Context, letter *messages.DeadLetter) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	err := k.send(ctx, letter)
-	if isTooLarge(err) && len(letter.GetValue()) > 0 {
-		trimmed := proto.CloneOf(letter)
-		trimmed.Value = nil
-		trimmed.ValueTruncated = true
-		trimmed.ValueSize = int64(len(letter.GetValue()))
-		err = k.send(ctx, trimmed)
+	if isTooLarge(err) {
+		for smaller := range smallerLetters(letter, k.MaxBytes) {
+			if err = k.send(ctx, smaller); !isTooLarge(err) {
+				break
+			}
+		}
 	}
 	if err == nil || ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		return err
@@ -96,31 +104,11 @@ func (k *KafkaDeadLetters) send(ctx context.Context, letter *messages.DeadLetter
 	if err != nil {
 		return fmt.Errorf("encode dead letter: %w", err)
 	}
-	err = k.sendMessage(ctx, k.Producer, k.message(letter, body))
+	err = k.sendMessage(ctx, k.Producer, deadLetterMessage(k.Topic, letter, sarama.ByteEncoder(body)))
 	if k.Large != nil && isOverProducerLimit(err) {
-		err = k.sendMessage(ctx, k.Large, k.message(letter, body))
+		err = k.sendMessage(ctx, k.Large, deadLetterMessage(k.Topic, letter, sarama.ByteEncoder(body)))
 	}
 	return err
-}
-
-// message builds the record of letter, whose encoding is body. Each send
-// gets a record of its own: sarama keeps its state in the record.
-func (k *KafkaDeadLetters) message(letter *messages.DeadLetter, body []byte) *sarama.ProducerMessage {
-	msg := &sarama.ProducerMessage{
-		Topic: k.Topic,
-		Value: sarama.ByteEncoder(body),
-		Headers: []sarama.RecordHeader{
-			{Key: []byte("patchflow-error-class"), Value: []byte(letter.GetErrorClass().String())},
-			{Key: []byte("patchflow-reason"), Value: []byte(letter.GetReason())},
-			{Key: []byte("patchflow-original-topic"), Value: []byte(letter.GetOriginalTopic())},
-			{Key: []byte("patchflow-original-partition"), Value: []byte(strconv.Itoa(int(letter.GetOriginalPartition())))},
-			{Key: []byte("patchflow-original-offset"), Value: []byte(strconv.FormatInt(letter.GetOriginalOffset(), 10))},
-		},
-	}
-	if letter.GetKey() != nil {
-		msg.Key = sarama.ByteEncoder(letter.GetKey())
-	}
-	return msg
 }
 
 // sendMessage runs the SyncProducer's SendMessage, which takes no context and
@@ -171,7 +159,7 @@ func (k *KafkaDeadLetters) explain(err error) error {
 		// after three failures in a row; its own error hides the cause.
 		what = fmt.Sprintf("the producer could not find the partitions of dead-letter topic %s three times in a row and waits 10 s before asking again: the topic is missing or has no leader; create it, or check the brokers", t)
 	case isTooLarge(err):
-		what = fmt.Sprintf("dead-letter envelope too large for topic %s even without the original value: raise max.message.bytes of topic %s (the listener reads it at start)", t, t)
+		what = fmt.Sprintf("dead-letter envelope too large for topic %s even cut to its least (no value, no history, every quote cut to its marker): raise max.message.bytes of topic %s (the listener reads it at start)", t, t)
 	default:
 		what = "write dead letter to " + t
 	}

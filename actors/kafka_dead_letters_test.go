@@ -3,6 +3,7 @@ package actors_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -110,7 +111,8 @@ func TestDeadLetterSmallEnvelopeWrittenWhole(t *testing.T) {
 }
 
 // An envelope the topic refuses as too large is written again without the
-// original value, flagged, with the value's size and everything else kept.
+// original value, flagged, with the value's size and SHA-256 and everything
+// else kept (its quotes are too short to cut).
 func TestDeadLetterTooLargeWrittenWithoutValue(t *testing.T) {
 	p := &fakeProducer{limit: 4096}
 	w := &actors.KafkaDeadLetters{Producer: p, Topic: "events.dlq"}
@@ -133,6 +135,8 @@ func TestDeadLetterTooLargeWrittenWithoutValue(t *testing.T) {
 	}
 	want := proto.CloneOf(original)
 	want.Value, want.ValueTruncated, want.ValueSize = nil, true, int64(len(value))
+	sum := sha256.Sum256(value)
+	want.ValueCut = &messages.Cut{Size: int64(len(value)), Sha256: sum[:]}
 	if !proto.Equal(got, want) {
 		t.Fatalf("the truncated envelope lost more than the value:\n got %v\nwant %v", got, want)
 	}
@@ -178,12 +182,12 @@ func TestDeadLetterOverProducerLimitGoesThroughLarge(t *testing.T) {
 	})
 }
 
-// Too large even without the value: the error says which limit to raise and
+// Too large even cut to its least: the error says which limit to raise and
 // still is sarama's error underneath.
 func TestDeadLetterTooLargeWithoutValueSaysWhatToRaise(t *testing.T) {
 	p := &fakeProducer{limit: 64}
 	w := &actors.KafkaDeadLetters{Producer: p, Topic: "events.dlq"}
-	err := w.Write(context.Background(), fullLetter([]byte("some value")))
+	err := w.Write(context.Background(), fullLetter(bytes.Repeat([]byte("v"), 1000)))
 	if !errors.Is(err, sarama.ErrMessageSizeTooLarge) {
 		t.Fatalf("error %v does not wrap sarama.ErrMessageSizeTooLarge", err)
 	}

@@ -145,7 +145,7 @@ func (a *PartitionActor) deadLettered(st *recordState) {
 		}
 	}
 	last := st.failures.lastAttempt()
-	a.logger.Warn("record dead-lettered", "offset", st.record.GetOffset(), "key", string(st.record.GetKey()),
+	a.logger.Warn("record dead-lettered", "offset", st.record.GetOffset(), "key", safeKey(st.record.GetKey()),
 		"reason", dl.letter.GetReason(), "attempts", st.attempt, "own_failures", st.failures.ownCount(), "error_class", last.GetErrorClass().String(),
 		"dependency", last.GetDependency(), "error", last.GetError())
 }

@@ -75,7 +75,7 @@ func (a *PartitionActor) failed(c actor.Context, st *recordState, m *messages.Re
 	if st.failures == nil {
 		st.failures = &failureHistory{}
 	}
-	fa := &messages.FailedAttempt{Attempt: m.GetAttempt(), ErrorClass: class, Error: m.GetError(),
+	fa := &messages.FailedAttempt{Attempt: m.GetAttempt(), ErrorClass: class, Error: recordedError(m.GetError()),
 		Dependency: m.GetDependency(), Time: timestamppb.New(at)}
 	if !class.Retryable() {
 		st.failures.add(fa)

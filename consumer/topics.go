@@ -12,10 +12,11 @@ import (
 // envelopeMargin is the room a dead-letter envelope needs besides the
 // record it wraps. A dead-letter envelope wraps the original key, value and
 // headers in a protobuf with the original topic, the consumer group,
-// timestamps, the last error's text and the failure history, plus four Kafka
-// headers and the key again as the record's key. The history keeps a bounded
-// number of attempts, but error texts have no fixed length: 64 KiB holds
-// dozens of them of a KiB each, before compression.
+// timestamps, the last error's text and the failure history, plus five Kafka
+// headers and the key again as the record's key (its marker, when over 256
+// bytes). The history keeps ten attempts at most, and the pipeline keeps
+// each error text at most 4 KiB long: with the last error again, 44 KiB of
+// text at most, which 64 KiB holds with the rest, before compression.
 const envelopeMargin = 64 << 10
 
 // deadLetterLimit is the max.message.bytes the listener gives a dead-letter
@@ -30,8 +31,8 @@ const envelopeMargin = 64 << 10
 // limit takes one compressed up to twice as tight. Measured on 4.1 MiB of
 // inventory events, the zstd tool's level 19 is 1.7 times as tight as the
 // dead-letter producer; lz4, snappy and gzip at any level are looser. An
-// envelope that does not fit even so is written without the original value
-// (value_truncated) rather than not at all.
+// envelope that does not fit even so is cut to fit (actors.FitDeadLetter:
+// its quotes first, its value last) rather than not written at all.
 func deadLetterLimit(sourceLimit int) int {
 	return 2*sourceLimit + envelopeMargin
 }
@@ -114,7 +115,7 @@ func ensureDeadLetterTopic(admin sarama.ClusterAdmin, topic, dlq string, logger 
 func checkDeadLetterLimit(admin sarama.ClusterAdmin, dlq string, sourceLimit, want int, logger *slog.Logger) int {
 	have, err := maxMessageBytes(admin, dlq)
 	if err != nil {
-		logger.Warn("cannot read max.message.bytes of the dead-letter topic; oversized dead letters will be written without their value",
+		logger.Warn("cannot read max.message.bytes of the dead-letter topic; an oversized dead letter will be cut for Kafka's default limit, then smaller ones, until the topic takes it (its value last)",
 			"topic", dlq, "error", err, "fix", "grant the consumer's principal DESCRIBE_CONFIGS on topic "+dlq+" and the cluster")
 		return 0
 	}

@@ -200,7 +200,13 @@ func describeJSONError(err error) string {
 		if field == "" {
 			field = "event"
 		}
-		return fmt.Sprintf("%s: got %s, want %s", field, typ.Value, jsonKind(typ.Type))
+		// Value is "number " and the literal for a number, which the
+		// input makes as long as it likes.
+		value := typ.Value
+		if len(value) > quoteLimit {
+			value = value[:quoteLimit] + "..."
+		}
+		return fmt.Sprintf("%s: got %s, want %s", field, value, jsonKind(typ.Type))
 	}
 	return err.Error()
 }

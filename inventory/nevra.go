@@ -71,7 +71,7 @@ func ParseNEVRA(s string) (NEVRA, error) {
 	}
 	if archSeparator {
 		// Without an arch the last dot falls inside version or release.
-		return n, nevraError(s, fmt.Sprintf("missing arch (%q after the last '.' is not an arch)", arch))
+		return n, nevraError(s, fmt.Sprintf("missing arch (%s after the last '.' is not an arch)", quote(arch)))
 	}
 
 	releaseColon := false
@@ -166,12 +166,12 @@ func parseEpoch(s string) (int, error) {
 	}
 	for _, c := range s {
 		if c < '0' || c > '9' {
-			return 0, fmt.Errorf("epoch %q is not a number", s)
+			return 0, fmt.Errorf("epoch %s is not a number", quote(s))
 		}
 	}
 	e, err := strconv.Atoi(s)
 	if err != nil || e > math.MaxInt32 {
-		return 0, fmt.Errorf("epoch %q is too large", s)
+		return 0, fmt.Errorf("epoch %s is too large", quote(s))
 	}
 	return e, nil
 }

@@ -292,12 +292,15 @@ func isUUID(s string) bool {
 	return true
 }
 
+// quoteLimit bounds what an error repeats of the input, in bytes.
+const quoteLimit = 64
+
 // quote bounds what a detail repeats of the input: a field can be megabytes
-// long, and details travel in logs and dead-letter headers.
+// long, and details travel in logs and dead-letter envelopes. Every error
+// that names a value of the input quotes it through quote.
 func quote(s string) string {
-	const limit = 64
-	if len(s) > limit {
-		return fmt.Sprintf("%q...", s[:limit])
+	if len(s) > quoteLimit {
+		return fmt.Sprintf("%q...", s[:quoteLimit])
 	}
 	return fmt.Sprintf("%q", s)
 }

@@ -113,7 +113,7 @@ type DeadLetter struct {
 	ConsumerGroup string `protobuf:"bytes,13,opt,name=consumer_group,json=consumerGroup,proto3" json:"consumer_group,omitempty"`
 	// True when value was left out because the envelope with it was larger than
 	// the dead-letter topic accepts, even compressed; value_size still says how
-	// large it was.
+	// large it was, and value_cut its SHA-256.
 	ValueTruncated bool  `protobuf:"varint,14,opt,name=value_truncated,json=valueTruncated,proto3" json:"value_truncated,omitempty"`
 	ValueSize      int64 `protobuf:"varint,15,opt,name=value_size,json=valueSize,proto3" json:"value_size,omitempty"`
 	// The failed attempts, oldest first: the first few and the most recent
@@ -135,8 +135,17 @@ type DeadLetter struct {
 	// Who wrote it: the consumer group generation and member id of the claim
 	// that gave up on the record. A member that lost the partition writes no
 	// dead letter for it; these tell a person which owner decided.
-	Generation    int32  `protobuf:"varint,20,opt,name=generation,proto3" json:"generation,omitempty"`
-	MemberId      string `protobuf:"bytes,21,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	Generation int32  `protobuf:"varint,20,opt,name=generation,proto3" json:"generation,omitempty"`
+	MemberId   string `protobuf:"bytes,21,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// Set when the envelope would not fit the dead-letter topic with the
+	// field whole: the field is then left out (key and value empty, no
+	// headers), and its Cut names what it held. Texts cut to fit (error, and
+	// each attempt's error and dependency) end in a marker instead:
+	// "… [truncated, N bytes, sha256 <hex>]". docs/configuration.md says what
+	// is cut first.
+	KeyCut        *Cut `protobuf:"bytes,22,opt,name=key_cut,json=keyCut,proto3" json:"key_cut,omitempty"`
+	HeadersCut    *Cut `protobuf:"bytes,23,opt,name=headers_cut,json=headersCut,proto3" json:"headers_cut,omitempty"`
+	ValueCut      *Cut `protobuf:"bytes,24,opt,name=value_cut,json=valueCut,proto3" json:"value_cut,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -318,6 +327,96 @@ func (x *DeadLetter) GetMemberId() string {
 	return ""
 }
 
+func (x *DeadLetter) GetKeyCut() *Cut {
+	if x != nil {
+		return x.KeyCut
+	}
+	return nil
+}
+
+func (x *DeadLetter) GetHeadersCut() *Cut {
+	if x != nil {
+		return x.HeadersCut
+	}
+	return nil
+}
+
+func (x *DeadLetter) GetValueCut() *Cut {
+	if x != nil {
+		return x.ValueCut
+	}
+	return nil
+}
+
+// Cut stands for bytes of the original record an envelope leaves out so
+// that it fits the dead-letter topic: how many there were and their
+// SHA-256, enough to match the envelope to the record it names by
+// original_topic, original_partition and original_offset.
+type Cut struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How many bytes were left out: the field's length; for headers, the sum
+	// of their keys' and values' lengths.
+	Size int64 `protobuf:"varint,1,opt,name=size,proto3" json:"size,omitempty"`
+	// SHA-256 of the bytes left out; for headers, of each header's key and
+	// value in order, each preceded by its length as an unsigned varint.
+	Sha256 []byte `protobuf:"bytes,2,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	// For headers: how many were left out.
+	Count         int32 `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Cut) Reset() {
+	*x = Cut{}
+	mi := &file_patchflow_v1_dead_letter_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Cut) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Cut) ProtoMessage() {}
+
+func (x *Cut) ProtoReflect() protoreflect.Message {
+	mi := &file_patchflow_v1_dead_letter_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Cut.ProtoReflect.Descriptor instead.
+func (*Cut) Descriptor() ([]byte, []int) {
+	return file_patchflow_v1_dead_letter_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Cut) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *Cut) GetSha256() []byte {
+	if x != nil {
+		return x.Sha256
+	}
+	return nil
+}
+
+func (x *Cut) GetCount() int32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
 // FailedAttempt is one failed handler attempt of a dead-lettered record.
 type FailedAttempt struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -337,7 +436,7 @@ type FailedAttempt struct {
 
 func (x *FailedAttempt) Reset() {
 	*x = FailedAttempt{}
-	mi := &file_patchflow_v1_dead_letter_proto_msgTypes[1]
+	mi := &file_patchflow_v1_dead_letter_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -349,7 +448,7 @@ func (x *FailedAttempt) String() string {
 func (*FailedAttempt) ProtoMessage() {}
 
 func (x *FailedAttempt) ProtoReflect() protoreflect.Message {
-	mi := &file_patchflow_v1_dead_letter_proto_msgTypes[1]
+	mi := &file_patchflow_v1_dead_letter_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -362,7 +461,7 @@ func (x *FailedAttempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailedAttempt.ProtoReflect.Descriptor instead.
 func (*FailedAttempt) Descriptor() ([]byte, []int) {
-	return file_patchflow_v1_dead_letter_proto_rawDescGZIP(), []int{1}
+	return file_patchflow_v1_dead_letter_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *FailedAttempt) GetAttempt() int32 {
@@ -418,7 +517,7 @@ var File_patchflow_v1_dead_letter_proto protoreflect.FileDescriptor
 
 const file_patchflow_v1_dead_letter_proto_rawDesc = "" +
 	"\n" +
-	"\x1epatchflow/v1/dead_letter.proto\x12\fpatchflow.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19patchflow/v1/record.proto\"\xf4\x06\n" +
+	"\x1epatchflow/v1/dead_letter.proto\x12\fpatchflow.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19patchflow/v1/record.proto\"\x84\b\n" +
 	"\n" +
 	"DeadLetter\x12%\n" +
 	"\x0eoriginal_topic\x18\x01 \x01(\tR\roriginalTopic\x12-\n" +
@@ -446,7 +545,15 @@ const file_patchflow_v1_dead_letter_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x14 \x01(\x05R\n" +
 	"generation\x12\x1b\n" +
-	"\tmember_id\x18\x15 \x01(\tR\bmemberId\"\x87\x02\n" +
+	"\tmember_id\x18\x15 \x01(\tR\bmemberId\x12*\n" +
+	"\akey_cut\x18\x16 \x01(\v2\x11.patchflow.v1.CutR\x06keyCut\x122\n" +
+	"\vheaders_cut\x18\x17 \x01(\v2\x11.patchflow.v1.CutR\n" +
+	"headersCut\x12.\n" +
+	"\tvalue_cut\x18\x18 \x01(\v2\x11.patchflow.v1.CutR\bvalueCut\"G\n" +
+	"\x03Cut\x12\x12\n" +
+	"\x04size\x18\x01 \x01(\x03R\x04size\x12\x16\n" +
+	"\x06sha256\x18\x02 \x01(\fR\x06sha256\x12\x14\n" +
+	"\x05count\x18\x03 \x01(\x05R\x05count\"\x87\x02\n" +
 	"\rFailedAttempt\x12\x18\n" +
 	"\aattempt\x18\x01 \x01(\x05R\aattempt\x129\n" +
 	"\verror_class\x18\x02 \x01(\x0e2\x18.patchflow.v1.ErrorClassR\n" +
@@ -478,30 +585,34 @@ func file_patchflow_v1_dead_letter_proto_rawDescGZIP() []byte {
 }
 
 var file_patchflow_v1_dead_letter_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_patchflow_v1_dead_letter_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_patchflow_v1_dead_letter_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_patchflow_v1_dead_letter_proto_goTypes = []any{
 	(Blame)(0),                    // 0: patchflow.v1.Blame
 	(*DeadLetter)(nil),            // 1: patchflow.v1.DeadLetter
-	(*FailedAttempt)(nil),         // 2: patchflow.v1.FailedAttempt
-	(*Header)(nil),                // 3: patchflow.v1.Header
-	(*timestamppb.Timestamp)(nil), // 4: google.protobuf.Timestamp
-	(ErrorClass)(0),               // 5: patchflow.v1.ErrorClass
+	(*Cut)(nil),                   // 2: patchflow.v1.Cut
+	(*FailedAttempt)(nil),         // 3: patchflow.v1.FailedAttempt
+	(*Header)(nil),                // 4: patchflow.v1.Header
+	(*timestamppb.Timestamp)(nil), // 5: google.protobuf.Timestamp
+	(ErrorClass)(0),               // 6: patchflow.v1.ErrorClass
 }
 var file_patchflow_v1_dead_letter_proto_depIdxs = []int32{
-	3, // 0: patchflow.v1.DeadLetter.headers:type_name -> patchflow.v1.Header
-	4, // 1: patchflow.v1.DeadLetter.original_timestamp:type_name -> google.protobuf.Timestamp
-	5, // 2: patchflow.v1.DeadLetter.error_class:type_name -> patchflow.v1.ErrorClass
-	4, // 3: patchflow.v1.DeadLetter.first_failure_time:type_name -> google.protobuf.Timestamp
-	4, // 4: patchflow.v1.DeadLetter.last_failure_time:type_name -> google.protobuf.Timestamp
-	2, // 5: patchflow.v1.DeadLetter.history:type_name -> patchflow.v1.FailedAttempt
-	5, // 6: patchflow.v1.FailedAttempt.error_class:type_name -> patchflow.v1.ErrorClass
-	4, // 7: patchflow.v1.FailedAttempt.time:type_name -> google.protobuf.Timestamp
-	0, // 8: patchflow.v1.FailedAttempt.blame:type_name -> patchflow.v1.Blame
-	9, // [9:9] is the sub-list for method output_type
-	9, // [9:9] is the sub-list for method input_type
-	9, // [9:9] is the sub-list for extension type_name
-	9, // [9:9] is the sub-list for extension extendee
-	0, // [0:9] is the sub-list for field type_name
+	4,  // 0: patchflow.v1.DeadLetter.headers:type_name -> patchflow.v1.Header
+	5,  // 1: patchflow.v1.DeadLetter.original_timestamp:type_name -> google.protobuf.Timestamp
+	6,  // 2: patchflow.v1.DeadLetter.error_class:type_name -> patchflow.v1.ErrorClass
+	5,  // 3: patchflow.v1.DeadLetter.first_failure_time:type_name -> google.protobuf.Timestamp
+	5,  // 4: patchflow.v1.DeadLetter.last_failure_time:type_name -> google.protobuf.Timestamp
+	3,  // 5: patchflow.v1.DeadLetter.history:type_name -> patchflow.v1.FailedAttempt
+	2,  // 6: patchflow.v1.DeadLetter.key_cut:type_name -> patchflow.v1.Cut
+	2,  // 7: patchflow.v1.DeadLetter.headers_cut:type_name -> patchflow.v1.Cut
+	2,  // 8: patchflow.v1.DeadLetter.value_cut:type_name -> patchflow.v1.Cut
+	6,  // 9: patchflow.v1.FailedAttempt.error_class:type_name -> patchflow.v1.ErrorClass
+	5,  // 10: patchflow.v1.FailedAttempt.time:type_name -> google.protobuf.Timestamp
+	0,  // 11: patchflow.v1.FailedAttempt.blame:type_name -> patchflow.v1.Blame
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_patchflow_v1_dead_letter_proto_init() }
@@ -516,7 +627,7 @@ func file_patchflow_v1_dead_letter_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_patchflow_v1_dead_letter_proto_rawDesc), len(file_patchflow_v1_dead_letter_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   2,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -119,7 +120,7 @@ func (c *idCache) accountID(ctx context.Context, q queryer, orgID string) (int, 
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("account %s: %w", orgID, err)
+		return 0, fmt.Errorf("account %s: %w", quoteInput(orgID), err)
 	}
 	c.accounts.Add(strings.Clone(orgID), id)
 	return id, nil
@@ -351,4 +352,15 @@ func lookupAdvisories(ctx context.Context, q rowsQueryer, names []string) (map[s
 		return nil, fmt.Errorf("look up advisories: %w", err)
 	}
 	return out, nil
+}
+
+// quoteInput quotes a value of an event for an error: at most its first 64
+// bytes. An org id is whatever the event says, up to the record's size, and
+// an error travels in logs and the dead-letter envelope.
+func quoteInput(s string) string {
+	const limit = 64
+	if len(s) > limit {
+		return strconv.Quote(s[:limit]) + "..."
+	}
+	return strconv.Quote(s)
 }

@@ -79,8 +79,10 @@ const timeFormat = "2006-01-02T15:04:05.000Z07:00"
 // Line formats e as one line of text (no newline): the time, the original
 // topic/partition/offset, then key, reason, attempts and the last error,
 // quoted, and where the record is in the dead-letter topic (dlq=partition/
-// offset, for -partition and -offset); with value, the original value too
-// (or its size when the envelope was written without it).
+// offset, for -partition and -offset); then the marker of each field the
+// envelope left out to fit its topic (key_cut, headers_cut: "truncated, N
+// bytes, sha256 <hex>"); with value, the original value too (or its size
+// and marker when the envelope was written without it).
 func (e Entry) Line(value bool) string {
 	if e.Letter == nil {
 		return fmt.Sprintf("%s dlq=%d/%d not a dead-letter envelope (%d bytes): %s", e.Timestamp.UTC().Format(timeFormat),
@@ -91,9 +93,20 @@ func (e Entry) Line(value bool) string {
 	fmt.Fprintf(&b, "%s %s/%d/%d key=%s reason=%s attempts=%d error=%s dlq=%d/%d", e.when().UTC().Format(timeFormat),
 		shownTopic(l.GetOriginalTopic()), l.GetOriginalPartition(), l.GetOriginalOffset(), strconv.Quote(string(l.GetKey())),
 		strconv.Quote(Reason(l)), l.GetAttempts(), strconv.Quote(l.GetError()), e.Partition, e.Offset)
+	for _, c := range []struct {
+		name string
+		cut  *messages.Cut
+	}{{"key_cut", l.GetKeyCut()}, {"headers_cut", l.GetHeadersCut()}} {
+		if c.cut != nil {
+			fmt.Fprintf(&b, " %s=%s", c.name, strconv.Quote(c.cut.Marker()))
+		}
+	}
 	if value {
 		if l.GetValueTruncated() {
 			fmt.Fprintf(&b, " value_truncated=true value_size=%d", l.GetValueSize())
+			if c := l.GetValueCut(); c != nil {
+				fmt.Fprintf(&b, " value_cut=%s", strconv.Quote(c.Marker()))
+			}
 		} else {
 			fmt.Fprintf(&b, " value=%s", strconv.Quote(string(l.GetValue())))
 		}
@@ -126,8 +139,12 @@ type jsonLetter struct {
 	HistoryDropped   int32         `json:"history_dropped"`
 	ValueSize        int64         `json:"value_size"`
 	ValueTruncated   bool          `json:"value_truncated"`
-	Value            *string       `json:"value,omitempty"`
-	ValueBase64      *string       `json:"value_base64,omitempty"`
+	// The markers of the fields left out to fit the dead-letter topic.
+	KeyCut      string  `json:"key_cut,omitempty"`
+	HeadersCut  string  `json:"headers_cut,omitempty"`
+	ValueCut    string  `json:"value_cut,omitempty"`
+	Value       *string `json:"value,omitempty"`
+	ValueBase64 *string `json:"value_base64,omitempty"`
 }
 
 type jsonAttempt struct {
@@ -178,6 +195,7 @@ func (e Entry) JSON(value bool) ([]byte, error) {
 	if l.GetKey() != nil {
 		j.Key, j.KeyBase64 = text(l.GetKey())
 	}
+	j.KeyCut, j.HeadersCut, j.ValueCut = marker(l.GetKeyCut()), marker(l.GetHeadersCut()), marker(l.GetValueCut())
 	if t := l.GetFirstFailureTime(); t != nil {
 		at := t.AsTime().UTC()
 		j.FirstFailureTime = &at
@@ -190,6 +208,14 @@ func (e Entry) JSON(value bool) ([]byte, error) {
 		j.Value, j.ValueBase64 = text(l.GetValue())
 	}
 	return json.Marshal(j)
+}
+
+// marker returns c's marker, or "" for none.
+func marker(c *messages.Cut) string {
+	if c == nil {
+		return ""
+	}
+	return c.Marker()
 }
 
 // text returns b as a string when it is UTF-8, else as base64.

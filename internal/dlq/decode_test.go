@@ -211,3 +211,44 @@ func TestDecodeNotAnEnvelope(t *testing.T) {
 		}
 	}
 }
+
+// An envelope cut to fit its topic shows the marker of each field it left
+// out, in the line and the JSON: enough to match it to the source record,
+// which its topic/partition/offset name.
+func TestDecodeCutEnvelope(t *testing.T) {
+	key := []byte(strings.Repeat("k", 3000))
+	value := []byte(strings.Repeat("v", 5000))
+	headers := []*messages.Header{{Key: []byte("trace"), Value: []byte(strings.Repeat("h", 2000))}}
+	record := &messages.Record{Topic: "platform.inventory.events", Partition: 3, Offset: 42, Key: key, Value: value, Headers: headers}
+	failures := []*messages.FailedAttempt{{Attempt: 1, ErrorClass: messages.ErrorClass_ERROR_CLASS_PERMANENT, Error: "refused: " + string(value)}}
+	letter := actors.FitDeadLetter(actors.NewDeadLetter(record, failures, "patchflow-listener", messages.ReasonPermanent), 4096)
+	body, err := proto.Marshal(letter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := dlq.Decode(&sarama.ConsumerMessage{Partition: 0, Offset: 7, Value: body})
+	keyCut, headersCut, valueCut := messages.CutMarker(key), messages.CutOfHeaders(headers).Marker(), messages.CutMarker(value)
+	if !strings.HasPrefix(headersCut, "1 header, truncated, 2005 bytes, sha256 ") {
+		t.Errorf("headers cut as %q", headersCut)
+	}
+	line := e.Line(true)
+	for _, want := range []string{" platform.inventory.events/3/42 key=\"\" ", ` key_cut="` + keyCut + `"`, ` headers_cut="` + headersCut + `"`,
+		` value_truncated=true value_size=5000 value_cut="` + valueCut + `"`, `[` + messages.CutMarker([]byte("refused: "+string(value))) + `]"`} {
+		if !strings.Contains(line, want) {
+			t.Errorf("line %s\nlacks %s", line, want)
+		}
+	}
+	b, err := e.JSON(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var j map[string]any
+	if err := json.Unmarshal(b, &j); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]any{"key_cut": keyCut, "headers_cut": headersCut, "value_cut": valueCut, "value_truncated": true, "offset": 42.0} {
+		if j[k] != v {
+			t.Errorf("json %s = %v, want %v", k, j[k], v)
+		}
+	}
+}
