@@ -47,6 +47,10 @@ type KafkaSettings struct {
 	Security           KafkaSecurity
 }
 
+// ConsumerChannelBuffer is how many records sarama holds per claimed
+// partition before the claim's read-ahead takes them.
+const ConsumerChannelBuffer = 4
+
 // IsolationLevels names the values of KafkaSettings.Isolation, the default
 // first.
 var IsolationLevels = []string{"read_committed", "read_uncommitted"}
@@ -109,6 +113,12 @@ func NewConsumerConfig(k KafkaSettings, s Settings) (*sarama.Config, error) {
 	}
 	cfg.Version = k.Version
 	cfg.Consumer.Return.Errors = true
+	// sarama buffers this many records per partition beside the fetch it
+	// is handing out (256 by default): with records of 1 MB that is 256 MB
+	// a partition, outside every bound of the pipeline. The claim's
+	// read-ahead (readAheadRecords, readAheadBytes) is the buffer that
+	// matters; this one only has to keep it fed.
+	cfg.ChannelBufferSize = ConsumerChannelBuffer
 	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
 	cfg.Consumer.IsolationLevel = isolation
 	cfg.Consumer.Offsets.AutoCommit.Enable = true

@@ -22,8 +22,8 @@ import (
 // part at once when it fits, and otherwise stops taking for long enough
 // that sarama sets the partition aside and goes on.
 //
-// Memory: at most readAheadRecords records, and readAheadBytes bytes of keys
-// and values (the last record taken may pass it), per claim, besides
+// Memory: at most readAheadRecords records, and readAheadBytes bytes of keys,
+// values and headers (the last record taken may pass it), per claim, besides
 // sarama's own buffers. The records it holds are not admitted: when the
 // claim ends they are dropped, never marked, and Kafka delivers them again.
 type readAhead struct {
@@ -114,4 +114,12 @@ func (r *readAhead) isEnded() bool { return isClosed(r.ended) }
 // input closed.
 func (r *readAhead) stop() { <-r.done }
 
-func recordBytes(m *sarama.ConsumerMessage) int64 { return int64(len(m.Key) + len(m.Value)) }
+// recordBytes is what a fetched record holds: its key, value and headers,
+// each header with HeaderOverhead (WireBytes, before the conversion).
+func recordBytes(m *sarama.ConsumerMessage) int64 {
+	n := int64(len(m.Key) + len(m.Value))
+	for _, h := range m.Headers {
+		n += HeaderOverhead + int64(len(h.Key)+len(h.Value))
+	}
+	return n
+}
