@@ -40,6 +40,7 @@ var (
 		messages.ReasonReleased,
 		messages.ReasonUnknown,
 		messages.ReasonPanic,
+		messages.ReasonUnreadableBatch,
 	}
 )
 
