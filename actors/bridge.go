@@ -6,9 +6,11 @@ package actors
 //	out spawns one PartitionActor per claim   named with topic, partition, generation and claim epoch
 //	                                          (or another ClaimWorker, from BridgeConfig.NewWorker)
 //	out *messages.RecordAdmitted              only while it holds a partition credit and a process credit
+//	out *unreadableAdmitted                   an offset no fetch can read (unreadable.go), under the same credits
 //	out *messages.Drain                       when the claim ends: sarama closed the claim (revoked), the
-//	                                          session context done (rebalance, shutdown) or the actor stopped;
-//	                                          whether or not the bridge is waiting for a credit
+//	                                          session context done (rebalance, shutdown), the actor stopped,
+//	                                          or everything up to unreadable offsets finished (the claim
+//	                                          restarts past them); whether or not the bridge is waiting for a credit
 //	in  *messages.DrainResult                 then ConsumeClaim returns
 //
 // The bridge never marks offsets; it only fences the marker once its claim has
@@ -79,6 +81,13 @@ type BridgeConfig struct {
 	// claim. The benchmark uses it to run a plain goroutine pool behind the
 	// same bridge, credits, ledger and gate; production leaves it nil.
 	NewWorker func(PartitionConfig) (ClaimWorker, error)
+	// Unreadable, when set, gets a claim past the record batches its
+	// consumer cannot decode (over sarama.MaxDecompressedBatchSize): each
+	// offset no fetch can read is dead-lettered by itself, and the claim
+	// restarts past them (unreadable.go). It needs a worker that takes
+	// unreadable offsets (the PartitionActor does). Nil: such a claim
+	// stays where it is, its fetch failing, as sarama leaves it.
+	Unreadable *UnreadableConfig
 }
 
 // Bridge is a sarama.ConsumerGroupHandler that hands each claimed partition to
@@ -137,6 +146,9 @@ type claimEntry struct {
 	// release asks the claim's worker to give up on one of its records
 	// (ReleaseRecord); nil for a worker that cannot.
 	release func(offset int64) (*ReleaseResult, error)
+	// unreadable is the claim's way past batches its consumer cannot
+	// decode; nil without BridgeConfig.Unreadable.
+	unreadable *unreadableState
 }
 
 // settleState is what the bridge learnt from its SettleProbe about a claim:
@@ -324,6 +336,10 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 	entry := &claimEntry{topic: claim.Topic(), partition: claim.Partition(), generation: generation, claim: claim, credits: cc, bytes: cb, span: span,
 		ahead: newReadAhead(aheadCtx, claim.Messages(), readAheadRecords, readAheadBytes)}
 	entry.lastDelivered.Store(time.Now().UnixNano())
+	pauser, canPause := claim.(pausable)
+	if b.cfg.Unreadable != nil && canPause {
+		entry.unreadable = newUnreadableState()
+	}
 	ended := watchClaimEnd(claim, entry, log)
 	if ended == nil {
 		// A claim without Errors(): its end is what the read-ahead sees,
@@ -383,6 +399,9 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 		started = append(started, "resume_finished", resume.FinishedCount(), "resume_unfinished", resume.Unfinished(), "resume_end", resume.End)
 	}
 	log.Info("claim started", started...)
+	if _, ok := worker.(unreadableWorker); ok && entry.unreadable != nil {
+		go b.watchUnreadable(aheadCtx, claim, pauser, entry, ended, log)
+	}
 	b.cfg.Observer.ClaimStarted(claim.Topic(), claim.Partition())
 	b.claims.Store(epoch, entry)
 	defer b.claims.Delete(epoch)
@@ -470,12 +489,21 @@ func (b *Bridge) creditFault(log *slog.Logger, err error) {
 // closes when sarama closes the claim; watching it, also while waiting for a
 // credit, is what lets a revoked claim drain at once when every credit is
 // held by records that do not finish (a cooperative revoke leaves the
-// session context alive).
+// session context alive). Besides sarama's records it admits, in offset
+// order, what the walk past an unreadable batch hands it (records and
+// unreadable offsets; watchUnreadable), and ends the claim once everything
+// up to them has finished.
 func (b *Bridge) feed(ctx context.Context, claim sarama.ConsumerGroupClaim, worker ClaimWorker, entry *claimEntry, ended <-chan struct{}) string {
 	stopped := worker.Stopped()
 	ahead := entry.ahead
 	cc, span := entry.credits, entry.span
+	var walked <-chan unreadableItem // nil (never ready) without a way past unreadable batches
+	if entry.unreadable != nil {
+		walked = entry.unreadable.items
+	}
+	unreadable, _ := worker.(unreadableWorker)
 	last := int64(-1) // the last offset admitted
+	walking := false  // records come from the walk past unreadable batches
 	for first := true; ; first = false {
 		if ahead.isEnded() || isClosed(ended) {
 			// Records read ahead when sarama let the claim go are dropped:
@@ -484,9 +512,28 @@ func (b *Bridge) feed(ctx context.Context, claim sarama.ConsumerGroupClaim, work
 			return "revoked"
 		}
 		var msg *sarama.ConsumerMessage
+		lost := false // msg stands for an offset no fetch can read
 		select {
 		case msg = <-ahead.out:
 			ahead.took(msg)
+			entry.lastDelivered.Store(time.Now().UnixNano())
+		case it := <-walked:
+			if it.done {
+				// The claim's consumer cannot fetch past the unreadable
+				// offsets: once everything admitted up to them has
+				// finished (and is marked), the claim ends, the member's
+				// session with it, and the next session's consumer starts
+				// at the committed offset, past them.
+				if !span.waitPast(ctx, last, stopped, ended) {
+					return endReason(ctx, stopped)
+				}
+				return restartPastUnreadable
+			}
+			walking = true
+			msg, lost = it.record, it.record == nil
+			if lost {
+				msg = &sarama.ConsumerMessage{Topic: entry.topic, Partition: entry.partition, Offset: it.offset}
+			}
 			entry.lastDelivered.Store(time.Now().UnixNano())
 		case <-ahead.ended:
 			return "revoked"
@@ -496,6 +543,9 @@ func (b *Bridge) feed(ctx context.Context, claim sarama.ConsumerGroupClaim, work
 			return "partition worker stopped"
 		case <-ended:
 			return "revoked"
+		}
+		if walking && msg.Offset <= last {
+			continue // sarama delivered it too: it is admitted already
 		}
 		if first {
 			// No watermark of the claim can be below its first record.
@@ -518,6 +568,15 @@ func (b *Bridge) feed(ctx context.Context, claim sarama.ConsumerGroupClaim, work
 				return endReason(ctx, stopped)
 			}
 		}
+		if lost {
+			// An offset no fetch can read: it holds no bytes, only its
+			// credits, which the partition actor gives back once its
+			// dead letter is acknowledged.
+			span.admitted(msg.Offset, last)
+			last = msg.Offset
+			unreadable.AdmitUnreadable(msg.Offset, b.cfg.Unreadable.Limit)
+			continue
+		}
 		rec := recordOf(msg)
 		if n := ChargedBytes(b.cfg.Handler, rec); !entry.bytes.tryAcquire(n) {
 			entry.waitingSince.Store(time.Now().UnixNano())
@@ -535,6 +594,10 @@ func (b *Bridge) feed(ctx context.Context, claim sarama.ConsumerGroupClaim, work
 		worker.Admit(rec)
 	}
 }
+
+// restartPastUnreadable is why a claim ends to restart past offsets its
+// consumer could not read.
+const restartPastUnreadable = "restarting past unreadable offsets"
 
 // endReason names why a wait of the feed loop gave up: the session ended,
 // the worker stopped, or else sarama closed the claim.
@@ -573,6 +636,9 @@ func watchClaimEnd(claim sarama.ConsumerGroupClaim, entry *claimEntry, log *slog
 		for err := range errs {
 			entry.lastFetchError.Store(time.Now().UnixNano())
 			log.Warn("partition consumer error", "error", err)
+			if overLimit(err) {
+				entry.unreadable.unreadableBatch()
+			}
 		}
 	}()
 	return ended
@@ -601,12 +667,17 @@ func (b *Bridge) ReleaseRecord(topic string, partition int32, offset int64) (res
 
 // FetchError records a consumer error of a claimed partition (RunMember
 // passes on those of the group's Errors()): a claim whose fetch has trouble
-// is not idle in the sense of Settled.
-func (b *Bridge) FetchError(topic string, partition int32) {
+// is not idle in the sense of Settled. One that failed on a batch over the
+// decompression limit (sarama.MaxDecompressedBatchSize) sets about getting
+// past it (BridgeConfig.Unreadable).
+func (b *Bridge) FetchError(topic string, partition int32, err error) {
 	now := time.Now().UnixNano()
 	b.claims.Range(func(_, v any) bool {
 		if e := v.(*claimEntry); e.topic == topic && e.partition == partition {
 			e.lastFetchError.Store(now)
+			if overLimit(err) {
+				e.unreadable.unreadableBatch()
+			}
 		}
 		return true
 	})

@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -199,11 +200,11 @@ func TestBridgeRecordsFetchErrorsOfItsClaims(t *testing.T) {
 	}()
 	waitFor(t, "the claim", func() bool { return len(b.Partitions()) == 1 })
 	before := time.Now()
-	b.FetchError("events", 3) // another partition: not this claim's
+	b.FetchError("events", 3, errors.New("broken")) // another partition: not this claim's
 	if got := b.Partitions()[0].LastFetchError; !got.IsZero() {
 		t.Fatalf("another partition's error recorded on this claim at %v", got)
 	}
-	b.FetchError("events", 2)
+	b.FetchError("events", 2, errors.New("broken"))
 	if got := b.Partitions()[0].LastFetchError; got.Before(before) {
 		t.Fatalf("fetch error not recorded: %v", got)
 	}

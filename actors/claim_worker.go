@@ -30,6 +30,14 @@ type ClaimWorker interface {
 	Stopped() <-chan struct{}
 }
 
+// unreadableWorker is a ClaimWorker that takes offsets no fetch can read
+// (BridgeConfig.Unreadable): AdmitUnreadable hands one over, as Admit
+// hands a record, credits included; the worker dead-letters it by offset
+// and finishes it like a record.
+type unreadableWorker interface {
+	AdmitUnreadable(offset int64, limit int)
+}
+
 // actorWorker runs a claim as a spawned PartitionActor.
 type actorWorker struct {
 	system *actor.ActorSystem
@@ -55,6 +63,11 @@ func partitionActorName(cfg PartitionConfig) string {
 // Admit implements ClaimWorker.
 func (w *actorWorker) Admit(r *messages.Record) {
 	w.system.Root.Send(w.pid, &messages.RecordAdmitted{Record: r})
+}
+
+// AdmitUnreadable implements unreadableWorker.
+func (w *actorWorker) AdmitUnreadable(offset int64, limit int) {
+	w.system.Root.Send(w.pid, &unreadableAdmitted{offset: offset, limit: limit})
 }
 
 // errWorkerStopped answers a drain of an actor that has already stopped

@@ -26,6 +26,8 @@
 //     partition blocked.
 //
 // What it may import: messages, its own subpackages (ledger, ordering,
-// limit), sarama and protoactor. It never imports persistence, clients or
-// the inventory domain: the domain arrives as a Handler.
+// limit), sarama and protoactor, and klauspost/compress/zstd (sarama's
+// zstd codec) for an error value sarama passes on. It never imports
+// persistence, clients or the inventory domain: the domain arrives as a
+// Handler.
 package actors

@@ -2,6 +2,8 @@ package actors
 
 import (
 	"context"
+
+	"github.com/asynkron/protoactor-go/actor"
 )
 
 // Deliverable is deliverable, for the settle probe's tests.
@@ -45,3 +47,9 @@ const (
 	HistoryTextBytes = historyTextBytes
 	ErrorTextBytes   = errorTextBytes
 )
+
+// AdmitUnreadable hands the partition actor at pid an offset no fetch can
+// read, as the bridge does (its worker's AdmitUnreadable).
+func AdmitUnreadable(root *actor.RootContext, pid *actor.PID, offset int64, limit int) {
+	root.Send(pid, &unreadableAdmitted{offset: offset, limit: limit})
+}

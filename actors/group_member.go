@@ -36,13 +36,13 @@ func RunMember(ctx context.Context, group sarama.ConsumerGroup, topics []string,
 	go func() {
 		defer close(errsDone)
 		fetchErrors, _ := handler.(interface {
-			FetchError(topic string, partition int32)
+			FetchError(topic string, partition int32, err error)
 		})
 		for err := range group.Errors() {
 			logger.Warn("consumer group error", "error", err)
 			var ce *sarama.ConsumerError
 			if fetchErrors != nil && errors.As(err, &ce) {
-				fetchErrors.FetchError(ce.Topic, ce.Partition)
+				fetchErrors.FetchError(ce.Topic, ce.Partition, ce.Err)
 			}
 		}
 	}()

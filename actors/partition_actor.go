@@ -3,6 +3,8 @@ package actors
 // PartitionActor protocol
 //
 //	in  *messages.RecordAdmitted    from the bridge, which holds one credit for the record
+//	in  *unreadableAdmitted         from the bridge, which holds one credit for it: an offset no fetch can
+//	                                read (its batch decompresses past the limit), dead-lettered at once
 //	in  *messages.RecordDone        from a child: the record is finished (handled, skipped, or dead-lettered)
 //	in  *messages.RecordFailed      from a child, or from HandleFailure after a child panic: one attempt failed
 //	in  retryDue                    from its own timer, or from a dependency's recovery (blame.Book.Await):
@@ -196,6 +198,9 @@ type recordState struct {
 	// releaseAsked: an operator released the record; it is dead-lettered at
 	// its next retry instead of run again.
 	releaseAsked bool
+	// unreadable: no record, an offset no fetch can read
+	// (admitUnreadable); it is dead-lettered and never takes the gate.
+	unreadable bool
 }
 
 // close ends what the record holds outside the actor: its retry timer and
@@ -305,6 +310,8 @@ func (a *PartitionActor) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *messages.RecordAdmitted:
 		a.admit(c, m.GetRecord())
+	case *unreadableAdmitted:
+		a.admitUnreadable(c, m)
 	case *messages.RecordDone:
 		if st := a.answered(m.GetOffset(), m.GetAttempt(), m.GetOutcome() == messages.Outcome_OUTCOME_DEAD_LETTERED); st != nil {
 			if m.GetOutcome() == messages.Outcome_OUTCOME_OK {
@@ -485,9 +492,11 @@ func (a *PartitionActor) finish(c actor.Context, st *recordState, done *messages
 		a.stats.refusedFinishes.Add(1)
 		a.logger.Error("ledger refused a finish; the record's credit and key are released, its offset is left to the ledger", "offset", off, "error", err)
 	}
-	if next, ok := a.gate.Release(rec.GetKey()); ok {
-		if nst := a.records[next]; nst != nil {
-			a.start(c, nst)
+	if !st.unreadable { // an unreadable offset never took the gate
+		if next, ok := a.gate.Release(rec.GetKey()); ok {
+			if nst := a.records[next]; nst != nil {
+				a.start(c, nst)
+			}
 		}
 	}
 	a.gauges.inFlight.Store(int64(a.ledger.InFlight()))

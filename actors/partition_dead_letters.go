@@ -145,7 +145,11 @@ func (a *PartitionActor) deadLettered(st *recordState) {
 		}
 	}
 	last := st.failures.lastAttempt()
+	class, errText := last.GetErrorClass(), last.GetError()
+	if last == nil { // no attempt failed: an unreadable offset, dead-lettered as admitted
+		class, errText = dl.letter.GetErrorClass(), dl.letter.GetError()
+	}
 	a.logger.Warn("record dead-lettered", "offset", st.record.GetOffset(), "key", safeKey(st.record.GetKey()),
-		"reason", dl.letter.GetReason(), "attempts", st.attempt, "own_failures", st.failures.ownCount(), "error_class", last.GetErrorClass().String(),
-		"dependency", last.GetDependency(), "error", last.GetError())
+		"reason", dl.letter.GetReason(), "attempts", st.attempt, "own_failures", st.failures.ownCount(), "error_class", class.String(),
+		"dependency", last.GetDependency(), "error", errText)
 }

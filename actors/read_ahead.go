@@ -37,6 +37,12 @@ type readAhead struct {
 	// room is signalled when a full read-ahead has been taken down to half.
 	room chan struct{}
 	done chan struct{} // closed when the reading goroutine has returned
+	// asks carries position requests (position): the goroutine takes
+	// what sarama's channel holds, then answers next.
+	asks chan chan int64
+	// next is one past the last offset taken; -1 before the first. Only
+	// the reading goroutine touches it.
+	next int64
 
 	maxRecords int
 	maxBytes   int64
@@ -58,7 +64,8 @@ const (
 // for the goroutine with stop.
 func newReadAhead(ctx context.Context, in <-chan *sarama.ConsumerMessage, maxRecords int, maxBytes int64) *readAhead {
 	r := &readAhead{out: make(chan *sarama.ConsumerMessage, maxRecords), ended: make(chan struct{}),
-		room: make(chan struct{}, 1), done: make(chan struct{}), maxRecords: maxRecords, maxBytes: maxBytes}
+		room: make(chan struct{}, 1), done: make(chan struct{}), asks: make(chan chan int64), next: -1,
+		maxRecords: maxRecords, maxBytes: maxBytes}
 	go r.run(ctx, in)
 	return r
 }
@@ -66,30 +73,78 @@ func newReadAhead(ctx context.Context, in <-chan *sarama.ConsumerMessage, maxRec
 func (r *readAhead) run(ctx context.Context, in <-chan *sarama.ConsumerMessage) {
 	defer close(r.done)
 	for {
-		var m *sarama.ConsumerMessage
 		select {
 		case msg, ok := <-in:
 			if !ok {
 				close(r.ended)
 				return
 			}
-			m = msg
+			if !r.put(ctx, msg) {
+				return
+			}
+		case reply := <-r.asks:
+			// What sarama's channel holds now is what it had delivered
+			// before the request: take it, then answer.
+			for n := len(in); n > 0; n-- {
+				msg, ok := <-in
+				if !ok {
+					close(r.ended)
+					return
+				}
+				if !r.put(ctx, msg) {
+					return
+				}
+			}
+			reply <- r.next // reply has room for one answer
 		case <-ctx.Done():
 			return
 		}
-		r.mu.Lock()
-		r.bytes += recordBytes(m)
-		full := len(r.out)+1 >= r.maxRecords || r.bytes >= r.maxBytes
-		r.waiting = full
-		r.mu.Unlock()
-		r.out <- m // never waits: out has room for maxRecords and holds fewer
-		if full {
-			select {
-			case <-r.room:
-			case <-ctx.Done():
-				return
-			}
+	}
+}
+
+// put hands m to the bridge; once the read-ahead is full, it waits for the
+// bridge to take half of what it holds. It returns false when ctx is done
+// first.
+func (r *readAhead) put(ctx context.Context, m *sarama.ConsumerMessage) bool {
+	r.mu.Lock()
+	r.bytes += recordBytes(m)
+	full := len(r.out)+1 >= r.maxRecords || r.bytes >= r.maxBytes
+	r.waiting = full
+	r.mu.Unlock()
+	r.next = m.Offset + 1
+	r.out <- m // never waits: out has room for maxRecords and holds fewer
+	if full {
+		select {
+		case <-r.room:
+		case <-ctx.Done():
+			return false
 		}
+	}
+	return true
+}
+
+// position returns one past the last offset the read-ahead has taken from
+// sarama, once it has taken everything sarama's channel held when asked
+// (-1 when it has taken none); ok is false when the claim ended first.
+// What ends the wait: the read-ahead taking that much, which waits for
+// room as the bridge admits records, or its goroutine returning (the
+// claim's channel closed, or ctx done).
+func (r *readAhead) position(ctx context.Context) (next int64, ok bool) {
+	reply := make(chan int64, 1)
+	select {
+	case r.asks <- reply:
+	case <-r.done:
+		return 0, false
+	case <-ctx.Done():
+		return 0, false
+	}
+	select {
+	case next := <-reply:
+		return next, true
+	case <-r.done:
+		return 0, false
+	case <-ctx.Done():
+		return 0, false
 	}
 }
 

@@ -112,3 +112,48 @@ func TestReadAheadStopsWithItsContext(t *testing.T) {
 		}
 	}
 }
+
+// Asked where its consumer stands, the read-ahead first takes everything
+// sarama's channel holds, waiting for room as the bridge takes records,
+// and answers one past the last offset taken: the walk past an unreadable
+// batch starts there, and must neither read again what sarama delivered
+// nor skip what it still held. Before any record: -1.
+func TestReadAheadPositionTakesWhatSaramaHolds(t *testing.T) {
+	in := make(chan *sarama.ConsumerMessage, 8)
+	r := newReadAhead(context.Background(), in, 4, 1<<20)
+	if next, ok := r.position(context.Background()); !ok || next != -1 {
+		t.Fatalf("position before any record: %d, %v; want -1, true", next, ok)
+	}
+	for o := int64(10); o < 17; o++ {
+		in <- &sarama.ConsumerMessage{Offset: o}
+	}
+	answer := make(chan int64, 1)
+	go func() {
+		next, _ := r.position(context.Background())
+		answer <- next
+	}()
+	var took []int64
+	for {
+		select {
+		case m := <-r.out:
+			r.took(m)
+			took = append(took, m.Offset)
+			continue
+		case next := <-answer:
+			for len(r.out) > 0 { // what it took and the bridge has not yet
+				took = append(took, (<-r.out).Offset)
+			}
+			if next != 17 || len(took) != 7 {
+				t.Fatalf("position %d once the read-ahead had given %v; want 17, after all of 10 to 16", next, took)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("the read-ahead gave %v, then nothing for 5 s", took)
+		}
+		break
+	}
+	close(in)
+	r.stop()
+	if _, ok := r.position(context.Background()); ok {
+		t.Fatal("a read-ahead whose input closed answered a position")
+	}
+}

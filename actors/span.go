@@ -130,3 +130,23 @@ func (s *Span) wait(ctx context.Context, offset, last int64, stop, ended <-chan 
 	}
 	return true
 }
+
+// waitPast returns true once the watermark is past offset (every record
+// admitted up to it finished), or false when ctx is done or stop or ended
+// closes first (a nil channel never does). What ends it: the records up to
+// offset finishing, the worker stopping, or the claim or its session
+// ending.
+func (s *Span) waitPast(ctx context.Context, offset int64, stop, ended <-chan struct{}) bool {
+	for s.watermark.Load() <= offset {
+		select {
+		case <-s.moved:
+		case <-ctx.Done():
+			return false
+		case <-stop:
+			return false
+		case <-ended:
+			return false
+		}
+	}
+	return true
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -125,6 +126,25 @@ type Config struct {
 	// 10 s; negative: never.
 	ProgressInterval time.Duration
 
+	// MaxDecompressedBatchBytes bounds what one record batch may
+	// decompress to as it is fetched: a compression bomb (a few KB on the
+	// broker, hundreds of MB decompressed) fails its decoding at this
+	// many bytes instead of filling memory. No fetch can read such a
+	// batch: each of its offsets is dead-lettered by itself (reason
+	// "batch over the decompression limit", without key or value) and
+	// the partition goes on past them. Keep it above the largest batch
+	// the producers write, uncompressed (their batch size, or their
+	// largest record when larger), and at or above their zstd window
+	// (8 MiB for Kafka's producers at zstd levels 17 to 19): sarama
+	// refuses a zstd frame whose window is larger, however little it
+	// holds. Default 8 MiB; negative: unbounded.
+	// It is sarama.MaxDecompressedBatchSize, which is process-wide: every
+	// sarama client of the process decodes with the value of the Consumer
+	// that started last. It bounds one batch, not a fetch: a fetch of many
+	// small batches, each under it, is decoded whole (docs/deploy.md,
+	// "Compressed batches").
+	MaxDecompressedBatchBytes int
+
 	// HTTP bounds WithHTTP's server; each field left zero has its default.
 	HTTP HTTPLimits
 }
@@ -157,6 +177,13 @@ type HTTPLimits struct {
 	// finds a connection to take the place of.
 	MaxConns int
 }
+
+// defaultMaxDecompressedBatchBytes is Config.MaxDecompressedBatchBytes's
+// default: eight times Kafka's default record limit (about 1 MB), so a
+// producer's batch of records up to that limit reads (librdkafka's default
+// batch is 1 MB; Java's 16 KiB), as does a record of several MB that the
+// source topic holds only compressed, while a bomb costs one batch of it.
+const defaultMaxDecompressedBatchBytes = 8 << 20
 
 // Security is how the consumer reaches the brokers: TLS, SASL, or both.
 // The password is never shown: String masks it.
@@ -192,6 +219,8 @@ type resolved struct {
 	readyPinLimit    time.Duration
 	progressInterval time.Duration
 	http             telemetry.ServerLimits
+	// maxBatchBytes is MaxDecompressedBatchBytes resolved: 0 for unbounded.
+	maxBatchBytes int
 }
 
 // resolve applies the defaults and checks cfg, naming every bad field.
@@ -317,6 +346,7 @@ func (cfg Config) resolve() (resolved, error) {
 	p.CommitMetadataMaxBytes = orNone(cfg.CommitMetadataMaxBytes, p.CommitMetadataMaxBytes)
 	r.readyPinLimit = orDefault(cfg.ReadyPinLimit, r.readyPinLimit)
 	r.progressInterval = orNone(cfg.ProgressInterval, r.progressInterval)
+	r.maxBatchBytes = min(orNone(cfg.MaxDecompressedBatchBytes, defaultMaxDecompressedBatchBytes), math.MaxInt32)
 	if err := p.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("consumer.Config: %w", err))
 	}

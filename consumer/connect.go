@@ -10,7 +10,8 @@ import (
 )
 
 // links are the clients Run opens before it consumes: the dead-letter
-// producers, the probe client (settle probe and committed-offset reader) and
+// producers, the probe client (settle probe, committed-offset reader, and
+// the reader past batches over the decompression limit) and
 // the group members, with the settings the brokers' limits adjusted.
 type links struct {
 	kafka     actors.KafkaSettings // DeadLetterMaxBytes read from the topic
@@ -19,6 +20,9 @@ type links struct {
 	probe     sarama.Client
 	isolation sarama.IsolationLevel
 	groups    []sarama.ConsumerGroup
+	// window is the bytes of a partition one fetch of the members asks
+	// for (Consumer.Fetch.Default).
+	window int32
 }
 
 // connect reaches the brokers: it checks the topic, creates or checks the
@@ -62,6 +66,7 @@ func (c *Consumer) connect(logger *slog.Logger) (_ *links, err error) {
 	}
 	probeCfg.ClientID = "patchflow-probe"
 	l.isolation = probeCfg.Consumer.IsolationLevel
+	l.window = probeCfg.Consumer.Fetch.Default
 	if l.probe, err = sarama.NewClient(k.Brokers, probeCfg); err != nil {
 		return nil, fmt.Errorf("connect to Kafka at %v: %w", k.Brokers, err)
 	}

@@ -99,6 +99,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return nil // stopped before it began: nothing to drain
 	}
+	setDecompressionLimit(c.cfg.maxBatchBytes)
 	// Reaching the brokers can take minutes when they do not answer; a
 	// ctx that ends meanwhile ends Run at once, and what connect opens
 	// later is closed when it returns.
@@ -149,6 +150,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 			}
 		})
 	}
+	var unreadable *actors.UnreadableConfig
+	if c.cfg.maxBatchBytes > 0 {
+		unreadable = &actors.UnreadableConfig{Read: actors.NewPartitionReader(probeClient), Window: l.window, Limit: c.cfg.maxBatchBytes}
+	}
 	bridge, err := actors.NewBridge(actors.BridgeConfig{
 		System: system, Settings: settings, Handler: adapt(c.handler), Observer: m, Dependencies: deps,
 		DeadLetters: l.dead,
@@ -157,6 +162,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		Committed:   actors.NewCommittedReader(probeClient, k.Group),
 		Membership:  actors.NewMembershipCheck(probeClient, k.Group),
 		Isolation:   l.isolation,
+		Unreadable:  unreadable,
 	})
 	if err != nil {
 		return err
@@ -249,6 +255,16 @@ func (c *Consumer) Run(ctx context.Context) error {
 	logger.Info("listener stopped", "succeeded", s.Succeeded, "skipped", s.Skipped, countsGroup("skipped_by_reason", s.SkippedByReason), "resumed", s.Resumed,
 		"dead_lettered", s.DeadLettered, countsGroup("dead_lettered_by_reason", s.DeadLetteredByReason), "retried", s.Retried, "abandoned", s.Abandoned, "fenced", s.Fenced, "panics", s.Panics)
 	return nil
+}
+
+// setDecompressionLimit sets sarama.MaxDecompressedBatchSize, process-wide,
+// to n (0: unbounded) unless it holds n already: sarama reads it, without
+// synchronisation, for every batch it decompresses, so it is written only
+// when it changes (once in a process whose consumers agree).
+func setDecompressionLimit(n int) {
+	if int(sarama.MaxDecompressedBatchSize) != n {
+		sarama.MaxDecompressedBatchSize = int32(n)
+	}
 }
 
 // ErrNotClaimed is Release's error for a partition no claim of this

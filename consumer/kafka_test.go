@@ -506,6 +506,9 @@ func checkLargestRecordDeadLettered(t *testing.T, brokers []string, version stri
 	}
 
 	cfg := testConfig(brokers, version, topic, uniqueName("large"))
+	// The test reads the envelope (9 MiB, zstd) in this process, whose
+	// sarama clients all decode with the consumer's decompression limit.
+	cfg.MaxDecompressedBatchBytes = 2 * sourceLimit
 	handler := HandlerFunc(func(context.Context, *Record) error {
 		return Permanent(errors.New("refused for the test"))
 	})

@@ -42,6 +42,7 @@ var (
 		messages.ReasonReleased,
 		messages.ReasonUnknown,
 		messages.ReasonPanic,
+		messages.ReasonUnreadableBatch,
 	}
 )
 

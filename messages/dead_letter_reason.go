@@ -26,13 +26,18 @@ const (
 	// ReasonReleased: an operator released the record (it was held, or
 	// retried through an outage) to the dead-letter topic.
 	ReasonReleased Reason = "released"
+	// ReasonUnreadableBatch: the record's batch decompresses past the
+	// consumer's limit (a compression bomb, or a batch larger than the
+	// limit allows): no fetch can read it, so the offset is dead-lettered
+	// by itself, without key or value, and the partition goes on past it.
+	ReasonUnreadableBatch Reason = "batch over the decompression limit"
 )
 
 // DeadLetterReasons returns the reasons a record is dead-lettered with
-// besides its domain's validation reasons: the failure classes, and an
-// operator's release.
+// besides its domain's validation reasons: the failure classes, an
+// operator's release, and a batch no fetch can read.
 func DeadLetterReasons() []Reason {
-	return []Reason{ReasonPermanent, ReasonTransient, ReasonUnknown, ReasonPanic, ReasonReleased}
+	return []Reason{ReasonPermanent, ReasonTransient, ReasonUnknown, ReasonPanic, ReasonReleased, ReasonUnreadableBatch}
 }
 
 // DeadLetterReason returns the reason a record is dead-lettered for after a

@@ -57,6 +57,11 @@ type Config struct {
 	// ReadyVMaaSGrace is ReadyDBGrace for the VMaaS check.
 	ReadyVMaaSGrace time.Duration
 
+	// MaxDecompressedBatchBytes bounds what one fetched record batch may
+	// decompress to (consumer.Config.MaxDecompressedBatchBytes): by default
+	// DecompressedBatchFactor × the domain's MaxMessageBytes.
+	MaxDecompressedBatchBytes int
+
 	// extensions are what Parse was given beyond the product.
 	extensions       []Extension
 	ProgressInterval time.Duration
@@ -95,6 +100,12 @@ func Parse(args []string, lookup func(string) (string, bool), exts ...Extension)
 	s.Duration(&cfg.Kafka.CommitInterval, "KAFKA_COMMIT_INTERVAL", "kafka-commit-interval", actors.DefaultCommitInterval, time.Millisecond, "how often the marked offsets and their commit metadata are committed, only when one changed (and always at the end of a claim). A crash replays what was in flight plus what finished since the last commit: at 10,000 records/s, sarama's usual second would be up to 10,000 records handled twice")
 	s.Duration(&cfg.Kafka.SessionTimeout, "KAFKA_SESSION_TIMEOUT", "kafka-session-timeout", 10*time.Second, time.Second, "how long the group waits for a silent member (a crashed process) before moving its partitions")
 	s.Duration(&cfg.Kafka.HeartbeatInterval, "KAFKA_HEARTBEAT_INTERVAL", "kafka-heartbeat-interval", 3*time.Second, 100*time.Millisecond, "how often a member tells the group it is alive; at most a third of `KAFKA_SESSION_TIMEOUT`")
+	s.Int(&cfg.MaxDecompressedBatchBytes, "KAFKA_MAX_DECOMPRESSED_BATCH_BYTES", "kafka-max-decompressed-batch-bytes", 0, 0,
+		fmt.Sprintf("largest a fetched record batch may decompress to (`0`: %d × `MAX_MESSAGE_BYTES`, at least 8 MiB). "+
+			"A batch past it (a compression bomb: a few KB on the broker, hundreds of MB decompressed) is never held whole: no fetch can read it, so each of its offsets is dead-lettered by itself (`batch over the decompression limit`, without key or value), and the partition goes on past them once the group's member has rejoined. "+
+			"Keep it above the producers' largest batch, uncompressed (their batch size, or their largest record when larger), and at or above their zstd window (8 MiB for Kafka's producers at zstd levels 17 to 19, 2 MiB at the default level): a batch of ordinary records past it, or a zstd frame whose window is, is dead-lettered the same way. "+
+			"It bounds one batch, not a fetch of many small ones (docs/deploy.md, \"Compressed batches\"); it is process-wide", DecompressedBatchFactor))
+	s.ShowDefault("kafka-max-decompressed-batch-bytes", fmt.Sprintf("%d × `MAX_MESSAGE_BYTES`, at least 8 MiB", DecompressedBatchFactor))
 	sec := &cfg.Kafka.Security
 	kafkaflags.Security(s, sec)
 	s.Int(&cfg.Consumers, "LISTENER_CONSUMERS", "consumers", 1, 1, "consumer-group members (M) in the process; they share the process-wide limit G")
@@ -200,6 +211,9 @@ func Parse(args []string, lookup func(string) (string, bool), exts ...Extension)
 		}
 		cfg.Brokers = list
 	}
+	if cfg.MaxDecompressedBatchBytes == 0 {
+		cfg.MaxDecompressedBatchBytes = max(DecompressedBatchFactor*d.Validation.MaxMessageBytes, MinDefaultDecompressedBatch)
+	}
 	d.Validation.AllowedReporters = splitList(reporters)
 	d.Validation.ExcludedHostTypes = splitList(excluded)
 	if cfg.Handler == "evaluate" {
@@ -249,6 +263,20 @@ func Parse(args []string, lookup func(string) (string, bool), exts ...Extension)
 	}
 	return &cfg, s, nil
 }
+
+// DecompressedBatchFactor times MAX_MESSAGE_BYTES, but at least
+// MinDefaultDecompressedBatch, is KAFKA_MAX_DECOMPRESSED_BATCH_BYTES's
+// default: a producer's batch of records up to that limit reads
+// (librdkafka's default batch is 1 MB, Java's 16 KiB), while a compression
+// bomb costs one batch of it (8 MiB at the default, against the 360 MiB of
+// four 90 MiB values of zeros, 40 KB on the broker). The floor is the zstd
+// window of Kafka's producers at levels 17 to 19 (windowLog 23): sarama
+// refuses a zstd frame whose window is larger than the limit, however
+// little it holds.
+const (
+	DecompressedBatchFactor     = 8
+	MinDefaultDecompressedBatch = 8 << 20
+)
 
 func splitList(v string) []string {
 	var out []string

@@ -236,3 +236,31 @@ func TestParseHidesCredentialsOfOtherURLs(t *testing.T) {
 		t.Errorf("effective configuration %s", eff)
 	}
 }
+
+// The decompression limit follows MAX_MESSAGE_BYTES unless set, and reaches
+// the consumer's configuration: without it, sarama decompresses a batch
+// whole, however large (a compression bomb of a few KB held 1.2 GiB).
+func TestDecompressionLimitFollowsTheMessageLimit(t *testing.T) {
+	for _, c := range []struct {
+		env  map[string]string
+		want int
+	}{
+		{map[string]string{}, 8 << 20}, // 8 × 1,000,000 is below the floor, a zstd window of 8 MiB
+		{map[string]string{"MAX_MESSAGE_BYTES": "2000000"}, 16_000_000},
+		{map[string]string{"MAX_MESSAGE_BYTES": "2000000", "KAFKA_MAX_DECOMPRESSED_BATCH_BYTES": "3000000"}, 3_000_000},
+	} {
+		env := map[string]string{"KAFKA_BROKERS": "embedded"}
+		maps.Copy(env, c.env)
+		cfg, _, err := parse(nil, lookup(env))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cfg.ConsumerConfig().MaxDecompressedBatchBytes; got != c.want {
+			t.Errorf("%v: the consumer's decompression limit is %d, want %d", c.env, got, c.want)
+		}
+	}
+	if _, _, err := parse(nil, lookup(map[string]string{"KAFKA_BROKERS": "embedded", "KAFKA_MAX_DECOMPRESSED_BATCH_BYTES": "-1"})); err == nil ||
+		!strings.Contains(err.Error(), "KAFKA_MAX_DECOMPRESSED_BATCH_BYTES") {
+		t.Errorf("a negative decompression limit: error %v, want one naming KAFKA_MAX_DECOMPRESSED_BATCH_BYTES", err)
+	}
+}

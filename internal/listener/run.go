@@ -116,5 +116,6 @@ func (cfg *Config) ConsumerConfig() consumer.Config {
 		MaxAttempts: p.MaxAttempts, AttemptTimeout: none(p.AttemptTimeout), BackoffMin: p.BackoffMin, BackoffMax: p.BackoffMax,
 		SpanPerPartition: p.SpanPerPartition, CommitMetadataMaxBytes: metadata,
 		ReadyPinLimit: cfg.ReadyPinLimit, ProgressInterval: none(cfg.ProgressInterval), HTTP: cfg.HTTP,
+		MaxDecompressedBatchBytes: cfg.MaxDecompressedBatchBytes,
 	}
 }
