@@ -37,18 +37,18 @@ const HostilePodMemory = 512 << 20
 
 // HostileResult is one listener on one hostile topic.
 type HostileResult struct {
-	Row          string           `json:"row"`
-	Attack       string           `json:"attack"`
-	Listener     string           `json:"listener"`
-	Records      int64            `json:"records"`
-	Committed    int64            `json:"committed"`
+	Row       string `json:"row"`
+	Attack    string `json:"attack"`
+	Listener  string `json:"listener"`
+	Records   int64  `json:"records"`
+	Committed int64  `json:"committed"`
 	// Finished counts the records handled, skipped or dead-lettered, Held
 	// those the retry rule holds for want of evidence (several records
 	// failing at one dependency while its check passes: docs/architecture.md,
 	// "Whose failure"); a held record pins its partition's committed offset,
 	// so the records after it are finished but not committed.
-	Finished int64 `json:"finished"`
-	Held     int64 `json:"held"`
+	Finished     int64            `json:"finished"`
+	Held         int64            `json:"held"`
 	Seconds      float64          `json:"seconds"`
 	PeakRSSMiB   float64          `json:"peak_rss_mib"`
 	DeadLettered map[string]int64 `json:"dead_lettered_by_reason,omitempty"`
