@@ -350,6 +350,11 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 				b.creditFault(log, err)
 			}
 		},
+		Lend: func(bytes int64) {
+			if err := cb.lend(bytes); err != nil {
+				b.creditFault(log, err)
+			}
+		},
 	}
 	if check := b.cfg.Membership; check != nil {
 		wc.Fence = func(ctx context.Context) error {
@@ -519,7 +524,7 @@ func (b *Bridge) feed(ctx context.Context, claim sarama.ConsumerGroupClaim, work
 			}
 		}
 		rec := recordOf(msg)
-		if n := ChargedBytes(b.cfg.Handler, rec); !entry.bytes.tryAcquire(n) {
+		if n := b.cfg.Settings.Charge(b.cfg.Handler, rec); !entry.bytes.tryAcquire(n) {
 			entry.waitingSince.Store(time.Now().UnixNano())
 			ok := entry.bytes.acquire(ctx, n, stopped, ended)
 			entry.waitingSince.Store(0)
@@ -620,15 +625,18 @@ type CreditState struct {
 	// whenever no claim is between taking its two credits.
 	HeldByClaims int
 	// Bytes is what the records in flight are charged against the byte
-	// budget (Settings.InFlightBytes), BytesLimit the budget (0: none).
-	Bytes, BytesLimit int64
+	// budget (Settings.InFlightBytes), BytesLimit the budget (0: none), and
+	// BytesLent what of Bytes records waiting for evidence lend (the budget
+	// admits that much more, at most BytesLimit more).
+	Bytes, BytesLimit, BytesLent int64
 }
 
 // Credits returns the process's credit book.
 func (b *Bridge) Credits() CreditState {
 	s := CreditState{Limit: b.total.limit(), Held: b.total.inUse()}
 	if b.bytes != nil {
-		s.Bytes, s.BytesLimit = b.bytes.inUse.Load(), b.bytes.size
+		s.Bytes, s.BytesLent = b.bytes.state()
+		s.BytesLimit = b.bytes.size
 	}
 	b.claims.Range(func(_, v any) bool {
 		s.HeldByClaims += v.(*claimEntry).credits.heldNow()

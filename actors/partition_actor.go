@@ -22,6 +22,8 @@ package actors
 //	out Span.Advance                the watermark, for the bridge's span limit, as soon as it moves
 //	out messages.Urgency            the record at the watermark is urgent in its handler's context
 //	out PartitionConfig.Release     one credit and its bytes per record, when it finishes or is abandoned
+//	out PartitionConfig.Lend        a record's bytes while it waits for the retry of a failure that waits for
+//	                                evidence, taken back when it runs again or ends (byteBudget)
 //	out *messages.HandlerSample     to PartitionConfig.Samples: each answered attempt that succeeded, or failed
 //	                                waiting for a shared resource or at a dependency in outage (never a cancellation)
 //	out Span.Overdraft              a few offsets past the span, as evidence for a pinned record (lendEvidence)
@@ -107,10 +109,14 @@ type PartitionConfig struct {
 	// also hold.
 	Running *atomic.Int64
 	// Release returns n records' credits (one partition and one process
-	// credit each) and their bytes (the sum of their RecordBytes, for the
-	// byte budget) to the bridge; nil when nothing holds credits (actor
-	// tests without a bridge).
+	// credit each) and their bytes (the sum of their charges against the
+	// byte budget, Settings.Charge; none of them lending) to the bridge;
+	// nil when nothing holds credits (actor tests without a bridge).
 	Release func(n int, bytes int64)
+	// Lend lends the budget the charge of a record waiting for evidence
+	// (byteBudget), or takes it back (negative); nil when there is no
+	// budget to lend to.
+	Lend func(bytes int64)
 }
 
 // PartitionActor orders the work of one claimed partition. See the protocol
@@ -170,7 +176,10 @@ type PartitionActor struct {
 type recordState struct {
 	admitted time.Time
 	record   *messages.Record
-	bytes    int64 // what the record was charged against the byte budget (RecordBytes)
+	bytes    int64 // what the record was charged against the byte budget (Settings.Charge)
+	// lending: the record waits for the retry of a failure that waits for
+	// evidence, and lends its bytes to the records admitted meanwhile.
+	lending bool
 	// child is the live child working on the record; nil while the gate
 	// holds the record back, and between a child's answer and the next.
 	child   *actor.PID
@@ -220,6 +229,9 @@ func NewPartitionActor(cfg PartitionConfig) *PartitionActor {
 	}
 	if cfg.Release == nil {
 		cfg.Release = func(int, int64) {}
+	}
+	if cfg.Lend == nil {
+		cfg.Lend = func(int64) {}
 	}
 	if cfg.Dependencies == nil {
 		cfg.Dependencies = NewDependencies(cfg.Settings.BlameConfig())
@@ -374,7 +386,7 @@ func (a *PartitionActor) Receive(c actor.Context) {
 }
 
 func (a *PartitionActor) admit(c actor.Context, rec *messages.Record) {
-	bytes := ChargedBytes(a.cfg.Handler, rec)
+	bytes := a.cfg.Settings.Charge(a.cfg.Handler, rec)
 	if a.isDraining() || a.stopping {
 		// Not admitted: never marked, Kafka redelivers it.
 		a.cfg.Release(1, bytes)
@@ -423,6 +435,7 @@ func (a *PartitionActor) spawn(c actor.Context, st *recordState, msg any) {
 		a.names++
 		name = "e" + strconv.Itoa(a.names)
 	}
+	a.lendBytes(st, false) // running again: its bytes are alive
 	pid, err := c.SpawnNamed(a.childProps, name)
 	if err != nil {
 		// A name comes back only once its child has stopped (Terminated
@@ -469,6 +482,7 @@ func (a *PartitionActor) finish(c actor.Context, st *recordState, done *messages
 	}
 	st.close()
 	a.hold(st, false, time.Time{})
+	a.lendBytes(st, false)
 	a.cfg.Release(1, st.bytes)
 	a.stats.inFlight.Add(-1)
 	switch done.GetOutcome() {
@@ -508,6 +522,20 @@ func (a *PartitionActor) resumed(c actor.Context, rec *messages.Record, bytes in
 	advanced, _ := a.ledger.FinishRecord(off, fingerprint(rec)) // admitted by the caller: cannot be refused
 	a.gauges.admitted.Store(off)
 	a.progressed(c, advanced)
+}
+
+// lendBytes starts or stops st's loan of its bytes to the byte budget
+// (byteBudget: a record waiting for evidence lends what it was charged).
+func (a *PartitionActor) lendBytes(st *recordState, on bool) {
+	if st.lending == on || st.bytes == 0 {
+		return
+	}
+	st.lending = on
+	if on {
+		a.cfg.Lend(st.bytes)
+	} else {
+		a.cfg.Lend(-st.bytes)
+	}
 }
 
 // progressed follows a change of the ledger: the bridge learns a new

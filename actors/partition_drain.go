@@ -93,6 +93,7 @@ func (a *PartitionActor) releaseUnfinished() int {
 	for _, st := range a.records {
 		st.close()
 		a.hold(st, false, time.Time{})
+		a.lendBytes(st, false)
 		bytes += st.bytes
 	}
 	a.gauges.inFlight.Store(0)
