@@ -43,11 +43,25 @@ const HeaderOverhead = 160
 // ChargedBytes is a record's size for the byte budget: the handler's
 // RecordBytes, or else its WireBytes. What it is charged is at most the
 // whole budget (Settings.Charge).
+//
+// RecordBytes is the handler's code, and the bridge runs it on sarama's
+// ConsumeClaim goroutine, where a panic would end the process: a
+// RecordBytes that panics sizes the record at its WireBytes, and the
+// handler meets the record again where panics are supervised.
 func ChargedBytes(h Handler, r *messages.Record) int64 {
 	if s, ok := h.(RecordSizer); ok {
-		return max(s.RecordBytes(r), 0)
+		return sizeOf(s, r)
 	}
 	return WireBytes(r)
+}
+
+func sizeOf(s RecordSizer, r *messages.Record) (n int64) {
+	defer func() {
+		if recover() != nil {
+			n = WireBytes(r)
+		}
+	}()
+	return max(s.RecordBytes(r), 0)
 }
 
 // Charge is what r is charged against the byte budget: its size
