@@ -22,9 +22,9 @@ import (
 // part at once when it fits, and otherwise stops taking for long enough
 // that sarama sets the partition aside and goes on.
 //
-// Memory: at most readAheadRecords records, and readAheadBytes bytes of keys
-// and values (the last record taken may pass it), per claim, besides
-// sarama's own buffers. The records it holds are not admitted: when the
+// Memory: at most readAheadRecords records, and readAheadBytes bytes of keys,
+// values and headers (recordBytes; the last record taken may pass it), per
+// claim, besides sarama's own buffers. The records it holds are not admitted: when the
 // claim ends they are dropped, never marked, and Kafka delivers them again.
 type readAhead struct {
 	// out holds the records taken, in offset order; its capacity is the
@@ -114,4 +114,16 @@ func (r *readAhead) isEnded() bool { return isClosed(r.ended) }
 // input closed.
 func (r *readAhead) stop() { <-r.done }
 
-func recordBytes(m *sarama.ConsumerMessage) int64 { return int64(len(m.Key) + len(m.Value)) }
+// recordBytes is what m holds in memory, as WireBytes counts it: its key,
+// its value and its headers, each with HeaderOverhead (a record of
+// thousands of empty headers and no value is not free).
+func recordBytes(m *sarama.ConsumerMessage) int64 {
+	n := int64(len(m.Key) + len(m.Value))
+	for _, h := range m.Headers {
+		n += HeaderOverhead
+		if h != nil {
+			n += int64(len(h.Key) + len(h.Value))
+		}
+	}
+	return n
+}
