@@ -402,11 +402,26 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 	// Whatever the worker did not give back (records in a dead actor's
 	// mailbox, or admitted after it stopped) comes back now, exactly once.
 	n, cerr := cc.close()
-	nb := cb.close()
 	if cerr != nil {
 		b.creditFault(log, cerr)
-	} else if n > 0 || nb > 0 {
-		log.Warn("gave back credits of records the partition worker never finished or abandoned", "credits", n, "bytes", nb, "reason", reason)
+	} else if n > 0 {
+		log.Warn("gave back credits of records the partition worker never finished or abandoned", "credits", n, "reason", reason)
+	}
+	// The bytes wait for the actor to stop: protoactor stops it once every
+	// child has, and a handler the drain abandoned holds its record's
+	// memory until it returns, whatever the credits say.
+	closeBytes := func() {
+		if nb := cb.close(); nb > 0 {
+			log.Warn("gave back bytes of records the partition worker never finished or abandoned", "bytes", nb, "reason", reason)
+		}
+	}
+	if aw, ok := worker.(*actorWorker); ok && !isClosed(aw.Stopped()) {
+		go func() {
+			<-aw.Stopped()
+			closeBytes()
+		}()
+	} else {
+		closeBytes()
 	}
 	b.cfg.Observer.DrainDone(time.Since(start), err != nil || r.GetTimedOut())
 	if err != nil {

@@ -162,6 +162,9 @@ type PartitionActor struct {
 	drainFinish int64 // records finished since the drain started
 	drained     bool  // the drain completed; the actor is stopping
 	stopping    bool  // the actor is stopping without a drain (it failed, or was stopped)
+	// lingering is the bytes of records abandoned while their child still
+	// ran, given back once the actor (and so every child) has stopped.
+	lingering int64
 
 	deadLetterTrouble deadLetterTrouble
 	sweepTimer        *time.Timer
@@ -380,6 +383,10 @@ func (a *PartitionActor) Receive(c actor.Context) {
 			// back when the claim ends.
 			a.releaseUnfinished()
 		}
+		// Every child has stopped: the handlers the drain abandoned have
+		// returned, and the bytes of their records come back.
+		a.cfg.Release(0, a.lingering)
+		a.lingering = 0
 		a.dispatcher.close()
 		close(a.stopped)
 	}

@@ -86,7 +86,10 @@ func (a *PartitionActor) completeDrain(c actor.Context, timedOut bool) {
 
 // releaseUnfinished gives back the credit and bytes of every record still
 // held: one per entry of records, the actor's own book of what it holds
-// credits for.
+// credits for. The bytes of a record whose child still runs (a handler
+// that has not returned from the drain's cancellation) stay held until the
+// actor has stopped, which protoactor does only once every child has: what
+// the handler holds is alive until then.
 func (a *PartitionActor) releaseUnfinished() int {
 	n := len(a.records)
 	var bytes int64
@@ -94,7 +97,11 @@ func (a *PartitionActor) releaseUnfinished() int {
 		st.close()
 		a.hold(st, false, time.Time{})
 		a.lendBytes(st, false)
-		bytes += st.bytes
+		if st.child != nil {
+			a.lingering += st.bytes
+		} else {
+			bytes += st.bytes
+		}
 	}
 	a.gauges.inFlight.Store(0)
 	a.cfg.Release(n, bytes)
