@@ -25,6 +25,9 @@ type weighedHandler struct {
 	mu       sync.Mutex
 	attempts map[[2]int64]int
 	done     map[[2]int64]bool
+	// running and peak are the weights of the records in Handle now, and
+	// at most.
+	running, peak int64
 }
 
 func newWeighedHandler(weigh func(int32, int64) int64, bad func(int32, int64) bool) *weighedHandler {
@@ -37,9 +40,17 @@ func (h *weighedHandler) RecordBytes(r *messages.Record) int64 {
 
 func (h *weighedHandler) Handle(ctx context.Context, r *messages.Record) error {
 	k := [2]int64{int64(r.GetPartition()), r.GetOffset()}
+	w := h.weigh(r.GetPartition(), r.GetOffset())
 	h.mu.Lock()
 	h.attempts[k]++
+	h.running += w
+	h.peak = max(h.peak, h.running)
 	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		h.running -= w
+		h.mu.Unlock()
+	}()
 	if h.bad(r.GetPartition(), r.GetOffset()) {
 		return errors.New("this record breaks the handler")
 	}
@@ -229,6 +240,12 @@ func TestByteBudgetLeavesRoomForEvidenceBehindAHeavyWaiter(t *testing.T) {
 			p0.push(1, 40)
 			p1.push(1, 400)
 			e.waitDeadLettered(t, 0, 0, s.OwnFailureBound()+3*time.Second, map[int32]int64{0: 40, 1: 400})
+			h.mu.Lock()
+			peak := h.peak
+			h.mu.Unlock()
+			if budget > 0 && peak > 2*budget {
+				t.Fatalf("records weighing %d ran at once; the budget is %d, and records waiting for evidence lend at most as much again", peak, budget)
+			}
 		})
 	}
 }
