@@ -251,3 +251,40 @@ func TestByteBudgetLeavesRoomForEvidenceBehindAHeavyWaiter(t *testing.T) {
 }
 
 var _ actors.RecordSizer = (*weighedHandler)(nil)
+
+// The failing record's own key holds the rest of what it does not lend:
+// records of its key (of its partition, in partition order) wait in the
+// gate behind it, charged and idle, so the room it lends is less than the
+// next record of another partition needs, which waits at the head of the
+// queue with every record after it: no evidence again. They cannot run
+// before it, so they lend their bytes with it.
+func TestByteBudgetLeavesRoomForEvidenceBehindItsOwnKey(t *testing.T) {
+	for _, mode := range []ordering.Mode{ordering.ByKey, ordering.ByPartition} {
+		t.Run(mode.String(), func(t *testing.T) {
+			s := shapeSettings(mode)
+			s.InFlightBytes = 1000
+			h := newWeighedHandler(func(p int32, off int64) int64 {
+				switch {
+				case p == 0:
+					return 300
+				case p == 1 && off == 0:
+					return 800
+				}
+				return 100
+			}, func(p int32, off int64) bool { return p == 0 && off == 0 })
+			e := startEvidenceBridge(t, s, h)
+			p0 := openClaim(t, 0)
+			for off := int64(0); off < 3; off++ { // one host's events: one key
+				p0.msgs <- &sarama.ConsumerMessage{Topic: "events", Partition: 0, Offset: off, Key: []byte("host")}
+			}
+			e.consume(t, p0)
+			waitFor(t, "the failing record's first attempt, its key's records admitted", func() bool {
+				return h.attemptsOf(0, 0) > 0 && e.b.Stats().Snapshot().Admitted == 3
+			})
+			p1 := openClaim(t, 1)
+			p1.push(0, 400)
+			e.consume(t, p1)
+			e.waitDeadLettered(t, 0, 0, s.OwnFailureBound()+3*time.Second, map[int32]int64{0: 3, 1: 400})
+		})
+	}
+}

@@ -165,6 +165,9 @@ type PartitionActor struct {
 	// lingering is the bytes of records abandoned while their child still
 	// ran, given back once the actor (and so every child) has stopped.
 	lingering int64
+	// lendingKeys are the gate keys (gateKey) whose running record waits
+	// for evidence: the records held behind it lend their bytes too.
+	lendingKeys map[string]struct{}
 
 	deadLetterTrouble deadLetterTrouble
 	sweepTimer        *time.Timer
@@ -180,9 +183,10 @@ type recordState struct {
 	admitted time.Time
 	record   *messages.Record
 	bytes    int64 // what the record was charged against the byte budget (Settings.Charge)
-	// lending: the record waits for the retry of a failure that waits for
-	// evidence, and lends its bytes to the records admitted meanwhile.
-	lending bool
+	// lending: the record's bytes are lent to the records admitted
+	// meanwhile: it waits for the retry of a failure that waits for
+	// evidence (lendsKey), or in the gate behind such a record.
+	lending, lendsKey bool
 	// child is the live child working on the record; nil while the gate
 	// holds the record back, and between a child's answer and the next.
 	child   *actor.PID
@@ -422,6 +426,8 @@ func (a *PartitionActor) admit(c actor.Context, rec *messages.Record) {
 	}
 	if a.gate.Admit(rec.GetKey(), off) {
 		a.start(c, st)
+	} else if _, ok := a.lendingKeys[a.gateKey(rec)]; ok {
+		a.lendBytes(st, true) // held behind a record waiting for evidence
 	}
 }
 
@@ -443,6 +449,9 @@ func (a *PartitionActor) spawn(c actor.Context, st *recordState, msg any) {
 		name = "e" + strconv.Itoa(a.names)
 	}
 	a.lendBytes(st, false) // running again: its bytes are alive
+	if st.lendsKey {
+		a.lendKey(st, false)
+	}
 	pid, err := c.SpawnNamed(a.childProps, name)
 	if err != nil {
 		// A name comes back only once its child has stopped (Terminated
@@ -490,6 +499,9 @@ func (a *PartitionActor) finish(c actor.Context, st *recordState, done *messages
 	st.close()
 	a.hold(st, false, time.Time{})
 	a.lendBytes(st, false)
+	if st.lendsKey {
+		a.lendKey(st, false)
+	}
 	a.cfg.Release(1, st.bytes)
 	a.stats.inFlight.Add(-1)
 	switch done.GetOutcome() {
@@ -543,6 +555,42 @@ func (a *PartitionActor) lendBytes(st *recordState, on bool) {
 	} else {
 		a.cfg.Lend(-st.bytes)
 	}
+}
+
+// lendKey starts or stops the loans of st, which runs for its key in the
+// gate and waits for evidence, and of the records the gate holds behind it:
+// they cannot run before it, so what they hold is not alive either, and
+// the room the failing record lends must not be what its own key's records
+// hold back.
+func (a *PartitionActor) lendKey(st *recordState, on bool) {
+	if a.cfg.Settings.InFlightBytes <= 0 {
+		return
+	}
+	a.lendBytes(st, on)
+	st.lendsKey = on
+	k := a.gateKey(st.record)
+	if on {
+		if a.lendingKeys == nil {
+			a.lendingKeys = map[string]struct{}{}
+		}
+		a.lendingKeys[k] = struct{}{}
+	} else {
+		delete(a.lendingKeys, k)
+	}
+	a.gate.Waiting(st.record.GetKey(), func(o int64) {
+		if f := a.records[o]; f != nil {
+			a.lendBytes(f, on)
+		}
+	})
+}
+
+// gateKey is what the gate holds st's followers by: its key, or the whole
+// partition in partition order.
+func (a *PartitionActor) gateKey(r *messages.Record) string {
+	if a.cfg.Settings.Ordering == ordering.ByPartition {
+		return ""
+	}
+	return string(r.GetKey())
 }
 
 // progressed follows a change of the ledger: the bridge learns a new

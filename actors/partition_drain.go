@@ -103,6 +103,7 @@ func (a *PartitionActor) releaseUnfinished() int {
 			bytes += st.bytes
 		}
 	}
+	clear(a.lendingKeys)
 	a.gauges.inFlight.Store(0)
 	a.cfg.Release(n, bytes)
 	a.stats.abandoned.Add(int64(n))
