@@ -22,8 +22,10 @@ import (
 // stay in order. Headers carry the reason for tools that do not decode
 // protobuf. An envelope too large for the topic even compressed (or, without
 // Large, for the producer's Producer.MaxMessageBytes) is written again
-// without the original value (value_truncated), so an oversized record
-// cannot block its partition forever.
+// without the original value (value_truncated), and then, still too large,
+// without the dead letter's key (the envelope keeps it: a key of hundreds
+// of KB, refused as too large, fits once and not twice), so an oversized
+// record cannot block its partition forever.
 type KafkaDeadLetters struct {
 	Producer sarama.SyncProducer
 	// Large, when set, writes the envelopes Producer refuses, before sending
@@ -67,6 +69,11 @@ func (k *KafkaDeadLetters) Close() error {
 	return err
 }
 
+// unkeyedAbove is the key size past which an envelope too large even
+// without its value is written once more without the dead letter's key:
+// below it, the key's second copy is not what makes it too large.
+const unkeyedAbove = 1 << 10
+
 // Write sends letter and waits for the acknowledgement, or until ctx is
 // done. Its errors name the cause and, for the common ones (topic missing,
 // write not authorised, envelope too large), what to change; errors.Is still
@@ -75,13 +82,21 @@ func (k *KafkaDeadLetters) Write(ctx context.Context, letter *messages.DeadLette
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	err := k.send(ctx, letter)
+	err := k.send(ctx, letter, true)
 	if isTooLarge(err) && len(letter.GetValue()) > 0 {
 		trimmed := proto.CloneOf(letter)
 		trimmed.Value = nil
 		trimmed.ValueTruncated = true
 		trimmed.ValueSize = int64(len(letter.GetValue()))
-		err = k.send(ctx, trimmed)
+		letter = trimmed
+		err = k.send(ctx, letter, true)
+	}
+	if isTooLarge(err) && len(letter.GetKey()) > unkeyedAbove {
+		// A record's key counts twice in its envelope, as the dead letter's
+		// key and in it: a key too large to count twice (a record refused
+		// as "key too large" may have one of hundreds of KB) goes once, in
+		// the envelope, and the dead letter is not keyed.
+		err = k.send(ctx, letter, false)
 	}
 	if err == nil || ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		return err
@@ -90,22 +105,22 @@ func (k *KafkaDeadLetters) Write(ctx context.Context, letter *messages.DeadLette
 }
 
 // send writes letter through Producer, or through Large when Producer
-// refuses it as over its own limit.
-func (k *KafkaDeadLetters) send(ctx context.Context, letter *messages.DeadLetter) error {
+// refuses it as over its own limit; keyed, with the original record's key.
+func (k *KafkaDeadLetters) send(ctx context.Context, letter *messages.DeadLetter, keyed bool) error {
 	body, err := proto.Marshal(letter)
 	if err != nil {
 		return fmt.Errorf("encode dead letter: %w", err)
 	}
-	err = k.sendMessage(ctx, k.Producer, k.message(letter, body))
+	err = k.sendMessage(ctx, k.Producer, k.message(letter, body, keyed))
 	if k.Large != nil && isOverProducerLimit(err) {
-		err = k.sendMessage(ctx, k.Large, k.message(letter, body))
+		err = k.sendMessage(ctx, k.Large, k.message(letter, body, keyed))
 	}
 	return err
 }
 
 // message builds the record of letter, whose encoding is body. Each send
 // gets a record of its own: sarama keeps its state in the record.
-func (k *KafkaDeadLetters) message(letter *messages.DeadLetter, body []byte) *sarama.ProducerMessage {
+func (k *KafkaDeadLetters) message(letter *messages.DeadLetter, body []byte, keyed bool) *sarama.ProducerMessage {
 	msg := &sarama.ProducerMessage{
 		Topic: k.Topic,
 		Value: sarama.ByteEncoder(body),
@@ -117,7 +132,7 @@ func (k *KafkaDeadLetters) message(letter *messages.DeadLetter, body []byte) *sa
 			{Key: []byte("patchflow-original-offset"), Value: []byte(strconv.FormatInt(letter.GetOriginalOffset(), 10))},
 		},
 	}
-	if letter.GetKey() != nil {
+	if keyed && letter.GetKey() != nil {
 		msg.Key = sarama.ByteEncoder(letter.GetKey())
 	}
 	return msg
