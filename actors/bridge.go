@@ -366,6 +366,11 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 				b.creditFault(log, err)
 			}
 		},
+		Lend: func(bytes int64) {
+			if err := cb.lend(bytes); err != nil {
+				b.creditFault(log, err)
+			}
+		},
 	}
 	if check := b.cfg.Membership; check != nil {
 		wc.Fence = func(ctx context.Context) error {
@@ -416,11 +421,26 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 	// Whatever the worker did not give back (records in a dead actor's
 	// mailbox, or admitted after it stopped) comes back now, exactly once.
 	n, cerr := cc.close()
-	nb := cb.close()
 	if cerr != nil {
 		b.creditFault(log, cerr)
-	} else if n > 0 || nb > 0 {
-		log.Warn("gave back credits of records the partition worker never finished or abandoned", "credits", n, "bytes", nb, "reason", reason)
+	} else if n > 0 {
+		log.Warn("gave back credits of records the partition worker never finished or abandoned", "credits", n, "reason", reason)
+	}
+	// The bytes wait for the actor to stop: protoactor stops it once every
+	// child has, and a handler the drain abandoned holds its record's
+	// memory until it returns, whatever the credits say.
+	closeBytes := func() {
+		if nb := cb.close(); nb > 0 {
+			log.Warn("gave back bytes of records the partition worker never finished or abandoned", "bytes", nb, "reason", reason)
+		}
+	}
+	if aw, ok := worker.(*actorWorker); ok && !isClosed(aw.Stopped()) {
+		go func() {
+			<-aw.Stopped()
+			closeBytes()
+		}()
+	} else {
+		closeBytes()
 	}
 	b.cfg.Observer.DrainDone(time.Since(start), err != nil || r.GetTimedOut())
 	if err != nil {
@@ -578,7 +598,7 @@ func (b *Bridge) feed(ctx context.Context, claim sarama.ConsumerGroupClaim, work
 			continue
 		}
 		rec := recordOf(msg)
-		if n := ChargedBytes(b.cfg.Handler, rec); !entry.bytes.tryAcquire(n) {
+		if n := b.cfg.Settings.Charge(b.cfg.Handler, rec); !entry.bytes.tryAcquire(n) {
 			entry.waitingSince.Store(time.Now().UnixNano())
 			ok := entry.bytes.acquire(ctx, n, stopped, ended)
 			entry.waitingSince.Store(0)
@@ -691,15 +711,18 @@ type CreditState struct {
 	// whenever no claim is between taking its two credits.
 	HeldByClaims int
 	// Bytes is what the records in flight are charged against the byte
-	// budget (Settings.InFlightBytes), BytesLimit the budget (0: none).
-	Bytes, BytesLimit int64
+	// budget (Settings.InFlightBytes), BytesLimit the budget (0: none), and
+	// BytesLent what of Bytes records waiting for evidence lend (the budget
+	// admits that much more, at most BytesLimit more).
+	Bytes, BytesLimit, BytesLent int64
 }
 
 // Credits returns the process's credit book.
 func (b *Bridge) Credits() CreditState {
 	s := CreditState{Limit: b.total.limit(), Held: b.total.inUse()}
 	if b.bytes != nil {
-		s.Bytes, s.BytesLimit = b.bytes.inUse.Load(), b.bytes.size
+		s.Bytes, s.BytesLent = b.bytes.state()
+		s.BytesLimit = b.bytes.size
 	}
 	b.claims.Range(func(_, v any) bool {
 		s.HeldByClaims += v.(*claimEntry).credits.heldNow()

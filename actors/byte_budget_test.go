@@ -8,66 +8,84 @@ import (
 	"pgregory.net/rapid"
 )
 
-// Every byte charged comes back to the budget exactly once, whatever order
-// claims charge, give back, over-give and close in: after every step the
-// budget holds exactly what the open claims hold, never more than its size,
-// and once every claim is closed it holds nothing. A record larger than the
-// budget is charged the whole budget; an over-release is an error that
-// changes nothing; a release after close is a no-op.
+// Every byte charged comes back to the budget exactly once, and every byte
+// lent is taken back exactly once, whatever order claims charge, give back,
+// lend, take back, over-give and close in: after every step the budget
+// holds exactly what the open claims hold, and lends what their records
+// waiting for evidence lend; a charge is granted exactly when it fits the
+// budget and what is lent (at most the budget again); once every claim is
+// closed it holds and lends nothing. A record larger than the budget is
+// charged the whole budget; an over-release (or a release of lent bytes) is
+// an error that changes nothing; a release or a loan after close is a no-op.
 func TestClaimBytesComeBackExactlyOnce(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		size := rapid.Int64Range(1, 1000).Draw(t, "size")
 		budget := newByteBudget(size)
+		type record struct {
+			charge  int64
+			lending bool
+		}
 		claims := make([]*claimBytes, rapid.IntRange(1, 4).Draw(t, "claims"))
-		// records[i] are the sizes of what claim i holds, as its worker knows them.
-		records := make([][]int64, len(claims))
+		// records[i] is what claim i's worker knows of the records it holds.
+		records := make([][]record, len(claims))
 		for i := range claims {
 			claims[i] = newClaimBytes(budget)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel() // acquire never waits: a full budget answers false at once
 		check := func() {
-			var held int64
+			var held, lent int64
 			for i, c := range claims {
-				var want int64
-				for _, n := range records[i] {
-					want += budget.charge(n)
+				var want, wantLent int64
+				for _, r := range records[i] {
+					want += r.charge
+					if r.lending {
+						wantLent += r.charge
+					}
 				}
-				if c.heldNow() != want {
-					t.Fatalf("claim %d holds %d bytes, its records were charged %d", i, c.heldNow(), want)
+				if c.heldNow() != want || c.lentNow() != wantLent {
+					t.Fatalf("claim %d holds %d bytes and lends %d, its records were charged %d and lend %d", i, c.heldNow(), c.lentNow(), want, wantLent)
 				}
 				held += c.heldNow()
+				lent += c.lentNow()
 			}
-			if budget.inUse.Load() != held || held > size {
-				t.Fatalf("budget holds %d, claims hold %d (size %d)", budget.inUse.Load(), held, size)
+			if bh, bl := budget.state(); bh != held || bl != lent {
+				t.Fatalf("budget holds %d and lends %d, claims hold %d and lend %d (size %d)", bh, bl, held, lent, size)
 			}
 		}
-		for range rapid.IntRange(0, 60).Draw(t, "steps") {
+		for range rapid.IntRange(0, 80).Draw(t, "steps") {
 			i := rapid.IntRange(0, len(claims)-1).Draw(t, "claim")
 			c := claims[i]
-			switch rapid.IntRange(0, 4).Draw(t, "op") {
+			switch rapid.IntRange(0, 5).Draw(t, "op") {
 			case 0, 1:
 				n := rapid.Int64Range(0, 2*size).Draw(t, "bytes")
-				before := budget.inUse.Load()
+				before, lent := budget.state()
 				var ok bool
 				if rapid.Bool().Draw(t, "try") {
 					ok = c.tryAcquire(n)
 				} else {
 					ok = c.acquire(ctx, n, nil, nil)
 				}
-				if fits := before+budget.charge(n) <= size; ok != (fits && !c.closed) {
-					t.Fatalf("charge of %d with %d of %d held (closed %v): granted %v", n, before, size, c.closed, ok)
+				if fits := before+budget.charge(n) <= size+min(lent, size); ok != (fits && !c.closed) {
+					t.Fatalf("charge of %d with %d of %d held, %d lent (closed %v): granted %v", n, before, size, lent, c.closed, ok)
 				}
 				if ok {
-					records[i] = append(records[i], n)
+					records[i] = append(records[i], record{charge: budget.charge(n)})
 				}
 			case 2:
+				// The worker gives back a few records at once, by their
+				// charges, taking back what they lend first.
 				if k := len(records[i]); k > 0 {
-					// The worker gives back a few records at once, by their sizes.
 					m := rapid.IntRange(1, k).Draw(t, "records")
 					var sum int64
-					for _, n := range records[i][:m] {
-						sum += n
+					for j, r := range records[i][:m] {
+						if r.lending {
+							if err := c.lend(-r.charge); err != nil {
+								t.Fatalf("taking back a loan: %v", err)
+							}
+							records[i][j].lending = false
+						}
+						sum += r.charge
 					}
 					if err := c.release(sum); err != nil {
 						t.Fatalf("release of held records: %v", err)
@@ -75,17 +93,15 @@ func TestClaimBytesComeBackExactlyOnce(t *testing.T) {
 					records[i] = records[i][m:]
 				}
 			case 3:
-				// (Over size, a sum is charged the whole budget: the
-				// worker's sums of records it holds never are.)
-				before := c.heldNow()
-				if before+1 > size {
-					break
+				before, lent := c.heldNow(), c.lentNow()
+				if err := c.release(before - lent + 1); err == nil && !c.closed {
+					t.Fatalf("over-release of %d with %d held, %d lent was accepted", before-lent+1, before, lent)
 				}
-				if err := c.release(before + 1); err == nil && !c.closed {
-					t.Fatalf("over-release of %d with %d held was accepted", before+1, before)
+				if err := c.lend(before - lent + 1); err == nil && !c.closed {
+					t.Fatalf("loan of %d with %d held, %d lent was accepted", before-lent+1, before, lent)
 				}
-				if c.heldNow() != before {
-					t.Fatalf("over-release changed the book: %d -> %d", before, c.heldNow())
+				if c.heldNow() != before || c.lentNow() != lent {
+					t.Fatalf("refused calls changed the book: %d/%d -> %d/%d", before, lent, c.heldNow(), c.lentNow())
 				}
 			case 4:
 				c.close()
@@ -93,14 +109,31 @@ func TestClaimBytesComeBackExactlyOnce(t *testing.T) {
 				if err := c.release(1); err != nil {
 					t.Fatalf("release after close: %v", err)
 				}
+				if err := c.lend(1); err != nil {
+					t.Fatalf("loan after close: %v", err)
+				}
+			case 5:
+				// A record starts or stops waiting for evidence.
+				if k := len(records[i]); k > 0 {
+					j := rapid.IntRange(0, k-1).Draw(t, "record")
+					r := &records[i][j]
+					delta := r.charge
+					if r.lending {
+						delta = -delta
+					}
+					if err := c.lend(delta); err != nil {
+						t.Fatalf("loan of a held record: %v", err)
+					}
+					r.lending = !r.lending
+				}
 			}
 			check()
 		}
 		for _, c := range claims {
 			c.close()
 		}
-		if n := budget.inUse.Load(); n != 0 {
-			t.Fatalf("budget holds %d after every claim closed", n)
+		if held, lent := budget.state(); held != 0 || lent != 0 {
+			t.Fatalf("budget holds %d and lends %d after every claim closed", held, lent)
 		}
 	})
 }
@@ -118,7 +151,7 @@ func TestByteBudgetServesWaitersInOrder(t *testing.T) {
 	big := newClaimBytes(budget)
 	granted := make(chan bool, 1)
 	go func() { granted <- big.acquire(context.Background(), 80, nil, nil) }()
-	waitFor(t, func() bool { return budget.sem.TryAcquire(0) == false }, "the big record to queue")
+	waitFor(t, func() bool { return budget.queued() == 1 }, "the big record to queue")
 	if small.tryAcquire(10) {
 		t.Fatal("a small record overtook the big one waiting before it")
 	}
@@ -145,8 +178,8 @@ func TestByteBudgetServesWaitersInOrder(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the wait did not end with the claim")
 	}
-	if budget.inUse.Load() != 80 {
-		t.Fatalf("budget holds %d, want the big record's 80", budget.inUse.Load())
+	if held, _ := budget.state(); held != 80 {
+		t.Fatalf("budget holds %d, want the big record's 80", held)
 	}
 }
 

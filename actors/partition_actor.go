@@ -24,6 +24,8 @@ package actors
 //	out Span.Advance                the watermark, for the bridge's span limit, as soon as it moves
 //	out messages.Urgency            the record at the watermark is urgent in its handler's context
 //	out PartitionConfig.Release     one credit and its bytes per record, when it finishes or is abandoned
+//	out PartitionConfig.Lend        a record's bytes while it waits for the retry of a failure that waits for
+//	                                evidence, taken back when it runs again or ends (byteBudget)
 //	out *messages.HandlerSample     to PartitionConfig.Samples: each answered attempt that succeeded, or failed
 //	                                waiting for a shared resource or at a dependency in outage (never a cancellation)
 //	out Span.Overdraft              a few offsets past the span, as evidence for a pinned record (lendEvidence)
@@ -109,10 +111,14 @@ type PartitionConfig struct {
 	// also hold.
 	Running *atomic.Int64
 	// Release returns n records' credits (one partition and one process
-	// credit each) and their bytes (the sum of their RecordBytes, for the
-	// byte budget) to the bridge; nil when nothing holds credits (actor
-	// tests without a bridge).
+	// credit each) and their bytes (the sum of their charges against the
+	// byte budget, Settings.Charge; none of them lending) to the bridge;
+	// nil when nothing holds credits (actor tests without a bridge).
 	Release func(n int, bytes int64)
+	// Lend lends the budget the charge of a record waiting for evidence
+	// (byteBudget), or takes it back (negative); nil when there is no
+	// budget to lend to.
+	Lend func(bytes int64)
 }
 
 // PartitionActor orders the work of one claimed partition. See the protocol
@@ -158,6 +164,12 @@ type PartitionActor struct {
 	drainFinish int64 // records finished since the drain started
 	drained     bool  // the drain completed; the actor is stopping
 	stopping    bool  // the actor is stopping without a drain (it failed, or was stopped)
+	// lingering is the bytes of records abandoned while their child still
+	// ran, given back once the actor (and so every child) has stopped.
+	lingering int64
+	// lendingKeys are the gate keys (gateKey) whose running record waits
+	// for evidence: the records held behind it lend their bytes too.
+	lendingKeys map[string]struct{}
 
 	deadLetterTrouble deadLetterTrouble
 	sweepTimer        *time.Timer
@@ -172,7 +184,11 @@ type PartitionActor struct {
 type recordState struct {
 	admitted time.Time
 	record   *messages.Record
-	bytes    int64 // what the record was charged against the byte budget (RecordBytes)
+	bytes    int64 // what the record was charged against the byte budget (Settings.Charge)
+	// lending: the record's bytes are lent to the records admitted
+	// meanwhile: it waits for the retry of a failure that waits for
+	// evidence (lendsKey), or in the gate behind such a record.
+	lending, lendsKey bool
 	// child is the live child working on the record; nil while the gate
 	// holds the record back, and between a child's answer and the next.
 	child   *actor.PID
@@ -225,6 +241,9 @@ func NewPartitionActor(cfg PartitionConfig) *PartitionActor {
 	}
 	if cfg.Release == nil {
 		cfg.Release = func(int, int64) {}
+	}
+	if cfg.Lend == nil {
+		cfg.Lend = func(int64) {}
 	}
 	if cfg.Dependencies == nil {
 		cfg.Dependencies = NewDependencies(cfg.Settings.BlameConfig())
@@ -375,13 +394,17 @@ func (a *PartitionActor) Receive(c actor.Context) {
 			// back when the claim ends.
 			a.releaseUnfinished()
 		}
+		// Every child has stopped: the handlers the drain abandoned have
+		// returned, and the bytes of their records come back.
+		a.cfg.Release(0, a.lingering)
+		a.lingering = 0
 		a.dispatcher.close()
 		close(a.stopped)
 	}
 }
 
 func (a *PartitionActor) admit(c actor.Context, rec *messages.Record) {
-	bytes := ChargedBytes(a.cfg.Handler, rec)
+	bytes := a.cfg.Settings.Charge(a.cfg.Handler, rec)
 	if a.isDraining() || a.stopping {
 		// Not admitted: never marked, Kafka redelivers it.
 		a.cfg.Release(1, bytes)
@@ -410,6 +433,8 @@ func (a *PartitionActor) admit(c actor.Context, rec *messages.Record) {
 	}
 	if a.gate.Admit(rec.GetKey(), off) {
 		a.start(c, st)
+	} else if _, ok := a.lendingKeys[a.gateKey(rec)]; ok {
+		a.lendBytes(st, true) // held behind a record waiting for evidence
 	}
 }
 
@@ -429,6 +454,10 @@ func (a *PartitionActor) spawn(c actor.Context, st *recordState, msg any) {
 	} else {
 		a.names++
 		name = "e" + strconv.Itoa(a.names)
+	}
+	a.lendBytes(st, false) // running again: its bytes are alive
+	if st.lendsKey {
+		a.lendKey(st, false)
 	}
 	pid, err := c.SpawnNamed(a.childProps, name)
 	if err != nil {
@@ -476,6 +505,10 @@ func (a *PartitionActor) finish(c actor.Context, st *recordState, done *messages
 	}
 	st.close()
 	a.hold(st, false, time.Time{})
+	a.lendBytes(st, false)
+	if st.lendsKey {
+		a.lendKey(st, false)
+	}
 	a.cfg.Release(1, st.bytes)
 	a.stats.inFlight.Add(-1)
 	switch done.GetOutcome() {
@@ -517,6 +550,56 @@ func (a *PartitionActor) resumed(c actor.Context, rec *messages.Record, bytes in
 	advanced, _ := a.ledger.FinishRecord(off, fingerprint(rec)) // admitted by the caller: cannot be refused
 	a.gauges.admitted.Store(off)
 	a.progressed(c, advanced)
+}
+
+// lendBytes starts or stops st's loan of its bytes to the byte budget
+// (byteBudget: a record waiting for evidence lends what it was charged).
+func (a *PartitionActor) lendBytes(st *recordState, on bool) {
+	if st.lending == on || st.bytes == 0 {
+		return
+	}
+	st.lending = on
+	if on {
+		a.cfg.Lend(st.bytes)
+	} else {
+		a.cfg.Lend(-st.bytes)
+	}
+}
+
+// lendKey starts or stops the loans of st, which runs for its key in the
+// gate and waits for evidence, and of the records the gate holds behind it:
+// they cannot run before it, so what they hold is not alive either, and
+// the room the failing record lends must not be what its own key's records
+// hold back.
+func (a *PartitionActor) lendKey(st *recordState, on bool) {
+	if a.cfg.Settings.InFlightBytes <= 0 {
+		return
+	}
+	a.lendBytes(st, on)
+	st.lendsKey = on
+	k := a.gateKey(st.record)
+	if on {
+		if a.lendingKeys == nil {
+			a.lendingKeys = map[string]struct{}{}
+		}
+		a.lendingKeys[k] = struct{}{}
+	} else {
+		delete(a.lendingKeys, k)
+	}
+	a.gate.Waiting(st.record.GetKey(), func(o int64) {
+		if f := a.records[o]; f != nil {
+			a.lendBytes(f, on)
+		}
+	})
+}
+
+// gateKey is what the gate holds st's followers by: its key, or the whole
+// partition in partition order.
+func (a *PartitionActor) gateKey(r *messages.Record) string {
+	if a.cfg.Settings.Ordering == ordering.ByPartition {
+		return ""
+	}
+	return string(r.GetKey())
 }
 
 // progressed follows a change of the ledger: the bridge learns a new

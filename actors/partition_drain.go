@@ -86,15 +86,24 @@ func (a *PartitionActor) completeDrain(c actor.Context, timedOut bool) {
 
 // releaseUnfinished gives back the credit and bytes of every record still
 // held: one per entry of records, the actor's own book of what it holds
-// credits for.
+// credits for. The bytes of a record whose child still runs (a handler
+// that has not returned from the drain's cancellation) stay held until the
+// actor has stopped, which protoactor does only once every child has: what
+// the handler holds is alive until then.
 func (a *PartitionActor) releaseUnfinished() int {
 	n := len(a.records)
 	var bytes int64
 	for _, st := range a.records {
 		st.close()
 		a.hold(st, false, time.Time{})
-		bytes += st.bytes
+		a.lendBytes(st, false)
+		if st.child != nil {
+			a.lingering += st.bytes
+		} else {
+			bytes += st.bytes
+		}
 	}
+	clear(a.lendingKeys)
 	a.gauges.inFlight.Store(0)
 	a.cfg.Release(n, bytes)
 	a.stats.abandoned.Add(int64(n))

@@ -117,6 +117,10 @@ func (a *PartitionActor) failed(c actor.Context, st *recordState, m *messages.Re
 	}
 	if !decided {
 		a.lendEvidence(st)
+		// Its evidence is what other records meet now: while it waits, the
+		// bytes it and the records of its key behind it were charged let
+		// them in (byteBudget).
+		a.lendKey(st, true)
 	}
 	wait := backoff(int(st.attempt)+1, a.cfg.Settings.BackoffMin, a.cfg.Settings.BackoffMax)
 	if st.blame.Own+st.blame.Pending() >= a.cfg.Settings.MaxAttempts {

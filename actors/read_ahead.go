@@ -23,8 +23,8 @@ import (
 // that sarama sets the partition aside and goes on.
 //
 // Memory: at most readAheadRecords records, and readAheadBytes bytes of keys,
-// values and headers (the last record taken may pass it), per claim, besides
-// sarama's own buffers. The records it holds are not admitted: when the
+// values and headers (recordBytes; the last record taken may pass it), per
+// claim, besides sarama's own buffers. The records it holds are not admitted: when the
 // claim ends they are dropped, never marked, and Kafka delivers them again.
 type readAhead struct {
 	// out holds the records taken, in offset order; its capacity is the
@@ -169,12 +169,16 @@ func (r *readAhead) isEnded() bool { return isClosed(r.ended) }
 // input closed.
 func (r *readAhead) stop() { <-r.done }
 
-// recordBytes is what a fetched record holds: its key, value and headers,
-// each header with HeaderOverhead (WireBytes, before the conversion).
+// recordBytes is what m holds in memory, as WireBytes counts it: its key,
+// its value and its headers, each with HeaderOverhead (a record of
+// thousands of empty headers and no value is not free).
 func recordBytes(m *sarama.ConsumerMessage) int64 {
 	n := int64(len(m.Key) + len(m.Value))
 	for _, h := range m.Headers {
-		n += HeaderOverhead + int64(len(h.Key)+len(h.Value))
+		n += HeaderOverhead
+		if h != nil {
+			n += int64(len(h.Key) + len(h.Value))
+		}
 	}
 	return n
 }

@@ -36,7 +36,7 @@ func TestCooperativeRevokeWhileStarvedOfCredits(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration scenario")
 	}
-	const partitions, perPartition = 4, 600 // more than ChannelBufferSize (256) per partition
+	const partitions, perPartition = 4, 600 // more than sarama's channel holds per partition
 	_, k := newKfake(t, "starved", "starved-group", partitions)
 	produceEven(t, k, partitions, perPartition)
 

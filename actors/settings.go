@@ -24,7 +24,10 @@ type Settings struct {
 	// finished in the whole process, in bytes as the handler counts them
 	// (RecordSizer; the wire size otherwise): admission waits while the
 	// next record does not fit, first come first served. A record larger
-	// than the whole budget runs alone. 0: no byte bound.
+	// than the whole budget runs alone. A record waiting for the retry of a
+	// failure that waits for evidence lends its bytes to the records
+	// admitted meanwhile, its evidence: then the records running weigh at
+	// most twice the budget. 0: no byte bound.
 	InFlightBytes int64
 	// Concurrency is how the process-wide in-flight limit is set:
 	// ConcurrencyFixed keeps it at InFlightTotal; ConcurrencyAdaptive moves

@@ -141,6 +141,27 @@ func (g *Gate) Release(key []byte) (next int64, ok bool) {
 	return 0, false
 }
 
+// Waiting calls f with each record held behind the running record of key
+// (in ByPartition mode, behind the partition's running record), in the
+// order they will start.
+func (g *Gate) Waiting(key []byte, f func(offset int64)) {
+	var q *queue
+	switch g.mode {
+	case ByPartition:
+		q = &g.whole
+	case ByKey:
+		if len(key) > 0 {
+			q = g.busy[g.hash(key)]
+		}
+	}
+	if q == nil {
+		return
+	}
+	for _, o := range q.items[q.head:] {
+		f(o)
+	}
+}
+
 // Held returns the number of records waiting behind another.
 func (g *Gate) Held() int { return g.held }
 

@@ -82,6 +82,30 @@ func TestGateProperties(t *testing.T) {
 					if g.Held() != heldModel {
 						t.Fatalf("Held = %d, want %d", g.Held(), heldModel)
 					}
+					// Waiting names the records held behind a key, in the
+					// order they will start: those of the key (of every key,
+					// when keys collide or in partition order) admitted and
+					// not started.
+					startedSet := map[int64]bool{}
+					for _, o := range startOrder {
+						startedSet[o] = true
+					}
+					for _, k := range []string{"a", "b", "c"} {
+						var want, got []int64
+						for _, o := range admitOrder {
+							if startedSet[o] || mode == ordering.Unordered {
+								continue
+							}
+							if mode == ordering.ByKey && c.name != "colliding-key" && keyOf[o] != k {
+								continue
+							}
+							want = append(want, o)
+						}
+						g.Waiting([]byte(k), func(o int64) { got = append(got, o) })
+						if !slices.Equal(got, want) {
+							t.Fatalf("Waiting(%q) = %v, want %v", k, got, want)
+						}
+					}
 					// No deadlock: if nothing runs, nothing may be held.
 					if len(running) == 0 && g.Held() != 0 {
 						t.Fatalf("%d records held with nothing running", g.Held())

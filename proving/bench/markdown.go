@@ -458,7 +458,7 @@ func (r *Report) memoryTable(b *strings.Builder) {
 	for _, m := range r.Memory {
 		fmt.Fprintf(b, "| %d | %d | %.0f | %.0f | %d | %d | %.0f | %.0f |\n", m.Backlog, m.RecordBytes, m.BacklogMiB, m.Seconds, m.Consumed, m.StillWaiting, m.PeakRSSMiB, m.FinalRSSMiB)
 	}
-	b.WriteString("\nWhat bounds it: at most G records are admitted and unfinished; sarama buffers up to `ChannelBufferSize` (256) messages per partition and fetches at most `Consumer.Fetch.Default` (1 MiB) per partition per request; the bridge reads ahead at most 1,024 records or 1 MiB per partition. None of these grows with the backlog.\n")
+	b.WriteString("\nWhat bounds it: at most G records are admitted and unfinished; sarama buffers up to `ChannelBufferSize` (4) messages per partition and fetches at most `Consumer.Fetch.Default` (1 MiB) per partition per request; the bridge reads ahead at most 1,024 records or 1 MiB per partition. None of these grows with the backlog.\n")
 }
 
 // brokers lists the brokers of the core points: kfake first.

@@ -220,7 +220,7 @@ func (c *poolClaim) start(r *messages.Record) {
 
 // release gives back r's credits and bytes.
 func (c *poolClaim) release(r *messages.Record) {
-	c.cfg.Release(1, actors.ChargedBytes(c.cfg.Handler, r))
+	c.cfg.Release(1, c.cfg.Settings.Charge(c.cfg.Handler, r))
 }
 
 func (c *poolClaim) finish(off int64) {
@@ -266,7 +266,7 @@ func (c *poolClaim) complete(reply chan *messages.DrainResult, timedOut bool) {
 	abandoned := c.ledger.InFlight()
 	var bytes int64
 	for _, r := range c.records {
-		bytes += actors.ChargedBytes(c.cfg.Handler, r)
+		bytes += c.cfg.Settings.Charge(c.cfg.Handler, r)
 	}
 	c.cfg.Release(abandoned, bytes)
 	for len(c.admitted) > 0 {
