@@ -193,11 +193,18 @@ func (q *queue) push(o int64) { q.items = append(q.items, o) }
 
 func (q *queue) len() int { return len(q.items) - q.head }
 
+// pop removes the oldest offset. Once at least half of the array is popped,
+// the offsets still waiting move to its front: a queue that never empties
+// (partition order under a backlog, a key that always has records waiting)
+// keeps room for about twice the offsets waiting in it, not a slot for
+// every offset that passed through it. Amortised O(1): a move copies no
+// more offsets than were popped since the last one.
 func (q *queue) pop() int64 {
 	o := q.items[q.head]
 	q.head++
-	if q.head == len(q.items) {
-		q.items, q.head = q.items[:0], 0
+	if 2*q.head >= len(q.items) {
+		n := copy(q.items, q.items[q.head:])
+		q.items, q.head = q.items[:n], 0
 	}
 	return o
 }
