@@ -91,7 +91,10 @@ func TestRenderedMessagesMatchTheirKind(t *testing.T) {
 }
 
 // The kinds are the listener's reasons: each bad kind a validation reason,
-// each skip kind a skip reason, every validation reason produced.
+// each skip kind a skip reason, every validation reason of an event
+// produced. A key or headers too large (inventory.CheckRecord) are the
+// record's, not the event's that loadgen renders: bench scenario 10 sends
+// them to the listener end to end.
 func TestKindsAreListenerReasons(t *testing.T) {
 	var bad []string
 	for _, k := range BadKinds {
@@ -99,6 +102,9 @@ func TestKindsAreListenerReasons(t *testing.T) {
 	}
 	var reasons []string
 	for _, r := range inventory.ValidationReasons() {
+		if r == inventory.ReasonKeyTooLarge || r == inventory.ReasonHeadersTooLarge {
+			continue
+		}
 		reasons = append(reasons, string(r))
 	}
 	slices.Sort(bad)
