@@ -97,7 +97,8 @@ type BridgeConfig struct {
 // Guarantee: at most Settings.InFlightPerPartition records of a claim and
 // Settings.InFlightTotal records of the process are admitted and unfinished
 // at any time, and at most Settings.InFlightBytes bytes of them (RecordSizer;
-// one record larger than that runs alone); ConsumeClaim returns within DrainTimeout plus a small grace
+// one record larger than that runs alone), twice that while records waiting
+// for a verdict on their failure lend theirs; ConsumeClaim returns within DrainTimeout plus a small grace
 // after its claim ends.
 type Bridge struct {
 	cfg   BridgeConfig

@@ -73,7 +73,10 @@ type Config struct {
 	// memory of the records in flight in the process, as the Handler
 	// counts it (RecordSizer; the records' wire size otherwise): admission
 	// waits, first come first served, while the next record does not fit.
-	// A record larger than the whole budget runs alone.
+	// A record larger than the whole budget runs alone. A record waiting
+	// for a verdict on its failure lends its bytes to the records admitted
+	// meanwhile (its evidence): the records running then weigh at most
+	// twice the budget.
 	InFlightBytes int64
 	// Concurrency is "adaptive" (default: the process-wide limit moves
 	// between ConcurrencyFloor and InFlightTotal following the handler's
