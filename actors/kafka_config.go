@@ -47,8 +47,15 @@ type KafkaSettings struct {
 	Security           KafkaSecurity
 }
 
-// ConsumerChannelBuffer is how many records sarama holds per claimed
-// partition before the claim's read-ahead takes them.
+// ConsumerChannelBuffer is how many records sarama's channel of a claim
+// holds (Config.ChannelBufferSize, 256 by default). It holds them whatever
+// their size, before the byte budget sees them, refilled from the next
+// fetch while the read-ahead is full: 256 records of 1 MB were 256 MB per
+// claim (TestClaimBuffersAreBoundedInBytes). The read-ahead takes the
+// claim's records as they come, so the channel only hands them over: four
+// records, and sarama sets a partition aside as soon as the read-ahead is
+// full, as the read-ahead means it to. 100,000 small records through a
+// handler that costs nothing took as long with 1, 8 or 256.
 const ConsumerChannelBuffer = 4
 
 // IsolationLevels names the values of KafkaSettings.Isolation, the default
@@ -90,17 +97,6 @@ func balanceStrategy(name string) (sarama.BalanceStrategy, error) {
 // commit request per member every 100 ms at most, only when a mark changed.
 const DefaultCommitInterval = 100 * time.Millisecond
 
-// consumerChannelBuffer is how many records sarama's channel of a claim
-// holds (Config.ChannelBufferSize, 256 by default). It holds them whatever
-// their size, before the byte budget sees them, refilled from the next
-// fetch while the read-ahead is full: 256 records of 1 MB were 256 MB per
-// claim (TestClaimBuffersAreBoundedInBytes). The read-ahead takes the
-// claim's records as they come, so the channel only hands them over: four
-// records, and sarama sets a partition aside as soon as the read-ahead is
-// full, as the read-ahead means it to. 100,000 small records through a
-// handler that costs nothing took as long with 1, 8 or 256.
-const consumerChannelBuffer = 4
-
 // NewConsumerConfig returns the sarama configuration of one group member.
 //
 // Offsets are committed only as marked by partition actors (auto-commit of
@@ -123,13 +119,7 @@ func NewConsumerConfig(k KafkaSettings, s Settings) (*sarama.Config, error) {
 		cfg.ClientID = "patchflow"
 	}
 	cfg.Version = k.Version
-	cfg.ChannelBufferSize = consumerChannelBuffer
 	cfg.Consumer.Return.Errors = true
-	// sarama buffers this many records per partition beside the fetch it
-	// is handing out (256 by default): with records of 1 MB that is 256 MB
-	// a partition, outside every bound of the pipeline. The claim's
-	// read-ahead (readAheadRecords, readAheadBytes) is the buffer that
-	// matters; this one only has to keep it fed.
 	cfg.ChannelBufferSize = ConsumerChannelBuffer
 	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
 	cfg.Consumer.IsolationLevel = isolation

@@ -134,7 +134,9 @@ func countIn(rs []repeat, from, to time.Time) int {
 	return n
 }
 
-// judgeMemory compares the steady listener's last minute with its first.
+// judgeMemory compares the steady listener's last minute with its first:
+// its resident memory, and its goroutines at the same number of claims
+// (judgeGoroutines).
 func judgeMemory(n *nemesisRun, line *Line) {
 	if len(n.mem) < 2 {
 		line.Problems = append(line.Problems, "the steady listener's memory was not sampled")
@@ -142,24 +144,67 @@ func judgeMemory(n *nemesisRun, line *Line) {
 	}
 	first, last := n.mem[0].at, n.mem[len(n.mem)-1].at
 	var rss0, rss1 int64
-	var g0, g1 int
 	for _, m := range n.mem {
 		if m.at.Sub(first) <= time.Minute {
-			rss0, g0 = max(rss0, m.rss), max(g0, m.goroutines)
+			rss0 = max(rss0, m.rss)
 		}
 		if last.Sub(m.at) <= time.Minute {
-			rss1, g1 = max(rss1, m.rss), max(g1, m.goroutines)
+			rss1 = max(rss1, m.rss)
 		}
 	}
-	line.Figures = append(line.Figures, fmt.Sprintf("steady listener peak RSS %.0f MB in the first minute, %.0f MB in the last; goroutines %d, %d",
-		float64(rss0)/(1<<20), float64(rss1)/(1<<20), g0, g1))
+	line.Figures = append(line.Figures, fmt.Sprintf("steady listener peak RSS %.0f MB in the first minute, %.0f MB in the last",
+		float64(rss0)/(1<<20), float64(rss1)/(1<<20)))
 	line.Figures = append(line.Figures, "steady listener peak RSS by slice of the run: "+rssTimeline(n.mem, 6))
 	if float64(rss1) > nemesisMemoryGrowth*float64(rss0) {
 		line.Problems = append(line.Problems, fmt.Sprintf("the steady listener's RSS grew from %d to %d bytes (more than %.1f×)", rss0, rss1, nemesisMemoryGrowth))
 	}
-	if float64(g1) > nemesisMemoryGrowth*float64(g0) {
-		line.Problems = append(line.Problems, fmt.Sprintf("the steady listener's goroutines grew from %d to %d (more than %.1f×)", g0, g1, nemesisMemoryGrowth))
+	judgeGoroutines(n.mem, line)
+}
+
+// judgeGoroutines looks for goroutines that grow at the same number of
+// claims. A claim has goroutines of its own (sarama's partition consumer,
+// the claim's feed, read-ahead and watchers), so a listener that went from
+// one claim to four has more for good reason; a leak shows as more at a
+// count it held before. For each number of claims the listener held both
+// early and late in the run (first and last sample at that count at least
+// half the run apart), the peak within a minute of the first sample at
+// that count against the peak within a minute of the last. No such count:
+// said, not judged.
+func judgeGoroutines(mem []memSample, line *Line) {
+	if len(mem) < 2 {
+		return
 	}
+	run := mem[len(mem)-1].at.Sub(mem[0].at)
+	byClaims := map[int][]memSample{}
+	for _, m := range mem {
+		byClaims[m.claims] = append(byClaims[m.claims], m)
+	}
+	var compared []string
+	for _, c := range slices.Sorted(maps.Keys(byClaims)) {
+		ms := byClaims[c]
+		from, to := ms[0].at, ms[len(ms)-1].at
+		if to.Sub(from) < run/2 {
+			continue
+		}
+		g0, g1 := 0, 0
+		for _, m := range ms {
+			if m.at.Sub(from) <= time.Minute {
+				g0 = max(g0, m.goroutines)
+			}
+			if to.Sub(m.at) <= time.Minute {
+				g1 = max(g1, m.goroutines)
+			}
+		}
+		compared = append(compared, fmt.Sprintf("%d at %d claims, then %d", g0, c, g1))
+		if float64(g1) > nemesisMemoryGrowth*float64(g0) {
+			line.Problems = append(line.Problems, fmt.Sprintf("the steady listener's goroutines at %d claims grew from %d to %d (more than %.1f×)", c, g0, g1, nemesisMemoryGrowth))
+		}
+	}
+	if len(compared) == 0 {
+		line.Figures = append(line.Figures, "steady listener goroutines not judged: it held no number of claims both early and late in the run")
+		return
+	}
+	line.Figures = append(line.Figures, "steady listener goroutines "+strings.Join(compared, "; "))
 }
 
 // progressPoint is one look at the group's progress: per partition, the

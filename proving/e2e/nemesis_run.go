@@ -42,11 +42,13 @@ type nemesisOutcome struct {
 	err      string
 }
 
-// memSample is the steady listener's resident memory and goroutines.
+// memSample is the steady listener's resident memory and goroutines, and
+// the partitions it held then.
 type memSample struct {
 	at         time.Time
 	rss        int64 // bytes
 	goroutines int
+	claims     int
 }
 
 // memEvery is how often the steady listener's memory is sampled.
@@ -100,24 +102,29 @@ func (n *nemesisRun) hold(r *run, d time.Duration) { n.until(r, time.Now().Add(d
 // memEvery, the steady listener's memory.
 func (n *nemesisRun) track(r *run) {
 	if n.window != nil {
-		// At risk: admitted above the committed offsets, plus finished
-		// within the last atRiskWindow (perhaps not committed yet).
+		// At risk: admitted above the offsets the group has committed, as
+		// the broker last told the watch (not the listeners' marks: a member
+		// cut off from its coordinator marks what it can never commit, and
+		// the partition's next owner runs it again), plus finished within
+		// the last atRiskWindow (perhaps not committed yet).
+		var committed map[int32]int64
+		if h := r.watch.history; len(h) > 0 {
+			committed = h[len(h)-1].committed
+		}
+		var parts [][]partitionStatus
 		held, now := 0, time.Now()
 		for _, p := range r.live() {
 			s, ok := p.sampleAtOrBefore(now)
 			if !ok {
 				continue
 			}
-			for _, ps := range s.st.Partitions {
-				if ps.Admitted >= 0 && ps.Admitted >= ps.Committed {
-					held += int(ps.Admitted - max(ps.Committed, 0) + 1)
-				}
-			}
+			parts = append(parts, s.st.Partitions)
 			if earlier, ok := p.sampleAtOrBefore(now.Add(-atRiskWindow)); ok {
 				finished := func(t totalsStatus) int64 { return t.Succeeded + t.Skipped + t.DeadLettered }
 				held += int(max(finished(s.st.Totals)-finished(earlier.st.Totals), 0))
 			}
 		}
+		held += admittedAboveCommitted(committed, parts)
 		n.window.inFlight = max(n.window.inFlight, held)
 	}
 	if p := n.steady; p != nil && p.running() && (len(n.mem) == 0 || time.Since(n.mem[len(n.mem)-1].at) >= memEvery) {
@@ -125,6 +132,25 @@ func (n *nemesisRun) track(r *run) {
 			n.mem = append(n.mem, m)
 		}
 	}
+}
+
+// admittedAboveCommitted counts, per partition, the offsets from the
+// group's committed one (as the broker has it) up to the highest any
+// listener admitted: what the partition's next owner may run again.
+func admittedAboveCommitted(committed map[int32]int64, listeners [][]partitionStatus) int {
+	admitted := map[int32]int64{}
+	for _, parts := range listeners {
+		for _, ps := range parts {
+			if a, seen := admitted[ps.Partition]; ps.Admitted >= 0 && (!seen || ps.Admitted > a) {
+				admitted[ps.Partition] = ps.Admitted
+			}
+		}
+	}
+	n := 0
+	for part, a := range admitted {
+		n += int(max(a+1-max(committed[part], 0), 0))
+	}
+	return n
 }
 
 // do runs one step: the fault, its length, and its healing.
@@ -249,8 +275,8 @@ func (n *nemesisRun) victim(r *run, choice int, steadyToo bool) *listenerProc {
 // short is a listener's name without the scenario's.
 func short(r *run, p *listenerProc) string { return strings.TrimPrefix(p.name, r.sc.Name+"-") }
 
-// sampleMemory reads p's resident set size from /proc and its goroutines
-// from its /metrics.
+// sampleMemory reads p's resident set size from /proc, and its goroutines
+// and claims (a partition's in-flight gauge each) from its /metrics.
 func sampleMemory(p *listenerProc) (memSample, error) {
 	m := memSample{at: time.Now()}
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
@@ -286,6 +312,9 @@ func sampleMemory(p *listenerProc) (memSample, error) {
 				return m, err
 			}
 			m.goroutines = int(g)
+		}
+		if strings.HasPrefix(sc.Text(), "patchflow_partition_in_flight_records{") {
+			m.claims++
 		}
 	}
 	if m.rss == 0 || m.goroutines == 0 {

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,5 +88,57 @@ func TestRSSTimelineKeepsEachPartsPeak(t *testing.T) {
 	}
 	if got := rssTimeline(nil, 3); got != "none" {
 		t.Errorf("rssTimeline(nil) = %q, want none", got)
+	}
+}
+
+// A member cut off from its coordinator marks offsets it can never commit:
+// what is at risk runs from the broker's committed offset, whatever the
+// listeners show as theirs, up to the highest offset any of them admitted.
+func TestAtRiskCountsFromTheBrokersCommittedOffset(t *testing.T) {
+	zombie := []partitionStatus{{Partition: 0, Committed: 140, Admitted: 149}}
+	owner := []partitionStatus{{Partition: 0, Committed: 100, Admitted: 120}, {Partition: 1, Committed: 50, Admitted: 54}}
+	committed := map[int32]int64{0: 100, 1: 50}
+	if got, want := admittedAboveCommitted(committed, [][]partitionStatus{zombie, owner}), 50+5; got != want {
+		t.Errorf("at risk = %d, want %d (offsets 100..149 of partition 0, 50..54 of 1)", got, want)
+	}
+	// No committed offset yet: everything admitted is at risk.
+	if got, want := admittedAboveCommitted(nil, [][]partitionStatus{{{Partition: 3, Committed: -1, Admitted: 9}}}), 10; got != want {
+		t.Errorf("at risk with nothing committed = %d, want %d", got, want)
+	}
+	// Nothing admitted above the committed offset: nothing at risk.
+	if got := admittedAboveCommitted(map[int32]int64{0: 10}, [][]partitionStatus{{{Partition: 0, Committed: 10, Admitted: 9}, {Partition: 2, Admitted: -1}}}); got != 0 {
+		t.Errorf("at risk = %d, want 0", got)
+	}
+}
+
+// Goroutines are judged at the same number of claims: more claims late in
+// the run are no leak, more goroutines at a count held before are.
+func TestGoroutinesAreJudgedAtTheSameNumberOfClaims(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	sample := func(minute float64, claims, goroutines int) memSample {
+		return memSample{at: t0.Add(time.Duration(minute * float64(time.Minute))), rss: 40 << 20, claims: claims, goroutines: goroutines}
+	}
+	judge := func(mem []memSample) Line {
+		var l Line
+		judgeGoroutines(mem, &l)
+		return l
+	}
+	// One claim for most of the run, four at its end: 170 → 220 is the claims.
+	grew := judge([]memSample{sample(0, 1, 170), sample(1, 1, 172), sample(2, 2, 190), sample(3, 1, 174), sample(4.5, 4, 220), sample(5, 1, 175)})
+	if len(grew.Problems) != 0 {
+		t.Errorf("problems %q for goroutines that grew with the claims", grew.Problems)
+	}
+	if want := "steady listener goroutines 172 at 1 claims, then 175"; !slices.Contains(grew.Figures, want) {
+		t.Errorf("figures %q, want %q", grew.Figures, want)
+	}
+	// The same claims early and late, a quarter more goroutines: a leak.
+	leak := judge([]memSample{sample(0, 2, 170), sample(1, 3, 180), sample(4, 2, 205), sample(5, 2, 215)})
+	if len(leak.Problems) != 1 || !strings.Contains(leak.Problems[0], "at 2 claims grew from 170 to 215") {
+		t.Errorf("problems %q, want the growth at 2 claims", leak.Problems)
+	}
+	// No count held both early and late: said, not judged.
+	none := judge([]memSample{sample(0, 1, 170), sample(1, 1, 170), sample(4, 3, 400), sample(5, 3, 400)})
+	if len(none.Problems) != 0 || len(none.Figures) != 1 || !strings.Contains(none.Figures[0], "not judged") {
+		t.Errorf("problems %q, figures %q; want it said as not judged", none.Problems, none.Figures)
 	}
 }
