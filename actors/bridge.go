@@ -81,6 +81,11 @@ type BridgeConfig struct {
 	// claim. The benchmark uses it to run a plain goroutine pool behind the
 	// same bridge, credits, ledger and gate; production leaves it nil.
 	NewWorker func(PartitionConfig) (ClaimWorker, error)
+	// Lease, when set, holds a member's admission while the group's
+	// coordinator has not confirmed it for a session timeout
+	// (session_lease.go). Nil: a member cut off from its coordinator runs
+	// records until sarama ends its session.
+	Lease *LeaseConfig
 	// Unreadable, when set, gets a claim past the record batches its
 	// consumer cannot decode (over sarama.MaxDecompressedBatchSize): each
 	// offset no fetch can read is dead-lettered by itself, and the claim
@@ -115,6 +120,9 @@ type Bridge struct {
 	logger   *slog.Logger
 	claims   sync.Map // epoch -> *claimEntry, the claims running now
 	sessions atomic.Int64
+	// leases holds each session's lease (sessionKey -> *leaseEntry) from
+	// Setup to Cleanup; empty without BridgeConfig.Lease.
+	leases sync.Map
 	// reading is readingOf(Settings.Ordering, Isolation).
 	reading string
 }
@@ -134,6 +142,12 @@ type claimEntry struct {
 	// room in the byte budget) with a
 	// record in hand (unix nanoseconds); 0 when it is not waiting.
 	waitingSince atomic.Int64
+	// lease is the claim's session's lease; nil without BridgeConfig.Lease.
+	lease *sessionLease
+	// unconfirmedSince is when the bridge began to wait, with a record in
+	// hand, for the coordinator to confirm the member (unix nanoseconds);
+	// 0 when it is not waiting.
+	unconfirmedSince atomic.Int64
 	// spanBlockedSince is when the bridge began to wait, with a record in
 	// hand, for the watermark to move within the span (unix nanoseconds);
 	// 0 when it is not waiting.
@@ -272,6 +286,9 @@ func (b *Bridge) Partitions() []PartitionState {
 		if ns := e.spanBlockedSince.Load(); ns > 0 {
 			s.SpanBlocked = time.Unix(0, ns)
 		}
+		if ns := e.unconfirmedSince.Load(); ns > 0 {
+			s.Unconfirmed = time.Unix(0, ns)
+		}
 		s.SpanLimit = e.span.Limit()
 		s.LastDelivered = time.Unix(0, e.lastDelivered.Load())
 		if ns := e.lastFetchError.Load(); ns > 0 {
@@ -306,11 +323,47 @@ func (b *Bridge) Joined() bool { return b.sessions.Load() > 0 }
 func (b *Bridge) Setup(s sarama.ConsumerGroupSession) error {
 	b.sessions.Add(1)
 	b.logger.Info("joined consumer group", "member_id", s.MemberID(), "generation", s.GenerationID(), "claims", formatClaims(s.Claims()))
+	if cfg := b.cfg.Lease; cfg != nil {
+		log := b.logger.With("member_id", s.MemberID(), "generation", s.GenerationID())
+		ctx, cancel := context.WithCancel(s.Context())
+		e := &leaseEntry{lease: newSessionLease(cfg.SessionTimeout, time.Now(), log), cancel: cancel, done: make(chan struct{})}
+		b.leases.Store(sessionKey(s), e)
+		go func() {
+			defer close(e.done)
+			e.lease.keep(ctx, *cfg, s.GenerationID(), s.MemberID())
+		}()
+	}
+	return nil
+}
+
+// leaseEntry is a session's lease and the goroutine keeping it.
+type leaseEntry struct {
+	lease  *sessionLease
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// sessionKey tells a bridge's sessions apart: one Bridge may serve several
+// members.
+func sessionKey(s sarama.ConsumerGroupSession) string {
+	return fmt.Sprintf("%s/%d", s.MemberID(), s.GenerationID())
+}
+
+// leaseOf returns s's lease, nil without one.
+func (b *Bridge) leaseOf(s sarama.ConsumerGroupSession) *sessionLease {
+	if v, ok := b.leases.Load(sessionKey(s)); ok {
+		return v.(*leaseEntry).lease
+	}
 	return nil
 }
 
 // Cleanup implements sarama.ConsumerGroupHandler.
 func (b *Bridge) Cleanup(s sarama.ConsumerGroupSession) error {
+	if v, ok := b.leases.LoadAndDelete(sessionKey(s)); ok {
+		e := v.(*leaseEntry)
+		e.cancel()
+		<-e.done
+	}
 	b.sessions.Add(-1)
 	b.logger.Info("left consumer group session", "member_id", s.MemberID(), "generation", s.GenerationID())
 	return nil
@@ -334,7 +387,7 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 	// read included: a revoke while the coordinator is slow must not wait
 	// for the read.
 	aheadCtx, stopAhead := context.WithCancel(session.Context())
-	entry := &claimEntry{topic: claim.Topic(), partition: claim.Partition(), generation: generation, claim: claim, credits: cc, bytes: cb, span: span,
+	entry := &claimEntry{topic: claim.Topic(), partition: claim.Partition(), generation: generation, claim: claim, credits: cc, bytes: cb, span: span, lease: b.leaseOf(session),
 		ahead: newReadAhead(aheadCtx, claim.Messages(), readAheadRecords, readAheadBytes)}
 	entry.lastDelivered.Store(time.Now().UnixNano())
 	pauser, canPause := claim.(pausable)
@@ -567,6 +620,18 @@ func (b *Bridge) feed(ctx context.Context, claim sarama.ConsumerGroupClaim, work
 		}
 		if walking && msg.Offset <= last {
 			continue // sarama delivered it too: it is admitted already
+		}
+		if l := entry.lease; l != nil {
+			if lapsed, _ := l.lapsed(time.Now()); lapsed {
+				// Not admitted: Kafka delivers it again, to this member once
+				// confirmed, or else to the partition's next owner.
+				entry.unconfirmedSince.Store(time.Now().UnixNano())
+				ok := l.wait(ctx, stopped, ended)
+				entry.unconfirmedSince.Store(0)
+				if !ok {
+					return endReason(ctx, stopped)
+				}
+			}
 		}
 		if first {
 			// No watermark of the claim can be below its first record.

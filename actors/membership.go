@@ -46,8 +46,7 @@ func NewMembershipCheck(client sarama.Client, group string) MembershipCheck {
 			ctx, cancel = context.WithTimeout(ctx, membershipTimeout)
 			defer cancel()
 		}
-		done := make(chan error, 1)
-		go func() {
+		err := withinContext(ctx, func() error {
 			err := askCoordinator(client, group, generation, member, topic, partition)
 			if errors.Is(err, errCoordinatorMoved) {
 				// The client caches the coordinator; nothing else refreshes
@@ -56,14 +55,12 @@ func NewMembershipCheck(client sarama.Client, group string) MembershipCheck {
 					err = askCoordinator(client, group, generation, member, topic, partition)
 				}
 			}
-			done <- err
-		}()
-		select {
-		case err := <-done:
 			return err
-		case <-ctx.Done():
-			return fmt.Errorf("membership of %s in group %s: no answer: %w", member, group, ctx.Err())
+		})
+		if ctx.Err() != nil && err != nil {
+			return fmt.Errorf("membership of %s in group %s: %w", member, group, err)
 		}
+		return err
 	}
 }
 
@@ -80,16 +77,12 @@ func movedOr(err error) error {
 }
 
 func askCoordinator(client sarama.Client, group string, generation int32, member, topic string, partition int32) error {
+	if err := heartbeat(client, group, generation, member); err != nil {
+		return err
+	}
 	coordinator, err := client.Coordinator(group)
 	if err != nil {
 		return fmt.Errorf("membership of %s in group %s: coordinator: %w", member, group, err)
-	}
-	hb, err := coordinator.Heartbeat(&sarama.HeartbeatRequest{GroupId: group, GenerationId: generation, MemberId: member})
-	if err != nil {
-		return fmt.Errorf("membership of %s in group %s: %w: %w", member, group, errCoordinatorMoved, err)
-	}
-	if hb.Err != sarama.ErrNoError {
-		return movedOr(fmt.Errorf("member %s of group %s at generation %d: %w", member, group, generation, hb.Err))
 	}
 	desc, err := coordinator.DescribeGroups(&sarama.DescribeGroupsRequest{Groups: []string{group}})
 	if err != nil {

@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -58,6 +59,15 @@ func TestTheFenceFollowsAMovedCoordinator(t *testing.T) {
 	if err := check(context.Background(), sess.GenerationID(), sess.MemberID(), k.Topic, 0); err != nil {
 		t.Fatalf("before the move: %v", err)
 	}
+	// The session lease asks the same coordinator with the heartbeat alone:
+	// yes for the member, no for one the group does not know.
+	lease := actors.NewLeaseCheck(probe, k.Group)
+	if err := lease(context.Background(), sess.GenerationID(), sess.MemberID()); err != nil {
+		t.Fatalf("lease of the current member: %v", err)
+	}
+	if err := lease(context.Background(), sess.GenerationID(), "stranger"); !errors.Is(err, sarama.ErrUnknownMemberId) {
+		t.Fatalf("lease of an unknown member: %v, want %v", err, sarama.ErrUnknownMemberId)
+	}
 	was := cluster.CoordinatorFor(k.Group)
 	for i := 0; i < 100 && cluster.CoordinatorFor(k.Group) == was; i++ {
 		cluster.RehashCoordinators()
@@ -74,7 +84,9 @@ func TestTheFenceFollowsAMovedCoordinator(t *testing.T) {
 		default:
 		}
 		if last = check(context.Background(), sess.GenerationID(), sess.MemberID(), k.Topic, 0); last == nil {
-			return
+			if last = lease(context.Background(), sess.GenerationID(), sess.MemberID()); last == nil {
+				return
+			}
 		}
 	}
 	t.Fatalf("the coordinator moved from node %d to %d; the member still owns %s/0, but the fence still answers: %v",

@@ -44,6 +44,10 @@ type PartitionState struct {
 	// hand, for the watermark to come within SpanLimit offsets of it: the
 	// record at PinnedOffset holds the partition. Zero when not blocked.
 	SpanBlocked time.Time
+	// Unconfirmed is when the bridge began to wait, with the next record in
+	// hand, for the group's coordinator to confirm the member (the session
+	// lease lapsed: BridgeConfig.Lease). Zero when not waiting.
+	Unconfirmed time.Time
 	// SpanLimit is the most offsets admitted past the watermark.
 	SpanLimit int64
 	// MetadataBytes is the size of the commit metadata last marked.
@@ -116,7 +120,7 @@ func (s PartitionState) Lag() int64 {
 // buffered, in flight or waiting for a credit, and no recent fetch error.
 func (s PartitionState) idle(now time.Time, after time.Duration) bool {
 	quiet := func(t time.Time) bool { return t.IsZero() || now.Sub(t) >= after }
-	return s.InFlight == 0 && s.Buffered == 0 && s.WaitingForCredit.IsZero() && s.SpanBlocked.IsZero() && quiet(s.LastDelivered) && quiet(s.LastFetchError)
+	return s.InFlight == 0 && s.Buffered == 0 && s.WaitingForCredit.IsZero() && s.SpanBlocked.IsZero() && s.Unconfirmed.IsZero() && quiet(s.LastDelivered) && quiet(s.LastFetchError)
 }
 
 // PinnedFor is how long the oldest unfinished record has held the watermark.

@@ -161,6 +161,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		SettleProbe: actors.NewFetchProbe(probeClient, l.isolation),
 		Committed:   actors.NewCommittedReader(probeClient, k.Group),
 		Membership:  actors.NewMembershipCheck(probeClient, k.Group),
+		Lease:       &actors.LeaseConfig{Check: actors.NewLeaseCheck(probeClient, k.Group), SessionTimeout: k.SessionTimeout, Interval: k.HeartbeatInterval},
 		Isolation:   l.isolation,
 		Unreadable:  unreadable,
 	})

@@ -67,7 +67,7 @@ func caughtUp(parts []actors.PartitionState) bool {
 		if p.Settled {
 			continue
 		}
-		if p.InFlight > 0 || p.Buffered > 0 || !p.WaitingForCredit.IsZero() || !p.SpanBlocked.IsZero() ||
+		if p.InFlight > 0 || p.Buffered > 0 || !p.WaitingForCredit.IsZero() || !p.SpanBlocked.IsZero() || !p.Unconfirmed.IsZero() ||
 			p.HighWatermark <= 0 || p.Lag() > 0 {
 			return false
 		}

@@ -29,6 +29,10 @@ type Partition struct {
 	// SpanBlocked is set while the partition admits nothing more because
 	// its pinned record is Config.SpanPerPartition offsets behind.
 	SpanBlocked bool
+	// Unconfirmed is set while the partition admits nothing because the
+	// group's coordinator has not confirmed this member for a session
+	// timeout.
+	Unconfirmed bool
 	// DeadLetterFailing is set while a dead-letter write of this partition
 	// keeps failing (its record stays unfinished until one succeeds).
 	DeadLetterFailing bool
@@ -65,7 +69,7 @@ func (c *Consumer) Partitions() []Partition {
 	var out []Partition
 	for _, p := range b.Partitions() {
 		q := Partition{Topic: p.Topic, Partition: p.Partition, Committed: p.Committed, HighWatermark: p.HighWatermark,
-			Lag: p.Lag(), InFlight: p.InFlight, Buffered: p.Buffered, SpanBlocked: !p.SpanBlocked.IsZero(),
+			Lag: p.Lag(), InFlight: p.InFlight, Buffered: p.Buffered, SpanBlocked: !p.SpanBlocked.IsZero(), Unconfirmed: !p.Unconfirmed.IsZero(),
 			DeadLetterFailing: p.DeadLetterBlocked != nil, Held: p.Held}
 		if p.InFlight > 0 {
 			q.PinnedOffset, q.PinnedSince = p.PinnedOffset, p.PinnedSince

@@ -223,6 +223,7 @@ var (
 	descLag         = prometheus.NewDesc("patchflow_partition_lag_records", "High watermark minus committed offset.", partitionLabels, nil)
 	descRecords     = prometheus.NewDesc("patchflow_records_total", "Records by outcome: ok, skipped (ignored by design, committed), dead_lettered, resumed (finished by the partition's earlier owner, as its commit metadata said: not run again), abandoned (left at a drain, redelivered), fenced (late completion dropped).", []string{"outcome"}, nil)
 	descSpanBlocked = prometheus.NewDesc("patchflow_partition_span_blocked", "1 while the partition admits nothing because its next record is a span (LISTENER_SPAN_PER_PARTITION) past the oldest unfinished one, which patchflow_partition_pinned_offset names.", partitionLabels, nil)
+	descUnconfirmed = prometheus.NewDesc("patchflow_partition_unconfirmed", "1 while the partition admits nothing because the group's coordinator has not confirmed this member for a session timeout (cut off from the coordinator, the member may have been thrown out of the group and its partitions given to others).", partitionLabels, nil)
 	descMetaBytes   = prometheus.NewDesc("patchflow_partition_commit_metadata_bytes", "Size of the commit metadata last marked: the offsets finished above the committed one, which a new owner does not run again.", partitionLabels, nil)
 	descSkipped     = prometheus.NewDesc("patchflow_records_skipped_total", "Records the handler skipped by design (filtered, superseded, nothing to evaluate), by reason: committed, never dead-lettered.", []string{"reason"}, nil)
 	descDeadLetters = prometheus.NewDesc("patchflow_records_dead_lettered_total", "Records dead-lettered (the envelope acknowledged), by reason: a broken message's validation reason, or the class of the failure that decided (permanent, transient, unknown, panic). Sums to patchflow_records_total{outcome=\"dead_lettered\"}.", []string{"reason"}, nil)
@@ -254,7 +255,7 @@ type bridgeCollector struct {
 
 func (c *bridgeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCommitted, descAdmitted, descInFlight, descPinnedAge, descPinned, descLag, descRecords, descSkipped, descDeadLetters, descRetries, descPanics, descProcessIn,
-		descDLQFailures, descDLQBlocked, descFaults, descSpanBlocked, descMetaBytes, descLimit, descFloor, descCeiling, descBaseline, descWindowLat, descQueue,
+		descDLQFailures, descDLQBlocked, descFaults, descSpanBlocked, descUnconfirmed, descMetaBytes, descLimit, descFloor, descCeiling, descBaseline, descWindowLat, descQueue,
 		descHeld, descOverdue, descLent, descReleased} {
 		ch <- d
 	}
@@ -290,6 +291,11 @@ func (c *bridgeCollector) Collect(ch chan<- prometheus.Metric) {
 			spanBlocked = 1
 		}
 		ch <- prometheus.MustNewConstMetric(descSpanBlocked, prometheus.GaugeValue, spanBlocked, labels...)
+		unconfirmed := 0.0
+		if !p.Unconfirmed.IsZero() {
+			unconfirmed = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descUnconfirmed, prometheus.GaugeValue, unconfirmed, labels...)
 		ch <- prometheus.MustNewConstMetric(descMetaBytes, prometheus.GaugeValue, float64(p.MetadataBytes), labels...)
 	}
 	s := c.stats()

@@ -136,6 +136,11 @@ func TestGoroutinesAreJudgedAtTheSameNumberOfClaims(t *testing.T) {
 	if len(leak.Problems) != 1 || !strings.Contains(leak.Problems[0], "at 2 claims grew from 170 to 215") {
 		t.Errorf("problems %q, want the growth at 2 claims", leak.Problems)
 	}
+	// Out of the group early and late (joining): not judged.
+	out := judge([]memSample{sample(0, 0, 43), sample(1, 2, 150), sample(4, 2, 150), sample(5, 0, 63)})
+	if len(out.Problems) != 0 || !slices.Contains(out.Figures, "steady listener goroutines 150 at 2 claims, then 150") {
+		t.Errorf("problems %q, figures %q; want only 2 claims judged", out.Problems, out.Figures)
+	}
 	// No count held both early and late: said, not judged.
 	none := judge([]memSample{sample(0, 1, 170), sample(1, 1, 170), sample(4, 3, 400), sample(5, 3, 400)})
 	if len(none.Problems) != 0 || len(none.Figures) != 1 || !strings.Contains(none.Figures[0], "not judged") {

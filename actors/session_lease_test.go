@@ -1,0 +1,100 @@
+package actors_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/patchflow/patchflow/actors"
+	"github.com/patchflow/patchflow/actors/ordering"
+	"github.com/patchflow/patchflow/messages"
+)
+
+// A member its coordinator stops confirming (cut off from it, while its
+// partitions' leaders still serve it) admits nothing once a session timeout
+// has passed without a confirmation: the coordinator has thrown it out by
+// then, and every record it ran would be run again by the partition's next
+// owner. The record in hand waits, shown on the partition, and is admitted
+// once the coordinator confirms the member again.
+func TestBridgeHoldsAdmissionWhileTheCoordinatorDoesNotConfirm(t *testing.T) {
+	var confirms atomic.Bool
+	confirms.Store(true)
+	check := func(ctx context.Context, generation int32, member string) error {
+		if generation != 1 || member != "member" {
+			t.Errorf("asked about %s at generation %d", member, generation)
+		}
+		if confirms.Load() {
+			return nil
+		}
+		return errors.New("no answer")
+	}
+	var handled atomic.Int64
+	b, err := actors.NewBridge(actors.BridgeConfig{
+		System: newTestSystem(t), Settings: testSettings(ordering.Unordered),
+		Handler:     actors.HandlerFunc(func(context.Context, *messages.Record) error { handled.Add(1); return nil }),
+		DeadLetters: actors.DeadLetterFunc(func(context.Context, *messages.DeadLetter) error { return nil }),
+		Lease:       &actors.LeaseConfig{Check: check, SessionTimeout: 300 * time.Millisecond, Interval: 10 * time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sess := &fakeSession{ctx: ctx, marker: &recordingMarker{}}
+	if err := b.Setup(sess); err != nil {
+		t.Fatal(err)
+	}
+	claim := &fakeClaim{msgs: make(chan *sarama.ConsumerMessage, 1), errs: make(chan *sarama.ConsumerError)}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := b.ConsumeClaim(sess, claim); err != nil {
+			t.Error(err)
+		}
+	})
+	unconfirmed := func() bool {
+		ps := b.Partitions()
+		return len(ps) == 1 && !ps[0].Unconfirmed.IsZero()
+	}
+	pushed := int64(0)
+	push := func() {
+		claim.msgs <- &sarama.ConsumerMessage{Topic: "events", Offset: pushed, Key: []byte{byte(pushed)}}
+		pushed++
+	}
+	// Confirmed: records flow for well past a session timeout.
+	for start := time.Now(); time.Since(start) < time.Second; {
+		push()
+		waitFor(t, "the record handled", func() bool { return handled.Load() == pushed })
+		if unconfirmed() {
+			t.Fatal("admission held while the coordinator confirms the member")
+		}
+	}
+	// Unconfirmed: records flow until the lease lapses, then one waits.
+	confirms.Store(false)
+	for lapse := time.Now(); !unconfirmed(); {
+		if time.Since(lapse) > 5*time.Second {
+			t.Fatalf("admission not held 5 s after the coordinator stopped confirming (session timeout 300ms); %d records handled", handled.Load())
+		}
+		push()
+		waitFor(t, "the record handled or admission held", func() bool { return handled.Load() == pushed || unconfirmed() })
+	}
+	if got := handled.Load(); got != pushed-1 {
+		t.Fatalf("handled %d of %d records with admission held; want all but the one in hand", got, pushed)
+	}
+	if !unconfirmed() || handled.Load() != pushed-1 {
+		t.Fatal("the record in hand was admitted without a confirmation")
+	}
+	// Confirmed again: the record in hand goes in.
+	confirms.Store(true)
+	waitFor(t, "the held record handled", func() bool { return handled.Load() == pushed && !unconfirmed() })
+	claim.close()
+	wg.Wait()
+	if err := b.Cleanup(sess); err != nil {
+		t.Fatal(err)
+	}
+}
