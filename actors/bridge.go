@@ -120,7 +120,7 @@ type Bridge struct {
 	logger   *slog.Logger
 	claims   sync.Map // epoch -> *claimEntry, the claims running now
 	sessions atomic.Int64
-	// leases holds each session's lease (sessionKey -> *leaseEntry) from
+	// leases holds each session's lease (session -> *leaseEntry) from
 	// Setup to Cleanup; empty without BridgeConfig.Lease.
 	leases sync.Map
 	// reading is readingOf(Settings.Ordering, Isolation).
@@ -327,10 +327,10 @@ func (b *Bridge) Setup(s sarama.ConsumerGroupSession) error {
 		log := b.logger.With("member_id", s.MemberID(), "generation", s.GenerationID())
 		ctx, cancel := context.WithCancel(s.Context())
 		e := &leaseEntry{lease: newSessionLease(cfg.SessionTimeout, time.Now(), log), cancel: cancel, done: make(chan struct{})}
-		b.leases.Store(sessionKey(s), e)
+		b.leases.Store(s, e)
 		go func() {
 			defer close(e.done)
-			e.lease.keep(ctx, *cfg, s.GenerationID(), s.MemberID())
+			e.lease.keep(ctx, *cfg, func() (int32, string) { return s.GenerationID(), s.MemberID() })
 		}()
 	}
 	return nil
@@ -343,15 +343,11 @@ type leaseEntry struct {
 	done   chan struct{}
 }
 
-// sessionKey tells a bridge's sessions apart: one Bridge may serve several
-// members.
-func sessionKey(s sarama.ConsumerGroupSession) string {
-	return fmt.Sprintf("%s/%d", s.MemberID(), s.GenerationID())
-}
-
-// leaseOf returns s's lease, nil without one.
+// leaseOf returns s's lease, nil without one. Leases are kept by session
+// (sarama's sessions are pointers), not by generation: a cooperative
+// rebalance moves a session to the next generation, its claims kept.
 func (b *Bridge) leaseOf(s sarama.ConsumerGroupSession) *sessionLease {
-	if v, ok := b.leases.Load(sessionKey(s)); ok {
+	if v, ok := b.leases.Load(s); ok {
 		return v.(*leaseEntry).lease
 	}
 	return nil
@@ -359,7 +355,7 @@ func (b *Bridge) leaseOf(s sarama.ConsumerGroupSession) *sessionLease {
 
 // Cleanup implements sarama.ConsumerGroupHandler.
 func (b *Bridge) Cleanup(s sarama.ConsumerGroupSession) error {
-	if v, ok := b.leases.LoadAndDelete(sessionKey(s)); ok {
+	if v, ok := b.leases.LoadAndDelete(s); ok {
 		e := v.(*leaseEntry)
 		e.cancel()
 		<-e.done

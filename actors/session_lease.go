@@ -107,7 +107,10 @@ type sessionLease struct {
 	// held is set once a feed found the lease lapsed, until a
 	// confirmation: the lapse and its end are logged once each.
 	held bool
-	log  *slog.Logger
+	// lastErr is the latest question's failure, nil after a yes: the
+	// lapse's log says why.
+	lastErr error
+	log     *slog.Logger
 }
 
 func newSessionLease(timeout time.Duration, start time.Time, log *slog.Logger) *sessionLease {
@@ -121,12 +124,20 @@ func (l *sessionLease) confirm(now time.Time) {
 	if now.After(l.last) {
 		l.last = now
 	}
+	l.lastErr = nil
 	close(l.confirmed)
 	l.confirmed = make(chan struct{})
 	if l.held {
 		l.held = false
 		l.log.Info("the group coordinator confirms this member again: admitting records")
 	}
+}
+
+// failed records a question's failure.
+func (l *sessionLease) failed(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lastErr = err
 }
 
 // lapsed reports whether at now the coordinator has not confirmed the
@@ -141,7 +152,7 @@ func (l *sessionLease) lapsed(now time.Time) (bool, <-chan struct{}) {
 	if !l.held {
 		l.held = true
 		l.log.Warn("the group coordinator has not confirmed this member for a session timeout: admitting nothing until it does (its partitions may have gone to other members)",
-			"unconfirmed_for", now.Sub(l.last).Round(time.Millisecond), "session_timeout", l.timeout)
+			"unconfirmed_for", now.Sub(l.last).Round(time.Millisecond), "session_timeout", l.timeout, "last_error", l.lastErr)
 	}
 	return true, l.confirmed
 }
@@ -171,8 +182,12 @@ func (l *sessionLease) wait(ctx context.Context, stopped, ended <-chan struct{})
 
 // keep asks the coordinator every interval, until ctx ends, and confirms
 // the lease at each yes. One question at a time: a question the
-// coordinator does not answer is given up after the session timeout.
-func (l *sessionLease) keep(ctx context.Context, cfg LeaseConfig, generation int32, member string) {
+// coordinator does not answer is given up after the session timeout. Each
+// question names the session's generation and member id as they are then:
+// a cooperative rebalance moves a session to the next generation without
+// ending it, and a question about the one it left is answered
+// ILLEGAL_GENERATION.
+func (l *sessionLease) keep(ctx context.Context, cfg LeaseConfig, current func() (generation int32, member string)) {
 	tick := time.NewTicker(cfg.Interval)
 	defer tick.Stop()
 	for {
@@ -183,12 +198,13 @@ func (l *sessionLease) keep(ctx context.Context, cfg LeaseConfig, generation int
 		}
 		qctx, cancel := context.WithTimeout(ctx, cfg.SessionTimeout)
 		asked := time.Now()
+		generation, member := current()
 		err := cfg.Check(qctx, generation, member)
 		cancel()
 		if err == nil {
 			l.confirm(asked)
 		} else if ctx.Err() == nil {
-			l.log.Debug("membership not confirmed", "error", err)
+			l.failed(err)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package actors_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -92,6 +93,74 @@ func TestBridgeHoldsAdmissionWhileTheCoordinatorDoesNotConfirm(t *testing.T) {
 	// Confirmed again: the record in hand goes in.
 	confirms.Store(true)
 	waitFor(t, "the held record handled", func() bool { return handled.Load() == pushed && !unconfirmed() })
+	claim.close()
+	wg.Wait()
+	if err := b.Cleanup(sess); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// movingSession is a session a cooperative rebalance moves to the next
+// generation without ending it, as sarama's does.
+type movingSession struct {
+	fakeSession
+	generation atomic.Int32
+}
+
+func (s *movingSession) GenerationID() int32 { return s.generation.Load() }
+
+// The lease asks about the session's generation as it is at each
+// question: a cooperative rebalance keeps the session (and its claims)
+// across generations, and the coordinator answers a heartbeat of the
+// generation it left ILLEGAL_GENERATION. Asking about the generation the
+// session began with held every member's admission a session timeout
+// after the first cooperative rebalance, for good.
+func TestTheLeaseFollowsTheSessionsGeneration(t *testing.T) {
+	sess := &movingSession{}
+	sess.generation.Store(1)
+	check := func(ctx context.Context, generation int32, member string) error {
+		if generation != sess.GenerationID() {
+			return fmt.Errorf("generation %d: %w", generation, sarama.ErrIllegalGeneration)
+		}
+		return nil
+	}
+	var handled atomic.Int64
+	b, err := actors.NewBridge(actors.BridgeConfig{
+		System: newTestSystem(t), Settings: testSettings(ordering.Unordered),
+		Handler:     actors.HandlerFunc(func(context.Context, *messages.Record) error { handled.Add(1); return nil }),
+		DeadLetters: actors.DeadLetterFunc(func(context.Context, *messages.DeadLetter) error { return nil }),
+		Lease:       &actors.LeaseConfig{Check: check, SessionTimeout: 200 * time.Millisecond, Interval: 10 * time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sess.fakeSession = fakeSession{ctx: ctx, marker: &recordingMarker{}}
+	if err := b.Setup(sess); err != nil {
+		t.Fatal(err)
+	}
+	claim := &fakeClaim{msgs: make(chan *sarama.ConsumerMessage, 1), errs: make(chan *sarama.ConsumerError)}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := b.ConsumeClaim(sess, claim); err != nil {
+			t.Error(err)
+		}
+	})
+	pushed := int64(0)
+	sess.generation.Store(2) // the cooperative rebalance: same session, same claim
+	for start := time.Now(); time.Since(start) < time.Second; {
+		claim.msgs <- &sarama.ConsumerMessage{Topic: "events", Offset: pushed, Key: []byte{byte(pushed)}}
+		pushed++
+		waitFor(t, "the record handled or admission held", func() bool {
+			ps := b.Partitions()
+			return handled.Load() == pushed || (len(ps) == 1 && !ps[0].Unconfirmed.IsZero())
+		})
+		if handled.Load() != pushed {
+			t.Fatalf("admission held %v after the session moved to generation 2; %d of %d records handled", time.Since(start).Round(time.Millisecond), handled.Load(), pushed)
+		}
+	}
 	claim.close()
 	wg.Wait()
 	if err := b.Cleanup(sess); err != nil {
