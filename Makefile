@@ -78,7 +78,7 @@ test-kafka:
 ## calls, 40,000 events: nothing dead-lettered, throughput back within 1 s),
 ## image (listeners run from make image's image: one stopped by the engine drains and exits 0 inside the
 ## grace, one killed is recovered by the next); then, on a three-node cluster (.ci/kafka-cluster: replication factor 3, min.insync.replicas 2) with a
-## fault proxy on every listener link: leader-loss, rolling-restart, partitioned, zombie, slow-network and
+## fault proxy on every listener link: leader-loss, rolling-restart, partitioned, coordinator-cut, zombie, slow-network and
 ## db-link-resets; then, on the single broker, the checks of make test-kafka. E2E_SCENARIOS=crash-loop,clean runs only those;
 ## E2E_BIN=dir runs the listener binary in dir (another build, to compare); E2E_LISTENER_ENV=NAME=value,...
 ## adds settings to every listener

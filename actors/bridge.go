@@ -194,6 +194,11 @@ func NewBridge(cfg BridgeConfig) (*Bridge, error) {
 	if (cfg.System == nil && cfg.NewWorker == nil) || cfg.Handler == nil || cfg.DeadLetters == nil {
 		return nil, fmt.Errorf("bridge needs a handler, a dead-letter writer, and an actor system (unless NewWorker is set)")
 	}
+	if cfg.Lease != nil {
+		if err := cfg.Lease.validate(); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -617,37 +622,61 @@ func (b *Bridge) feed(ctx context.Context, claim sarama.ConsumerGroupClaim, work
 		if walking && msg.Offset <= last {
 			continue // sarama delivered it too: it is admitted already
 		}
-		if l := entry.lease; l != nil {
-			if lapsed, _ := l.lapsed(time.Now()); lapsed {
-				// Not admitted: Kafka delivers it again, to this member once
-				// confirmed, or else to the partition's next owner.
-				entry.unconfirmedSince.Store(time.Now().UnixNano())
-				ok := l.wait(ctx, stopped, ended)
-				entry.unconfirmedSince.Store(0)
-				if !ok {
-					return endReason(ctx, stopped)
-				}
-			}
-		}
 		if first {
 			// No watermark of the claim can be below its first record.
 			span.Advance(msg.Offset)
 		}
-		if !span.admits(msg.Offset, last) {
-			entry.spanBlockedSince.Store(time.Now().UnixNano())
-			ok := span.wait(ctx, msg.Offset, last, stopped, ended)
-			entry.spanBlockedSince.Store(0)
-			if !ok {
+		var rec *messages.Record
+		var n int64
+		if !lost {
+			rec = recordOf(msg)
+			n = b.cfg.Settings.Charge(b.cfg.Handler, rec)
+		}
+		// Every wait below may outlast the session lease: a record is
+		// admitted only if the lease holds once everything is in hand, or
+		// else it gives its credit and bytes back and waits for the lease.
+		for {
+			if !b.waitLease(ctx, entry, stopped, ended) {
 				return endReason(ctx, stopped)
 			}
-		}
-		if !cc.tryAcquire() {
-			entry.waitingSince.Store(time.Now().UnixNano())
-			ok := cc.acquire(ctx, stopped, ended)
-			entry.waitingSince.Store(0)
-			if !ok {
-				// msg is not admitted and so never marked: Kafka redelivers it.
-				return endReason(ctx, stopped)
+			if !span.admits(msg.Offset, last) {
+				entry.spanBlockedSince.Store(time.Now().UnixNano())
+				ok := span.wait(ctx, msg.Offset, last, stopped, ended)
+				entry.spanBlockedSince.Store(0)
+				if !ok {
+					return endReason(ctx, stopped)
+				}
+			}
+			if !cc.tryAcquire() {
+				entry.waitingSince.Store(time.Now().UnixNano())
+				ok := cc.acquire(ctx, stopped, ended)
+				entry.waitingSince.Store(0)
+				if !ok {
+					// msg is not admitted and so never marked: Kafka redelivers it.
+					return endReason(ctx, stopped)
+				}
+			}
+			if !lost && !entry.bytes.tryAcquire(n) {
+				entry.waitingSince.Store(time.Now().UnixNano())
+				ok := entry.bytes.acquire(ctx, n, stopped, ended)
+				entry.waitingSince.Store(0)
+				if !ok {
+					if err := cc.release(1); err != nil { // not admitted: its credits go back
+						b.creditFault(b.logger, err)
+					}
+					return endReason(ctx, stopped)
+				}
+			}
+			if l := entry.lease; l == nil || !l.lapsedNow() {
+				break
+			}
+			if err := cc.release(1); err != nil {
+				b.creditFault(b.logger, err)
+			}
+			if !lost {
+				if err := entry.bytes.release(n); err != nil {
+					b.creditFault(b.logger, err)
+				}
 			}
 		}
 		if lost {
@@ -659,22 +688,25 @@ func (b *Bridge) feed(ctx context.Context, claim sarama.ConsumerGroupClaim, work
 			unreadable.AdmitUnreadable(msg.Offset, b.cfg.Unreadable.Limit)
 			continue
 		}
-		rec := recordOf(msg)
-		if n := b.cfg.Settings.Charge(b.cfg.Handler, rec); !entry.bytes.tryAcquire(n) {
-			entry.waitingSince.Store(time.Now().UnixNano())
-			ok := entry.bytes.acquire(ctx, n, stopped, ended)
-			entry.waitingSince.Store(0)
-			if !ok {
-				if err := cc.release(1); err != nil { // not admitted: its credits go back
-					b.creditFault(b.logger, err)
-				}
-				return endReason(ctx, stopped)
-			}
-		}
 		span.admitted(msg.Offset, last)
 		last = msg.Offset
 		worker.Admit(rec)
 	}
+}
+
+// waitLease waits, with a record in hand, while the claim's session lease
+// is lapsed (session_lease.go); true at once without a lease or when it
+// holds, false when ctx ends, the worker stops or the claim ends first.
+func (b *Bridge) waitLease(ctx context.Context, entry *claimEntry, stopped, ended <-chan struct{}) bool {
+	l := entry.lease
+	if l == nil || !l.lapsedNow() {
+		return true
+	}
+	// Not admitted: Kafka delivers it again, to this member once
+	// confirmed, or else to the partition's next owner.
+	entry.unconfirmedSince.Store(time.Now().UnixNano())
+	defer entry.unconfirmedSince.Store(0)
+	return l.wait(ctx, stopped, ended)
 }
 
 // restartPastUnreadable is why a claim ends to restart past offsets its

@@ -113,3 +113,19 @@ func askCoordinator(client sarama.Client, group string, generation int32, member
 	}
 	return fmt.Errorf("assignment of %s in group %s: the coordinator did not describe the group", member, group)
 }
+
+// heartbeat sends group's coordinator a heartbeat of member at generation.
+func heartbeat(client sarama.Client, group string, generation int32, member string) error {
+	coordinator, err := client.Coordinator(group)
+	if err != nil {
+		return fmt.Errorf("membership of %s in group %s: coordinator: %w", member, group, err)
+	}
+	hb, err := coordinator.Heartbeat(&sarama.HeartbeatRequest{GroupId: group, GenerationId: generation, MemberId: member})
+	if err != nil {
+		return fmt.Errorf("membership of %s in group %s: %w: %w", member, group, errCoordinatorMoved, err)
+	}
+	if hb.Err != sarama.ErrNoError {
+		return movedOr(fmt.Errorf("member %s of group %s at generation %d: %w", member, group, generation, hb.Err))
+	}
+	return nil
+}

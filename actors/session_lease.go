@@ -24,14 +24,18 @@ import (
 //
 // The session lease bounds that: while the coordinator has not confirmed
 // the member for a session timeout, the member admits no record (those it
-// admitted finish). A confirmation is the coordinator's answer to a
-// heartbeat of the member's own (LeaseCheck), sent every heartbeat interval
-// beside sarama's; what it ends is the wait, nothing else: the session ends
-// as sarama decides.
+// admitted finish). A confirmation is the coordinator listing the member in
+// its description of the group (LeaseCheck), asked every heartbeat
+// interval beside sarama's heartbeats. A description, not a heartbeat of
+// its own: a heartbeat would renew the member's session, and keep in the
+// group a member whose own heartbeats no longer arrive. What a
+// confirmation ends is the wait, nothing else: the session ends as sarama
+// decides.
 
-// LeaseCheck asks the group's coordinator whether member is current at
-// generation: nil when the coordinator says so (a rebalance in progress
-// included: the member is in it), an error otherwise, no answer included.
+// LeaseCheck asks the group's coordinator whether member (of the session
+// at generation) is still in the group: nil when the coordinator says so (a
+// rebalance in progress included: the member is in it), an error
+// otherwise, no answer included. It returns once ctx ends.
 type LeaseCheck func(ctx context.Context, generation int32, member string) error
 
 // LeaseConfig turns the session lease on (BridgeConfig.Lease).
@@ -45,25 +49,52 @@ type LeaseConfig struct {
 	Interval time.Duration
 }
 
-// NewLeaseCheck returns a LeaseCheck that sends group's coordinator,
-// through client, the heartbeat the member's session sends itself: one more
-// changes nothing in the group. A coordinator that moved or did not answer
-// is looked up again once.
+// NewLeaseCheck returns a LeaseCheck that asks group's coordinator, through
+// client, to describe the group: the member is confirmed while it is listed
+// (the coordinator removes a member whose session expired). A read: it
+// renews nothing. A coordinator that moved or did not answer is looked up
+// again once.
 func NewLeaseCheck(client sarama.Client, group string) LeaseCheck {
 	return func(ctx context.Context, generation int32, member string) error {
 		return withinContext(ctx, func() error {
-			err := heartbeat(client, group, generation, member)
+			err := listed(client, group, generation, member)
 			if errors.Is(err, errCoordinatorMoved) {
 				if rerr := client.RefreshCoordinator(group); rerr == nil {
-					err = heartbeat(client, group, generation, member)
+					err = listed(client, group, generation, member)
 				}
-			}
-			if errors.Is(err, sarama.ErrRebalanceInProgress) {
-				return nil // current, in the rebalance
 			}
 			return err
 		})
 	}
+}
+
+// ErrNotListed is a LeaseCheck's answer for a member the coordinator's
+// description of the group lacks: thrown out.
+var ErrNotListed = errors.New("not a member of the group")
+
+// listed asks group's coordinator whether it lists member.
+func listed(client sarama.Client, group string, generation int32, member string) error {
+	coordinator, err := client.Coordinator(group)
+	if err != nil {
+		return fmt.Errorf("membership of %s in group %s: coordinator: %w", member, group, err)
+	}
+	desc, err := coordinator.DescribeGroups(&sarama.DescribeGroupsRequest{Groups: []string{group}})
+	if err != nil {
+		return fmt.Errorf("membership of %s in group %s: %w: %w", member, group, errCoordinatorMoved, err)
+	}
+	for _, g := range desc.Groups {
+		if g.GroupId != group {
+			continue
+		}
+		if g.Err != sarama.ErrNoError {
+			return movedOr(fmt.Errorf("membership of %s in group %s: %w", member, group, g.Err))
+		}
+		if _, ok := g.Members[member]; ok {
+			return nil
+		}
+		return fmt.Errorf("member %s (generation %d) of group %s, which is %s: %w", member, generation, group, g.State, ErrNotListed)
+	}
+	return fmt.Errorf("membership of %s in group %s: the coordinator did not describe the group", member, group)
 }
 
 // withinContext runs f and returns its error, or ctx's once ctx ends first
@@ -80,22 +111,6 @@ func withinContext(ctx context.Context, f func() error) error {
 	}
 }
 
-// heartbeat sends group's coordinator a heartbeat of member at generation.
-func heartbeat(client sarama.Client, group string, generation int32, member string) error {
-	coordinator, err := client.Coordinator(group)
-	if err != nil {
-		return fmt.Errorf("membership of %s in group %s: coordinator: %w", member, group, err)
-	}
-	hb, err := coordinator.Heartbeat(&sarama.HeartbeatRequest{GroupId: group, GenerationId: generation, MemberId: member})
-	if err != nil {
-		return fmt.Errorf("membership of %s in group %s: %w: %w", member, group, errCoordinatorMoved, err)
-	}
-	if hb.Err != sarama.ErrNoError {
-		return movedOr(fmt.Errorf("member %s of group %s at generation %d: %w", member, group, generation, hb.Err))
-	}
-	return nil
-}
-
 // sessionLease is one session's lease: when the coordinator last confirmed
 // the member, and a channel closed at each confirmation.
 type sessionLease struct {
@@ -110,6 +125,8 @@ type sessionLease struct {
 	// lastErr is the latest question's failure, nil after a yes: the
 	// lapse's log says why.
 	lastErr error
+	// waiting counts the feeds waiting for a confirmation.
+	waiting int
 	log     *slog.Logger
 }
 
@@ -151,10 +168,20 @@ func (l *sessionLease) lapsed(now time.Time) (bool, <-chan struct{}) {
 	}
 	if !l.held {
 		l.held = true
+		why := "no answer yet"
+		if l.lastErr != nil {
+			why = l.lastErr.Error()
+		}
 		l.log.Warn("the group coordinator has not confirmed this member for a session timeout: admitting nothing until it does (its partitions may have gone to other members)",
-			"unconfirmed_for", now.Sub(l.last).Round(time.Millisecond), "session_timeout", l.timeout, "last_error", l.lastErr)
+			"unconfirmed_for", now.Sub(l.last).Round(time.Millisecond), "session_timeout", l.timeout, "last_answer", why)
 	}
 	return true, l.confirmed
+}
+
+// lapsedNow reports whether the lease is lapsed now.
+func (l *sessionLease) lapsedNow() bool {
+	lapsed, _ := l.lapsed(time.Now())
+	return lapsed
 }
 
 // wait returns true once the lease is not lapsed (at once if it is not
@@ -163,6 +190,14 @@ func (l *sessionLease) lapsed(now time.Time) (bool, <-chan struct{}) {
 // its own heartbeat fails for good or is answered "unknown member"), or
 // the claim's.
 func (l *sessionLease) wait(ctx context.Context, stopped, ended <-chan struct{}) bool {
+	l.mu.Lock()
+	l.waiting++
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		l.waiting--
+		l.mu.Unlock()
+	}()
 	for {
 		lapsed, next := l.lapsed(time.Now())
 		if !lapsed {
@@ -180,31 +215,69 @@ func (l *sessionLease) wait(ctx context.Context, stopped, ended <-chan struct{})
 	}
 }
 
+// waiters returns how many feeds wait for a confirmation.
+func (l *sessionLease) waiters() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.waiting
+}
+
 // keep asks the coordinator every interval, until ctx ends, and confirms
-// the lease at each yes. One question at a time: a question the
-// coordinator does not answer is given up after the session timeout. Each
-// question names the session's generation and member id as they are then:
-// a cooperative rebalance moves a session to the next generation without
-// ending it, and a question about the one it left is answered
-// ILLEGAL_GENERATION.
+// the lease at each yes, dated when it was asked. A question does not wait
+// for the one before: a coordinator slow to answer (but within the session
+// timeout) confirms the member as often as a quick one. At most
+// SessionTimeout/Interval questions (rounded up) are out at once; each is
+// given up after the session timeout. Each names the session's generation
+// and member id as they are then: a cooperative rebalance moves a session
+// to the next generation without ending it. keep returns once ctx has
+// ended and every question it asked has returned or been given up.
 func (l *sessionLease) keep(ctx context.Context, cfg LeaseConfig, current func() (generation int32, member string)) {
 	tick := time.NewTicker(cfg.Interval)
 	defer tick.Stop()
+	limit := int((cfg.SessionTimeout + cfg.Interval - 1) / cfg.Interval)
+	out := make(chan struct{}, max(limit, 1))
+	var asking sync.WaitGroup
+	defer asking.Wait()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
-		qctx, cancel := context.WithTimeout(ctx, cfg.SessionTimeout)
-		asked := time.Now()
-		generation, member := current()
-		err := cfg.Check(qctx, generation, member)
-		cancel()
-		if err == nil {
-			l.confirm(asked)
-		} else if ctx.Err() == nil {
-			l.failed(err)
+		if ctx.Err() != nil {
+			return
 		}
+		select {
+		case out <- struct{}{}:
+		default:
+			continue // as many out as can still matter
+		}
+		generation, member := current()
+		asked := time.Now()
+		asking.Go(func() {
+			defer func() { <-out }()
+			qctx, cancel := context.WithTimeout(ctx, cfg.SessionTimeout)
+			defer cancel()
+			err := withinContext(qctx, func() error { return cfg.Check(qctx, generation, member) })
+			switch {
+			case err == nil:
+				l.confirm(asked)
+			case ctx.Err() == nil:
+				l.failed(err)
+			}
+		})
 	}
+}
+
+// validate reports what makes c unusable.
+func (c *LeaseConfig) validate() error {
+	switch {
+	case c.Check == nil:
+		return errors.New("lease: no Check")
+	case c.SessionTimeout <= 0:
+		return fmt.Errorf("lease: SessionTimeout %v is not positive", c.SessionTimeout)
+	case c.Interval <= 0 || c.Interval >= c.SessionTimeout:
+		return fmt.Errorf("lease: Interval %v must be positive and below SessionTimeout %v", c.Interval, c.SessionTimeout)
+	}
+	return nil
 }

@@ -66,8 +66,71 @@ func TestSessionLeaseWaitEnds(t *testing.T) {
 	l := newSessionLease(time.Second, old, quiet)
 	done := make(chan bool)
 	go func() { done <- l.wait(context.Background(), nil, nil) }()
+	for l.waiters() == 0 { // blocked on the lapsed lease, not yet confirmed
+		time.Sleep(time.Millisecond)
+	}
 	l.confirm(time.Now())
 	if !<-done {
 		t.Fatal("a confirmation did not end the wait")
+	}
+}
+
+// A coordinator slow to answer, but within the session timeout, keeps the
+// lease: questions do not wait for the one before, and each yes is dated
+// when it was asked. With a session timeout of 1 s, answers taking 0.5 s
+// and a question every 0.25 s, the newest confirmation is at most 0.75 s
+// old; asked one at a time, it was 1.25 s old before each answer.
+func TestASlowCoordinatorKeepsTheLease(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	l := newSessionLease(time.Second, time.Now(), quiet)
+	slow := func(ctx context.Context, _ int32, _ string) error {
+		select {
+		case <-time.After(500 * time.Millisecond):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l.keep(ctx, LeaseConfig{Check: slow, SessionTimeout: time.Second, Interval: 250 * time.Millisecond}, func() (int32, string) { return 1, "m" })
+	}()
+	defer func() { cancel(); <-done }()
+	for start := time.Now(); time.Since(start) < 4*time.Second; time.Sleep(10 * time.Millisecond) {
+		if l.lapsedNow() {
+			t.Fatalf("the lease lapsed %v in, with every answer in 0.5 s", time.Since(start).Round(time.Millisecond))
+		}
+	}
+}
+
+// keep returns once its context ends, even while a question whose Check
+// ignores the context is out.
+func TestKeepReturnsWithAQuestionOut(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	l := newSessionLease(time.Second, time.Now(), quiet)
+	asked, release := make(chan struct{}, 1), make(chan struct{})
+	deaf := func(context.Context, int32, string) error {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+		<-release
+		return nil
+	}
+	defer close(release)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l.keep(ctx, LeaseConfig{Check: deaf, SessionTimeout: time.Hour, Interval: time.Millisecond}, func() (int32, string) { return 1, "m" })
+	}()
+	<-asked
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("keep did not return 5 s after its context ended, a question out")
 	}
 }

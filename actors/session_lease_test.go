@@ -167,3 +167,100 @@ func TestTheLeaseFollowsTheSessionsGeneration(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A record taken in hand while the lease held, then waiting for a credit
+// past the lapse, is not admitted when the credit comes: it gives the
+// credit back and waits for a confirmation. Then a revoke ends that wait.
+func TestTheLeaseIsAskedAgainOnceTheRecordHasItsCredit(t *testing.T) {
+	var confirms atomic.Bool
+	confirms.Store(true)
+	check := func(context.Context, int32, string) error {
+		if confirms.Load() {
+			return nil
+		}
+		return errors.New("no answer")
+	}
+	release := make(chan struct{})
+	var handled atomic.Int64
+	s := testSettings(ordering.Unordered)
+	s.InFlightPerPartition = 1
+	const timeout = 200 * time.Millisecond
+	b, err := actors.NewBridge(actors.BridgeConfig{
+		System: newTestSystem(t), Settings: s,
+		Handler: actors.HandlerFunc(func(ctx context.Context, r *messages.Record) error {
+			if r.GetOffset() == 0 {
+				<-release
+			}
+			handled.Add(1)
+			return nil
+		}),
+		DeadLetters: actors.DeadLetterFunc(func(context.Context, *messages.DeadLetter) error { return nil }),
+		Lease:       &actors.LeaseConfig{Check: check, SessionTimeout: timeout, Interval: 10 * time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sess := &fakeSession{ctx: ctx, marker: &recordingMarker{}}
+	if err := b.Setup(sess); err != nil {
+		t.Fatal(err)
+	}
+	claim := newFakeClaim(t, 0, 2)
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		if err := b.ConsumeClaim(sess, claim); err != nil {
+			t.Error(err)
+		}
+	}()
+	waitFor(t, "record 1 waiting for the credit record 0 holds", func() bool {
+		ps := b.Partitions()
+		return len(ps) == 1 && !ps[0].WaitingForCredit.IsZero()
+	})
+	confirms.Store(false)
+	time.Sleep(2 * timeout) // the lease lapses a session timeout after the last yes
+	close(release)
+	waitFor(t, "record 0 handled and record 1 waiting for the lease", func() bool {
+		ps := b.Partitions()
+		return handled.Load() == 1 && len(ps) == 1 && !ps[0].Unconfirmed.IsZero()
+	})
+	if ps := b.Partitions(); ps[0].InFlight != 0 || handled.Load() != 1 {
+		t.Fatalf("in flight %d, handled %d: record 1 was admitted after the lapse", ps[0].InFlight, handled.Load())
+	}
+	// A revoke while it waits: the claim ends, record 1 never admitted.
+	claim.close()
+	select {
+	case <-ended:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a revoke did not end the claim waiting for its lease")
+	}
+	if got := handled.Load(); got != 1 {
+		t.Fatalf("handled %d records; record 1 was admitted without a confirmation", got)
+	}
+	if err := b.Cleanup(sess); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A lease that could not work is refused when the bridge is made.
+func TestNewBridgeRefusesAnUnusableLease(t *testing.T) {
+	ok := func(context.Context, int32, string) error { return nil }
+	for name, l := range map[string]actors.LeaseConfig{
+		"no check":                  {SessionTimeout: time.Second, Interval: 100 * time.Millisecond},
+		"no session timeout":        {Check: ok, Interval: 100 * time.Millisecond},
+		"no interval":               {Check: ok, SessionTimeout: time.Second},
+		"interval past the timeout": {Check: ok, SessionTimeout: time.Second, Interval: time.Second},
+	} {
+		_, err := actors.NewBridge(actors.BridgeConfig{
+			System: newTestSystem(t), Settings: testSettings(ordering.Unordered),
+			Handler:     actors.HandlerFunc(func(context.Context, *messages.Record) error { return nil }),
+			DeadLetters: actors.DeadLetterFunc(func(context.Context, *messages.DeadLetter) error { return nil }),
+			Lease:       &l,
+		})
+		if err == nil {
+			t.Errorf("%s: NewBridge accepted it", name)
+		}
+	}
+}

@@ -20,6 +20,7 @@ func ClusterScenarios() []Scenario {
 		base("leader-loss", 60*time.Second, 3, Fault{0.15, "kill -9 the coordinator, the node leading most partitions if it is not; start it after 20 s", leaderLoss}),
 		base("rolling-restart", 90*time.Second, 3, Fault{0.05, "SIGTERM and start each node in turn, the next once nothing is under-replicated", rollingRestart}),
 		base("partitioned", 60*time.Second, 2, Fault{0.15, "blackhole listener 1's link to the node leading most partitions for 30 s", partitioned(30 * time.Second)}),
+		coordinatorCutScenario(base("coordinator-cut", 60*time.Second, 2)),
 		withJudge(base("zombie", 60*time.Second, 3, Fault{0.2, "SIGSTOP the listener evaluating the zombie host's older event for at least 12 s (session timeout 3 s) while another applies its newer one, then SIGCONT", zombie(12 * time.Second)}), judgeZombie),
 		base("slow-network", 100*time.Second, 2, Fault{0.05, "200 ± 100 ms and a 2 s slow close on every broker link for 60 s, then 256 KB/s for 20 s", slowNetwork}),
 		base("db-link-resets", 60*time.Second, 2, Fault{0.2, "reset every PostgreSQL connection 100 ms into it, for 20 s", dbResets(20 * time.Second)}),
@@ -120,6 +121,73 @@ func partitioned(d time.Duration) func(r *run) error {
 		nf.heal()
 		return nil
 	}
+}
+
+// coordinatorCutScenario cuts listener 1 (slot 0) off from the group's
+// coordinator alone for 20 s: its fetches from the other nodes go on. The
+// group throws it out a session timeout (3 s) after the coordinator last
+// heard from it, and its partitions' next owners start at the committed
+// offsets, so whatever it runs after that is run twice. The session lease
+// must hold its admission by then: judged on its own status, every
+// partition it still shows admits at most one record (one taken in hand
+// before the lapse, admitted after a wait for a credit or the span) from
+// lapseBound into the cut to its end.
+func coordinatorCutScenario(sc Scenario) Scenario {
+	var cut struct {
+		node                 int32
+		compared, lateAdmits int
+		err                  error
+	}
+	const length = 20 * time.Second
+	sc.SampleStatus, sc.StatusPorts = true, true
+	// lapseBound: the session timeout, a heartbeat interval for the
+	// question that missed it, and a status look's age.
+	const lapseBound = 3*time.Second + 500*time.Millisecond + lookInterval + 250*time.Millisecond
+	sc.Faults = []Fault{{0.15, "blackhole listener 1's link to the group's coordinator (only) for 20 s", func(r *run) error {
+		_, coordinator, err := r.leadership()
+		if err != nil {
+			return err
+		}
+		cut.node = coordinator
+		nf := r.env.Cluster.net
+		if err := nf.blackhole(nf.brokers[0][coordinator-1]); err != nil {
+			return err
+		}
+		start := time.Now()
+		p := r.listeners[0]
+		r.wait(lapseBound) // the status samples keep only the last 10 s
+		from, ok1 := p.sampleAtOrBefore(time.Now())
+		r.wait(length - lapseBound)
+		to, ok2 := p.sampleAtOrBefore(time.Now())
+		nf.heal()
+		if !ok1 || !ok2 || from.at.Sub(start) < lapseBound-lookInterval {
+			cut.err = errorf("no status of listener 1 from %v into the cut and at its end", lapseBound)
+			return nil
+		}
+		before := map[int32]int64{}
+		for _, ps := range from.st.Partitions {
+			before[ps.Partition] = ps.Admitted
+		}
+		for _, ps := range to.st.Partitions {
+			if a, ok := before[ps.Partition]; ok {
+				cut.compared++
+				cut.lateAdmits += int(max(ps.Admitted-a-1, 0))
+			}
+		}
+		r.note(fmt.Sprintf("listener 1 cut off from the coordinator (node %d) for %v: %d partitions held through it, %d records admitted past the lapse beyond one each", cut.node, length, cut.compared, cut.lateAdmits))
+		return nil
+	}}}
+	return withJudge(sc, func(r *run, line *Line) error {
+		switch {
+		case cut.err != nil:
+			line.Problems = append(line.Problems, cut.err.Error())
+		case cut.compared == 0:
+			line.Problems = append(line.Problems, "listener 1 held no partition through the cut: nothing to judge")
+		case cut.lateAdmits > 0:
+			line.Problems = append(line.Problems, fmt.Sprintf("listener 1 admitted %d records more than one per partition after its session lease lapsed", cut.lateAdmits))
+		}
+		return nil
+	})
 }
 
 // slowNetwork slows every broker link, then limits its bandwidth.
