@@ -144,6 +144,19 @@ func coordinatorCutScenario(sc Scenario) Scenario {
 	// question that missed it, and a status look's age.
 	const lapseBound = 3*time.Second + 500*time.Millisecond + lookInterval + 250*time.Millisecond
 	sc.Faults = []Fault{{0.15, "blackhole listener 1's link to the group's coordinator (only) for 20 s", func(r *run) error {
+		// A cooperative rebalance hands a joining member its partitions
+		// in a second round: wait until listener 1 holds some, or the cut
+		// has nothing to judge.
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			if s, ok := r.listeners[0].sampleAtOrBefore(time.Now()); ok && len(s.st.Partitions) > 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				cut.err = errorf("listener 1 held no partition 30 s into the run: nothing to cut")
+				return nil
+			}
+			r.wait(lookInterval)
+		}
 		_, coordinator, err := r.leadership()
 		if err != nil {
 			return err
