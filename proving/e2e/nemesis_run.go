@@ -49,6 +49,9 @@ type memSample struct {
 	rss        int64 // bytes
 	goroutines int
 	claims     int
+	// inFlight is the records admitted and not finished: each may hold a
+	// goroutine (its handler's call, its dependency's connection).
+	inFlight int
 }
 
 // memEvery is how often the steady listener's memory is sampled.
@@ -313,8 +316,13 @@ func sampleMemory(p *listenerProc) (memSample, error) {
 			}
 			m.goroutines = int(g)
 		}
-		if strings.HasPrefix(sc.Text(), "patchflow_partition_in_flight_records{") {
+		if rest, ok := strings.CutPrefix(sc.Text(), "patchflow_partition_in_flight_records{"); ok {
 			m.claims++
+			if _, v, ok := strings.Cut(rest, "} "); ok {
+				if n, err := strconv.ParseFloat(v, 64); err == nil {
+					m.inFlight += int(n)
+				}
+			}
 		}
 	}
 	if m.rss == 0 || m.goroutines == 0 {
