@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -117,6 +118,9 @@ type sessionLease struct {
 	timeout time.Duration
 	mu      sync.Mutex
 	last    time.Time
+	// lastNano is last in unix nanoseconds, read without the lock on the
+	// feed's path (twice a record): only a lapse takes the lock.
+	lastNano atomic.Int64
 	// confirmed is closed (and replaced) at each confirmation.
 	confirmed chan struct{}
 	// held is set once a feed found the lease lapsed, until a
@@ -131,7 +135,9 @@ type sessionLease struct {
 }
 
 func newSessionLease(timeout time.Duration, start time.Time, log *slog.Logger) *sessionLease {
-	return &sessionLease{timeout: timeout, last: start, confirmed: make(chan struct{}), log: log}
+	l := &sessionLease{timeout: timeout, last: start, confirmed: make(chan struct{}), log: log}
+	l.lastNano.Store(start.UnixNano())
+	return l
 }
 
 // confirm records a confirmation at now and wakes the feeds waiting.
@@ -140,6 +146,7 @@ func (l *sessionLease) confirm(now time.Time) {
 	defer l.mu.Unlock()
 	if now.After(l.last) {
 		l.last = now
+		l.lastNano.Store(now.UnixNano())
 	}
 	l.lastErr = nil
 	close(l.confirmed)
@@ -180,7 +187,11 @@ func (l *sessionLease) lapsed(now time.Time) (bool, <-chan struct{}) {
 
 // lapsedNow reports whether the lease is lapsed now.
 func (l *sessionLease) lapsedNow() bool {
-	lapsed, _ := l.lapsed(time.Now())
+	now := time.Now()
+	if time.Duration(now.UnixNano()-l.lastNano.Load()) <= l.timeout {
+		return false
+	}
+	lapsed, _ := l.lapsed(now)
 	return lapsed
 }
 
