@@ -30,6 +30,7 @@ type Handler struct {
 	validation inventory.ValidationOptions
 	logger     *slog.Logger
 	stats      Stats
+	effects    EffectsOptions
 	// report hears every call to a dependency (ReportDependenciesTo).
 	report func(ctx context.Context, dependency string, took time.Duration, err error)
 }
@@ -82,6 +83,10 @@ func (h *Handler) database(ctx context.Context, start time.Time, err error) {
 	h.report(ctx, messages.DependencyDatabase, time.Since(start), err)
 }
 
+// WriteEffects turns on the messages the handler writes to the outbox with
+// the event's rows (call before the first Handle).
+func (h *Handler) WriteEffects(o EffectsOptions) { h.effects = o }
+
 // Stats returns the handler's counters.
 func (h *Handler) Stats() *Stats { return &h.stats }
 
@@ -109,6 +114,12 @@ func (h *Handler) Stats() *Stats { return &h.stats }
 // have; an older event evaluates the stored profile too, when that is due,
 // before it is skipped.
 func (h *Handler) Handle(ctx context.Context, r *consumer.Record) error {
+	t := &upload{taken: time.Now()}
+	err := h.handle(ctx, r, t)
+	return h.finishStatus(ctx, r, t, err)
+}
+
+func (h *Handler) handle(ctx context.Context, r *consumer.Record, t *upload) error {
 	headerBytes := 0
 	for _, hd := range r.Headers {
 		headerBytes += len(hd.Key) + len(hd.Value)
@@ -143,13 +154,16 @@ func (h *Handler) Handle(ctx context.Context, r *consumer.Record) error {
 	// Before anything is fetched or stored: an upload far ahead of the
 	// clock, once applied, would have its host's correct uploads skipped
 	// as older until the clock caught up.
+	if ev.RequestID != "" {
+		t.requestID, t.orgID, t.hostID = ev.RequestID, ev.OrgID(), ev.HostID()
+	}
 	if err := inventory.CheckEventTime(at, time.Now(), h.validation); err != nil {
 		return err
 	}
-	return h.upload(ctx, ev, at)
+	return h.upload(ctx, ev, at, t)
 }
 
-func (h *Handler) upload(ctx context.Context, ev *inventory.InventoryEvent, at time.Time) error {
+func (h *Handler) upload(ctx context.Context, ev *inventory.InventoryEvent, at time.Time, t *upload) error {
 	host := ev.Host
 	profile := host.SystemProfile
 	if profile == nil {
@@ -173,18 +187,20 @@ func (h *Handler) upload(ctx context.Context, ev *inventory.InventoryEvent, at t
 	if check.Apply {
 		// VMaaS first, then the profile and its evaluation in one
 		// transaction: one commit, and one WAL flush, per event.
-		t := evaluationTarget{packages: u.Packages, repos: u.Repos, modules: u.Modules, arch: u.Arch, releasever: u.Releasever}
-		e, err := h.ask(ctx, host.ID, t)
+		target := evaluationTarget{packages: u.Packages, repos: u.Repos, modules: u.Modules, arch: u.Arch, releasever: u.Releasever}
+		e, err := h.ask(ctx, host.ID, target)
 		if err != nil {
 			return err
 		}
+		e.Effects = h.evaluationEffects(ev, e, t)
 		start := time.Now()
-		res, err = h.store.StoreEvaluatedSystem(ctx, u, e, check)
+		res, err = h.store.StoreEvaluatedSystem(ctx, u, e.Evaluation, check)
 		h.database(ctx, start, err)
 		if err != nil {
 			return fmt.Errorf("store host %s: %w", host.ID, err)
 		}
 		if res.Applied {
+			t.written = t.statuses
 			h.stats.Uploads.Add(1)
 			h.stats.Evaluations.Add(1)
 			if len(u.Packages) == 0 {
@@ -218,7 +234,7 @@ func (h *Handler) upload(ctx context.Context, ev *inventory.InventoryEvent, at t
 		if err != nil {
 			return fmt.Errorf("load host %s: %w", host.ID, err)
 		}
-		evaluated = h.evaluate(ctx, host.ID, res, evaluationTarget{packages: st.Packages, repos: st.Repos, modules: st.Modules, arch: st.Arch, releasever: st.Releasever})
+		evaluated = h.evaluate(ctx, ev, res, evaluationTarget{packages: st.Packages, repos: st.Repos, modules: st.Modules, arch: st.Arch, releasever: st.Releasever})
 		if _, skipped := messages.SkipReasonOf(evaluated); evaluated != nil && !skipped {
 			return evaluated
 		}
@@ -264,9 +280,9 @@ type evaluationTarget struct {
 // ask asks VMaaS about t. A profile without packages is not sent: nothing
 // can apply to it, so its evaluation is empty (advisories of an earlier
 // profile go).
-func (h *Handler) ask(ctx context.Context, hostID string, t evaluationTarget) (persistence.Evaluation, error) {
+func (h *Handler) ask(ctx context.Context, hostID string, t evaluationTarget) (answer, error) {
 	if len(t.packages) == 0 {
-		return persistence.Evaluation{}, nil
+		return answer{}, nil
 	}
 	req := &clients.UpdatesRequest{Releasever: t.releasever, Basearch: t.arch}
 	req.PackageList = make([]string, 0, len(t.packages))
@@ -281,22 +297,33 @@ func (h *Handler) ask(ctx context.Context, hostID string, t evaluationTarget) (p
 	// applicable.
 	resp, err := h.vmaas.Updates(ctx, req)
 	if err != nil {
-		return persistence.Evaluation{}, fmt.Errorf("evaluate host %s: %w", hostID, err)
+		return answer{}, fmt.Errorf("evaluate host %s: %w", hostID, err)
 	}
-	return Classify(resp, t.repos), nil
+	a := answer{Evaluation: Classify(resp, t.repos)}
+	if h.effects.Remediations {
+		a.updates = installableUpdates(resp, t.repos)
+	}
+	return a, nil
+}
+
+// answer is an evaluation and what its remediation message needs beside.
+type answer struct {
+	persistence.Evaluation
+	updates []string // NEVRAs of the installable updates
 }
 
 // evaluate evaluates t, the profile stored at res.EventTime, and stores the
 // answer (for a stored profile whose evaluation is due). For a profile
 // without packages it returns a skip for ReasonNothingToEvaluate once the
 // empty evaluation is stored.
-func (h *Handler) evaluate(ctx context.Context, hostID string, res persistence.UploadResult, t evaluationTarget) error {
-	e, err := h.ask(ctx, hostID, t)
+func (h *Handler) evaluate(ctx context.Context, ev *inventory.InventoryEvent, res persistence.UploadResult, t evaluationTarget) error {
+	e, err := h.ask(ctx, ev.HostID(), t)
 	if err != nil {
 		return err
 	}
+	e.Effects = h.evaluationEffects(ev, e, nil)
 	start := time.Now()
-	stored, err := h.store.StoreEvaluation(ctx, res.SystemID, res.EventTime, e)
+	stored, err := h.store.StoreEvaluation(ctx, res.SystemID, res.EventTime, e.Evaluation)
 	h.database(ctx, start, err)
 	if err != nil {
 		return fmt.Errorf("store evaluation of system %d: %w", res.SystemID, err)

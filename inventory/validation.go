@@ -304,3 +304,19 @@ func quote(s string) string {
 	}
 	return fmt.Sprintf("%q", s)
 }
+
+// UploadIdentity reads, from an event DecodeInventoryEvent refused, the
+// upload's request id and the host's org and id, for the payload tracker's
+// error status; ok is false when the event is too large (opts), is not
+// JSON of an event, or lacks one of them.
+func UploadIdentity(data []byte, opts ValidationOptions) (requestID, orgID, hostID string, ok bool) {
+	if opts.MaxMessageBytes > 0 && len(data) > opts.MaxMessageBytes {
+		return "", "", "", false
+	}
+	ev, err := decodeEvent(data)
+	if err != nil || ev == nil {
+		return "", "", "", false
+	}
+	requestID, orgID, hostID = ev.RequestID, strings.TrimSpace(ev.OrgID()), ev.HostID()
+	return requestID, orgID, hostID, requestID != "" && orgID != "" && isUUID(hostID)
+}

@@ -73,8 +73,9 @@ var updateEvaluation = `UPDATE system SET` + evaluationSet(2, 11) + `
 		WHERE id = $1`
 
 // StoreEvaluation stores the advisories of the system's profile uploaded at
-// eventTime, in one transaction: the advisory ids and statuses, the counts
-// and the last evaluation. When a newer upload was stored meanwhile, or the
+// eventTime, in one transaction: the advisory ids and statuses, the counts,
+// the last evaluation and e.Effects (which name the host: OrgID and
+// InventoryID). When a newer upload was stored meanwhile, or the
 // host was deleted, it stores nothing: that upload is evaluated on its own.
 // It reports whether it stored.
 func (s *Store) StoreEvaluation(ctx context.Context, systemID int64, eventTime time.Time, e Evaluation) (bool, error) {
@@ -93,8 +94,11 @@ func (s *Store) StoreEvaluation(ctx context.Context, systemID int64, eventTime t
 			return fmt.Errorf("begin: %w", err)
 		}
 		defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-		var lastEvent time.Time
-		err = tx.QueryRowContext(ctx, `SELECT last_event_time FROM system WHERE id = $1 FOR UPDATE`, systemID).Scan(&lastEvent)
+		var (
+			lastEvent time.Time
+			accountID int
+		)
+		err = tx.QueryRowContext(ctx, `SELECT last_event_time, account_id FROM system WHERE id = $1 FOR UPDATE`, systemID).Scan(&lastEvent, &accountID)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil // deleted meanwhile
 		}
@@ -108,6 +112,12 @@ func (s *Store) StoreEvaluation(ctx context.Context, systemID int64, eventTime t
 		if _, err := tx.ExecContext(ctx, updateEvaluation, systemID, true, pq.Array(nonNil(all)), pq.Array(nonNil(installable)),
 			c.installable, c.applicable, c.security, c.bugfix, c.enhancement, c.updatable, eventTime); err != nil {
 			return fmt.Errorf("update system evaluation: %w", err)
+		}
+		if fx := e.Effects; !fx.empty() {
+			w := effectsWrite{e: fx, inventoryID: fx.InventoryID, orgID: fx.OrgID, accountID: accountID, installable: installable, evaluated: true}
+			if err := w.write(ctx, tx, systemID); err != nil {
+				return err
+			}
 		}
 		if err := tx.Commit(); err != nil {
 			return fmt.Errorf("commit: %w", err)

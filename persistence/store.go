@@ -62,6 +62,9 @@ type Store struct {
 	deletedTTL time.Duration
 	ids        *idCache
 	schema     Schema
+	// url is what Open was given, for OpenOutbox's pool; never logged.
+	url     string
+	secrets []string
 }
 
 // Schema is what Open found of the schema and did to it.
@@ -105,7 +108,8 @@ func Open(ctx context.Context, url string, pool PoolSettings) (*Store, error) {
 	if ttl <= 0 {
 		ttl = DefaultPoolSettings().DeletedTTL
 	}
-	return &Store{db: db, admit: newAdmission(pool.MaxOpen), health: h, deletedTTL: ttl, ids: newIDCache(pool.IDCacheSize), schema: schema}, nil
+	return &Store{db: db, admit: newAdmission(pool.MaxOpen), health: h, deletedTTL: ttl, ids: newIDCache(pool.IDCacheSize), schema: schema,
+		url: url, secrets: secrets}, nil
 }
 
 // DefaultConnectTimeout bounds opening a connection of the pool (the dial

@@ -125,6 +125,10 @@ func (s *Store) store(ctx context.Context, u SystemUpload, e *Evaluation, absent
 			advIDs, installableIDs = ev.ids(ids)
 		}
 		w := systemWrite{accountID: accountID, u: &u, sum: sum, pkgIDs: pkgIDs, ev: ev, advIDs: advIDs, installableIDs: installableIDs}
+		if e != nil && !e.Effects.empty() {
+			w.fx = effectsWrite{e: e.Effects, inventoryID: u.InventoryID, orgID: u.OrgID, accountID: accountID,
+				installable: installableIDs, evaluated: true}
+		}
 		if absent {
 			id, err := w.insertLocked(ctx, conn)
 			if err != nil {
@@ -136,7 +140,7 @@ func (s *Store) store(ctx context.Context, u SystemUpload, e *Evaluation, absent
 			}
 			// Stored meanwhile, or deleted: the transaction below decides.
 		} else {
-			id, err := w.updateIfNewer(ctx, conn)
+			id, err := w.updateIfNewerWithEffects(ctx, conn)
 			if err != nil {
 				return err
 			}
@@ -171,6 +175,9 @@ type systemWrite struct {
 	ev             *evaluationRow // nil: the profile alone, not evaluated
 	advIDs         []int32
 	installableIDs []int32
+	// fx are the evaluation's effects, written in the transaction that
+	// applies the upload (zero: none).
+	fx effectsWrite
 }
 
 // hostLockClass names patchflow's space of advisory locks, one per host
@@ -208,6 +215,11 @@ func (w *systemWrite) insertLocked(ctx context.Context, conn *sql.Conn) (int64, 
 	id, err := w.insert(ctx, tx)
 	if err != nil {
 		return 0, err
+	}
+	if id != 0 {
+		if err := w.fx.write(ctx, tx, id); err != nil {
+			return 0, err
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return 0, fmt.Errorf("commit: %w", err)
@@ -282,6 +294,9 @@ func (w *systemWrite) apply(ctx context.Context, tx *sql.Tx) (UploadResult, erro
 			return UploadResult{}, err
 		}
 		if id != 0 {
+			if err := w.fx.write(ctx, tx, id); err != nil {
+				return UploadResult{}, err
+			}
 			return UploadResult{SystemID: id, Applied: true, NeedsEvaluation: w.ev == nil, EventTime: u.EventTime}, nil
 		}
 		var deleted bool
@@ -305,6 +320,9 @@ func (w *systemWrite) apply(ctx context.Context, tx *sql.Tx) (UploadResult, erro
 	if err := w.update(ctx, tx, id); err != nil {
 		return UploadResult{}, err
 	}
+	if err := w.fx.write(ctx, tx, id); err != nil {
+		return UploadResult{}, err
+	}
 	return UploadResult{SystemID: id, Applied: true, NeedsEvaluation: w.ev == nil, EventTime: u.EventTime}, nil
 }
 
@@ -326,7 +344,7 @@ func (w *systemWrite) update(ctx context.Context, tx *sql.Tx, id int64) error {
 // 0 when it wrote nothing (the transaction then finds out why). A
 // concurrent update of the row makes PostgreSQL check the condition again
 // on the row's newest version.
-func (w *systemWrite) updateIfNewer(ctx context.Context, conn *sql.Conn) (int64, error) {
+func (w *systemWrite) updateIfNewer(ctx context.Context, conn rowQueryer) (int64, error) {
 	var id int64
 	args := append(w.updateArgs(w.u.InventoryID), w.accountID)
 	err := conn.QueryRowContext(ctx, updateNewerSystem, args...).Scan(&id)
@@ -335,6 +353,36 @@ func (w *systemWrite) updateIfNewer(ctx context.Context, conn *sql.Conn) (int64,
 	}
 	if err != nil {
 		return 0, fmt.Errorf("update system: %w", err)
+	}
+	return id, nil
+}
+
+// rowQueryer runs a query of one row: a connection or a transaction.
+type rowQueryer interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// updateIfNewerWithEffects is updateIfNewer, and the effects written in
+// its transaction when there are any (without, the update commits by
+// itself: one round trip).
+func (w *systemWrite) updateIfNewerWithEffects(ctx context.Context, conn *sql.Conn) (int64, error) {
+	if w.fx.e.empty() {
+		return w.updateIfNewer(ctx, conn)
+	}
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	id, err := w.updateIfNewer(ctx, tx)
+	if err != nil || id == 0 {
+		return 0, err
+	}
+	if err := w.fx.write(ctx, tx, id); err != nil {
+		return 0, err
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("commit: %w", err)
 	}
 	return id, nil
 }

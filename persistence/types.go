@@ -154,6 +154,9 @@ type AdvisoryResult struct {
 type Evaluation struct {
 	Advisories        []AdvisoryResult
 	PackagesUpdatable int
+	// Effects are the messages storing it writes to the outbox, in the
+	// same transaction; nil: none.
+	Effects *Effects
 }
 
 // sortedUnique never returns nil: a nil slice would be stored as NULL in a

@@ -149,6 +149,19 @@ func Parse(args []string, lookup func(string) (string, bool), exts ...Extension)
 	s.Bool(&d.Pool.Prepared, "DB_PREPARED_STATEMENTS", "db-prepared-statements", true,
 		"prepare the statements every event runs once on each database connection, so PostgreSQL parses and plans them once per connection, not per call (planning was about a quarter of its CPU per re-check-in). "+
 			"Turn off behind a pooler in transaction mode that does not track prepared statements (PgBouncer before 1.21, or with `max_prepared_statements = 0`): there a call could run another connection's statement of the same name")
+	fx := &d.Effects
+	s.Bool(&fx.Kinds.Remediations, "REMEDIATIONS", "remediations", true,
+		"publish each host's remediation state (its advisories and installable update NEVRAs) when an evaluation changes it, to `REMEDIATIONS_TOPIC`, through the outbox (docs/architecture.md, \"Effects: the outbox\")")
+	s.String(&fx.RemediationsTopic, "REMEDIATIONS_TOPIC", "remediations-topic", DefaultRemediationsTopic, "topic of the remediation state messages (keyed by host id)", nonEmpty)
+	s.Bool(&fx.Kinds.Notifications, "NOTIFICATIONS", "notifications", true,
+		"notify each org once per advisory that becomes installable on one of its hosts (platform notification v1.1.0, `new-advisory`), to `NOTIFICATIONS_TOPIC`, through the outbox")
+	s.String(&fx.NotificationsTopic, "NOTIFICATIONS_TOPIC", "notifications-topic", DefaultNotificationsTopic, "topic of the notifications (keyed by org id)", nonEmpty)
+	s.Bool(&fx.Kinds.PayloadStatus, "PAYLOAD_TRACKER", "payload-tracker", true,
+		"report `received`, then `success` or `error` with the reason, for each upload carrying a `request_id` and an `org_id`, to `PAYLOAD_TRACKER_TOPIC`, through the outbox")
+	s.String(&fx.PayloadStatusTopic, "PAYLOAD_TRACKER_TOPIC", "payload-tracker-topic", DefaultPayloadStatusTopic, "topic of the payload statuses (keyed by host id, so one host's come in order)", nonEmpty)
+	s.Duration(&fx.Interval, "OUTBOX_INTERVAL", "outbox-interval", time.Second, 10*time.Millisecond,
+		"the outbox relay publishes at least this often, besides at each commit that wrote to the outbox (LISTEN/NOTIFY); it also reads the backlog (`patchflow_outbox_pending`, `patchflow_outbox_oldest_seconds`) this often")
+	s.Int(&fx.Batch, "OUTBOX_BATCH", "outbox-batch", 500, 1, "most outbox messages one relay round claims and publishes")
 	s.Duration(&d.Pool.DeletedTTL, "DELETED_SYSTEM_TTL", "deleted-system-ttl", 24*time.Hour, time.Minute, "how long a deleted host is remembered, so a late event for it does not resurrect it")
 	s.SecretURL(&d.VMaaSURL, "VMAAS_URL", "vmaas-url", "VMaaS base URL (`http` or `https`, with a host, no query); the listener calls `POST /api/v3/updates`. A password in it is shown as `xxxxx`, in settings and errors alike", checkURL)
 	s.ShowDefault("vmaas-url", "(required by `evaluate`)")
@@ -195,6 +208,7 @@ func Parse(args []string, lookup func(string) (string, bool), exts ...Extension)
 	if err := s.Parse(args, lookup); err != nil {
 		return nil, s, err
 	}
+	cfg.Domain.Effects.DrainTimeout = p.DrainTimeout
 
 	switch strings.TrimSpace(brokers) {
 	case "":

@@ -28,6 +28,8 @@ type DomainConfig struct {
 	InventoryURL     string
 	InventoryTimeout time.Duration
 	Validation       inventory.ValidationOptions
+	// Effects are the messages published through the outbox.
+	Effects EffectsConfig
 }
 
 // Domain is a running handler and what it holds open.
@@ -42,6 +44,9 @@ type Domain struct {
 	Extra any
 	// Closer, when set, releases what the handler holds.
 	Closer func()
+	// effects and relay: the outbox's relay (StartEffects).
+	effects EffectsConfig
+	relay   *effectsRelay
 }
 
 // Ping checks the database; nil without one.
@@ -52,8 +57,13 @@ func (d *Domain) Ping(ctx context.Context) error {
 	return d.Store.Ping(ctx)
 }
 
-// Close releases the handler's connections.
+// Close stops the outbox relay (after publishing what waits, within its
+// drain timeout) and releases the handler's connections.
 func (d *Domain) Close() {
+	if d.relay != nil {
+		d.relay.close()
+		d.relay = nil
+	}
 	if d.Closer != nil {
 		d.Closer()
 	}
@@ -90,12 +100,13 @@ func NewDomain(ctx context.Context, cfg *Config, logger *slog.Logger) (*Domain, 
 		}
 	}
 	h := evaluation.New(store, vmaas, inventory, d.Validation, logger)
+	h.WriteEffects(d.Effects.Kinds)
 	if sc := store.Schema(); sc.Applied {
 		logger.Info("database ready; schema migrated", "schema_version", sc.Version)
 	} else {
 		logger.Info("database ready; schema current", "schema_version", sc.Version)
 	}
-	return &Domain{Handler: h, Store: store, Evaluator: h, PingVMaaS: vmaas.Ping, Closer: func() {
+	return &Domain{Handler: h, Store: store, Evaluator: h, PingVMaaS: vmaas.Ping, effects: d.Effects, Closer: func() {
 		vmaas.CloseIdleConnections()
 		if inventory != nil {
 			inventory.CloseIdleConnections()

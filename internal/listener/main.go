@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 
+	"github.com/patchflow/patchflow/actors"
 	"github.com/patchflow/patchflow/internal/settings"
 	"github.com/patchflow/patchflow/internal/telemetry"
 	"github.com/patchflow/patchflow/internal/version"
@@ -52,7 +54,23 @@ func Main(args []string, stdout, stderr io.Writer, exts ...Extension) int {
 		return 1
 	}
 	defer domain.Close()
-	if err := Run(ctx, cfg, domain.Handler, logger, Hooks{Metrics: metrics, Ping: domain.Ping, PingVMaaS: domain.PingVMaaS, Settings: settingsOf(set.Effective())}); err != nil {
+	var relayOnce sync.Once // one relay per process, whatever the members
+	hooks := Hooks{Metrics: metrics, Ping: domain.Ping, PingVMaaS: domain.PingVMaaS, Settings: settingsOf(set.Effective()),
+		// The brokers are known once the consumer runs (an embedded one
+		// starts in Run); the relay stops in domain.Close, after the drain.
+		Started: func(*actors.Bridge) {
+			relayOnce.Do(func() {
+				k := cfg.Kafka
+				k.Brokers = cfg.Brokers
+				if err := domain.StartEffects(k, logger); err != nil {
+					logger.Error("outbox relay failed to start; messages wait in the outbox", "error", err)
+				}
+				if err := metrics.AttachRelay(domain.Relay); err != nil {
+					logger.Warn("outbox metrics", "error", err)
+				}
+			})
+		}}
+	if err := Run(ctx, cfg, domain.Handler, logger, hooks); err != nil {
 		logger.Error("listener failed", "error", err)
 		return 1
 	}

@@ -8,6 +8,7 @@ package telemetry
 import (
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,6 +34,8 @@ type Metrics struct {
 	drains                         *prometheus.HistogramVec
 	claims                         *prometheus.CounterVec
 	buildInfo                      prometheus.Gauge
+	// relay is the outbox relay's source (AttachRelay); nil before.
+	relay atomic.Pointer[relaySource]
 }
 
 // handlerBuckets are the upper bounds of patchflow_handler_duration_seconds:

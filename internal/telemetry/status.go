@@ -28,6 +28,8 @@ type Status struct {
 	Totals actors.StatsSnapshot `json:"totals"`
 	// Concurrency is the process-wide in-flight limit.
 	Concurrency ConcurrencyStatus `json:"concurrency"`
+	// Outbox is the outbox relay's state; absent without a relay.
+	Outbox *OutboxStatus `json:"outbox,omitempty"`
 	// Settings is the effective configuration, secrets redacted.
 	Settings []Setting `json:"settings"`
 }
@@ -116,6 +118,7 @@ type statusSource struct {
 	// validationReasons are shown at 0 before their first dead letter.
 	validationReasons []messages.Reason
 	settings          []Setting
+	outbox            func() *OutboxStatus // nil: no relay line
 	prev              map[[2]any]int64
 	prevAt            time.Time
 }
@@ -130,6 +133,9 @@ func (s *statusSource) snapshot() Status {
 	st := Status{Now: now, Ready: ok, Why: why, Totals: s.ready.Bridge.Stats().Snapshot(),
 		Partitions: []PartitionStatus{}, Settings: append([]Setting{}, s.settings...)}
 	st.Totals.DeadLetteredByReason = deadLetteredByReason(st.Totals, s.validationReasons)
+	if s.outbox != nil {
+		st.Outbox = s.outbox()
+	}
 	c := s.ready.Bridge.Concurrency()
 	st.Concurrency = ConcurrencyStatus{Mode: c.Mode, Law: c.Law, Limit: c.Limit, Floor: c.Floor, Ceiling: c.Ceiling,
 		PerPartition: s.ready.Bridge.Settings().InFlightPerPartition, InFlight: int(st.Totals.InFlight),
@@ -207,6 +213,7 @@ td,th{border:1px solid #ccc;padding:.3em .7em;text-align:right}th{background:#f3
 <p>Readiness: {{if .Ready}}<b class="ok">ready</b>{{else}}<b class="bad">not ready</b>: {{.Why}}{{end}} &middot; {{.Now.Format "15:04:05"}} &middot; refreshes every 2 s &middot; <a href="status.json">JSON</a></p>
 {{with .Concurrency}}<p id="concurrency">Concurrency: <b>{{.Mode}}</b>{{if eq .Mode "adaptive"}} ({{.Law}}){{end}} &middot; in flight {{.InFlight}} of the limit {{.Limit}}{{if eq .Mode "adaptive"}} (floor {{.Floor}}, ceiling G {{.Ceiling}}){{else}} (G){{end}} &middot; at most S {{.PerPartition}} per partition{{if eq .Mode "adaptive"}}{{if .SlowStart}} &middot; slow start{{end}}{{if .Probing}} &middot; probing the baseline{{end}} &middot; handler latency {{printf "%.1f" (ms .Latency)}} ms against a no-load baseline of {{printf "%.1f" (ms .Baseline)}} ms &middot; estimated queue {{printf "%.1f" .Queue}}{{end}}</p>{{end}}
 <p id="totals">Succeeded {{.Totals.Succeeded}} &middot; skipped {{.Totals.Skipped}} &middot; dead-lettered {{.Totals.DeadLettered}} &middot; retried {{.Totals.Retried}} ({{.Totals.RetriedOwn}} own failures, {{.Totals.RetriedShared}} shared, {{.Totals.RetriedHeld}} held for want of evidence) &middot; panics {{.Totals.Panics}} &middot; dead-letter write failures {{.Totals.DeadLetterWriteFailures}} &middot; resumed {{.Totals.Resumed}} (finished by an earlier owner, not run again) &middot; abandoned {{.Totals.Abandoned}} &middot; fenced {{.Totals.Fenced}}</p>
+{{with .Outbox}}<p id="outbox">Outbox: <b{{if or .LastError (ge .OldestSeconds 60.0)}} class="bad"{{end}}>{{.Pending}} waiting</b>, the oldest {{printf "%.1f" .OldestSeconds}} s old &middot; published {{.Published}} &middot; failed {{.Failed}}{{with .HeldKinds}} &middot; held after a refusal: {{range .}}{{.}} {{end}}{{end}}{{with .LastError}} &middot; <b class="bad">last round: {{.}}</b>{{end}}</p>{{end}}
 <table id="partitions"><tr><th>topic</th><th>partition</th><th>generation</th><th>committed</th><th>admitted</th><th>high watermark</th><th>lag</th><th>in flight / S</th><th>oldest unfinished offset</th><th>its key</th><th>its age (s)</th><th>records/s</th><th>trouble</th></tr>
 {{range .Partitions}}<tr class="partition"><td class="l">{{.Topic}}</td><td>{{.Partition}}</td><td>{{.Generation}}</td><td>{{with .Committed}}{{.}}{{else}}none{{end}}</td><td>{{with .Admitted}}{{.}}{{else}}none{{end}}</td><td>{{.HighWatermark}}</td><td>{{.Lag}}</td><td>{{.InFlight}} / {{.InFlightLimit}}{{with .CreditWaitSeconds}}{{if ge (seconds .) 1.0}}, waiting {{printf "%.0f" (seconds .)}} s for a credit{{end}}{{end}}</td><td>{{with .PinnedOffset}}{{.}}{{end}}</td><td class="l">{{.PinnedKey}}</td><td>{{printf "%.1f" .PinnedSeconds}}</td><td>{{printf "%.0f" .RecordsPerSec}}</td><td class="l">{{if .Held}}<b class="bad">{{.Held}} held</b>: failing, nothing to judge by (docs/deploy.md, "Held records"). {{end}}{{if .Overdue}}<b class="bad">{{.Overdue}} overdue</b>: a handler running past its deadline. {{end}}{{with .DeadLetterBlocked}}<b class="bad">dead-letter write of offset {{.Offset}} failing for {{printf "%.0f" .Seconds}} s ({{.Writes}} writes): {{.Error}}</b>{{else}}{{$limit := .SpanLimit}}{{with .SpanBlockedSeconds}}<b class="bad">span-blocked for {{printf "%.0f" (seconds .)}} s</b>: nothing is admitted {{$limit}} offsets past the oldest unfinished offset. {{end}}{{.PinnedFailure}}{{end}}{{with .UnconfirmedSeconds}} <b class="bad">unconfirmed for {{printf "%.0f" (seconds .)}} s</b>: the group's coordinator has not confirmed this member for a session timeout; nothing is admitted until it does.{{end}}</td></tr>
 {{else}}<tr><td colspan="13" class="l">no partition claimed</td></tr>{{end}}
@@ -230,7 +237,10 @@ td,th{border:1px solid #ccc;padding:.3em .7em;text-align:right}th{background:#f3
 // validation are the handler's validation reasons, shown at 0 before their
 // first dead letter (Metrics.KnowReasons).
 func StatusHandlers(ready *Readiness, settings []Setting, validation []messages.Reason) (html, js http.Handler) {
-	src := &statusSource{ready: ready, settings: settings, validationReasons: validation}
+	return statusHandlers(&statusSource{ready: ready, settings: settings, validationReasons: validation})
+}
+
+func statusHandlers(src *statusSource) (html, js http.Handler) {
 	html = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		_ = statusPage.Execute(w, src.snapshot())

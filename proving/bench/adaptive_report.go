@@ -292,7 +292,7 @@ func (r *Report) roundsText() string {
 	}
 	text += fmt.Sprintf(". Each but the unloaded one handles %d events over half as many hosts", events)
 	if forgotten {
-		text += "; before each, the hosts the runs before it stored are deleted (`TRUNCATE system, deleted_system`; accounts, packages and advisories stay), so that each starts on the same database, not on one the runs before it grew"
+		text += "; before each, the hosts the runs before it stored are deleted (`TRUNCATE system, deleted_system, remediation_state, outbox`; accounts, packages and advisories stay), so that each starts on the same database, not on one the runs before it grew"
 	}
 	return text
 }

@@ -268,7 +268,7 @@ func TestRoundsTextSaysWhatTheRunsRecorded(t *testing.T) {
 			r.EndToEnd = append(r.EndToEnd, e)
 		}
 	}
-	const claim = "TRUNCATE system, deleted_system"
+	const claim = "TRUNCATE system, deleted_system, remediation_state, outbox"
 	if text := r.roundsText(); strings.Contains(text, claim) || !strings.Contains(text, "These run in 3 rounds") {
 		t.Errorf("runs that did not delete the hosts before them: %q", text)
 	}

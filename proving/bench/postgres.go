@@ -204,8 +204,9 @@ func dropDatabase(ctx context.Context, admin, name string) error {
 	return nil
 }
 
-// forgetSystems deletes every host stored in the database at url (TRUNCATE
-// system, deleted_system) and keeps the rows hosts share (accounts,
+// forgetSystems deletes every host stored in the database at url, and the
+// outbox's messages and remediation states of them (TRUNCATE system,
+// deleted_system, remediation_state, outbox), and keeps the rows hosts share (accounts,
 // packages, advisories), so that each run of the adaptive comparison starts
 // on the same database: otherwise each met one grown by the runs before it
 // (15 runs of 2,000 hosts), slower for the later ones whatever their
@@ -223,7 +224,7 @@ func forgetSystems(ctx context.Context, url string) error {
 	if !migrated {
 		return nil
 	}
-	if _, err := db.ExecContext(ctx, `TRUNCATE system, deleted_system`); err != nil {
+	if _, err := db.ExecContext(ctx, `TRUNCATE system, deleted_system, remediation_state, outbox`); err != nil {
 		return fmt.Errorf("forget the stored hosts: %w", err)
 	}
 	return nil

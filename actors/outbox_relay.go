@@ -1,0 +1,369 @@
+package actors
+
+// OutboxRelay protocol
+//
+//	in  relayWake        from Relay's ticker, the store's LISTEN, a round that filled its batch: claim a batch
+//	in  relayRoundDone   from the round's goroutine: what it published, whether the outbox may hold more
+//	in  relayBacklog     from the backlog goroutine: pending messages and the oldest one's age
+//	in  relayDrain       from Relay.Stop: publish what waits, then answer on done
+//	out OutboxStore.Claim / OutboxPublisher.Publish / finish, from one round goroutine at a time
+//	out RelayState       published for /status and metrics (Relay.State)
+//
+// One OutboxRelay lives per process, beside the partition actors: it
+// publishes what the records' transactions wrote to the outbox. A round
+// claims up to Batch of the oldest messages (the store holds their ordering
+// keys from other relays until the round ends), publishes them, and deletes
+// those the broker acknowledged; the actor runs one round at a time, and
+// wakes for the next on a notification, on its timer, or at once when the
+// round was full. The actor owns the round's schedule and the backoff of a
+// kind whose topic refuses it; the store and the producer do the I/O.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/patchflow/patchflow/messages"
+)
+
+// OutboxStore is where the relay reads the outbox (persistence.Outbox).
+type OutboxStore interface {
+	// Claim takes up to max of the oldest messages not of the kinds
+	// exclude, each ordering key's in id order, held from other relays
+	// until finish; finish deletes published and ends the claim, and is
+	// called once whenever Claim returned no error.
+	Claim(ctx context.Context, max int, exclude []messages.OutboxKind) ([]messages.OutboxMessage, func(ctx context.Context, published []int64) error, error)
+	Backlog(ctx context.Context) (messages.OutboxBacklog, error)
+}
+
+// OutboxPublisher publishes outbox messages (KafkaOutboxPublisher).
+type OutboxPublisher interface {
+	// Publish sends msgs and returns, for each, nil once the broker
+	// acknowledged it or the reason it did not. It returns only when every
+	// message has its answer, so that no message of a round is still on
+	// its way when the round's keys are released.
+	Publish(msgs []messages.OutboxMessage) []error
+}
+
+// RelayConfig is what a Relay needs.
+type RelayConfig struct {
+	Store     OutboxStore
+	Publisher OutboxPublisher
+	// Wake, when set, receives a value when the outbox was written
+	// (persistence.Outbox.Listen).
+	Wake <-chan struct{}
+	// Interval is the timer: a round at least this often (0: 1 s), and the
+	// backlog read this often.
+	Interval time.Duration
+	// Batch is the most messages one round claims (0: 500).
+	Batch int
+	// KindBackoff is how long a kind whose topic refused a message is left
+	// out of the rounds before it is tried again (0: 5 s), so a missing
+	// topic holds its own messages, not the others'.
+	KindBackoff time.Duration
+	// StoreTimeout bounds each of the round's calls to the store (0: 10 s).
+	StoreTimeout time.Duration
+	Logger       *slog.Logger
+}
+
+// RelayState is what the relay did and sees.
+type RelayState struct {
+	Backlog messages.OutboxBacklog
+	// BacklogAt is when Backlog was read; zero before the first read.
+	BacklogAt time.Time
+	// Published and Failed count messages acknowledged and refused.
+	Published, Failed int64
+	// Rounds counts the rounds run.
+	Rounds int64
+	// LastError is the last round's failure; empty after a clean round.
+	LastError string
+	// HeldKinds are the kinds left out for KindBackoff after a refusal.
+	HeldKinds []messages.OutboxKind
+}
+
+// Relay is a running OutboxRelay.
+type Relay struct {
+	system *actor.ActorSystem
+	pid    *actor.PID
+	state  *atomic.Pointer[RelayState]
+	stop   chan struct{}
+	ticker *time.Ticker
+}
+
+type (
+	relayWake      struct{}
+	relayRoundDone struct {
+		published, failed int
+		full              bool
+		refused           []messages.OutboxKind
+		err               error
+	}
+	relayBacklog struct {
+		b   messages.OutboxBacklog
+		at  time.Time
+		err error
+	}
+	relayDrain struct {
+		ctx  context.Context
+		done chan error
+	}
+)
+
+// StartRelay spawns the relay in system and starts its timer.
+func StartRelay(system *actor.ActorSystem, cfg RelayConfig) (*Relay, error) {
+	if cfg.Store == nil || cfg.Publisher == nil {
+		return nil, errors.New("outbox relay: a store and a publisher are needed")
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Second
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 500
+	}
+	if cfg.KindBackoff <= 0 {
+		cfg.KindBackoff = 5 * time.Second
+	}
+	if cfg.StoreTimeout <= 0 {
+		cfg.StoreTimeout = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	r := &Relay{system: system, state: &atomic.Pointer[RelayState]{}, stop: make(chan struct{}), ticker: time.NewTicker(cfg.Interval)}
+	r.state.Store(&RelayState{})
+	a := &relayActor{cfg: cfg, state: r.state, held: map[messages.OutboxKind]time.Time{}}
+	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a }), "outbox-relay")
+	if err != nil {
+		r.ticker.Stop()
+		return nil, fmt.Errorf("outbox relay: %w", err)
+	}
+	r.pid = pid
+	go r.pump(cfg.Wake)
+	system.Root.Send(pid, relayWake{})
+	return r, nil
+}
+
+// pump turns the timer and the store's notifications into wakes until Stop.
+func (r *Relay) pump(wake <-chan struct{}) {
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-r.ticker.C:
+		case <-wake:
+		}
+		r.system.Root.Send(r.pid, relayWake{})
+	}
+}
+
+// State returns what the relay did and sees.
+func (r *Relay) State() RelayState { return *r.state.Load() }
+
+// Stop publishes what waits in the outbox, round after round, until a
+// round finds nothing to publish or ctx ends, then stops the relay. It
+// returns the last round's error, or ctx's.
+func (r *Relay) Stop(ctx context.Context) error {
+	close(r.stop)
+	r.ticker.Stop()
+	done := make(chan error, 1)
+	r.system.Root.Send(r.pid, relayDrain{ctx: ctx, done: done})
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	// Poison waits for the round in flight: its keys are released before
+	// the process goes on to close the store.
+	_ = r.system.Root.PoisonFuture(r.pid).Wait()
+	return err
+}
+
+type relayActor struct {
+	cfg       RelayConfig
+	state     *atomic.Pointer[RelayState]
+	running   bool // a round is in flight
+	again     bool // a wake came during the round
+	reading   bool // a backlog read is in flight
+	lastRead  time.Time
+	held      map[messages.OutboxKind]time.Time // kind → until when it is left out
+	drain     *relayDrain
+	roundDone chan struct{} // closed when the round in flight ends
+}
+
+func (a *relayActor) Receive(c actor.Context) {
+	switch m := c.Message().(type) {
+	case relayWake:
+		a.wake(c)
+	case relayRoundDone:
+		a.roundFinished(c, m)
+	case relayBacklog:
+		a.reading = false
+		a.update(func(s *RelayState) {
+			if m.err == nil {
+				s.Backlog, s.BacklogAt = m.b, m.at
+			}
+		})
+	case relayDrain:
+		a.drain = &m
+		a.wake(c)
+	case *actor.Stopping:
+		if a.running {
+			<-a.roundDone // its keys are held until it ends
+		}
+	}
+}
+
+func (a *relayActor) wake(c actor.Context) {
+	now := time.Now()
+	if !a.reading && now.Sub(a.lastRead) >= a.cfg.Interval {
+		a.reading, a.lastRead = true, now
+		self, root := c.Self(), c.ActorSystem().Root
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), a.cfg.StoreTimeout)
+			defer cancel()
+			b, err := a.cfg.Store.Backlog(ctx)
+			root.Send(self, relayBacklog{b: b, at: time.Now(), err: err})
+		}()
+	}
+	if a.running {
+		a.again = true
+		return
+	}
+	a.startRound(c, now)
+}
+
+func (a *relayActor) startRound(c actor.Context, now time.Time) {
+	var exclude []messages.OutboxKind
+	for k, until := range a.held {
+		if now.Before(until) {
+			exclude = append(exclude, k)
+		} else {
+			delete(a.held, k)
+		}
+	}
+	a.running, a.again = true, false
+	a.roundDone = make(chan struct{})
+	self, root, done := c.Self(), c.ActorSystem().Root, a.roundDone
+	cfg := a.cfg
+	go func() {
+		defer close(done)
+		root.Send(self, runRelayRound(cfg, exclude))
+	}()
+}
+
+func (a *relayActor) roundFinished(c actor.Context, m relayRoundDone) {
+	a.running = false
+	now := time.Now()
+	for _, k := range m.refused {
+		a.held[k] = now.Add(a.cfg.KindBackoff)
+	}
+	a.update(func(s *RelayState) {
+		s.Published += int64(m.published)
+		s.Failed += int64(m.failed)
+		s.Rounds++
+		s.LastError = ""
+		if m.err != nil {
+			s.LastError = m.err.Error()
+		}
+		s.HeldKinds = s.HeldKinds[:0:0]
+		for k, until := range a.held {
+			if now.Before(until) {
+				s.HeldKinds = append(s.HeldKinds, k)
+			}
+		}
+	})
+	if m.err != nil {
+		a.cfg.Logger.Warn("outbox relay: round failed; the messages wait in the outbox", "error", m.err,
+			"published", m.published, "refused", m.failed)
+	}
+	if d := a.drain; d != nil {
+		// Draining: go on while rounds publish and the caller waits.
+		if m.published > 0 && m.err == nil && d.ctx.Err() == nil {
+			a.startRound(c, now)
+			return
+		}
+		d.done <- m.err
+		a.drain = nil
+		return
+	}
+	if m.full || a.again {
+		a.startRound(c, now)
+	}
+}
+
+func (a *relayActor) update(f func(*RelayState)) {
+	s := *a.state.Load()
+	f(&s)
+	a.state.Store(&s)
+}
+
+// runRelayRound claims a batch, publishes it and deletes what the broker
+// acknowledged. For each ordering key it deletes the messages up to its
+// first refused one: that one and every later one of its key are published
+// again by a later round, so the last copy of each key's messages comes in
+// id order.
+func runRelayRound(cfg RelayConfig, exclude []messages.OutboxKind) relayRoundDone {
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.StoreTimeout)
+	msgs, finish, err := cfg.Store.Claim(ctx, cfg.Batch, exclude)
+	cancel()
+	if err != nil {
+		return relayRoundDone{err: fmt.Errorf("claim: %w", err)}
+	}
+	var res relayRoundDone
+	published := []int64(nil)
+	if len(msgs) > 0 {
+		errs := cfg.Publisher.Publish(msgs)
+		published, res = acknowledgedPrefix(msgs, errs)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), cfg.StoreTimeout)
+	defer cancel()
+	if err := finish(ctx, published); err != nil {
+		// Published and not deleted: they go again, with their event ids.
+		res.err = errors.Join(res.err, fmt.Errorf("delete published: %w", err))
+		res.published = 0
+		return res
+	}
+	res.full = len(msgs) >= cfg.Batch
+	return res
+}
+
+// acknowledgedPrefix returns the ids to delete, each key's messages up to
+// its first refused one, and the round's counts.
+func acknowledgedPrefix(msgs []messages.OutboxMessage, errs []error) ([]int64, relayRoundDone) {
+	var (
+		res       relayRoundDone
+		published []int64
+		blocked   = map[string]bool{}
+		refused   = map[messages.OutboxKind]bool{}
+	)
+	for i, m := range msgs {
+		var err error
+		if i < len(errs) {
+			err = errs[i]
+		} else {
+			err = errors.New("no answer from the publisher")
+		}
+		if err != nil {
+			res.failed++
+			blocked[m.OrderingKey] = true
+			if !refused[m.Kind] {
+				refused[m.Kind] = true
+				res.refused = append(res.refused, m.Kind)
+				res.err = errors.Join(res.err, fmt.Errorf("%s: %w", m.Kind, err))
+			}
+			continue
+		}
+		if blocked[m.OrderingKey] {
+			continue
+		}
+		published = append(published, m.ID)
+		res.published++
+	}
+	return published, res
+}

@@ -1,0 +1,190 @@
+package evaluation
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/patchflow/patchflow/clients"
+	"github.com/patchflow/patchflow/consumer"
+	"github.com/patchflow/patchflow/inventory"
+	"github.com/patchflow/patchflow/messages"
+	"github.com/patchflow/patchflow/persistence"
+)
+
+// EffectsOptions turn on each kind of message the handler writes to the
+// outbox (DESIGN.md §5c); the zero value writes none.
+type EffectsOptions struct {
+	// Remediations: the host's remediation state, when an evaluation
+	// changes it.
+	Remediations bool
+	// Notifications: an org's new installable advisories, once per (org,
+	// advisory).
+	Notifications bool
+	// PayloadStatus: received, then success or error, for each upload
+	// that carries a request id and an org id.
+	PayloadStatus bool
+}
+
+// Payload-tracker statuses.
+const (
+	StatusReceived = "received"
+	StatusSuccess  = "success"
+	StatusError    = "error"
+)
+
+// payloadStatusService is the service name the payload tracker knows the
+// patch evaluation by.
+const payloadStatusService = "patchman"
+
+// PayloadStatus is the payload tracker's message.
+type PayloadStatus struct {
+	Service     string `json:"service"`
+	OrgID       string `json:"org_id"`
+	RequestID   string `json:"request_id"`
+	InventoryID string `json:"inventory_id"`
+	Status      string `json:"status"`
+	StatusMsg   string `json:"status_msg"`
+	Date        string `json:"date"`
+}
+
+func payloadStatus(orgID, requestID, inventoryID, status, msg string, at time.Time) []byte {
+	b, _ := json.Marshal(PayloadStatus{Service: payloadStatusService, OrgID: orgID, RequestID: requestID, InventoryID: inventoryID,
+		Status: status, StatusMsg: msg, Date: at.UTC().Format(time.RFC3339Nano)})
+	return b
+}
+
+// Remediation is the remediation state message of a host.
+type Remediation struct {
+	HostID string   `json:"host_id"`
+	Issues []string `json:"issues"`
+}
+
+// RemediationIssuePrefix prefixes each issue of a remediation message.
+const RemediationIssuePrefix = "patch:"
+
+// remediationMessage is the host's remediation state after e: each advisory
+// affecting it, and each package's newest update in an enabled repository
+// (its NEVRA), each prefixed, sorted. It is a pure function of the
+// evaluation, so an evaluation that changes nothing writes the same bytes
+// (and the store writes no message).
+func remediationMessage(hostID string, e persistence.Evaluation, updates []string) []byte {
+	issues := make([]string, 0, len(e.Advisories)+len(updates))
+	for _, a := range e.Advisories {
+		issues = append(issues, RemediationIssuePrefix+a.Name)
+	}
+	for _, u := range updates {
+		issues = append(issues, RemediationIssuePrefix+u)
+	}
+	slices.Sort(issues)
+	issues = slices.Compact(issues)
+	b, _ := json.Marshal(Remediation{HostID: hostID, Issues: issues})
+	return b
+}
+
+// installableUpdates are the NEVRAs of each package's newest update (the
+// last VMaaS lists) in an enabled repository.
+func installableUpdates(resp *clients.UpdatesResponse, enabledRepos []string) []string {
+	if resp == nil {
+		return nil
+	}
+	enabled := make(map[string]bool, len(enabledRepos))
+	for _, r := range enabledRepos {
+		enabled[r] = true
+	}
+	var out []string
+	for _, pu := range resp.UpdateList {
+		newest := ""
+		for _, u := range pu.AvailableUpdates {
+			if enabled[u.Repository] && u.Package != "" {
+				newest = u.Package
+			}
+		}
+		if newest != "" {
+			out = append(out, newest)
+		}
+	}
+	return out
+}
+
+// notifyContext is a notification's context for the host of ev.
+func notifyContext(ev *inventory.InventoryEvent) *persistence.NotifyContext {
+	h := ev.Host
+	c := &persistence.NotifyContext{InventoryID: h.ID, DisplayName: h.DisplayName}
+	if p := h.SystemProfile; p != nil && p.OperatingSystem != nil {
+		c.RHELVersion = strconv.Itoa(p.OperatingSystem.Major) + "." + strconv.Itoa(p.OperatingSystem.Minor)
+	}
+	return c
+}
+
+// upload is what the handler knows of an upload for its payload status.
+type upload struct {
+	taken                    time.Time // when the handler took the event
+	requestID, orgID, hostID string    // set for an upload with a request id
+	statuses, written        bool      // its statuses ride with the evaluation; were written
+}
+
+// evaluationEffects are the messages storing e writes; t, when set, is the
+// upload whose statuses ride along (received, success).
+func (h *Handler) evaluationEffects(ev *inventory.InventoryEvent, e answer, t *upload) *persistence.Effects {
+	fx := &persistence.Effects{OrgID: ev.OrgID(), InventoryID: ev.HostID()}
+	if h.effects.Remediations {
+		fx.Remediation = remediationMessage(ev.HostID(), e.Evaluation, e.updates)
+	}
+	if h.effects.Notifications {
+		fx.Notify = notifyContext(ev)
+	}
+	if h.effects.PayloadStatus && t != nil && t.requestID != "" && t.orgID != "" {
+		fx.PayloadStatus = [][]byte{
+			payloadStatus(t.orgID, t.requestID, t.hostID, StatusReceived, "", t.taken),
+			payloadStatus(t.orgID, t.requestID, t.hostID, StatusSuccess, "", time.Now()),
+		}
+		t.statuses = true
+	}
+	return fx
+}
+
+// maxStatusMsg bounds an error's text in a payload status.
+const maxStatusMsg = 1024
+
+// finishStatus writes the upload's payload status when its evaluation did
+// not carry it: for an upload skipped (success, with the reason) or
+// broken (error, with the reason: the record is dead-lettered). A
+// retryable failure writes nothing: the record is tried again. When the
+// write fails, the record fails retryably too, so no status is lost.
+func (h *Handler) finishStatus(ctx context.Context, r *consumer.Record, t *upload, err error) error {
+	if !h.effects.PayloadStatus || t.written {
+		return err
+	}
+	status, msg := StatusSuccess, ""
+	if reason, skipped := messages.SkipReasonOf(err); skipped {
+		msg = "skipped: " + string(reason)
+	} else if err != nil {
+		if messages.ClassOf(err) != messages.ErrorClass_ERROR_CLASS_PERMANENT {
+			return err
+		}
+		status, msg = StatusError, err.Error()
+		if len(msg) > maxStatusMsg {
+			msg = strings.ToValidUTF8(msg[:maxStatusMsg], "")
+		}
+		if t.requestID == "" {
+			t.requestID, t.orgID, t.hostID, _ = inventory.UploadIdentity(r.Value, h.validation)
+		}
+	}
+	if t.requestID == "" || t.orgID == "" || t.hostID == "" {
+		return err
+	}
+	start := time.Now()
+	werr := h.store.WritePayloadStatus(ctx, t.hostID,
+		payloadStatus(t.orgID, t.requestID, t.hostID, StatusReceived, "", t.taken),
+		payloadStatus(t.orgID, t.requestID, t.hostID, status, msg, time.Now()))
+	h.database(ctx, start, werr)
+	if werr != nil {
+		return consumer.FailedIn(messages.DependencyDatabase, fmt.Errorf("write payload status of %s: %w", t.hostID, werr))
+	}
+	return err
+}

@@ -1,0 +1,162 @@
+package persistence
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+
+	"github.com/lib/pq"
+)
+
+// Effects are the messages an event's write decides, written to the outbox
+// in the transaction that writes the event's rows (schema version 4): they
+// exist if and only if it commits. The zero value writes nothing.
+type Effects struct {
+	// OrgID and InventoryID name the host, for StoreEvaluation (the
+	// upload's are used by StoreEvaluatedSystem).
+	OrgID, InventoryID string
+	// Remediation is the host's remediation state message, written when
+	// the write stores an evaluation and the message differs from the last
+	// one written for the host (remediation_state); it replaces the host's
+	// unpublished one. Nil: none.
+	Remediation []byte
+	// Notify, when set and the write stores an evaluation, notifies the
+	// org of each installable advisory none of its hosts had before
+	// (advisory_notified): one message, an event per advisory.
+	Notify *NotifyContext
+	// PayloadStatus are payload-status messages, written in this order
+	// when the write applies (PayloadStatusOnly writes them alone).
+	PayloadStatus [][]byte
+}
+
+// NotifyContext is a notification's context: the host that made the
+// advisories installable.
+type NotifyContext struct {
+	InventoryID string `json:"inventory_id"`
+	DisplayName string `json:"display_name"`
+	RHELVersion string `json:"rhel_version"`
+}
+
+func (e *Effects) empty() bool {
+	return e == nil || (e.Remediation == nil && e.Notify == nil && len(e.PayloadStatus) == 0)
+}
+
+// OutboxChannel is the PostgreSQL channel a write's transaction notifies
+// when it wrote to the outbox; the relay listens on it.
+const OutboxChannel = "patchflow_outbox"
+
+// writeEffects is the statement that writes an event's effects, in its
+// transaction, after the system row is written (and locked) at $1:
+//   - rem: the remediation checksum, only when it changed; remq: the
+//     host's remediation message then, replacing an unpublished one under
+//     a new id (a relay publishing the older one deletes only that);
+//   - nt: the org's installable advisories not notified before; ntq: one
+//     notification for them, its id the outbox row's event id;
+//   - ps: the payload-status messages, in order;
+//
+// and notifies OutboxChannel when it wrote a message. It returns how many
+// messages it wrote.
+const writeEffects = `
+	WITH rem AS (
+		INSERT INTO remediation_state (system_id, checksum) SELECT $1::bigint, $2::bytea WHERE $2::bytea IS NOT NULL
+		ON CONFLICT (system_id) DO UPDATE SET checksum = EXCLUDED.checksum
+			WHERE remediation_state.checksum IS DISTINCT FROM EXCLUDED.checksum
+		RETURNING system_id),
+	remq AS (
+		INSERT INTO outbox (kind, ordering_key, message_key, payload)
+		SELECT 'remediation', $3::text, $3::text, $4::text FROM rem
+		ON CONFLICT (ordering_key) WHERE kind = 'remediation' DO UPDATE SET id = nextval('outbox_id_seq'),
+			payload = EXCLUDED.payload, event_id = EXCLUDED.event_id, created_at = EXCLUDED.created_at
+		RETURNING 1),
+	nt AS (
+		INSERT INTO advisory_notified (account_id, advisory_id)
+		SELECT $5::int, a FROM unnest($6::int[]) AS a WHERE $7::json IS NOT NULL
+		ON CONFLICT DO NOTHING
+		RETURNING advisory_id),
+	ntid AS (SELECT gen_random_uuid() AS id),
+	ntq AS (
+		INSERT INTO outbox (kind, ordering_key, message_key, event_id, payload)
+		SELECT 'notification', $8::text, $8::text, ntid.id, json_build_object(
+			'version', 'v1.1.0', 'id', ntid.id, 'bundle', 'rhel', 'application', 'patch', 'event_type', 'new-advisory',
+			'timestamp', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), 'org_id', $8::text,
+			'context', $7::json,
+			'events', json_agg(json_build_object('metadata', json_build_object(), 'payload', json_build_object(
+				'advisory_id', a.id::text, 'advisory_name', a.name, 'advisory_type', a.advisory_type, 'synopsis', ''))
+				ORDER BY a.name),
+			'recipients', json_build_array())::text
+		FROM nt JOIN advisory a ON a.id = nt.advisory_id CROSS JOIN ntid
+		GROUP BY ntid.id
+		RETURNING 1),
+	ps AS (
+		INSERT INTO outbox (kind, ordering_key, payload)
+		SELECT 'payload_status', $3::text, p FROM unnest($9::text[]) WITH ORDINALITY AS t (p, i) ORDER BY i
+		RETURNING 1),
+	n AS (SELECT (SELECT count(*) FROM remq) + (SELECT count(*) FROM ntq) + (SELECT count(*) FROM ps) AS n)
+	SELECT n::int, CASE WHEN n > 0 THEN pg_notify('` + OutboxChannel + `', '')::text END FROM n`
+
+// effectsWrite is one event's effects ready for writeEffects.
+type effectsWrite struct {
+	e           *Effects
+	inventoryID string
+	orgID       string
+	accountID   int
+	installable []int32 // the evaluation's installable advisory ids; nil without one
+	evaluated   bool    // the write stores an evaluation
+}
+
+// write runs writeEffects in q (the event's transaction) for system id.
+func (w effectsWrite) write(ctx context.Context, q rowQueryer, id int64) error {
+	if w.e.empty() {
+		return nil
+	}
+	var (
+		sum, remediation any
+		notify           any
+	)
+	if w.evaluated && w.e.Remediation != nil {
+		s := sha256.Sum256(w.e.Remediation)
+		sum, remediation = s[:], string(w.e.Remediation)
+	}
+	if w.evaluated && w.e.Notify != nil && len(w.installable) > 0 {
+		b, err := json.Marshal(w.e.Notify)
+		if err != nil {
+			return fmt.Errorf("notification context: %w", err)
+		}
+		notify = string(b)
+	}
+	statuses := make([]string, len(w.e.PayloadStatus))
+	for i, p := range w.e.PayloadStatus {
+		statuses[i] = string(p)
+	}
+	var (
+		n        int
+		notified sql.NullString
+	)
+	if err := q.QueryRowContext(ctx, writeEffects, id, sum, w.inventoryID, remediation, w.accountID,
+		pq.Array(nonNil(w.installable)), notify, w.orgID, pq.Array(statuses)).Scan(&n, &notified); err != nil {
+		return fmt.Errorf("write outbox: %w", err)
+	}
+	if afterEffects != nil {
+		return afterEffects()
+	}
+	return nil
+}
+
+// afterEffects, when set (by a test), runs after the effects are written
+// and before the transaction commits; its error rolls the transaction back.
+var afterEffects func() error
+
+// WritePayloadStatus writes payload-status messages of the host inventoryID
+// to the outbox by themselves, in one transaction: for an event that wrote
+// no rows of its own (skipped, or broken).
+func (s *Store) WritePayloadStatus(ctx context.Context, inventoryID string, statuses ...[]byte) error {
+	if len(statuses) == 0 {
+		return nil
+	}
+	w := effectsWrite{e: &Effects{PayloadStatus: statuses}, inventoryID: inventoryID}
+	return s.withConn(ctx, "write payload status", func(conn *sql.Conn) error {
+		return w.write(ctx, conn, 0)
+	})
+}

@@ -1,0 +1,1 @@
+DROP TABLE advisory_notified, remediation_state, outbox;
