@@ -2,6 +2,7 @@ package evaluation
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -52,10 +53,25 @@ type PayloadStatus struct {
 	Date        string `json:"date"`
 }
 
-func payloadStatus(orgID, requestID, inventoryID, status, msg string, at time.Time) []byte {
+// payloadStatus is the message; its event id is a pure function of the
+// upload and the status, so a redelivery's copy is a duplicate with the
+// same id.
+func payloadStatus(orgID, requestID, inventoryID, status, msg string, at time.Time) persistence.Message {
 	b, _ := json.Marshal(PayloadStatus{Service: payloadStatusService, OrgID: orgID, RequestID: requestID, InventoryID: inventoryID,
 		Status: status, StatusMsg: msg, Date: at.UTC().Format(time.RFC3339Nano)})
-	return b
+	final := status
+	if status != StatusReceived {
+		final = "final" // success and error of one upload are one message: never both
+	}
+	return persistence.Message{EventID: stableID(orgID, requestID, inventoryID, final), Value: b}
+}
+
+// stableID is a UUID (version 8, RFC 9562: custom) from the SHA-256 of parts.
+func stableID(parts ...string) string {
+	h := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
+	h[6] = h[6]&0x0f | 0x80
+	h[8] = h[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
 }
 
 // Remediation is the remediation state message of a host.
@@ -139,7 +155,7 @@ func (h *Handler) evaluationEffects(ev *inventory.InventoryEvent, e answer, t *u
 		fx.Notify = notifyContext(ev)
 	}
 	if h.effects.PayloadStatus && t != nil && t.requestID != "" && t.orgID != "" {
-		fx.PayloadStatus = [][]byte{
+		fx.PayloadStatus = []persistence.Message{
 			payloadStatus(t.orgID, t.requestID, t.hostID, StatusReceived, "", t.taken),
 			payloadStatus(t.orgID, t.requestID, t.hostID, StatusSuccess, "", time.Now()),
 		}

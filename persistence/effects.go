@@ -27,8 +27,16 @@ type Effects struct {
 	// (advisory_notified): one message, an event per advisory.
 	Notify *NotifyContext
 	// PayloadStatus are payload-status messages, written in this order
-	// when the write applies (PayloadStatusOnly writes them alone).
-	PayloadStatus [][]byte
+	// when the write applies (WritePayloadStatus writes them alone).
+	PayloadStatus []Message
+}
+
+// Message is an outbox message the caller made whole: its value and its
+// event id (a UUID), stable across redeliveries of the event that decided
+// it, so the copy a redelivery writes is a duplicate with the same id.
+type Message struct {
+	EventID string
+	Value   []byte
 }
 
 // NotifyContext is a notification's context: the host that made the
@@ -90,8 +98,8 @@ const writeEffects = `
 		GROUP BY ntid.id
 		RETURNING 1),
 	ps AS (
-		INSERT INTO outbox (kind, ordering_key, payload)
-		SELECT 'payload_status', $3::text, p FROM unnest($9::text[]) WITH ORDINALITY AS t (p, i) ORDER BY i
+		INSERT INTO outbox (kind, ordering_key, message_key, event_id, payload)
+		SELECT 'payload_status', $3::text, $3::text, e, p FROM unnest($9::text[], $10::uuid[]) WITH ORDINALITY AS t (p, e, i) ORDER BY i
 		RETURNING 1),
 	n AS (SELECT (SELECT count(*) FROM remq) + (SELECT count(*) FROM ntq) + (SELECT count(*) FROM ps) AS n)
 	SELECT n::int, CASE WHEN n > 0 THEN pg_notify('` + OutboxChannel + `', '')::text END FROM n`
@@ -127,15 +135,16 @@ func (w effectsWrite) write(ctx context.Context, q rowQueryer, id int64) error {
 		notify = string(b)
 	}
 	statuses := make([]string, len(w.e.PayloadStatus))
+	ids := make([]string, len(w.e.PayloadStatus))
 	for i, p := range w.e.PayloadStatus {
-		statuses[i] = string(p)
+		statuses[i], ids[i] = string(p.Value), p.EventID
 	}
 	var (
 		n        int
 		notified sql.NullString
 	)
 	if err := q.QueryRowContext(ctx, writeEffects, id, sum, w.inventoryID, remediation, w.accountID,
-		pq.Array(nonNil(w.installable)), notify, w.orgID, pq.Array(statuses)).Scan(&n, &notified); err != nil {
+		pq.Array(nonNil(w.installable)), notify, w.orgID, pq.Array(statuses), pq.Array(ids)).Scan(&n, &notified); err != nil {
 		return fmt.Errorf("write outbox: %w", err)
 	}
 	if afterEffects != nil {
@@ -151,7 +160,7 @@ var afterEffects func() error
 // WritePayloadStatus writes payload-status messages of the host inventoryID
 // to the outbox by themselves, in one transaction: for an event that wrote
 // no rows of its own (skipped, or broken).
-func (s *Store) WritePayloadStatus(ctx context.Context, inventoryID string, statuses ...[]byte) error {
+func (s *Store) WritePayloadStatus(ctx context.Context, inventoryID string, statuses ...Message) error {
 	if len(statuses) == 0 {
 		return nil
 	}

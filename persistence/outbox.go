@@ -75,7 +75,10 @@ func (o *Outbox) Claim(ctx context.Context, max int, exclude []messages.OutboxKi
 	if err != nil {
 		return nil, nil, o.error("claim outbox", err)
 	}
-	tx, err := conn.BeginTx(ctx, nil)
+	// The transaction outlives ctx, which bounds the claim's statements
+	// only: database/sql would roll back a transaction whose BeginTx
+	// context ended, under the relay that publishes before it deletes.
+	tx, err := conn.BeginTx(context.WithoutCancel(ctx), nil)
 	if err != nil {
 		conn.Close()
 		return nil, nil, o.error("claim outbox: begin", err)

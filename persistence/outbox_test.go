@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -47,8 +48,8 @@ func withEffects(e persistence.Evaluation, host, remediation string, statuses ..
 	if remediation != "" {
 		e.Effects.Remediation = []byte(remediation)
 	}
-	for _, st := range statuses {
-		e.Effects.PayloadStatus = append(e.Effects.PayloadStatus, []byte(st))
+	for i, st := range statuses {
+		e.Effects.PayloadStatus = append(e.Effects.PayloadStatus, persistence.Message{EventID: fmt.Sprintf("00000000-0000-4000-8000-%012d", i), Value: []byte(st)})
 	}
 	return e
 }
@@ -164,7 +165,8 @@ func TestClaimHoldsItsKeysFromOtherRelays(t *testing.T) {
 	const hostB = "8a3f1c2e-0000-4000-8000-000000000002"
 	ctx := context.Background()
 	for _, h := range []string{hostA, hostB} {
-		if err := s.WritePayloadStatus(ctx, h, []byte(`{"n":1}`), []byte(`{"n":2}`)); err != nil {
+		if err := s.WritePayloadStatus(ctx, h, persistence.Message{EventID: "00000000-0000-4000-8000-000000000001", Value: []byte(`{"n":1}`)},
+			persistence.Message{EventID: "00000000-0000-4000-8000-000000000002", Value: []byte(`{"n":2}`)}); err != nil {
 			t.Fatal(err)
 		}
 	}

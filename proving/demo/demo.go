@@ -9,6 +9,7 @@ package demo
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/patchflow/patchflow/actors"
 	"github.com/patchflow/patchflow/internal/listener"
+	"github.com/patchflow/patchflow/proving/effects"
 	"github.com/patchflow/patchflow/proving/embedded"
 	"github.com/patchflow/patchflow/proving/loadgen"
 	"github.com/patchflow/patchflow/proving/platform"
@@ -136,6 +138,12 @@ func Run(ctx context.Context, env func(string) (string, bool), opts Options, out
 	k = cfg.Kafka
 	fmt.Fprintf(out, "embedded Kafka broker %v, topic %s (%d partitions); platform mock %s (VMaaS %s)\n",
 		cfg.Brokers, k.Topic, partitions, mockURL, opts.VMaaSLatency)
+	fx := cfg.Domain.Effects
+	fxTopics := effects.Topics{Remediations: fx.RemediationsTopic, Notifications: fx.NotificationsTopic, PayloadStatus: fx.PayloadStatusTopic}
+	// In production the platform owns these topics; here the demo does.
+	if err := effects.CreateTopics(cfg.Brokers, k.Version, fxTopics, int32(partitions), 1); err != nil {
+		return report, err
+	}
 
 	plan := loadgen.NewPlan(opts.Load)
 	_, described, _ := strings.Cut(loadgen.Summary(plan, loadgen.Result{}), "\n") // its first line is about a send not yet made
@@ -150,6 +158,12 @@ func Run(ctx context.Context, env func(string) (string, bool), opts Options, out
 		return report, err
 	}
 	report.Main = *measured(res)
+	// The main run's listener has stopped, its relay drained: what the
+	// topics hold is what its transactions committed.
+	fxReport, err := checkEffects(ctx, cfg, fxTopics)
+	if err != nil {
+		return report, err
+	}
 
 	var cmp *comparison
 	if opts.CompareEvents > 0 {
@@ -169,6 +183,10 @@ func Run(ctx context.Context, env func(string) (string, bool), opts Options, out
 		fmt.Fprintf(out, "                      wrong: %s\n", e)
 	}
 	fmt.Fprintf(out, "  dead letters      %d written, %d bad messages sent\n", res.dead, plan.BadCount())
+	fmt.Fprintf(out, "  effects           %s\n", fxReport.Line())
+	for _, p := range fxReport.Problems {
+		fmt.Fprintf(out, "                      wrong: %s\n", p)
+	}
 	skipLine, _ := skipSummary(plan, s)
 	fmt.Fprintf(out, "  skipped           %s\n", skipLine)
 	fmt.Fprintf(out, "  offsets           every partition committed to its end offset (%d records)\n", res.total)
@@ -190,7 +208,21 @@ func Run(ctx context.Context, env func(string) (string, bool), opts Options, out
 	if err := res.verify(main); err != nil {
 		return report, err
 	}
+	if len(fxReport.Problems) > 0 {
+		return report, fmt.Errorf("effects: %d problems, the first: %s", len(fxReport.Problems), fxReport.Problems[0])
+	}
 	return report, nil
+}
+
+// checkEffects reads the outbox's topics back and judges them against the
+// database (proving/effects).
+func checkEffects(ctx context.Context, cfg *listener.Config, t effects.Topics) (effects.Report, error) {
+	db, err := sql.Open("postgres", cfg.Domain.DatabaseURL)
+	if err != nil {
+		return effects.Report{}, err
+	}
+	defer db.Close()
+	return effects.Check(ctx, cfg.Brokers, cfg.Kafka.Version, t, db)
 }
 
 // finishedRecords counts the records the pipeline finished: handled,

@@ -136,7 +136,10 @@ func runStream(ctx context.Context, base *listener.Config, ds *platform.Dataset,
 	if err != nil {
 		return res, err
 	}
-	defer domain.Close()
+	defer domain.Close() // the outbox relay publishes what waits, then stops
+	if err := domain.StartEffects(k, logger); err != nil {
+		return res, err
+	}
 	timed := &listener.TimedHandler{Inner: domain.Handler}
 	servedBefore := s.vmaasServed()
 	run, err := listener.Start(ctx, &cfg, timed, logger)
