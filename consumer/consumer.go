@@ -154,9 +154,13 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if c.cfg.maxBatchBytes > 0 {
 		unreadable = &actors.UnreadableConfig{Read: actors.NewPartitionReader(probeClient), Window: l.window, Limit: c.cfg.maxBatchBytes}
 	}
+	var dead actors.DeadLetterWriter = l.dead
+	if o, ok := c.handler.(DeadLetterObserver); ok {
+		dead = observedDeadLetters(o, dead)
+	}
 	bridge, err := actors.NewBridge(actors.BridgeConfig{
 		System: system, Settings: settings, Handler: adapt(c.handler), Observer: m, Dependencies: deps,
-		DeadLetters: l.dead,
+		DeadLetters: dead,
 		Logger:      logger,
 		SettleProbe: actors.NewFetchProbe(probeClient, l.isolation),
 		Committed:   actors.NewCommittedReader(probeClient, k.Group),

@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/patchflow/patchflow/actors"
@@ -84,6 +85,36 @@ func (f HandlerFunc) Handle(ctx context.Context, record *Record) error { return 
 // dependency needs only a new name.
 type DependencyReporter interface {
 	ReportDependenciesTo(report func(ctx context.Context, dependency string, took time.Duration, err error))
+}
+
+// DeadLetterObserver is implemented by a Handler that acts on each record
+// the consumer gives up on (Permanent, the own-failure limit, a panic, a
+// release by the operator): the consumer calls DeadLettered before it
+// writes the record's dead letter, with the record and the failure's text.
+// An error is retried as a failing dead-letter write is (with backoff, the
+// record unfinished, the partition reported blocked), so what DeadLettered
+// records is never lost; it may be called more than once for one record.
+// The offsets of a batch no fetch can read reach it without key or value.
+type DeadLetterObserver interface {
+	DeadLettered(ctx context.Context, record *Record, failure string) error
+}
+
+// observedDeadLetters calls o before each write to w.
+func observedDeadLetters(o DeadLetterObserver, w actors.DeadLetterWriter) actors.DeadLetterWriter {
+	return actors.DeadLetterFunc(func(ctx context.Context, letter *messages.DeadLetter) error {
+		rec := Record{Topic: letter.GetOriginalTopic(), Partition: letter.GetOriginalPartition(), Offset: letter.GetOriginalOffset(),
+			Key: letter.GetKey(), Value: letter.GetValue()}
+		if ts := letter.GetOriginalTimestamp(); ts != nil {
+			rec.Timestamp = ts.AsTime()
+		}
+		for _, h := range letter.GetHeaders() {
+			rec.Headers = append(rec.Headers, Header{Key: h.GetKey(), Value: h.GetValue()})
+		}
+		if err := o.DeadLettered(ctx, &rec, letter.GetError()); err != nil {
+			return fmt.Errorf("before the dead letter: %w", err)
+		}
+		return w.Write(ctx, letter)
+	})
 }
 
 // Permanent marks err as one no retry can fix (a malformed or invalid

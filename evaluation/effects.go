@@ -168,32 +168,26 @@ func (h *Handler) evaluationEffects(ev *inventory.InventoryEvent, e answer, t *u
 const maxStatusMsg = 1024
 
 // finishStatus writes the upload's payload status when its evaluation did
-// not carry it: for an upload skipped (success, with the reason) or
-// broken (error, with the reason: the record is dead-lettered). A
-// retryable failure writes nothing: the record is tried again. When the
-// write fails, the record fails retryably too, so no status is lost.
-func (h *Handler) finishStatus(ctx context.Context, r *consumer.Record, t *upload, err error) error {
-	if !h.effects.PayloadStatus || t.written {
+// not carry it: for an upload skipped (success, with the reason). A
+// failure writes nothing: a retryable one is tried again, and a record the
+// consumer gives up on gets its error status from DeadLettered. When the
+// write fails, the record fails retryably, so no status is lost.
+func (h *Handler) finishStatus(ctx context.Context, t *upload, err error) error {
+	if !h.effects.PayloadStatus || t.written || t.requestID == "" || t.orgID == "" || t.hostID == "" {
 		return err
 	}
-	status, msg := StatusSuccess, ""
+	msg := ""
 	if reason, skipped := messages.SkipReasonOf(err); skipped {
 		msg = "skipped: " + string(reason)
 	} else if err != nil {
-		if messages.ClassOf(err) != messages.ErrorClass_ERROR_CLASS_PERMANENT {
-			return err
-		}
-		status, msg = StatusError, err.Error()
-		if len(msg) > maxStatusMsg {
-			msg = strings.ToValidUTF8(msg[:maxStatusMsg], "")
-		}
-		if t.requestID == "" {
-			t.requestID, t.orgID, t.hostID, _ = inventory.UploadIdentity(r.Value, h.validation)
-		}
-	}
-	if t.requestID == "" || t.orgID == "" || t.hostID == "" {
 		return err
 	}
+	return h.writeStatus(ctx, t, StatusSuccess, msg, err)
+}
+
+// writeStatus writes received and the final status of t; it returns err,
+// or a retryable failure when the write fails.
+func (h *Handler) writeStatus(ctx context.Context, t *upload, status, msg string, err error) error {
 	start := time.Now()
 	werr := h.store.WritePayloadStatus(ctx, t.hostID,
 		payloadStatus(t.orgID, t.requestID, t.hostID, StatusReceived, "", t.taken),
@@ -203,4 +197,24 @@ func (h *Handler) finishStatus(ctx context.Context, r *consumer.Record, t *uploa
 		return consumer.FailedIn(messages.DependencyDatabase, fmt.Errorf("write payload status of %s: %w", t.hostID, werr))
 	}
 	return err
+}
+
+var _ consumer.DeadLetterObserver = (*Handler)(nil)
+
+// DeadLettered implements consumer.DeadLetterObserver: an upload given up
+// on (broken, or failing on its own past the retry limit) gets its error
+// status, with the failure, before its dead letter is written.
+func (h *Handler) DeadLettered(ctx context.Context, r *consumer.Record, failure string) error {
+	if !h.effects.PayloadStatus || h.store == nil {
+		return nil
+	}
+	requestID, orgID, hostID, ok := inventory.UploadIdentity(r.Value, h.validation)
+	if !ok {
+		return nil
+	}
+	if len(failure) > maxStatusMsg {
+		failure = strings.ToValidUTF8(failure[:maxStatusMsg], "")
+	}
+	t := &upload{taken: time.Now(), requestID: requestID, orgID: orgID, hostID: hostID}
+	return h.writeStatus(ctx, t, StatusError, failure, nil)
 }

@@ -116,7 +116,7 @@ func (h *Handler) Stats() *Stats { return &h.stats }
 func (h *Handler) Handle(ctx context.Context, r *consumer.Record) error {
 	t := &upload{taken: time.Now()}
 	err := h.handle(ctx, r, t)
-	return h.finishStatus(ctx, r, t, err)
+	return h.finishStatus(ctx, t, err)
 }
 
 func (h *Handler) handle(ctx context.Context, r *consumer.Record, t *upload) error {
