@@ -8,6 +8,8 @@ import (
 	"sync"
 
 	"github.com/patchflow/patchflow/actors"
+	"github.com/patchflow/patchflow/internal/clowder"
+	"github.com/patchflow/patchflow/internal/kafkaflags"
 	"github.com/patchflow/patchflow/internal/settings"
 	"github.com/patchflow/patchflow/internal/telemetry"
 	"github.com/patchflow/patchflow/internal/version"
@@ -25,7 +27,12 @@ func Main(args []string, stdout, stderr io.Writer, exts ...Extension) int {
 		fmt.Fprintln(stdout, version.Get())
 		return 0
 	}
-	cfg, set, err := Parse(args, os.LookupEnv, exts...)
+	lookup, err := clowderLookup(os.LookupEnv)
+	if err != nil {
+		fmt.Fprintln(stderr, "listener:", err)
+		return settings.ExitUsage
+	}
+	cfg, set, err := Parse(args, lookup, exts...)
 	if errors.Is(err, settings.ErrHelp) {
 		fmt.Fprintln(stdout, "listener: consume inventory events and evaluate them, committing only past finished records.\n\nSettings (flags win over environment variables):")
 		set.PrintUsage(stdout)
@@ -84,4 +91,28 @@ func settingsOf(kv []any) []telemetry.Setting {
 		out = append(out, telemetry.Setting{Name: fmt.Sprint(kv[i]), Value: fmt.Sprint(kv[i+1])})
 	}
 	return out
+}
+
+// clowderLookup is env, over the settings of Clowder's file when ACG_CONFIG
+// names one (internal/clowder): the environment wins. The file's CAs are
+// written to a directory of the process's own.
+func clowderLookup(env func(string) (string, bool)) (func(string) (string, bool), error) {
+	path, ok := env(clowder.Env)
+	if !ok || path == "" {
+		return env, nil
+	}
+	c, err := clowder.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "patchflow-clowder-")
+	if err != nil {
+		return nil, err
+	}
+	s, err := c.Settings(dir, map[string]string{"KAFKA_TOPIC": kafkaflags.DefaultTopic, "REMEDIATIONS_TOPIC": DefaultRemediationsTopic,
+		"NOTIFICATIONS_TOPIC": DefaultNotificationsTopic, "PAYLOAD_TRACKER_TOPIC": DefaultPayloadStatusTopic})
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", clowder.Env, path, err)
+	}
+	return clowder.Lookup(env, s), nil
 }
