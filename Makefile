@@ -73,6 +73,8 @@ test-kafka:
 ## run again, commit metadata), a clean run, group churn, broker restart, database outage, VMaaS trouble,
 ## poison, SASL, hostage (hosts whose VMaaS calls hang: dead-lettered within the own-failure bound) and
 ## revoke-starved (a member joins while the database is down: revoked claims drain within the drain timeout),
+## effects-rollback (every commit that wrote to the outbox fails for 8 s: no message of a rolled-back
+## transaction reaches the topics, none committed is lost; every scenario reads its effect topics back),
 ## locked-table and locked-table-1p (the system table locked 20 s, 8 partitions, and 1 in partition order:
 ## nothing dead-lettered, throughput back within 1 s of the release), vmaas-outage (10 s of 503s at 50 ms
 ## calls, 40,000 events: nothing dead-lettered, throughput back within 1 s),

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/patchflow/patchflow/internal/telemetry"
 	"github.com/patchflow/patchflow/proving/checker"
+	"github.com/patchflow/patchflow/proving/effects"
 	"github.com/patchflow/patchflow/proving/loadgen"
 	"github.com/patchflow/patchflow/proving/offsets"
 	"github.com/patchflow/patchflow/proving/platform"
@@ -89,6 +91,10 @@ type EndToEndConfig struct {
 	// Round is the round of the adaptive comparison this run belongs to
 	// (from 1; 0 for a configuration outside it).
 	Round int `json:"round,omitempty"`
+	// EffectsOff turns the outbox's messages off (REMEDIATIONS,
+	// NOTIFICATIONS and PAYLOAD_TRACKER false); otherwise the listener
+	// publishes them, as in production, to topics of the run's own.
+	EffectsOff bool `json:"effects_off,omitempty"`
 }
 
 // Label names the configuration and, in the adaptive comparison, its round.
@@ -176,6 +182,13 @@ type EndToEndResult struct {
 	// deleted before it (forgetSystems; each run of the adaptive
 	// comparison since d667aba). False in reports from before.
 	HostsForgotten bool `json:"hosts_forgotten,omitempty"`
+	// Effects: the messages the listener's outbox published over the run
+	// (read back from their topics), and the outbox's lag: each payload
+	// status's time on the broker less the time the listener stamped it
+	// with before its transaction, p99 and max. Zero without effects.
+	EffectMessages int     `json:"effect_messages,omitempty"`
+	OutboxLagP99MS float64 `json:"outbox_lag_p99_ms,omitempty"`
+	OutboxLagMaxMS float64 `json:"outbox_lag_max_ms,omitempty"`
 }
 
 // EndToEnd runs listener binaries, each in its own process, with their real
@@ -343,8 +356,16 @@ func (e *EndToEnd) Run(ctx context.Context, listener, bin string, c EndToEndConf
 	if err := createTopic(brokers, topic, e.Partitions); err != nil {
 		return fail(err)
 	}
+	fxTopics := effects.Topics{Remediations: topic + ".remediations", Notifications: topic + ".notifications", PayloadStatus: topic + ".payload-status"}
+	for _, t := range fxTopics.List() {
+		if err := createTopic(brokers, t, e.Partitions); err != nil {
+			return fail(err)
+		}
+	}
 	env := []string{
 		"KAFKA_BROKERS=" + strings.Join(brokers, ","), "KAFKA_TOPIC=" + topic, "KAFKA_GROUP=" + topic,
+		"REMEDIATIONS_TOPIC=" + fxTopics.Remediations, "NOTIFICATIONS_TOPIC=" + fxTopics.Notifications,
+		"PAYLOAD_TRACKER_TOPIC=" + fxTopics.PayloadStatus,
 		"DATABASE_URL=" + dbURL, "VMAAS_URL=" + mockURL, "INVENTORY_URL=" + mockURL,
 		// Every evaluation calls VMaaS: the answer cache (on by default)
 		// would hide the 100 ms, since profiles repeat across hosts.
@@ -365,6 +386,9 @@ func (e *EndToEnd) Run(ctx context.Context, listener, bin string, c EndToEndConf
 	}
 	if c.Tolerance != 0 {
 		env = append(env, "LISTENER_CONCURRENCY_TOLERANCE="+strconv.FormatFloat(c.Tolerance, 'g', -1, 64))
+	}
+	if c.EffectsOff {
+		env = append(env, "REMEDIATIONS=false", "NOTIFICATIONS=false", "PAYLOAD_TRACKER=false")
 	}
 	env = append(env, e.Env...)
 	if e.Profile != "" {
@@ -462,7 +486,10 @@ func (e *EndToEnd) Run(ctx context.Context, listener, bin string, c EndToEndConf
 		}
 	}
 	res.CommittedToEnd = waitCommitted(brokers, topic, l.proc) == nil
-	if err := l.proc.stop(time.Minute); err != nil {
+	if err := l.proc.stop(time.Minute); err != nil { // the relay publishes what waits, then stops
+		return fail(err)
+	}
+	if res.EffectMessages, res.OutboxLagP99MS, res.OutboxLagMaxMS, err = outboxLag(brokers, fxTopics); err != nil {
 		return fail(err)
 	}
 
@@ -511,6 +538,36 @@ func (e *EndToEnd) Run(ctx context.Context, listener, bin string, c EndToEndConf
 		fmt.Fprintf(e.Log, "       end-to-end     %s listener, %s (%s): %s; for example %v\n", listener, c.Label(), c.Workload, rep, rep.Examples)
 	}
 	return res, nil
+}
+
+// outboxLag reads the effect topics back: how many messages they hold, and
+// the payload statuses' lag from the listener's stamp to the broker, p99
+// and max, in milliseconds.
+func outboxLag(brokers []string, t effects.Topics) (messages int, p99, maxMS float64, err error) {
+	var lags []float64
+	for _, topic := range t.List() {
+		recs, err := effects.Read(brokers, sarama.V3_6_0_0, topic)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		messages += len(recs)
+		if topic != t.PayloadStatus {
+			continue
+		}
+		for _, r := range recs {
+			var st struct {
+				Date time.Time `json:"date"`
+			}
+			if json.Unmarshal(r.Value, &st) == nil && !st.Date.IsZero() && !r.Timestamp.IsZero() {
+				lags = append(lags, float64(r.Timestamp.Sub(st.Date))/1e6)
+			}
+		}
+	}
+	if len(lags) == 0 {
+		return messages, 0, 0, nil
+	}
+	slices.Sort(lags)
+	return messages, lags[min(len(lags)-1, int(math.Ceil(0.99*float64(len(lags))))-1)], lags[len(lags)-1], nil
 }
 
 // msText prints CPU ms per event, or – when not measured.

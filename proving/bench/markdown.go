@@ -364,8 +364,45 @@ func (r *Report) endToEndTable(b *strings.Builder) {
 			r.compareTable(b)
 		}
 	}
+	r.effectsTable(b)
 	r.statementsTable(b)
 	b.WriteString("\nWhere the listener's CPU goes, from its profiles end to end: [profiles.md](profiles.md).\n")
+}
+
+// effectsTable compares the configurations with the outbox's messages on
+// and off, measured in this run, one after the other.
+func (r *Report) effectsTable(b *strings.Builder) {
+	var on, off []EndToEndResult
+	for _, e := range r.EndToEnd {
+		switch e.Name {
+		case ConfigEffectsOn:
+			on = append(on, e)
+		case ConfigEffectsOff:
+			off = append(off, e)
+		}
+	}
+	if len(on) == 0 || len(off) == 0 {
+		return
+	}
+	b.WriteString("\n### What the effects cost\n\n")
+	b.WriteString("The outbox (docs/architecture.md, \"Effects: the outbox\"), this listener only, new hosts: **effects on** publishes remediations, notifications and payload statuses as in production (the three kinds on, the default; topics of the run's own), **effects off** turns the three off (`REMEDIATIONS`, `NOTIFICATIONS`, `PAYLOAD_TRACKER` false). They alternate (on, off, off, on) so the machine's drift falls on neither. " +
+		"**Messages** are those the effect topics hold after the listener stopped (its relay publishes what waits as it stops); **outbox lag** is each payload status's time on the broker (the producer's timestamp) less the time the listener stamped it with just before its transaction: p99 and max over the run.\n\n")
+	b.WriteString("| configuration | events | systems/s | CPU ms/event: listener | PostgreSQL | Kafka | WAL bytes/event | messages | outbox lag p99 ms | max ms | hosts wrong |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, e := range append(append([]EndToEndResult{}, on...), off...) {
+		fmt.Fprintf(b, "| %s | %d | %.1f | %.1f | %s | %s | %.0f | %d | %.0f | %.0f | %d of %d |\n", e.Name, e.Events, e.PerSecond, e.CPU.Listener,
+			msText(e.CPU.Postgres), msText(e.CPU.Kafka), e.WALBytesPerEvent, e.EffectMessages, e.OutboxLagP99MS, e.OutboxLagMaxMS, e.HostsWrong, e.HostsChecked)
+	}
+	mean := func(rs []EndToEndResult, f func(EndToEndResult) float64) float64 {
+		sum := 0.0
+		for _, e := range rs {
+			sum += f(e)
+		}
+		return sum / float64(len(rs))
+	}
+	rate := func(e EndToEndResult) float64 { return e.PerSecond }
+	pg := func(e EndToEndResult) float64 { return e.CPU.Postgres }
+	fmt.Fprintf(b, "\nMeans: %.1f systems/s with the effects, %.1f without (%.1f %% fewer); PostgreSQL CPU %s ms per event with them, %s without.\n",
+		mean(on, rate), mean(off, rate), 100*(1-mean(on, rate)/max(mean(off, rate), 1e-9)), msText(mean(on, pg)), msText(mean(off, pg)))
 }
 
 // statementsTable shows what each statement cost PostgreSQL per event in

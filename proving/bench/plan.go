@@ -191,6 +191,8 @@ const (
 	ConfigFixed48      = "fixed G=48"
 	ConfigFixed64      = "fixed G=64"
 	ConfigUnloaded     = "unloaded (G=1)"
+	ConfigEffectsOn    = "effects on"
+	ConfigEffectsOff   = "effects off"
 )
 
 // EndToEndConfigs are the configurations of scenario 4, each run by every
@@ -205,6 +207,15 @@ func (p Plan) EndToEndConfigs() []EndToEndConfig {
 		{Name: "sequential", Workload: WorkloadNewHosts, PerPartition: 1, Total: p.Partitions, Ordering: "partition", Events: p.SequentialEvents,
 			Hosts: max(p.SequentialEvents/2, 1), OnlyListener: ListenerAfter},
 	}
+	// The outbox's cost: on, off, off, on.
+	effects := func(off bool) EndToEndConfig {
+		name := ConfigEffectsOn
+		if off {
+			name = ConfigEffectsOff
+		}
+		return EndToEndConfig{Name: name, Workload: WorkloadNewHosts, EffectsOff: off, Events: p.CompareEvents, Hosts: p.CompareEvents / 2, OnlyListener: ListenerAfter}
+	}
+	out = append(out, effects(false), effects(true), effects(true), effects(false))
 	compare := p.CompareConfigs()
 	for r := range p.CompareRounds {
 		// Round r starts r configurations further on: each configuration

@@ -8,6 +8,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/patchflow/patchflow/messages"
+
+	"github.com/patchflow/patchflow/proving/effects"
 )
 
 func (e *Env) saramaConfig() *sarama.Config {
@@ -25,7 +27,8 @@ func (e *Env) createTopics(topic string, partitions int32) error {
 		return err
 	}
 	defer admin.Close()
-	for _, t := range []string{topic, topic + ".dlq"} {
+	fx := effectTopics(topic)
+	for _, t := range append([]string{topic, topic + ".dlq"}, fx.List()...) {
 		detail := &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: 1}
 		if e.Cluster != nil {
 			minISR := "2"
@@ -36,6 +39,11 @@ func (e *Env) createTopics(topic string, partitions int32) error {
 		}
 	}
 	return nil
+}
+
+// effectTopics are the topics a run's listeners publish their effects to.
+func effectTopics(topic string) effects.Topics {
+	return effects.Topics{Remediations: topic + ".remediations", Notifications: topic + ".notifications", PayloadStatus: topic + ".payload-status"}
 }
 
 // deadLetter is one dead-lettered original record, as its envelope says.

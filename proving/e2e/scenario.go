@@ -13,7 +13,9 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/patchflow/patchflow/persistence"
 	"github.com/patchflow/patchflow/proving/checker"
+	"github.com/patchflow/patchflow/proving/effects"
 	"github.com/patchflow/patchflow/proving/loadgen"
 	"github.com/patchflow/patchflow/proving/offsets"
 	"github.com/patchflow/patchflow/proving/platform"
@@ -294,6 +296,8 @@ func (r *run) listenerEnvSlot(k int) []string {
 	}
 	return append(append(brokers,
 		kv("KAFKA_TOPIC", r.topic), kv("KAFKA_GROUP", r.group),
+		kv("REMEDIATIONS_TOPIC", effectTopics(r.topic).Remediations), kv("NOTIFICATIONS_TOPIC", effectTopics(r.topic).Notifications),
+		kv("PAYLOAD_TRACKER_TOPIC", effectTopics(r.topic).PayloadStatus),
 		kv("DATABASE_URL", r.listenerDB), kv("VMAAS_URL", r.listenerMock), kv("INVENTORY_URL", r.listenerMock),
 		kv("LISTENER_DRAIN_TIMEOUT", "5s"), kv("KAFKA_SESSION_TIMEOUT", "3s"), kv("KAFKA_HEARTBEAT_INTERVAL", "500ms"),
 		kv("LISTENER_BACKOFF_MAX", "2s"), kv("DB_MAX_OPEN_CONNS", "16"), kv("LOG_FORMAT", "json"),
@@ -443,6 +447,11 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 			line.Problems = append(line.Problems, err.Error())
 		}
 	}
+	// The schema first, then the audit of what the outbox commits
+	// (proving/effects), before any listener writes.
+	if err := installAudit(ctx, r.dbURL); err != nil {
+		return line, err
+	}
 	for i := 0; i < max(1, sc.Listeners); i++ {
 		if err := r.startListener(); err != nil {
 			return line, err
@@ -531,6 +540,18 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 		line.Problems = append(line.Problems, "committed offsets did not reach the end offsets")
 		line.Lost = int(w.total - max(w.lastCommitted, 0))
 	}
+	db, err := sql.Open("postgres", r.dbURL)
+	if err != nil {
+		return line, err
+	}
+	defer db.Close()
+	// The relays publish what the records committed; the check reads the
+	// topics once they have.
+	if line.OffsetsAtEnd && len(r.live()) > 0 {
+		if err := effects.WaitEmpty(ctx, db, 60*time.Second); err != nil {
+			line.Problems = append(line.Problems, "effects: "+err.Error())
+		}
+	}
 	r.stopping = time.Now()
 	for _, p := range r.live() {
 		if err := p.term(15 * time.Second); err != nil {
@@ -538,18 +559,24 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 		}
 	}
 	line.Problems = append(line.Problems, r.problems...)
-
-	db, err := sql.Open("postgres", r.dbURL)
-	if err != nil {
-		return line, err
-	}
-	defer db.Close()
 	rep, err := checker.Check(ctx, db, ds, shape, plan.Expected, 8)
 	if err != nil {
 		return line, err
 	}
 	line.Lost += rep.Missing
 	line.Wrong = rep.Wrong
+	fx, err := effects.Check(ctx, env.Brokers, sarama.V3_6_0_0, effectTopics(r.topic), db)
+	if err != nil {
+		return line, fmt.Errorf("effects: %w", err)
+	}
+	line.Figures = append(line.Figures, "effects: "+fx.Line())
+	for i, p := range fx.Problems {
+		if i == 5 {
+			line.Problems = append(line.Problems, fmt.Sprintf("effects: %d more problems", len(fx.Problems)-i))
+			break
+		}
+		line.Problems = append(line.Problems, "effects: "+p)
+	}
 	if line.Lost > 0 || line.Wrong > 0 {
 		line.Problems = append(line.Problems, fmt.Sprintf("%d lost, %d wrong hosts, e.g. %v", line.Lost, line.Wrong, rep.Examples))
 	}
@@ -678,4 +705,15 @@ func appendOnce(list []string, s string) []string {
 		return list
 	}
 	return append(list, s)
+}
+
+// installAudit migrates the run's database and installs the audit of the
+// outbox (proving/effects.InstallAudit).
+func installAudit(ctx context.Context, url string) error {
+	store, err := persistence.Open(ctx, url, persistence.DefaultPoolSettings())
+	if err != nil {
+		return fmt.Errorf("migrate the run's database: %w", err)
+	}
+	defer store.Close()
+	return effects.InstallAudit(ctx, store.DB())
 }

@@ -11,7 +11,11 @@
 //     advisory_notified records, each under a single event id (a duplicate
 //     carries the same id);
 //   - payload status: each upload with a request id has received and a
-//     final status (success or error), never both success and error.
+//     final status (success or error), never both success and error;
+//   - with the audit (InstallAudit, a trigger that records each message the
+//     outbox commits, in its transaction): every message read was committed
+//     with that value (no ghost of a rolled-back transaction), and every
+//     notification and payload status committed was read (none lost).
 package effects
 
 import (
@@ -23,6 +27,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/lib/pq"
@@ -57,6 +62,46 @@ func CreateTopics(brokers []string, version sarama.KafkaVersion, t Topics, parti
 	return nil
 }
 
+// auditSQL records each message the outbox takes, in the writing
+// transaction: the audit holds what committed, and nothing else.
+const auditSQL = `
+	CREATE TABLE IF NOT EXISTS outbox_audit (event_id UUID NOT NULL, kind TEXT NOT NULL, value_sha256 BYTEA NOT NULL);
+	CREATE OR REPLACE FUNCTION outbox_audit() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN
+		INSERT INTO outbox_audit VALUES (NEW.event_id, NEW.kind, sha256(convert_to(NEW.payload, 'UTF8')));
+		RETURN NULL;
+	END $$;
+	DROP TRIGGER IF EXISTS outbox_audit ON outbox;
+	CREATE TRIGGER outbox_audit AFTER INSERT OR UPDATE ON outbox FOR EACH ROW EXECUTE FUNCTION outbox_audit();`
+
+// InstallAudit installs the audit in db, whose schema must be migrated.
+func InstallAudit(ctx context.Context, db *sql.DB) error {
+	_, err := db.ExecContext(ctx, auditSQL)
+	return err
+}
+
+// WaitEmpty waits until the outbox holds nothing, up to limit.
+func WaitEmpty(ctx context.Context, db *sql.DB, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		var n int
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM outbox`).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the outbox still holds %d messages after %v", n, limit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
 // Record is one message read back.
 type Record struct {
 	Partition int32
@@ -64,6 +109,9 @@ type Record struct {
 	Key       string
 	EventID   string
 	Value     []byte
+	// Timestamp is the record's time on the broker (the producer's, for a
+	// topic of CreateTime).
+	Timestamp time.Time
 }
 
 // Read reads every record of topic from the oldest offset to the high
@@ -105,7 +153,7 @@ func Read(brokers []string, version sarama.KafkaVersion, topic string) ([]Record
 			return nil, err
 		}
 		for m := range pc.Messages() {
-			r := Record{Partition: p, Offset: m.Offset, Key: string(m.Key), Value: m.Value}
+			r := Record{Partition: p, Offset: m.Offset, Key: string(m.Key), Value: m.Value, Timestamp: m.Timestamp}
 			for _, h := range m.Headers {
 				if string(h.Key) == messages.EventIDHeader {
 					r.EventID = string(h.Value)
@@ -128,13 +176,21 @@ type Report struct {
 	Notified                                     int // (org, advisory) pairs notified
 	Uploads                                      int // request ids with a complete payload status
 	Duplicates                                   int // messages read more than once (same event id)
-	Problems                                     []string
+	// Audited is set when the audit judged the messages: Ghosts counts
+	// those read that never committed, Lost those committed never read
+	// (remediations, which replace one another, are judged by host).
+	Audited      bool
+	Ghosts, Lost int
+	Problems     []string
 }
 
 // Line is the report in one line, for a summary.
 func (r Report) Line() string {
 	s := fmt.Sprintf("%d remediation messages (the last of each of %d stored hosts is its stored state), %d notifications (%d (org, advisory) pairs, each under one id), %d payload statuses (%d uploads: received, then success or error), %d duplicates with their event id",
 		r.Remediations, r.Hosts, r.Notifications, r.Notified, r.PayloadStatuses, r.Uploads, r.Duplicates)
+	if r.Audited {
+		s += fmt.Sprintf("; against the audit of what committed: %d ghosts, %d lost", r.Ghosts, r.Lost)
+	}
 	if len(r.Problems) > 0 {
 		s += fmt.Sprintf("; %d problems", len(r.Problems))
 	}
@@ -176,7 +232,57 @@ func Check(ctx context.Context, brokers []string, version sarama.KafkaVersion, t
 		return r, err
 	}
 	checkPayloadStatus(statuses, &r)
+	if err := checkAudit(ctx, db, [][]Record{rem, notes, statuses}, &r); err != nil {
+		return r, err
+	}
 	return r, nil
+}
+
+// checkAudit judges what was read against what committed, when the audit
+// is installed.
+func checkAudit(ctx context.Context, db *sql.DB, read [][]Record, r *Report) error {
+	var installed bool
+	if err := db.QueryRowContext(ctx, `SELECT to_regclass('outbox_audit') IS NOT NULL`).Scan(&installed); err != nil || !installed {
+		return err
+	}
+	rows, err := db.QueryContext(ctx, `SELECT event_id::text, kind, value_sha256 FROM outbox_audit`)
+	if err != nil {
+		return fmt.Errorf("read the outbox audit: %w", err)
+	}
+	defer rows.Close()
+	committed := map[string][][]byte{} // event id → the values committed under it
+	kinds := map[string]string{}
+	for rows.Next() {
+		var id, kind string
+		var sum []byte
+		if err := rows.Scan(&id, &kind, &sum); err != nil {
+			return err
+		}
+		committed[id] = append(committed[id], sum)
+		kinds[id] = kind
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	published := map[string]bool{}
+	for _, list := range read {
+		for _, m := range list {
+			published[m.EventID] = true
+			sum := sha256.Sum256(m.Value)
+			if !slices.ContainsFunc(committed[m.EventID], func(c []byte) bool { return slices.Equal(c, sum[:]) }) {
+				r.Ghosts++
+				r.Problems = append(r.Problems, fmt.Sprintf("a ghost: message %s at %d/%d was never committed with that value", m.EventID, m.Partition, m.Offset))
+			}
+		}
+	}
+	for id, kind := range kinds {
+		if kind != string(messages.OutboxRemediation) && !published[id] {
+			r.Lost++
+			r.Problems = append(r.Problems, fmt.Sprintf("lost: %s message %s committed, never published", kind, id))
+		}
+	}
+	r.Audited = true
+	return nil
 }
 
 func checkRemediations(ctx context.Context, db *sql.DB, rem []Record, r *Report) error {
