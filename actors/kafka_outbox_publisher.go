@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,9 +26,12 @@ type KafkaOutboxPublisher struct {
 
 // NewOutboxProducerConfig is the relay's producer: NewProducerConfig's, with
 // topics never created by a publish (a missing topic is the platform's to
-// create: its messages wait in the outbox) and a bounded retry budget, so
-// that Publish returns within about (OutboxPublishRetries + 1) ×
-// (Producer.Timeout + Net.ReadTimeout) even when a broker stops answering.
+// create: its messages wait in the outbox) and a bounded retry budget:
+// each of the OutboxPublishRetries + 1 tries of a batch waits at most
+// Producer.Timeout plus the network timeouts (10 s each), and the metadata
+// refresh between tries at most Metadata.Retry.Max + 1 rounds of a dial
+// per broker, so Publish returns within a few minutes even when every
+// broker stops answering (seconds when they refuse).
 func NewOutboxProducerConfig(k KafkaSettings) (*sarama.Config, error) {
 	cfg, err := NewProducerConfig(k)
 	if err != nil {
@@ -118,6 +122,16 @@ func explainPublish(err error) error {
 		return fmt.Errorf("%w (grant the listener's user WRITE on the topic; its messages wait in the outbox)", err)
 	}
 	return err
+}
+
+// OutboxRefusedForGood tells a refusal no retry can change: a message over
+// the topic's (or the producer's) size limit, or one the broker finds
+// invalid. The relay keeps such a message aside instead of retrying it.
+func OutboxRefusedForGood(err error) bool {
+	var cfgErr sarama.ConfigurationError
+	return errors.Is(err, sarama.ErrMessageSizeTooLarge) || errors.Is(err, sarama.ErrInvalidMessage) ||
+		errors.Is(err, sarama.ErrInvalidRecord) || errors.Is(err, sarama.ErrMessageTooLarge) ||
+		errors.As(err, &cfgErr) && strings.Contains(string(cfgErr), "larger than")
 }
 
 // Close closes the producer.

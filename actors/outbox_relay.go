@@ -2,10 +2,11 @@ package actors
 
 // OutboxRelay protocol
 //
-//	in  relayWake        from Relay's ticker, the store's LISTEN, a round that filled its batch: claim a batch
+//	in  relayWake        from Relay's ticker, the store's LISTEN, Relay.Wake (a commit of this process), a full round: claim a batch
 //	in  relayRoundDone   from the round's goroutine: what it published, whether the outbox may hold more
 //	in  relayBacklog     from the backlog goroutine: pending messages and the oldest one's age
-//	in  relayDrain       from Relay.Stop: publish what waits, then answer on done
+//	in  relayDrain       from Relay.Stop: publish what waits (always one round begun after it), then answer on done
+//	in  *actor.Stopped   closes stopped: Relay.Stop then waits for the round in flight
 //	out OutboxStore.Claim / OutboxPublisher.Publish / finish, from one round goroutine at a time
 //	out RelayState       published for /status and metrics (Relay.State)
 //
@@ -23,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,9 +37,10 @@ import (
 type OutboxStore interface {
 	// Claim takes up to max of the oldest messages not of the kinds
 	// exclude, each ordering key's in id order, held from other relays
-	// until finish; finish deletes published and ends the claim, and is
-	// called once whenever Claim returned no error.
-	Claim(ctx context.Context, max int, exclude []messages.OutboxKind) ([]messages.OutboxMessage, func(ctx context.Context, published []int64) error, error)
+	// until finish; finish deletes the outcome's published messages, keeps
+	// its refused ones aside, and ends the claim; it is called once
+	// whenever Claim returned no error.
+	Claim(ctx context.Context, max int, exclude []messages.OutboxKind) ([]messages.OutboxMessage, func(ctx context.Context, outcome messages.OutboxOutcome) error, error)
 	Backlog(ctx context.Context) (messages.OutboxBacklog, error)
 }
 
@@ -68,7 +71,14 @@ type RelayConfig struct {
 	KindBackoff time.Duration
 	// StoreTimeout bounds each of the round's calls to the store (0: 10 s).
 	StoreTimeout time.Duration
-	Logger       *slog.Logger
+	// Exclude are kinds never claimed (those turned off: their messages
+	// wait in the outbox until they are turned on again).
+	Exclude []messages.OutboxKind
+	// RefusedForGood tells a refusal no retry can change (a message over
+	// the topic's size limit): the message is kept aside for a person and
+	// its key goes on. Nil: every refusal is retried.
+	RefusedForGood func(error) bool
+	Logger         *slog.Logger
 }
 
 // RelayState is what the relay did and sees.
@@ -76,8 +86,9 @@ type RelayState struct {
 	Backlog messages.OutboxBacklog
 	// BacklogAt is when Backlog was read; zero before the first read.
 	BacklogAt time.Time
-	// Published and Failed count messages acknowledged and refused.
-	Published, Failed int64
+	// Published and Failed count messages acknowledged and refused (to be
+	// retried); Parked those refused for good and kept aside.
+	Published, Failed, Parked int64
 	// Rounds counts the rounds run.
 	Rounds int64
 	// LastError is the last round's failure; empty after a clean round.
@@ -92,16 +103,24 @@ type Relay struct {
 	pid    *actor.PID
 	state  *atomic.Pointer[RelayState]
 	stop   chan struct{}
+	poke   chan struct{}
 	ticker *time.Ticker
+	// rounds counts the rounds in flight: Stop waits for them, so no round
+	// publishes after it returned (and after its caller closed the
+	// producer and the store).
+	rounds *sync.WaitGroup
+	// stopped is closed when the actor has stopped.
+	stopped chan struct{}
 }
 
 type (
 	relayWake      struct{}
 	relayRoundDone struct {
-		published, failed int
-		full              bool
-		refused           []messages.OutboxKind
-		err               error
+		published, failed, parked int
+		full                      bool
+		refused                   []messages.OutboxKind // kinds to hold
+		err                       error
+		afterDrain                bool // the round began after the drain was asked
 	}
 	relayBacklog struct {
 		b   messages.OutboxBacklog
@@ -134,9 +153,10 @@ func StartRelay(system *actor.ActorSystem, cfg RelayConfig) (*Relay, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	r := &Relay{system: system, state: &atomic.Pointer[RelayState]{}, stop: make(chan struct{}), ticker: time.NewTicker(cfg.Interval)}
+	r := &Relay{system: system, state: &atomic.Pointer[RelayState]{}, stop: make(chan struct{}), poke: make(chan struct{}, 1),
+		ticker: time.NewTicker(cfg.Interval), rounds: &sync.WaitGroup{}, stopped: make(chan struct{})}
 	r.state.Store(&RelayState{})
-	a := &relayActor{cfg: cfg, state: r.state, held: map[messages.OutboxKind]time.Time{}}
+	a := &relayActor{cfg: cfg, state: r.state, held: map[messages.OutboxKind]time.Time{}, rounds: r.rounds, stopped: r.stopped}
 	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a }), "outbox-relay")
 	if err != nil {
 		r.ticker.Stop()
@@ -156,8 +176,18 @@ func (r *Relay) pump(wake <-chan struct{}) {
 			return
 		case <-r.ticker.C:
 		case <-wake:
+		case <-r.poke:
 		}
 		r.system.Root.Send(r.pid, relayWake{})
+	}
+}
+
+// Wake asks for a round now (the store's hook after a commit that wrote
+// to the outbox); it never blocks.
+func (r *Relay) Wake() {
+	select {
+	case r.poke <- struct{}{}:
+	default:
 	}
 }
 
@@ -178,22 +208,26 @@ func (r *Relay) Stop(ctx context.Context) error {
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
-	// Poison waits for the round in flight: its keys are released before
-	// the process goes on to close the store.
-	_ = r.system.Root.PoisonFuture(r.pid).Wait()
+	r.system.Root.Poison(r.pid)
+	// Once the actor stopped it starts no round; the round in flight ends
+	// within its publisher's bound and the store's timeouts, and only then
+	// may the caller close them.
+	<-r.stopped
+	r.rounds.Wait()
 	return err
 }
 
 type relayActor struct {
-	cfg       RelayConfig
-	state     *atomic.Pointer[RelayState]
-	running   bool // a round is in flight
-	again     bool // a wake came during the round
-	reading   bool // a backlog read is in flight
-	lastRead  time.Time
-	held      map[messages.OutboxKind]time.Time // kind → until when it is left out
-	drain     *relayDrain
-	roundDone chan struct{} // closed when the round in flight ends
+	cfg      RelayConfig
+	state    *atomic.Pointer[RelayState]
+	running  bool // a round is in flight
+	again    bool // a wake came during the round
+	reading  bool // a backlog read is in flight
+	lastRead time.Time
+	held     map[messages.OutboxKind]time.Time // kind → until when it is left out
+	drain    *relayDrain
+	rounds   *sync.WaitGroup
+	stopped  chan struct{} // closed at *actor.Stopped
 }
 
 func (a *relayActor) Receive(c actor.Context) {
@@ -212,10 +246,8 @@ func (a *relayActor) Receive(c actor.Context) {
 	case relayDrain:
 		a.drain = &m
 		a.wake(c)
-	case *actor.Stopping:
-		if a.running {
-			<-a.roundDone // its keys are held until it ends
-		}
+	case *actor.Stopped:
+		close(a.stopped)
 	}
 }
 
@@ -239,7 +271,7 @@ func (a *relayActor) wake(c actor.Context) {
 }
 
 func (a *relayActor) startRound(c actor.Context, now time.Time) {
-	var exclude []messages.OutboxKind
+	exclude := append([]messages.OutboxKind(nil), a.cfg.Exclude...)
 	for k, until := range a.held {
 		if now.Before(until) {
 			exclude = append(exclude, k)
@@ -248,12 +280,14 @@ func (a *relayActor) startRound(c actor.Context, now time.Time) {
 		}
 	}
 	a.running, a.again = true, false
-	a.roundDone = make(chan struct{})
-	self, root, done := c.Self(), c.ActorSystem().Root, a.roundDone
-	cfg := a.cfg
+	self, root := c.Self(), c.ActorSystem().Root
+	cfg, afterDrain := a.cfg, a.drain != nil
+	a.rounds.Add(1)
 	go func() {
-		defer close(done)
-		root.Send(self, runRelayRound(cfg, exclude))
+		defer a.rounds.Done()
+		done := runRelayRound(cfg, exclude)
+		done.afterDrain = afterDrain
+		root.Send(self, done)
 	}()
 }
 
@@ -266,6 +300,7 @@ func (a *relayActor) roundFinished(c actor.Context, m relayRoundDone) {
 	a.update(func(s *RelayState) {
 		s.Published += int64(m.published)
 		s.Failed += int64(m.failed)
+		s.Parked += int64(m.parked)
 		s.Rounds++
 		s.LastError = ""
 		if m.err != nil {
@@ -283,8 +318,10 @@ func (a *relayActor) roundFinished(c actor.Context, m relayRoundDone) {
 			"published", m.published, "refused", m.failed)
 	}
 	if d := a.drain; d != nil {
-		// Draining: go on while rounds publish and the caller waits.
-		if m.published > 0 && m.err == nil && d.ctx.Err() == nil {
+		// Draining: go on while rounds publish and the caller waits; a
+		// round that began before the drain was asked may have claimed
+		// before the last messages committed, so one more always runs.
+		if (!m.afterDrain || m.published > 0) && m.err == nil && d.ctx.Err() == nil {
 			a.startRound(c, now)
 			return
 		}
@@ -315,15 +352,20 @@ func runRelayRound(cfg RelayConfig, exclude []messages.OutboxKind) relayRoundDon
 	if err != nil {
 		return relayRoundDone{err: fmt.Errorf("claim: %w", err)}
 	}
-	var res relayRoundDone
-	published := []int64(nil)
+	var (
+		res     relayRoundDone
+		outcome messages.OutboxOutcome
+	)
 	if len(msgs) > 0 {
 		errs := cfg.Publisher.Publish(msgs)
-		published, res = acknowledgedPrefix(msgs, errs)
+		outcome, res = acknowledgedPrefix(msgs, errs, cfg.RefusedForGood)
+		for id, why := range outcome.Refused {
+			cfg.Logger.Error("outbox: a message refused for good is kept aside for a person (outbox.refused); its key goes on", "id", id, "reason", why)
+		}
 	}
 	ctx, cancel = context.WithTimeout(context.Background(), cfg.StoreTimeout)
 	defer cancel()
-	if err := finish(ctx, published); err != nil {
+	if err := finish(ctx, outcome); err != nil {
 		// Published and not deleted: they go again, with their event ids.
 		res.err = errors.Join(res.err, fmt.Errorf("delete published: %w", err))
 		res.published = 0
@@ -333,14 +375,17 @@ func runRelayRound(cfg RelayConfig, exclude []messages.OutboxKind) relayRoundDon
 	return res
 }
 
-// acknowledgedPrefix returns the ids to delete, each key's messages up to
-// its first refused one, and the round's counts.
-func acknowledgedPrefix(msgs []messages.OutboxMessage, errs []error) ([]int64, relayRoundDone) {
+// acknowledgedPrefix returns what the round did: each key's messages
+// acknowledged up to its first refused one, to delete; the messages
+// refused for good (refusedForGood), to keep aside without holding their
+// key; and the counts, with the kinds to hold after a refusal that a retry
+// may change.
+func acknowledgedPrefix(msgs []messages.OutboxMessage, errs []error, refusedForGood func(error) bool) (messages.OutboxOutcome, relayRoundDone) {
 	var (
-		res       relayRoundDone
-		published []int64
-		blocked   = map[string]bool{}
-		refused   = map[messages.OutboxKind]bool{}
+		res     relayRoundDone
+		outcome messages.OutboxOutcome
+		blocked = map[string]bool{}
+		held    = map[messages.OutboxKind]bool{}
 	)
 	for i, m := range msgs {
 		var err error
@@ -349,21 +394,27 @@ func acknowledgedPrefix(msgs []messages.OutboxMessage, errs []error) ([]int64, r
 		} else {
 			err = errors.New("no answer from the publisher")
 		}
-		if err != nil {
+		switch {
+		case err != nil && refusedForGood != nil && refusedForGood(err) && !blocked[m.OrderingKey]:
+			if outcome.Refused == nil {
+				outcome.Refused = map[int64]string{}
+			}
+			outcome.Refused[m.ID] = err.Error()
+			res.parked++
+		case err != nil:
 			res.failed++
 			blocked[m.OrderingKey] = true
-			if !refused[m.Kind] {
-				refused[m.Kind] = true
+			if !held[m.Kind] {
+				held[m.Kind] = true
 				res.refused = append(res.refused, m.Kind)
 				res.err = errors.Join(res.err, fmt.Errorf("%s: %w", m.Kind, err))
 			}
-			continue
+		case blocked[m.OrderingKey]:
+			// Acknowledged after its key's refused one: published again later.
+		default:
+			outcome.Published = append(outcome.Published, m.ID)
+			res.published++
 		}
-		if blocked[m.OrderingKey] {
-			continue
-		}
-		published = append(published, m.ID)
-		res.published++
 	}
-	return published, res
+	return outcome, res
 }

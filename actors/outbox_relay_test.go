@@ -18,10 +18,11 @@ import (
 // takes the oldest messages' keys not held by another claim, and their
 // messages in id order.
 type memOutbox struct {
-	mu     sync.Mutex
-	msgs   []messages.OutboxMessage
-	held   map[string]bool
-	claims int
+	mu      sync.Mutex
+	msgs    []messages.OutboxMessage
+	held    map[string]bool
+	claims  int
+	refused []messages.OutboxMessage // kept aside
 }
 
 func (o *memOutbox) add(kind messages.OutboxKind, key string, n int) {
@@ -36,7 +37,7 @@ func (o *memOutbox) add(kind messages.OutboxKind, key string, n int) {
 	}
 }
 
-func (o *memOutbox) Claim(_ context.Context, max int, exclude []messages.OutboxKind) ([]messages.OutboxMessage, func(context.Context, []int64) error, error) {
+func (o *memOutbox) Claim(_ context.Context, max int, exclude []messages.OutboxKind) ([]messages.OutboxMessage, func(context.Context, messages.OutboxOutcome) error, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.claims++
@@ -58,10 +59,16 @@ func (o *memOutbox) Claim(_ context.Context, max int, exclude []messages.OutboxK
 	for k := range keys {
 		o.held[k] = true
 	}
-	return out, func(_ context.Context, published []int64) error {
+	return out, func(_ context.Context, outcome messages.OutboxOutcome) error {
 		o.mu.Lock()
 		defer o.mu.Unlock()
-		o.msgs = slices.DeleteFunc(o.msgs, func(m messages.OutboxMessage) bool { return slices.Contains(published, m.ID) })
+		o.msgs = slices.DeleteFunc(o.msgs, func(m messages.OutboxMessage) bool {
+			_, refused := outcome.Refused[m.ID]
+			if refused {
+				o.refused = append(o.refused, m)
+			}
+			return refused || slices.Contains(outcome.Published, m.ID)
+		})
 		for k := range keys {
 			delete(o.held, k)
 		}
@@ -87,6 +94,7 @@ type logPublisher struct {
 	mu     sync.Mutex
 	log    []messages.OutboxMessage
 	refuse func(messages.OutboxMessage) bool
+	err    error // the refusal's error; nil: "refused"
 }
 
 func (p *logPublisher) Publish(msgs []messages.OutboxMessage) []error {
@@ -95,7 +103,10 @@ func (p *logPublisher) Publish(msgs []messages.OutboxMessage) []error {
 	errs := make([]error, len(msgs))
 	for i, m := range msgs {
 		if p.refuse != nil && p.refuse(m) {
-			errs[i] = errors.New("refused")
+			errs[i] = p.err
+			if errs[i] == nil {
+				errs[i] = errors.New("refused")
+			}
 			continue
 		}
 		p.log = append(p.log, m)

@@ -52,4 +52,15 @@ type OutboxBacklog struct {
 	Pending int64
 	// Oldest is the age of the oldest message waiting; 0 when none waits.
 	Oldest time.Duration
+	// Refused counts the messages the broker refused for good, kept for a
+	// person (not in Pending).
+	Refused int64
+}
+
+// OutboxOutcome is what a relay's round did with its claim: the messages
+// the broker acknowledged, to delete, and those it refused for good, to
+// keep aside with the reason.
+type OutboxOutcome struct {
+	Published []int64
+	Refused   map[int64]string
 }

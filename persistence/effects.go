@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/lib/pq"
 )
@@ -62,10 +63,12 @@ const OutboxChannel = "patchflow_outbox"
 //     a new id (a relay publishing the older one deletes only that);
 //   - nt: the org's installable advisories not notified before; ntq: one
 //     notification for them, its id the outbox row's event id;
-//   - ps: the payload-status messages, in order;
+//   - ps: the payload-status messages, in order.
 //
-// and notifies OutboxChannel when it wrote a message. It returns how many
-// messages it wrote.
+// It returns how many messages it wrote. It does not NOTIFY: a transaction
+// that notifies takes a database-wide lock from its pre-commit to the end
+// of its commit, so every writer would commit one at a time; the store
+// tells its hook after the commit instead (Store.OnOutboxWrite).
 const writeEffects = `
 	WITH rem AS (
 		INSERT INTO remediation_state (system_id, checksum) SELECT $1::bigint, $2::bytea WHERE $2::bytea IS NOT NULL
@@ -102,7 +105,7 @@ const writeEffects = `
 		SELECT 'payload_status', $3::text, $3::text, e, p FROM unnest($9::text[], $10::uuid[]) WITH ORDINALITY AS t (p, e, i) ORDER BY i
 		RETURNING 1),
 	n AS (SELECT (SELECT count(*) FROM remq) + (SELECT count(*) FROM ntq) + (SELECT count(*) FROM ps) AS n)
-	SELECT n::int, CASE WHEN n > 0 THEN pg_notify('` + OutboxChannel + `', '')::text END FROM n`
+	SELECT n::int FROM n`
 
 // effectsWrite is one event's effects ready for writeEffects.
 type effectsWrite struct {
@@ -139,12 +142,9 @@ func (w effectsWrite) write(ctx context.Context, q rowQueryer, id int64) error {
 	for i, p := range w.e.PayloadStatus {
 		statuses[i], ids[i] = string(p.Value), p.EventID
 	}
-	var (
-		n        int
-		notified sql.NullString
-	)
+	var n int
 	if err := q.QueryRowContext(ctx, writeEffects, id, sum, w.inventoryID, remediation, w.accountID,
-		pq.Array(nonNil(w.installable)), notify, w.orgID, pq.Array(statuses), pq.Array(ids)).Scan(&n, &notified); err != nil {
+		pq.Array(nonNil(w.installable)), notify, w.orgID, pq.Array(statuses), pq.Array(ids)).Scan(&n); err != nil {
 		return fmt.Errorf("write outbox: %w", err)
 	}
 	if afterEffects != nil {
@@ -164,8 +164,22 @@ func (s *Store) WritePayloadStatus(ctx context.Context, inventoryID string, stat
 	if len(statuses) == 0 {
 		return nil
 	}
-	w := effectsWrite{e: &Effects{PayloadStatus: statuses}, inventoryID: inventoryID}
-	return s.withConn(ctx, "write payload status", func(conn *sql.Conn) error {
+	w := effectsWrite{e: &Effects{PayloadStatus: statuses}, inventoryID: strings.ToLower(inventoryID)}
+	err := s.withConn(ctx, "write payload status", func(conn *sql.Conn) error {
 		return w.write(ctx, conn, 0)
 	})
+	if err == nil {
+		s.outboxWritten()
+	}
+	return err
+}
+
+// OnOutboxWrite sets f to be called after each commit that wrote effects
+// to the outbox (the relay's wake, in the same process).
+func (s *Store) OnOutboxWrite(f func()) { s.onOutbox.Store(&f) }
+
+func (s *Store) outboxWritten() {
+	if f := s.onOutbox.Load(); f != nil {
+		(*f)()
+	}
 }

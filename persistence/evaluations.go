@@ -114,7 +114,7 @@ func (s *Store) StoreEvaluation(ctx context.Context, systemID int64, eventTime t
 			return fmt.Errorf("update system evaluation: %w", err)
 		}
 		if fx := e.Effects; !fx.empty() {
-			w := effectsWrite{e: fx, inventoryID: fx.InventoryID, orgID: fx.OrgID, accountID: accountID, installable: installable, evaluated: true}
+			w := effectsWrite{e: fx, inventoryID: strings.ToLower(fx.InventoryID), orgID: fx.OrgID, accountID: accountID, installable: installable, evaluated: true}
 			if err := w.write(ctx, tx, systemID); err != nil {
 				return err
 			}
@@ -125,5 +125,8 @@ func (s *Store) StoreEvaluation(ctx context.Context, systemID int64, eventTime t
 		stored = true
 		return nil
 	})
+	if err == nil && stored && !e.Effects.empty() {
+		s.outboxWritten()
+	}
 	return stored, err
 }

@@ -3,7 +3,10 @@ package persistence
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
+	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/lib/pq"
@@ -21,11 +24,18 @@ type Outbox struct {
 	db      *sql.DB
 	url     string
 	secrets []string
+	// notify is set by NotifySoon and sent by notifier.
+	notify atomic.Bool
+	stop   chan struct{}
+	ended  chan struct{}
 }
 
-// outboxConns is the relay's pool: a claim's transaction, and the backlog's
-// query beside it.
-const outboxConns = 2
+// notifyEvery is how often, at most, an Outbox sends NotifySoon's NOTIFY.
+const notifyEvery = 100 * time.Millisecond
+
+// outboxConns is the relay's pool: a claim's transaction, the backlog's
+// query and the notifier's NOTIFY beside it.
+const outboxConns = 3
 
 // outboxLockClass names the advisory locks the relay takes per ordering
 // key (the second key is a hash of it), apart from hostLockClass's.
@@ -40,20 +50,52 @@ func (s *Store) OpenOutbox() (*Outbox, error) {
 	db.SetMaxOpenConns(outboxConns)
 	db.SetMaxIdleConns(outboxConns)
 	db.SetConnMaxLifetime(30 * time.Minute)
-	return &Outbox{db: db, url: s.url, secrets: s.secrets}, nil
+	o := &Outbox{db: db, url: s.url, secrets: s.secrets, stop: make(chan struct{}), ended: make(chan struct{})}
+	go o.notifier()
+	return o, nil
 }
 
-// Close closes the relay's pool.
-func (o *Outbox) Close() error { return o.db.Close() }
+// Close stops the notifier and closes the relay's pool.
+func (o *Outbox) Close() error {
+	close(o.stop)
+	<-o.ended
+	return o.db.Close()
+}
+
+// NotifySoon asks for a NOTIFY on OutboxChannel within notifyEvery, sent
+// on the relay's pool outside any record's transaction: the other
+// replicas' relays (LISTEN) wake for what this process wrote, and however
+// many commits ask, one NOTIFY goes per notifyEvery.
+func (o *Outbox) NotifySoon() { o.notify.Store(true) }
+
+func (o *Outbox) notifier() {
+	defer close(o.ended)
+	t := time.NewTicker(notifyEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-o.stop:
+			return
+		case <-t.C:
+		}
+		if !o.notify.Swap(false) {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, _ = o.db.ExecContext(ctx, `SELECT pg_notify('`+OutboxChannel+`', '')`) // the relays' timers cover a lost one
+		cancel()
+	}
+}
 
 // claimKeys takes the ordering keys of the oldest $1 messages, skipping
-// kinds $3, whose advisory lock no other relay holds, and locks them until
-// the claim's transaction ends. A key another relay holds is skipped whole,
-// so a key's messages are published by one relay at a time, in id order.
+// kinds $3 and refused messages, whose advisory lock no other relay holds,
+// and locks them until the claim's transaction ends. A key another relay
+// holds is skipped whole, so a key's messages are published by one relay at
+// a time, in id order.
 const claimKeys = `
 	SELECT k FROM (
 		SELECT DISTINCT ordering_key AS k FROM (
-			SELECT ordering_key FROM outbox WHERE kind <> ALL ($3::text[]) ORDER BY id LIMIT $1) c) d
+			SELECT ordering_key FROM outbox WHERE kind <> ALL ($3::text[]) AND refused IS NULL ORDER BY id LIMIT $1) c) d
 	WHERE pg_try_advisory_xact_lock($2, hashtext(k))`
 
 // claimMessages reads the locked keys' messages, oldest first, in a
@@ -63,75 +105,134 @@ const claimKeys = `
 // published again after a newer one.
 const claimMessages = `
 	SELECT id, kind, ordering_key, message_key, event_id::text, payload, created_at
-	FROM outbox WHERE ordering_key = ANY ($1::text[]) AND kind <> ALL ($3::text[]) ORDER BY id LIMIT $2`
+	FROM outbox WHERE ordering_key = ANY ($1::text[]) AND kind <> ALL ($3::text[]) AND refused IS NULL ORDER BY id LIMIT $2`
+
+// rowLockIdle bounds how long the claim's session may sit idle once its
+// DELETE holds row locks (a host's next remediation upserts its row): a
+// relay cut off between its DELETE and its COMMIT frees them after this.
+const rowLockIdle = "5s"
 
 // Claim takes up to max of the oldest messages not of the kinds exclude,
 // every message of a key in id order, and holds their keys from other
-// relays until finish is called. finish deletes the messages of published
-// (ids of the claim's messages the broker acknowledged) and ends the claim;
-// it must be called once, whatever happened (with nil to delete nothing).
-func (o *Outbox) Claim(ctx context.Context, max int, exclude []messages.OutboxKind) ([]messages.OutboxMessage, func(ctx context.Context, published []int64) error, error) {
+// relays until finish is called. finish deletes the messages the outcome
+// says were published and keeps the refused ones aside, and ends the
+// claim; it must be called once whenever Claim returned no error.
+//
+// Every statement of the claim, its BEGIN and its COMMIT included, returns
+// by its call's context (ctx for Claim's, finish's own for finish's): the
+// transaction is driven by hand on the connection, each statement guarded,
+// and a connection left in doubt is discarded, never given back. While the
+// relay publishes, the transaction holds advisory locks only, which no
+// writer takes, so the session's idle-in-transaction timeout is lifted for
+// it; from the DELETE on it holds row locks and the timeout is rowLockIdle.
+func (o *Outbox) Claim(ctx context.Context, max int, exclude []messages.OutboxKind) ([]messages.OutboxMessage, func(ctx context.Context, outcome messages.OutboxOutcome) error, error) {
 	conn, err := o.db.Conn(ctx)
 	if err != nil {
 		return nil, nil, o.error("claim outbox", err)
 	}
-	// The transaction outlives ctx, which bounds the claim's statements
-	// only: database/sql would roll back a transaction whose BeginTx
-	// context ended, under the relay that publishes before it deletes.
-	tx, err := conn.BeginTx(context.WithoutCancel(ctx), nil)
-	if err != nil {
-		conn.Close()
+	discard := func() {
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		_ = conn.Close()
+	}
+	if _, err := conn.ExecContext(ctx, `BEGIN`); err != nil {
+		discard()
 		return nil, nil, o.error("claim outbox: begin", err)
 	}
-	end := func(ctx context.Context, published []int64) error {
-		defer conn.Close()
-		if len(published) == 0 {
-			return o.error("end outbox claim", tx.Rollback())
+	done := false
+	end := func(ctx context.Context, outcome messages.OutboxOutcome) error {
+		if done {
+			return errors.New("outbox claim ended twice")
 		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM outbox WHERE id = ANY ($1::bigint[])`, pq.Array(published)); err != nil {
-			_ = tx.Rollback()
+		done = true
+		if len(outcome.Published) == 0 && len(outcome.Refused) == 0 {
+			if _, err := conn.ExecContext(ctx, `ROLLBACK`); err != nil {
+				discard()
+				return o.error("end outbox claim", err)
+			}
+			return conn.Close()
+		}
+		err := o.settle(ctx, conn, outcome)
+		if err == nil {
+			_, err = conn.ExecContext(ctx, `COMMIT`)
+		}
+		if err != nil {
+			discard()
 			return o.error("delete published outbox messages", err)
 		}
-		return o.error("delete published outbox messages: commit", tx.Commit())
+		return conn.Close()
+	}
+	fail := func(what string, err error) ([]messages.OutboxMessage, func(context.Context, messages.OutboxOutcome) error, error) {
+		discard()
+		return nil, nil, o.error(what, err)
+	}
+	if _, err := conn.ExecContext(ctx, `SET LOCAL idle_in_transaction_session_timeout = 0`); err != nil {
+		return fail("claim outbox", err)
 	}
 	kinds := make([]string, len(exclude))
 	for i, k := range exclude {
 		kinds[i] = string(k)
 	}
-	var keys []string
-	rows, err := tx.QueryContext(ctx, claimKeys, max, outboxLockClass, pq.Array(kinds))
-	if err == nil {
-		for rows.Next() {
-			var k string
-			if err = rows.Scan(&k); err != nil {
-				break
-			}
-			keys = append(keys, k)
-		}
-		rows.Close()
-		if err == nil {
-			err = rows.Err()
-		}
-	}
+	keys, err := o.keys(ctx, conn, max, kinds)
 	if err != nil {
-		_ = end(ctx, nil)
-		return nil, nil, o.error("claim outbox keys", err)
+		return fail("claim outbox keys", err)
 	}
 	if len(keys) == 0 {
 		return nil, end, nil
 	}
-	msgs, err := o.read(ctx, tx, keys, max, kinds)
+	msgs, err := o.read(ctx, conn, keys, max, kinds)
 	if err != nil {
-		_ = end(ctx, nil)
-		return nil, nil, err
+		return fail("claim outbox messages", err)
 	}
 	return msgs, end, nil
 }
 
-func (o *Outbox) read(ctx context.Context, tx *sql.Tx, keys []string, max int, kinds []string) ([]messages.OutboxMessage, error) {
-	rows, err := tx.QueryContext(ctx, claimMessages, pq.Array(keys), max, pq.Array(kinds))
+// settle deletes the published messages and marks the refused ones, in the
+// claim's transaction, once row locks are bounded by rowLockIdle.
+func (o *Outbox) settle(ctx context.Context, conn *sql.Conn, outcome messages.OutboxOutcome) error {
+	if _, err := conn.ExecContext(ctx, `SET LOCAL idle_in_transaction_session_timeout = '`+rowLockIdle+`'`); err != nil {
+		return err
+	}
+	if len(outcome.Published) > 0 {
+		if _, err := conn.ExecContext(ctx, `DELETE FROM outbox WHERE id = ANY ($1::bigint[])`, pq.Array(outcome.Published)); err != nil {
+			return err
+		}
+	}
+	if len(outcome.Refused) > 0 {
+		ids := make([]int64, 0, len(outcome.Refused))
+		reasons := make([]string, 0, len(outcome.Refused))
+		for id, why := range outcome.Refused {
+			ids, reasons = append(ids, id), append(reasons, why)
+		}
+		if _, err := conn.ExecContext(ctx, `
+			UPDATE outbox o SET refused = r.why FROM unnest($1::bigint[], $2::text[]) AS r (id, why) WHERE o.id = r.id`,
+			pq.Array(ids), pq.Array(reasons)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (o *Outbox) keys(ctx context.Context, conn *sql.Conn, max int, kinds []string) ([]string, error) {
+	rows, err := conn.QueryContext(ctx, claimKeys, max, outboxLockClass, pq.Array(kinds))
 	if err != nil {
-		return nil, o.error("claim outbox messages", err)
+		return nil, err
+	}
+	defer rows.Close()
+	var keys []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return keys, rows.Err()
+}
+
+func (o *Outbox) read(ctx context.Context, conn *sql.Conn, keys []string, max int, kinds []string) ([]messages.OutboxMessage, error) {
+	rows, err := conn.QueryContext(ctx, claimMessages, pq.Array(keys), max, pq.Array(kinds))
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
 	var msgs []messages.OutboxMessage
@@ -143,7 +244,7 @@ func (o *Outbox) read(ctx context.Context, tx *sql.Tx, keys []string, max int, k
 			payload string
 		)
 		if err := rows.Scan(&m.ID, &kind, &m.OrderingKey, &key, &m.EventID, &payload, &m.Created); err != nil {
-			return nil, o.error("claim outbox messages", err)
+			return nil, err
 		}
 		m.Kind, m.Value = messages.OutboxKind(kind), []byte(payload)
 		if key.Valid {
@@ -151,10 +252,7 @@ func (o *Outbox) read(ctx context.Context, tx *sql.Tx, keys []string, max int, k
 		}
 		msgs = append(msgs, m)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, o.error("claim outbox messages", err)
-	}
-	return msgs, nil
+	return msgs, rows.Err()
 }
 
 // Backlog reports how many messages wait and the oldest one's age.
@@ -164,7 +262,10 @@ func (o *Outbox) Backlog(ctx context.Context) (messages.OutboxBacklog, error) {
 		oldest float64
 	)
 	err := o.db.QueryRowContext(ctx, `
-		SELECT count(*), COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - min(created_at)), 0)::float8 FROM outbox`).Scan(&b.Pending, &oldest)
+		SELECT count(*) FILTER (WHERE refused IS NULL),
+			COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - min(created_at) FILTER (WHERE refused IS NULL)), 0)::float8,
+			count(*) FILTER (WHERE refused IS NOT NULL)
+		FROM outbox`).Scan(&b.Pending, &oldest, &b.Refused)
 	if err != nil {
 		return b, o.error("outbox backlog", err)
 	}

@@ -199,17 +199,17 @@ func TestClaimHoldsItsKeysFromOtherRelays(t *testing.T) {
 	if len(second) != 2 {
 		t.Fatalf("second claim %+v, want host B's two", second)
 	}
-	if err := finishB(ctx, nil); err != nil {
+	if err := finishB(ctx, messages.OutboxOutcome{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := finishA(ctx, []int64{first[0].ID}); err != nil {
+	if err := finishA(ctx, messages.OutboxOutcome{Published: []int64{first[0].ID}}); err != nil {
 		t.Fatal(err)
 	}
 	third, finish, err := b.Claim(ctx, 10, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer finish(ctx, nil)
+	defer finish(ctx, messages.OutboxOutcome{})
 	if len(third) != 3 || third[0].ID != first[1].ID {
 		t.Fatalf("after the first relay deleted one: %+v", third)
 	}
@@ -231,7 +231,7 @@ func TestPublishedRemediationDeletesOnlyItself(t *testing.T) {
 		t.Fatalf("claim: %v %+v", err, msgs)
 	}
 	storeWithEffects(t, s, upload(hostA, t0.Add(time.Minute), "bash"), withEffects(evaluation("RHSA-2", "installable"), hostA, `{"v":2}`))
-	if err := finish(ctx, []int64{msgs[0].ID}); err != nil {
+	if err := finish(ctx, messages.OutboxOutcome{Published: []int64{msgs[0].ID}}); err != nil {
 		t.Fatal(err)
 	}
 	rem := ofKind(outboxRows(t, s), messages.OutboxRemediation)

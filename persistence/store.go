@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/lib/pq"
@@ -65,6 +66,8 @@ type Store struct {
 	// url is what Open was given, for OpenOutbox's pool; never logged.
 	url     string
 	secrets []string
+	// onOutbox is called after a commit that wrote effects (OnOutboxWrite).
+	onOutbox atomic.Pointer[func()]
 }
 
 // Schema is what Open found of the schema and did to it.

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/lib/pq"
@@ -126,7 +127,7 @@ func (s *Store) store(ctx context.Context, u SystemUpload, e *Evaluation, absent
 		}
 		w := systemWrite{accountID: accountID, u: &u, sum: sum, pkgIDs: pkgIDs, ev: ev, advIDs: advIDs, installableIDs: installableIDs}
 		if e != nil && !e.Effects.empty() {
-			w.fx = effectsWrite{e: e.Effects, inventoryID: u.InventoryID, orgID: u.OrgID, accountID: accountID,
+			w.fx = effectsWrite{e: e.Effects, inventoryID: strings.ToLower(u.InventoryID), orgID: u.OrgID, accountID: accountID,
 				installable: installableIDs, evaluated: true}
 		}
 		if absent {
@@ -163,6 +164,9 @@ func (s *Store) store(ctx context.Context, u SystemUpload, e *Evaluation, absent
 		}
 		return nil
 	})
+	if err == nil && res.Applied && e != nil && !e.Effects.empty() {
+		s.outboxWritten()
+	}
 	return res, err
 }
 

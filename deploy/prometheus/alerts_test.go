@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"net"
 	"net/http"
@@ -24,7 +25,10 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"sigs.k8s.io/yaml"
 
+	"github.com/patchflow/patchflow/actors"
 	"github.com/patchflow/patchflow/consumer"
+	"github.com/patchflow/patchflow/internal/telemetry"
+	"github.com/patchflow/patchflow/messages"
 	"github.com/patchflow/patchflow/proving/embedded"
 )
 
@@ -277,16 +281,60 @@ func missing(usedBy, served map[string][]string) []string {
 // Every metric and label the rules and their tests use is one a live
 // listener serves: a renamed metric or label fails here, not in production
 // as an alert that never fires.
-// servedByTheRelay are the outbox relay's metrics, served by the listener
-// process beside the consumer's (internal/telemetry's
-// TestOutboxMetricsAreServed scrapes them from a running relay).
-var servedByTheRelay = []string{"patchflow_outbox_pending", "patchflow_outbox_oldest_seconds", "patchflow_outbox_published_total", "patchflow_outbox_failed_total"}
+// relayServes returns each metric the listener's outbox relay adds to
+// /metrics (beside the consumer's), read from a running relay attached to
+// the listener's metrics, with its label names.
+func relayServes(t *testing.T) map[string][]string {
+	t.Helper()
+	system := actors.NewActorSystem(slog.New(slog.DiscardHandler))
+	defer system.Shutdown()
+	r, err := actors.StartRelay(system, actors.RelayConfig{Store: emptyOutbox{}, Publisher: noPublisher{}, Interval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Stop(context.Background()) //nolint:errcheck // nothing to publish
+	m := telemetry.New()
+	if err := m.AttachRelay(func() *actors.Relay { return r }); err != nil {
+		t.Fatal(err)
+	}
+	families, err := m.Gatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for _, f := range families {
+		if !strings.HasPrefix(f.GetName(), "patchflow_outbox_") {
+			continue
+		}
+		out[f.GetName()] = nil
+		for _, x := range f.GetMetric() {
+			for _, l := range x.GetLabel() {
+				out[f.GetName()] = append(out[f.GetName()], l.GetName())
+			}
+		}
+	}
+	return out
+}
+
+type emptyOutbox struct{}
+
+func (emptyOutbox) Claim(context.Context, int, []messages.OutboxKind) ([]messages.OutboxMessage, func(context.Context, messages.OutboxOutcome) error, error) {
+	return nil, func(context.Context, messages.OutboxOutcome) error { return nil }, nil
+}
+
+func (emptyOutbox) Backlog(context.Context) (messages.OutboxBacklog, error) { return messages.OutboxBacklog{}, nil }
+
+type noPublisher struct{}
+
+func (noPublisher) Publish(m []messages.OutboxMessage) []error { return make([]error, len(m)) }
 
 func TestRulesReadWhatTheListenerServes(t *testing.T) {
 	usedBy, live := used(t), served(t)
-	for _, name := range servedByTheRelay {
-		live[name] = nil
+	relay := relayServes(t)
+	if len(relay) == 0 {
+		t.Fatal("the relay served no patchflow_outbox_ metric")
 	}
+	maps.Copy(live, relay)
 	if m := missing(usedBy, live); len(m) > 0 {
 		t.Fatalf("the rules use metrics or labels /metrics does not serve: %v", m)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/patchflow/patchflow/clients"
@@ -46,7 +47,9 @@ type Domain struct {
 	Closer func()
 	// effects and relay: the outbox's relay (StartEffects).
 	effects EffectsConfig
+	mu      sync.Mutex // guards relay and closed: StartEffectsRetrying runs beside Close
 	relay   *effectsRelay
+	closed  bool
 }
 
 // Ping checks the database; nil without one.
@@ -60,9 +63,12 @@ func (d *Domain) Ping(ctx context.Context) error {
 // Close stops the outbox relay (after publishing what waits, within its
 // drain timeout) and releases the handler's connections.
 func (d *Domain) Close() {
-	if d.relay != nil {
-		d.relay.close()
-		d.relay = nil
+	d.mu.Lock()
+	relay := d.relay
+	d.relay, d.closed = nil, true
+	d.mu.Unlock()
+	if relay != nil {
+		relay.close(d.Store)
 	}
 	if d.Closer != nil {
 		d.Closer()

@@ -67,7 +67,9 @@ type effectsRelay struct {
 // until it exists). Without a store or with every kind off, it does
 // nothing. Close stops it.
 func (d *Domain) StartEffects(k actors.KafkaSettings, logger *slog.Logger) error {
-	if d.Store == nil || d.relay != nil {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.Store == nil || d.relay != nil || d.closed {
 		return nil
 	}
 	topics := d.effects.topics()
@@ -97,9 +99,15 @@ func (d *Domain) StartEffects(k actors.KafkaSettings, logger *slog.Logger) error
 		return err
 	}
 	wake, stopWake := outbox.Listen(func(err error) { logger.Debug("outbox: LISTEN connection", "error", err) })
+	var off []messages.OutboxKind
+	for _, kind := range messages.OutboxKinds {
+		if _, on := topics[kind]; !on {
+			off = append(off, kind)
+		}
+	}
 	system := actors.NewActorSystem(logger)
 	relay, err := actors.StartRelay(system, actors.RelayConfig{Store: outbox, Publisher: publisher, Wake: wake,
-		Interval: d.effects.Interval, Batch: d.effects.Batch, Logger: logger})
+		Interval: d.effects.Interval, Batch: d.effects.Batch, Exclude: off, RefusedForGood: actors.OutboxRefusedForGood, Logger: logger})
 	if err != nil {
 		stopWake()
 		publisher.Close()
@@ -108,12 +116,43 @@ func (d *Domain) StartEffects(k actors.KafkaSettings, logger *slog.Logger) error
 	}
 	d.relay = &effectsRelay{system: system, relay: relay, publisher: publisher, outbox: outbox, stopWake: stopWake,
 		drain: d.effects.DrainTimeout, logger: logger}
+	// A commit of this process wakes its relay at once, and the other
+	// replicas' through one NOTIFY per 100 ms at most, sent outside the
+	// records' transactions.
+	d.Store.OnOutboxWrite(func() {
+		relay.Wake()
+		outbox.NotifySoon()
+	})
 	logger.Info("outbox relay started", "topics", names)
 	return nil
 }
 
+// StartEffectsRetrying is StartEffects, tried again every 5 s while it
+// fails (brokers out of reach at start) until it succeeds or ctx ends; the
+// messages wait in the outbox meanwhile. started, when set, is called once
+// it succeeded.
+func (d *Domain) StartEffectsRetrying(ctx context.Context, k actors.KafkaSettings, logger *slog.Logger, started func()) {
+	for {
+		err := d.StartEffects(k, logger)
+		if err == nil {
+			if started != nil {
+				started()
+			}
+			return
+		}
+		logger.Error("outbox relay failed to start; messages wait in the outbox, tried again in 5 s", "error", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(5 * time.Second):
+		}
+	}
+}
+
 // Relay is the running outbox relay; nil before StartEffects.
 func (d *Domain) Relay() *actors.Relay {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if d.relay == nil {
 		return nil
 	}
@@ -121,7 +160,8 @@ func (d *Domain) Relay() *actors.Relay {
 }
 
 // close publishes what waits, within the drain timeout, and stops the relay.
-func (r *effectsRelay) close() {
+func (r *effectsRelay) close(store *persistence.Store) {
+	store.OnOutboxWrite(nil)
 	drain := r.drain
 	if drain <= 0 {
 		drain = 10 * time.Second

@@ -69,12 +69,10 @@ func Main(args []string, stdout, stderr io.Writer, exts ...Extension) int {
 			relayOnce.Do(func() {
 				k := cfg.Kafka
 				k.Brokers = cfg.Brokers
-				if err := domain.StartEffects(k, logger); err != nil {
-					logger.Error("outbox relay failed to start; messages wait in the outbox", "error", err)
-				}
 				if err := metrics.AttachRelay(domain.Relay); err != nil {
 					logger.Warn("outbox metrics", "error", err)
 				}
+				go domain.StartEffectsRetrying(ctx, k, logger, nil)
 			})
 		}}
 	if err := Run(ctx, cfg, domain.Handler, logger, hooks); err != nil {

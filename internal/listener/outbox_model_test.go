@@ -48,13 +48,13 @@ type crashingOutbox struct {
 	crash bool
 }
 
-func (o *crashingOutbox) Claim(ctx context.Context, max int, exclude []messages.OutboxKind) ([]messages.OutboxMessage, func(context.Context, []int64) error, error) {
+func (o *crashingOutbox) Claim(ctx context.Context, max int, exclude []messages.OutboxKind) ([]messages.OutboxMessage, func(context.Context, messages.OutboxOutcome) error, error) {
 	msgs, finish, err := o.Outbox.Claim(ctx, max, exclude)
 	if err != nil || !o.crash {
 		return msgs, finish, err
 	}
-	return msgs, func(ctx context.Context, _ []int64) error {
-		_ = finish(ctx, nil) // the process died: its transaction ends with its connection
+	return msgs, func(ctx context.Context, _ messages.OutboxOutcome) error {
+		_ = finish(ctx, messages.OutboxOutcome{}) // the process died: its transaction ends with its connection
 		return fmt.Errorf("crashed before deleting")
 	}, nil
 }
@@ -77,7 +77,7 @@ const failCommits = `
 // commit) and relay runs (some refusing part of a batch, some dying between
 // publish and delete). After a last clean run:
 //   - every committed message was published (each upload's statuses, each
-//     host's last remediation, each (org, advisory) notified);
+//     host's last remediation, each (org, advisory) notified, once);
 //   - nothing was published for a rolled-back transaction;
 //   - each host's messages' last copies come in commit order;
 //   - each host's last remediation message is its last committed state;
@@ -105,6 +105,7 @@ func TestOutboxAndRelayModel(t *testing.T) {
 			rolled    = map[string]bool{} // payload statuses of rolled-back writes
 			lastState = map[string]string{}
 			states    = map[string]bool{} // every remediation committed
+			notified  = map[string]bool{} // every advisory a committed evaluation made installable
 			clock     = time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC)
 		)
 		rt.Repeat(map[string]func(*rapid.T){
@@ -155,6 +156,11 @@ func TestOutboxAndRelayModel(t *testing.T) {
 				committed = append(committed, received, success)
 				lastState[host] = state
 				states[state] = true
+				for _, a := range e.Advisories {
+					if a.Status == persistence.Installable {
+						notified[a.Name] = true
+					}
+				}
 			},
 			"relay": func(rt *rapid.T) {
 				pub.ack = rapid.IntRange(-1, 3).Draw(rt, "ack")
@@ -174,6 +180,7 @@ func TestOutboxAndRelayModel(t *testing.T) {
 		defer o.Close()
 		runRelay(rt, o, pub, 1000)
 		checkModel(rt, store, pub.log, committed, rolled, lastState, states)
+		checkNotifications(rt, pub.log, notified)
 	})
 }
 
@@ -253,6 +260,43 @@ func checkModel(rt *rapid.T, store *persistence.Store, log []messages.OutboxMess
 	for host, want := range lastState {
 		if got := lastRemediation[host]; got != want {
 			rt.Fatalf("host %s: last remediation published %s, last committed %s", host, got, want)
+		}
+	}
+}
+
+// checkNotifications: the org heard of each advisory a committed evaluation
+// made installable, once (a duplicate only with the same event id), and of
+// no other.
+func checkNotifications(rt *rapid.T, log []messages.OutboxMessage, want map[string]bool) {
+	idOf := map[string]string{}
+	for _, m := range log {
+		if m.Kind != messages.OutboxNotification {
+			continue
+		}
+		var n struct {
+			Events []struct {
+				Payload struct {
+					AdvisoryName string `json:"advisory_name"`
+				} `json:"payload"`
+			} `json:"events"`
+		}
+		if err := json.Unmarshal(m.Value, &n); err != nil {
+			rt.Fatal(err)
+		}
+		for _, e := range n.Events {
+			name := e.Payload.AdvisoryName
+			if prev, ok := idOf[name]; ok && prev != m.EventID {
+				rt.Fatalf("%s notified twice, under %s and %s", name, prev, m.EventID)
+			}
+			idOf[name] = m.EventID
+			if !want[name] {
+				rt.Fatalf("%s notified, never installable in a committed evaluation", name)
+			}
+		}
+	}
+	for name := range want {
+		if _, ok := idOf[name]; !ok {
+			rt.Fatalf("%s became installable in a committed evaluation, never notified", name)
 		}
 	}
 }

@@ -14,6 +14,9 @@ type OutboxStatus struct {
 	OldestSeconds float64 `json:"oldest_seconds"`
 	Published     int64   `json:"published"`
 	Failed        int64   `json:"failed"`
+	// Refused counts the messages the broker refused for good, kept aside
+	// in the outbox for a person (outbox.refused says why).
+	Refused int64 `json:"refused"`
 	// LastError is the last round's failure; absent after a clean round.
 	LastError string `json:"last_error,omitempty"`
 	// HeldKinds are the kinds left out of the rounds for a while after
@@ -48,7 +51,7 @@ func (m *Metrics) outboxStatus() *OutboxStatus {
 	}
 	s := r.State()
 	o := &OutboxStatus{Pending: s.Backlog.Pending, OldestSeconds: s.Backlog.Oldest.Seconds(), Published: s.Published,
-		Failed: s.Failed, LastError: s.LastError}
+		Failed: s.Failed, Refused: s.Backlog.Refused, LastError: s.LastError}
 	for _, k := range s.HeldKinds {
 		o.HeldKinds = append(o.HeldKinds, string(k))
 	}
@@ -64,6 +67,8 @@ var (
 		"Outbox messages the brokers acknowledged.", nil, nil)
 	outboxFailedDesc = prometheus.NewDesc("patchflow_outbox_failed_total",
 		"Outbox messages the producer could not publish (each is tried again).", nil, nil)
+	outboxRefusedDesc = prometheus.NewDesc("patchflow_outbox_refused",
+		"Outbox messages the broker refused for good (too large, invalid), kept aside for a person (read every relay interval).", nil, nil)
 )
 
 type outboxCollector struct{ m *Metrics }
@@ -73,6 +78,7 @@ func (c *outboxCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- outboxOldestDesc
 	ch <- outboxPublishedDesc
 	ch <- outboxFailedDesc
+	ch <- outboxRefusedDesc
 }
 
 func (c *outboxCollector) Collect(ch chan<- prometheus.Metric) {
@@ -84,4 +90,5 @@ func (c *outboxCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(outboxOldestDesc, prometheus.GaugeValue, s.OldestSeconds)
 	ch <- prometheus.MustNewConstMetric(outboxPublishedDesc, prometheus.CounterValue, float64(s.Published))
 	ch <- prometheus.MustNewConstMetric(outboxFailedDesc, prometheus.CounterValue, float64(s.Failed))
+	ch <- prometheus.MustNewConstMetric(outboxRefusedDesc, prometheus.GaugeValue, float64(s.Refused))
 }

@@ -13,8 +13,8 @@ import (
 
 type fixedOutbox struct{}
 
-func (fixedOutbox) Claim(context.Context, int, []messages.OutboxKind) ([]messages.OutboxMessage, func(context.Context, []int64) error, error) {
-	return nil, func(context.Context, []int64) error { return nil }, nil
+func (fixedOutbox) Claim(context.Context, int, []messages.OutboxKind) ([]messages.OutboxMessage, func(context.Context, messages.OutboxOutcome) error, error) {
+	return nil, func(context.Context, messages.OutboxOutcome) error { return nil }, nil
 }
 
 func (fixedOutbox) Backlog(context.Context) (messages.OutboxBacklog, error) {

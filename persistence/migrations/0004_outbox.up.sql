@@ -15,7 +15,11 @@ CREATE TABLE outbox (
     -- same id (the record's header patchflow-event-id; a notification's id)
     event_id     UUID NOT NULL DEFAULT gen_random_uuid(),
     payload      TEXT NOT NULL,                    -- the record's value, JSON
-    created_at   TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp()
+    created_at   TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),
+    -- set when the broker refused the message for good (too large, say):
+    -- kept for a person, left out of the relay's rounds, its key's later
+    -- messages going on
+    refused      TEXT
 );
 -- A remediation message is the host's state: one pending per host, the
 -- newest replacing an unpublished older one (under a new id, so a relay

@@ -67,6 +67,7 @@ func (r *Report) WriteMarkdown(path string) error {
 	r.adaptiveTables(&b)
 	r.startTable(&b)
 	r.hostileTable(&b)
+	r.effectsTable(&b)
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
@@ -364,7 +365,6 @@ func (r *Report) endToEndTable(b *strings.Builder) {
 			r.compareTable(b)
 		}
 	}
-	r.effectsTable(b)
 	r.statementsTable(b)
 	b.WriteString("\nWhere the listener's CPU goes, from its profiles end to end: [profiles.md](profiles.md).\n")
 }
@@ -373,7 +373,7 @@ func (r *Report) endToEndTable(b *strings.Builder) {
 // and off, measured in this run, one after the other.
 func (r *Report) effectsTable(b *strings.Builder) {
 	var on, off []EndToEndResult
-	for _, e := range r.EndToEnd {
+	for _, e := range r.Effects {
 		switch e.Name {
 		case ConfigEffectsOn:
 			on = append(on, e)
@@ -384,8 +384,8 @@ func (r *Report) effectsTable(b *strings.Builder) {
 	if len(on) == 0 || len(off) == 0 {
 		return
 	}
-	b.WriteString("\n### What the effects cost\n\n")
-	b.WriteString("The outbox (docs/architecture.md, \"Effects: the outbox\"), this listener only, new hosts: **effects on** publishes remediations, notifications and payload statuses as in production (the three kinds on, the default; topics of the run's own), **effects off** turns the three off (`REMEDIATIONS`, `NOTIFICATIONS`, `PAYLOAD_TRACKER` false). They alternate (on, off, off, on) so the machine's drift falls on neither. " +
+	b.WriteString("\n## 11. What the effects cost\n\n")
+	b.WriteString("The end-to-end scenario's set-up (section 4: the listener binary with its real handler, the platform mock at 100 ms, realistic events, durable PostgreSQL, the real broker), this listener only, new hosts: **effects on** publishes remediations, notifications and payload statuses as in production (the three kinds on, the default; topics of the run's own), **effects off** turns the three off (`REMEDIATIONS`, `NOTIFICATIONS`, `PAYLOAD_TRACKER` false). They alternate (on, off, off, on) so the machine's drift falls on neither. " +
 		"**Messages** are those the effect topics hold after the listener stopped (its relay publishes what waits as it stops); **outbox lag** is each payload status's time on the broker (the producer's timestamp) less the time the listener stamped it with just before its transaction: p99 and max over the run.\n\n")
 	b.WriteString("| configuration | events | systems/s | CPU ms/event: listener | PostgreSQL | Kafka | WAL bytes/event | messages | outbox lag p99 ms | max ms | hosts wrong |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, e := range append(append([]EndToEndResult{}, on...), off...) {

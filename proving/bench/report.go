@@ -52,6 +52,9 @@ type Report struct {
 	// Hostile is scenario 10: the listener on hostile records, batches and
 	// answers, before and after bounding them by bytes (empty: not run).
 	Hostile []HostileResult `json:"hostile,omitempty"`
+	// Effects is scenario 11: the listener end to end with the outbox's
+	// messages on and off, in turn.
+	Effects []EndToEndResult `json:"effects,omitempty"`
 	// Load is how busy the machine was during the run (nil: not sampled).
 	Load *Load `json:"load,omitempty"`
 	// Updates are later runs that measured some scenarios again and
@@ -117,6 +120,8 @@ func (r *Report) Merge(later *Report, scenarios []string) error {
 			r.Start = later.Start
 		case "hostile":
 			r.Hostile = later.Hostile
+		case "effects":
+			r.Effects = later.Effects
 		default:
 			return fmt.Errorf("merge: unknown scenario %q", s)
 		}

@@ -265,7 +265,7 @@ func TestEffectsTableComparesOnWithOff(t *testing.T) {
 		return EndToEndResult{EndToEndConfig: EndToEndConfig{Name: name, Workload: WorkloadNewHosts, EffectsOff: off, Events: 2000}, Listener: ListenerAfter,
 			PerSecond: perSecond, CPU: CPUPerEvent{Postgres: pg}, EffectMessages: 4000, OutboxLagP99MS: 120, OutboxLagMaxMS: 300}
 	}
-	r.EndToEnd = append(r.EndToEnd, run(ConfigEffectsOn, false, 90, 30), run(ConfigEffectsOff, true, 100, 25), run(ConfigEffectsOff, true, 100, 25), run(ConfigEffectsOn, false, 90, 30))
+	r.Effects = append(r.Effects, run(ConfigEffectsOn, false, 90, 30), run(ConfigEffectsOff, true, 100, 25), run(ConfigEffectsOff, true, 100, 25), run(ConfigEffectsOn, false, 90, 30))
 	got := md()
 	for _, want := range []string{"| effects on | 2000 | 90.0 |", "| effects off | 2000 | 100.0 |", "90.0 systems/s with the effects, 100.0 without (10.0 % fewer)", "PostgreSQL CPU 30.0 ms per event with them, 25.0 without", "| 4000 | 120 | 300 |"} {
 		if !strings.Contains(got, want) {
