@@ -82,6 +82,10 @@ func (s *Store) StoreEvaluation(ctx context.Context, systemID int64, eventTime t
 	ev := newEvaluationRow(e)
 	eventTime = eventTime.Round(time.Microsecond)
 	stored := false
+	var (
+		notifiedAccount int
+		notifiedIDs     []int32 // the evaluation's installable advisories, notified once it commits
+	)
 	err := s.withConn(ctx, "store evaluation", func(conn *sql.Conn) error {
 		stored = false
 		byName, err := s.ids.advisoryIDs(ctx, conn, ev.names, ev.types)
@@ -114,7 +118,9 @@ func (s *Store) StoreEvaluation(ctx context.Context, systemID int64, eventTime t
 			return fmt.Errorf("update system evaluation: %w", err)
 		}
 		if fx := e.Effects; !fx.empty() {
-			w := effectsWrite{e: fx, inventoryID: strings.ToLower(fx.InventoryID), orgID: fx.OrgID, accountID: accountID, installable: installable, evaluated: true}
+			w := effectsWrite{e: fx, inventoryID: strings.ToLower(fx.InventoryID), orgID: fx.OrgID, accountID: accountID,
+				installable: s.ids.notified.unknown(accountID, installable), evaluated: true}
+			notifiedAccount, notifiedIDs = accountID, installable
 			if err := w.write(ctx, tx, systemID); err != nil {
 				return err
 			}
@@ -126,6 +132,9 @@ func (s *Store) StoreEvaluation(ctx context.Context, systemID int64, eventTime t
 		return nil
 	})
 	if err == nil && stored && !e.Effects.empty() {
+		if e.Effects.Notify != nil {
+			s.ids.notified.committed(notifiedAccount, notifiedIDs)
+		}
 		s.outboxWritten()
 	}
 	return stored, err

@@ -43,6 +43,9 @@ type idCache struct {
 	// that started since (a failover to a standby, a restore) may lack rows
 	// whose ids are cached, so the cache is emptied when it changes.
 	server time.Time
+	// notified is the pairs known notified (effects.go), emptied with the
+	// rest.
+	notified notifiedCache
 }
 
 // seeServer notes the start time of the server a query just ran on, and
@@ -57,6 +60,7 @@ func (c *idCache) seeServer(started time.Time) {
 		c.accounts.Purge()
 		c.packages.Purge()
 		c.advisories.Purge()
+		c.notified.c.Purge()
 	}
 	c.server = started
 }
@@ -69,7 +73,7 @@ func newIDCache(size int) *idCache {
 	a, _ := lru.New[string, int](min(size, 100_000))
 	p, _ := lru.New[Package, int64](size)
 	v, _ := lru.New[string, int32](size)
-	return &idCache{accounts: a, packages: p, advisories: v}
+	return &idCache{accounts: a, packages: p, advisories: v, notified: newNotifiedCache()}
 }
 
 // queryer is what id resolution needs of a connection: lookups on it, and

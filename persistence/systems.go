@@ -106,7 +106,11 @@ func (s *Store) store(ctx context.Context, u SystemUpload, e *Evaluation, absent
 	if e != nil {
 		ev = newEvaluationRow(*e)
 	}
-	var res UploadResult
+	var (
+		res             UploadResult
+		notifiedAccount int
+		notifiedIDs     []int32 // the evaluation's installable advisories, notified once it commits
+	)
 	err := s.withConn(ctx, "store system", func(conn *sql.Conn) error {
 		res = UploadResult{}
 		accountID, err := s.ids.accountID(ctx, conn, u.OrgID)
@@ -128,7 +132,8 @@ func (s *Store) store(ctx context.Context, u SystemUpload, e *Evaluation, absent
 		w := systemWrite{accountID: accountID, u: &u, sum: sum, pkgIDs: pkgIDs, ev: ev, advIDs: advIDs, installableIDs: installableIDs}
 		if e != nil && !e.Effects.empty() {
 			w.fx = effectsWrite{e: e.Effects, inventoryID: strings.ToLower(u.InventoryID), orgID: u.OrgID, accountID: accountID,
-				installable: installableIDs, evaluated: true}
+				installable: s.ids.notified.unknown(accountID, installableIDs), evaluated: true}
+			notifiedAccount, notifiedIDs = accountID, installableIDs
 		}
 		if absent {
 			id, err := w.insertLocked(ctx, conn)
@@ -165,6 +170,9 @@ func (s *Store) store(ctx context.Context, u SystemUpload, e *Evaluation, absent
 		return nil
 	})
 	if err == nil && res.Applied && e != nil && !e.Effects.empty() {
+		if e.Effects.Notify != nil {
+			s.ids.notified.committed(notifiedAccount, notifiedIDs)
+		}
 		s.outboxWritten()
 	}
 	return res, err

@@ -84,17 +84,25 @@ const failCommits = `
 //   - the outbox is empty.
 func TestOutboxAndRelayModel(t *testing.T) {
 	ctx := context.Background()
-	store, err := persistence.Open(ctx, pgtest.URL(t), persistence.DefaultPoolSettings())
+	url := pgtest.URL(t)
+	store, err := persistence.Open(ctx, url, persistence.DefaultPoolSettings())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
 	if _, err := store.DB().Exec(failCommits); err != nil {
 		t.Fatal(err)
 	}
+	store.Close()
 	hosts := []string{"8a3f1c2e-0000-4000-8000-000000000001", "8a3f1c2e-0000-4000-8000-000000000002", "8a3f1c2e-0000-4000-8000-000000000003"}
 	advisories := []string{"RHSA-2026:1", "RHSA-2026:2", "RHBA-2026:3", "RHEA-2026:4"}
 	rapid.Check(t, func(rt *rapid.T) {
+		// A store of its own each time: its caches know the rows the
+		// truncation removes.
+		store, err := persistence.Open(ctx, url, persistence.DefaultPoolSettings())
+		if err != nil {
+			rt.Fatal(err)
+		}
+		defer store.Close()
 		if _, err := store.DB().Exec(`TRUNCATE outbox, remediation_state, advisory_notified, system, deleted_system, outbox_fail`); err != nil {
 			rt.Fatal(err)
 		}

@@ -387,9 +387,10 @@ func (r *Report) effectsTable(b *strings.Builder) {
 	b.WriteString("\n## 11. What the effects cost\n\n")
 	b.WriteString("The end-to-end scenario's set-up (section 4: the listener binary with its real handler, the platform mock at 100 ms, realistic events, durable PostgreSQL, the real broker), this listener only, new hosts: **effects on** publishes remediations, notifications and payload statuses as in production (the three kinds on, the default; topics of the run's own), **effects off** turns the three off (`REMEDIATIONS`, `NOTIFICATIONS`, `PAYLOAD_TRACKER` false). They alternate (on, off, off, on) so the machine's drift falls on neither. " +
 		"**Messages** are those the effect topics hold after the listener stopped (its relay publishes what waits as it stops); **outbox lag** is each payload status's time on the broker (the producer's timestamp) less the time the listener stamped it with just before its transaction: p99 and max over the run.\n\n")
-	b.WriteString("| configuration | events | systems/s | CPU ms/event: listener | PostgreSQL | Kafka | WAL bytes/event | messages | outbox lag p99 ms | max ms | hosts wrong |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| configuration | events | systems/s | mean limit | handler ms: mean | database ms/event | CPU ms/event: listener | PostgreSQL | Kafka | WAL bytes/event | messages | outbox lag p99 ms | max ms | hosts wrong |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, e := range append(append([]EndToEndResult{}, on...), off...) {
-		fmt.Fprintf(b, "| %s | %d | %.1f | %.1f | %s | %s | %.0f | %d | %.0f | %.0f | %d of %d |\n", e.Name, e.Events, e.PerSecond, e.CPU.Listener,
+		fmt.Fprintf(b, "| %s | %d | %.1f | %s | %.0f | %.0f | %.1f | %s | %s | %.0f | %d | %.0f | %.0f | %d of %d |\n", e.Name, e.Events, e.PerSecond,
+			measuredText(e.MeanLimit), e.HandlerMeanMS, e.DatabaseMS, e.CPU.Listener,
 			msText(e.CPU.Postgres), msText(e.CPU.Kafka), e.WALBytesPerEvent, e.EffectMessages, e.OutboxLagP99MS, e.OutboxLagMaxMS, e.HostsWrong, e.HostsChecked)
 	}
 	mean := func(rs []EndToEndResult, f func(EndToEndResult) float64) float64 {

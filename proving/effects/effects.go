@@ -11,7 +11,8 @@
 //     advisory_notified records, each under a single event id (a duplicate
 //     carries the same id);
 //   - payload status: each upload with a request id has received and a
-//     final status (success or error), never both success and error;
+//     final status (success or error), never both success and error, the
+//     final's last copy after the received's (the host's order);
 //   - with the audit (InstallAudit, a trigger that records each message the
 //     outbox commits, in its transaction): every message read was committed
 //     with that value (no ghost of a rolled-back transaction), and every
@@ -393,9 +394,14 @@ func checkNotifications(ctx context.Context, db *sql.DB, notes []Record, r *Repo
 }
 
 func checkPayloadStatus(statuses []Record, r *Report) {
-	type upload struct{ received, success, failed bool }
+	// lastReceived, lastFinal: where each request's last copy of each sits
+	// (a host's statuses share a partition, read in offset order).
+	type upload struct {
+		received, success, failed bool
+		lastReceived, lastFinal   int
+	}
 	byRequest := map[string]*upload{}
-	for _, m := range statuses {
+	for i, m := range statuses {
 		var s struct {
 			RequestID string `json:"request_id"`
 			Status    string `json:"status"`
@@ -411,11 +417,11 @@ func checkPayloadStatus(statuses []Record, r *Report) {
 		}
 		switch s.Status {
 		case "received":
-			u.received = true
+			u.received, u.lastReceived = true, i
 		case "success":
-			u.success = true
+			u.success, u.lastFinal = true, i
 		case "error":
-			u.failed = true
+			u.failed, u.lastFinal = true, i
 		default:
 			r.Problems = append(r.Problems, fmt.Sprintf("payload status %q: unknown status", m.Value))
 		}
@@ -426,6 +432,8 @@ func checkPayloadStatus(statuses []Record, r *Report) {
 			r.Problems = append(r.Problems, fmt.Sprintf("request %s: incomplete payload status %+v", id, *u))
 		case u.success && u.failed:
 			r.Problems = append(r.Problems, fmt.Sprintf("request %s: both success and error", id))
+		case u.lastFinal < u.lastReceived:
+			r.Problems = append(r.Problems, fmt.Sprintf("request %s: its final status's last copy comes before its received's (out of order)", id))
 		default:
 			r.Uploads++
 		}
