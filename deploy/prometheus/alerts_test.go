@@ -322,7 +322,9 @@ func (emptyOutbox) Claim(context.Context, int, []messages.OutboxKind) ([]message
 	return nil, func(context.Context, messages.OutboxOutcome) error { return nil }, nil
 }
 
-func (emptyOutbox) Backlog(context.Context) (messages.OutboxBacklog, error) { return messages.OutboxBacklog{}, nil }
+func (emptyOutbox) Backlog(context.Context) (messages.OutboxBacklog, error) {
+	return messages.OutboxBacklog{}, nil
+}
 
 type noPublisher struct{}
 
