@@ -155,7 +155,7 @@ func startRelay(t *testing.T, o *memOutbox, p *logPublisher, batch int, kindBack
 // Stop publishes what waits, in several rounds when it does not fit one,
 // each key in order, and deletes what was published.
 func TestRelayPublishesEveryKeyInOrderAndDrainsOnStop(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), protoactorThrottle)
 	o, p := &memOutbox{}, &logPublisher{}
 	for _, k := range []string{"host-1", "host-2", "host-3"} {
 		o.add(messages.OutboxPayloadStatus, k, 7)
@@ -180,7 +180,7 @@ func TestRelayPublishesEveryKeyInOrderAndDrainsOnStop(t *testing.T) {
 // A refused message keeps itself and every later one of its key in the
 // outbox (published again later); the other keys go on.
 func TestRelayKeepsARefusedKeysRestForLater(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), protoactorThrottle)
 	o := &memOutbox{}
 	o.add(messages.OutboxPayloadStatus, "host-1", 3) // ids 1..3
 	o.add(messages.OutboxPayloadStatus, "host-2", 2) // ids 4..5
@@ -220,7 +220,7 @@ func TestRelayKeepsARefusedKeysRestForLater(t *testing.T) {
 // hold the others behind it: here every notification is older than the
 // payload statuses and more than a batch.
 func TestRelayLeavesARefusedKindOut(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), protoactorThrottle)
 	o := &memOutbox{}
 	o.add(messages.OutboxNotification, "org-1", 5)
 	o.add(messages.OutboxNotification, "org-2", 5)
@@ -242,3 +242,7 @@ func TestRelayLeavesARefusedKindOut(t *testing.T) {
 		t.Fatalf("%d left, want the 10 notifications", n)
 	}
 }
+
+// protoactorThrottle is the library goroutine TestMain ignores too: a wake
+// reaching the stopped relay starts the dead-letter log's one-shot throttle.
+var protoactorThrottle = goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1")

@@ -53,8 +53,9 @@ func (e *Effects) empty() bool {
 	return e == nil || (e.Remediation == nil && e.Notify == nil && len(e.PayloadStatus) == 0)
 }
 
-// OutboxChannel is the PostgreSQL channel a write's transaction notifies
-// when it wrote to the outbox; the relay listens on it.
+// OutboxChannel is the PostgreSQL channel the relays listen on; a process
+// notifies it after commits that wrote to the outbox (Outbox.NotifySoon),
+// never inside them.
 const OutboxChannel = "patchflow_outbox"
 
 // writeEffects is the statement that writes an event's effects, in its

@@ -273,8 +273,8 @@ func (o *Outbox) Backlog(ctx context.Context) (messages.OutboxBacklog, error) {
 	return b, nil
 }
 
-// Listen wakes the relay: wake receives a value when a transaction that
-// wrote to the outbox commits (NOTIFY on OutboxChannel), and when the
+// Listen wakes the relay: wake receives a value when a process notifies
+// OutboxChannel after commits that wrote to the outbox (NotifySoon), and when the
 // listening connection is lost or comes back (a notification may have been
 // missed meanwhile). The relay's timer covers what LISTEN cannot see. stop
 // ends it.
