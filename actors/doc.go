@@ -7,7 +7,8 @@
 // proving ground's benchmarks and tests, which drive the bridge directly)
 // and may change without notice. Use package consumer.
 //
-// Guarantees (README's "What it guarantees" names the test of each):
+// Guarantees (docs/testing.md, "What it guarantees, and the tests that
+// prove it", names the test of each):
 //   - The committed offset of a partition never passes the lowest admitted
 //     record that is not finished (handled, skipped, or dead-lettered and
 //     acknowledged).

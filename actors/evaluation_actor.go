@@ -10,7 +10,8 @@ package actors
 //	                                broken message, its validation reason
 //	out *messages.DeadLetterFailed  to its parent: the dead-letter write failed or was cancelled
 //	out Dependencies                the attempt's outcome, booked as a call to blame.Handler by its record
-//	panic                           escalates to the parent, whose HandleFailure decides (never a restart)
+//	panic                           escalates to the parent, whose HandleFailure decides (never a restart);
+//	                                a handler's carries its stack (*HandlerPanic)
 //
 // One EvaluationActor lives for one message: it answers, then stops itself.
 // It owns nothing but its goroutine while the handler runs; the record and
@@ -21,6 +22,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -155,6 +157,11 @@ func (a *evaluationActor) handle(r *messages.Record, start time.Time) (err error
 		defer r.Add(-1)
 	}
 	ctx := messages.WithUrgency(a.env.deadlines.context(start), runningRecord{env: a.env, offset: r.GetOffset()})
+	defer func() {
+		if v := recover(); v != nil {
+			panic(&HandlerPanic{Value: v, Stack: panicStack(debug.Stack(), MaxPanicStackBytes)})
+		}
+	}()
 	err = a.env.handler.Handle(ctx, r)
 	switch _, skipped := messages.SkipReasonOf(err); {
 	case err == nil:

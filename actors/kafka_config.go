@@ -23,6 +23,9 @@ type KafkaSettings struct {
 	Version  sarama.KafkaVersion
 	Assignor string
 	ClientID string
+	// Rack is the member's rack, for fetching from the nearest replica
+	// (KIP-392); empty: every fetch from the leader.
+	Rack string
 	// CommitInterval is how often the marked offsets (and their metadata)
 	// are committed, when any changed; zero means DefaultCommitInterval. A
 	// crash replays what finished since the last commit, besides what was
@@ -39,13 +42,46 @@ type KafkaSettings struct {
 	// handled; "read_uncommitted" delivers every record, aborted or not.
 	Isolation string
 	// DeadLetterMaxBytes is the dead-letter topic's max.message.bytes when
-	// known (the listener reads it at start); the dead-letter producer then
-	// builds records and batches up to that size before compression, and
-	// sends larger envelopes one at a time (NewLargeProducerConfig). Zero:
-	// unknown.
+	// known (read at start; the least of them with several dead-letter
+	// topics); the dead-letter producer then builds records and batches up
+	// to that size before compression, and sends larger envelopes one at a
+	// time (NewLargeProducerConfig). Zero: unknown.
 	DeadLetterMaxBytes int
+	// Topics, when set, are the topics consumed (Topic is then the first),
+	// and DeadLetterTopics each one's dead-letter topic (DLQTopic for a
+	// topic it does not name); DeadLetterLimits is each dead-letter
+	// topic's max.message.bytes, when known.
+	Topics           []string
+	DeadLetterTopics map[string]string
+	DeadLetterLimits map[string]int
 	Security           KafkaSecurity
 }
+
+// SourceTopics are the topics consumed: Topics, or Topic alone.
+func (k KafkaSettings) SourceTopics() []string {
+	if len(k.Topics) > 0 {
+		return k.Topics
+	}
+	return []string{k.Topic}
+}
+
+// DeadLetterTopicOf is the dead-letter topic of source's records.
+func (k KafkaSettings) DeadLetterTopicOf(source string) string {
+	if t, ok := k.DeadLetterTopics[source]; ok {
+		return t
+	}
+	return k.DLQTopic
+}
+
+// MetadataRefresh is how often the consumers' clients refresh the
+// cluster's metadata (sarama's Metadata.RefreshFrequency, 10 min by
+// default). The group's leader compares each subscribed topic's partition
+// count with the one it assigned at that pace and rebalances when a topic
+// grew, so a partition added to a topic is claimed within about twice this
+// (the refresh and the leader's check do not run in step) plus a
+// rebalance. Each refresh asks the brokers for the consumed topics'
+// metadata only (Metadata.Full off).
+const MetadataRefresh = 10 * time.Second
 
 // ConsumerChannelBuffer is how many records sarama's channel of a claim
 // holds (Config.ChannelBufferSize, 256 by default). It holds them whatever
@@ -69,7 +105,7 @@ func isolationLevel(k KafkaSettings) (sarama.IsolationLevel, error) {
 	switch k.Isolation {
 	case "", "read_committed":
 		if !k.Version.IsAtLeast(sarama.V0_11_0_0) {
-			return 0, fmt.Errorf("isolation level read_committed needs Kafka protocol version 0.11.0 or later (fetch requests carry the isolation level from then on), but the version is %s: raise KAFKA_VERSION, or set KAFKA_ISOLATION_LEVEL=read_uncommitted to read records of aborted transactions too", k.Version)
+			return 0, fmt.Errorf("isolation level read_committed needs Kafka protocol version 0.11.0 or later (fetch requests carry the isolation level from then on), but the version is %s: raise the Kafka version, or read uncommitted to read records of aborted transactions too", k.Version)
 		}
 		return sarama.ReadCommitted, nil
 	case "read_uncommitted":
@@ -118,6 +154,9 @@ func NewConsumerConfig(k KafkaSettings, s Settings) (*sarama.Config, error) {
 	if cfg.ClientID == "" {
 		cfg.ClientID = "patchflow"
 	}
+	cfg.RackID = k.Rack
+	cfg.Metadata.RefreshFrequency = MetadataRefresh
+	cfg.Metadata.Full = false
 	cfg.Version = k.Version
 	cfg.Consumer.Return.Errors = true
 	cfg.ChannelBufferSize = ConsumerChannelBuffer

@@ -40,8 +40,8 @@ func TestConsumerIsolationLevel(t *testing.T) {
 func TestReadCommittedNeedsKafka011(t *testing.T) {
 	k := actors.KafkaSettings{Version: sarama.V0_10_2_0, Assignor: "range"}
 	_, err := actors.NewConsumerConfig(k, actors.DefaultSettings())
-	if err == nil || !strings.Contains(err.Error(), "KAFKA_VERSION") || !strings.Contains(err.Error(), "KAFKA_ISOLATION_LEVEL=read_uncommitted") {
-		t.Fatalf("read_committed on 0.10.2: error %v, want one naming KAFKA_VERSION and KAFKA_ISOLATION_LEVEL", err)
+	if err == nil || !strings.Contains(err.Error(), "raise the Kafka version") || !strings.Contains(err.Error(), "read uncommitted") {
+		t.Fatalf("read_committed on 0.10.2: error %v, want one naming the version and the isolation level", err)
 	}
 	k.Isolation = "read_uncommitted"
 	if _, err := actors.NewConsumerConfig(k, actors.DefaultSettings()); err != nil {
@@ -125,5 +125,24 @@ func TestCommitInterval(t *testing.T) {
 	}
 	if actors.DefaultCommitInterval != 100*time.Millisecond {
 		t.Errorf("default commit interval %v, documented as 100ms", actors.DefaultCommitInterval)
+	}
+}
+
+// The client id and the rack reach the group's sarama configuration; no
+// rack fetches from the leader.
+func TestClientIDAndRack(t *testing.T) {
+	cfg, err := actors.NewConsumerConfig(actors.KafkaSettings{Version: sarama.V3_6_0_0, ClientID: "billing-7", Rack: "eu-1a"}, actors.DefaultSettings())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ClientID != "billing-7" || cfg.RackID != "eu-1a" {
+		t.Errorf("client id %q, rack %q; want billing-7, eu-1a", cfg.ClientID, cfg.RackID)
+	}
+	cfg, err = actors.NewConsumerConfig(actors.KafkaSettings{Version: sarama.V3_6_0_0}, actors.DefaultSettings())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ClientID != "patchflow" || cfg.RackID != "" {
+		t.Errorf("defaults: client id %q, rack %q; want patchflow and none", cfg.ClientID, cfg.RackID)
 	}
 }

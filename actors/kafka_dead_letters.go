@@ -32,12 +32,28 @@ type KafkaDeadLetters struct {
 	// still fit the topic. Configure it with NewLargeProducerConfig (one
 	// record per request).
 	Large sarama.SyncProducer
+	// Topic is where a letter goes whose source topic Topics does not name.
 	Topic string
+	// Topics is each source topic's dead-letter topic, when they differ.
+	Topics map[string]string
 	// MaxBytes is the topic's max.message.bytes, what an envelope the
 	// topic refuses is cut to fit (FitDeadLetter); 0 when unknown: it is
 	// then cut for Kafka's default limit, and smaller ones in turn, until
-	// the topic takes it.
+	// the topic takes it. Limits, when it names the topic, wins.
 	MaxBytes int
+	Limits   map[string]int
+}
+
+// topicOf is letter's dead-letter topic and that topic's max.message.bytes.
+func (k *KafkaDeadLetters) topicOf(letter *messages.DeadLetter) (string, int) {
+	t := k.Topic
+	if named, ok := k.Topics[letter.GetOriginalTopic()]; ok {
+		t = named
+	}
+	if limit, ok := k.Limits[t]; ok {
+		return t, limit
+	}
+	return t, k.MaxBytes
 }
 
 // NewKafkaDeadLetters opens the dead-letter producers for k.DLQTopic on
@@ -52,7 +68,7 @@ func NewKafkaDeadLetters(k KafkaSettings) (*KafkaDeadLetters, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &KafkaDeadLetters{Topic: k.DLQTopic, MaxBytes: k.DeadLetterMaxBytes}
+	w := &KafkaDeadLetters{Topic: k.DLQTopic, MaxBytes: k.DeadLetterMaxBytes, Topics: k.DeadLetterTopics, Limits: k.DeadLetterLimits}
 	if w.Producer, err = sarama.NewSyncProducer(k.Brokers, cfg); err != nil {
 		return nil, fmt.Errorf("dead-letter producer: %w", err)
 	}
@@ -83,10 +99,11 @@ func (k *KafkaDeadLetters) Write(ctx context.Context, letter *messages.DeadLette
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	err := k.send(ctx, letter)
+	topic, limit := k.topicOf(letter)
+	err := k.send(ctx, topic, letter)
 	if isTooLarge(err) {
-		for smaller := range smallerLetters(letter, k.MaxBytes) {
-			if err = k.send(ctx, smaller); !isTooLarge(err) {
+		for smaller := range smallerLetters(letter, limit) {
+			if err = k.send(ctx, topic, smaller); !isTooLarge(err) {
 				break
 			}
 		}
@@ -94,19 +111,19 @@ func (k *KafkaDeadLetters) Write(ctx context.Context, letter *messages.DeadLette
 	if err == nil || ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		return err
 	}
-	return k.explain(err)
+	return explain(topic, err)
 }
 
-// send writes letter through Producer, or through Large when Producer
+// send writes letter to topic through Producer, or through Large when Producer
 // refuses it as over its own limit.
-func (k *KafkaDeadLetters) send(ctx context.Context, letter *messages.DeadLetter) error {
+func (k *KafkaDeadLetters) send(ctx context.Context, topic string, letter *messages.DeadLetter) error {
 	body, err := proto.Marshal(letter)
 	if err != nil {
 		return fmt.Errorf("encode dead letter: %w", err)
 	}
-	err = k.sendMessage(ctx, k.Producer, deadLetterMessage(k.Topic, letter, sarama.ByteEncoder(body)))
+	err = k.sendMessage(ctx, k.Producer, deadLetterMessage(topic, letter, sarama.ByteEncoder(body)))
 	if k.Large != nil && isOverProducerLimit(err) {
-		err = k.sendMessage(ctx, k.Large, deadLetterMessage(k.Topic, letter, sarama.ByteEncoder(body)))
+		err = k.sendMessage(ctx, k.Large, deadLetterMessage(topic, letter, sarama.ByteEncoder(body)))
 	}
 	return err
 }
@@ -142,24 +159,23 @@ func (k *KafkaDeadLetters) sendMessage(ctx context.Context, producer sarama.Sync
 
 // explain wraps a failed write with its cause and the fix, keeping err
 // reachable through errors.Is and errors.As.
-func (k *KafkaDeadLetters) explain(err error) error {
-	t := k.Topic
+func explain(t string, err error) error {
 	var what string
 	switch {
 	case errors.Is(err, sarama.ErrUnknownTopicOrPartition):
-		what = fmt.Sprintf("dead-letter topic %s does not exist: create it (the listener creates it at start when it can)", t)
+		what = fmt.Sprintf("dead-letter topic %s does not exist: create it (the consumer creates it at start when it can)", t)
 	case errors.Is(err, sarama.ErrTopicAuthorizationFailed):
 		what = fmt.Sprintf("the broker refused the write to dead-letter topic %s: grant the consumer's principal WRITE on topic %s", t, t)
 	case errors.Is(err, sarama.ErrClusterAuthorizationFailed):
 		what = fmt.Sprintf("the broker refused the idempotent write to dead-letter topic %s: grant the consumer's principal WRITE on topic %s (brokers before Kafka 2.8 also want IDEMPOTENT_WRITE on the cluster)", t, t)
 	case isSASLError(err):
-		what = fmt.Sprintf("the broker did not accept the listener's SASL login while writing to dead-letter topic %s: check KAFKA_SASL_MECHANISM, KAFKA_SASL_USER and KAFKA_SASL_PASSWORD, and that the principal may WRITE on topic %s", t, t)
+		what = fmt.Sprintf("the broker did not accept the SASL login while writing to dead-letter topic %s: check the SASL mechanism, user and password, and that the principal may WRITE on topic %s", t, t)
 	case errors.Is(err, breaker.ErrBreakerOpen):
 		// sarama's producer stops asking for a topic's partitions for 10 s
 		// after three failures in a row; its own error hides the cause.
 		what = fmt.Sprintf("the producer could not find the partitions of dead-letter topic %s three times in a row and waits 10 s before asking again: the topic is missing or has no leader; create it, or check the brokers", t)
 	case isTooLarge(err):
-		what = fmt.Sprintf("dead-letter envelope too large for topic %s even cut to its least (no value, no history, every quote cut to its marker): raise max.message.bytes of topic %s (the listener reads it at start)", t, t)
+		what = fmt.Sprintf("dead-letter envelope too large for topic %s even cut to its least (no value, no history, every quote cut to its marker): raise max.message.bytes of topic %s (the consumer reads it at start)", t, t)
 	default:
 		what = "write dead letter to " + t
 	}

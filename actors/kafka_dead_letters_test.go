@@ -207,7 +207,7 @@ func TestDeadLetterErrorsSayWhatToFix(t *testing.T) {
 		{sarama.ErrUnknownTopicOrPartition, "dead-letter topic events.dlq does not exist: create it (the listener creates it at start when it can)"},
 		{sarama.ErrTopicAuthorizationFailed, "grant the consumer's principal WRITE on topic events.dlq"},
 		{sarama.ErrClusterAuthorizationFailed, "grant the consumer's principal WRITE on topic events.dlq"},
-		{fmt.Errorf("connect: %w", sarama.ErrSASLAuthenticationFailed), "check KAFKA_SASL_MECHANISM, KAFKA_SASL_USER and KAFKA_SASL_PASSWORD"},
+		{fmt.Errorf("connect: %w", sarama.ErrSASLAuthenticationFailed), "check the SASL mechanism, user and password"},
 		{breaker.ErrBreakerOpen, "the topic is missing or has no leader; create it"},
 		{sarama.ErrNotEnoughReplicas, "write dead letter to events.dlq"},
 	}

@@ -464,7 +464,7 @@ func (a *PartitionActor) spawn(c actor.Context, st *recordState, msg any) {
 		// A name comes back only once its child has stopped (Terminated
 		// follows the registry's removal), so it cannot be taken; were it
 		// ever, a new id still runs the work.
-		a.logger.Error("evaluation actor name taken; spawning under a new one", "name", name, "error", err)
+		a.logger.Error("record actor name taken; spawning under a new one", "name", name, "error", err)
 		pid = c.Spawn(a.childProps)
 	}
 	st.child = pid

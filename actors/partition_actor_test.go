@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -327,6 +328,13 @@ func TestPartitionDeadLettersRepeatedPanic(t *testing.T) {
 	l := expectLetter(t, dlq)
 	if l.GetErrorClass() != messages.ErrorClass_ERROR_CLASS_PANIC || l.GetAttempts() != int32(attempts) || l.GetOwnFailures() != 3 {
 		t.Fatalf("envelope %v", l)
+	}
+	// The envelope carries where the handler panicked, bounded, without
+	// the recovery's own frames.
+	e := l.GetError()
+	if !strings.HasPrefix(e, "handler panicked: always\n") || !strings.Contains(e, "TestPartitionDeadLettersRepeatedPanic") ||
+		strings.Contains(e, "runtime/debug.Stack") || len(e) > len("handler panicked: always\n")+actors.MaxPanicStackBytes {
+		t.Fatalf("the dead letter's error does not show the panic's stack, bounded: %q", e)
 	}
 }
 

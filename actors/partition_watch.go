@@ -88,7 +88,7 @@ func (a *PartitionActor) hold(st *recordState, held bool, now time.Time) {
 func (a *PartitionActor) logHeld(st *recordState, now time.Time) {
 	st.heldLogged = now
 	last := st.failures.lastAttempt()
-	a.logger.Warn("record held: its failures cannot be judged its own or shared (no other record called the dependency, and no health check of it ran, just after them); it is retried until evidence comes, never dead-lettered on a guess; an operator may release it to the dead-letter topic (docs/deploy.md, \"Held records\")",
+	a.logger.Warn("record held: its failures cannot be judged its own or shared (no other record called the dependency, and no health check of it ran, just after them); it is retried until evidence comes, never dead-lettered on a guess; an operator may release it to the dead-letter topic (docs/consumer.md, \"Held records\")",
 		"offset", st.record.GetOffset(), "key", safeKey(st.record.GetKey()), "dependency", last.GetDependency(),
 		"attempts", st.attempt, "held_for", now.Sub(st.heldSince).Round(time.Second).String(), "error", last.GetError())
 }
@@ -116,7 +116,7 @@ func (a *PartitionActor) releaseRecord(c actor.Context, m *ReleaseRecord) *Relea
 	case a.isDraining() || a.stopping:
 		return &ReleaseResult{Status: "the partition is being handed over; ask its next owner"}
 	case st == nil:
-		return &ReleaseResult{Status: "not in flight here (finished, not yet admitted, or on another listener)"}
+		return &ReleaseResult{Status: "not in flight here (finished, not yet admitted, or in another process)"}
 	case st.letter != nil:
 		return &ReleaseResult{Status: "already being dead-lettered"}
 	case st.releaseAsked:

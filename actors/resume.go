@@ -137,9 +137,9 @@ func resumeOf(initial int64, reading string, c Committed) (resume *ledger.Resume
 	case errors.Is(err, ledger.ErrForeignMetadata) && strings.HasPrefix(c.Metadata, "pf1:"):
 		return nil, "the commit metadata is in version 1, which names no record to check it against the log (written before an upgrade; this replay happens once)"
 	case errors.Is(err, ledger.ErrForeignMetadata) && strings.HasPrefix(c.Metadata, "pf2:"):
-		return nil, "the commit metadata is in version 2, which names one record to check it against the log, not two (written before an upgrade, or by a listener of the previous release during a rolling one; this replay happens once)"
+		return nil, "the commit metadata is in version 2, which names one record to check it against the log, not two (written before an upgrade, or by a consumer of the previous release during a rolling one; this replay happens once)"
 	case errors.Is(err, ledger.ErrForeignMetadata):
-		return nil, "the commit metadata is not in a format of this listener (another client, or another version, committed it)"
+		return nil, "the commit metadata is not in a format of this consumer (another client, or another version, committed it)"
 	case err != nil:
 		return nil, err.Error()
 	case r.Base != c.Offset:
@@ -159,7 +159,7 @@ func resumeOf(initial int64, reading string, c Committed) (resume *ledger.Resume
 	case fingerprint(c.First) != r.Lead:
 		return nil, fmt.Sprintf("the record at %d is not the one the commit metadata names (fingerprint %08x, not %08x): the log was truncated and written again (an unclean leader election) or the topic made anew", r.First, fingerprint(c.First), r.Lead)
 	case r.Reading != reading:
-		return nil, fmt.Sprintf("the commit metadata was written reading %q, this listener reads %q (ordering.isolation): finished under one is not finished under the other", r.Reading, reading)
+		return nil, fmt.Sprintf("the commit metadata was written reading %q, this consumer reads %q (ordering.isolation): finished under one is not finished under the other", r.Reading, reading)
 	}
 	return &r, ""
 }

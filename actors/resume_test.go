@@ -316,7 +316,7 @@ func TestResumeIgnoresForeignMetadata(t *testing.T) {
 		{"ours", 5, 5, meta, 10, at9, at6, "key.rc", true, ""},
 		{"ours, the partition grown since", 5, 5, meta, 5000, at9, at6, "key.rc", true, ""},
 		{"none", 5, 5, "", 10, at9, at6, "key.rc", false, ""},
-		{"another client's", 5, 5, "{\"consumer\":\"x\"}", 10, at9, at6, "key.rc", false, "not in a format of this listener"},
+		{"another client's", 5, 5, "{\"consumer\":\"x\"}", 10, at9, at6, "key.rc", false, "not in a format of this consumer"},
 		{"version 1", 5, 5, "pf1:5:5:1,4:0d2c1f5b", 10, at9, at6, "key.rc", false, "version 1"},
 		{"version 2, one record named", 5, 5, version2, 10, at9, at6, "key.rc", false, "version 2"},
 		{"damaged", 5, 5, damaged, 10, at9, at6, "key.rc", false, "checksum"},
@@ -333,7 +333,7 @@ func TestResumeIgnoresForeignMetadata(t *testing.T) {
 		{"no record at its first", 5, 5, meta, 10, at9, nil, "key.rc", false, "holds no record at 6"},
 		{"a record of another offset as its first", 5, 5, meta, 10, at9, at7, "key.rc", false, "holds no record at 6"},
 		{"another isolation level", 5, 5, meta, 10, at9, at6, "key.ru", false, "written reading \"key.rc\""},
-		{"another ordering", 5, 5, meta, 10, at9, at6, "unordered.rc", false, "this listener reads \"unordered.rc\""},
+		{"another ordering", 5, 5, meta, 10, at9, at6, "unordered.rc", false, "this consumer reads \"unordered.rc\""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, why := actors.ResumeOf(tc.initial, tc.reading, actors.Committed{Offset: tc.committed, Metadata: tc.metadata, End: tc.end, Last: tc.last, First: tc.first})

@@ -56,19 +56,18 @@ type Settings struct {
 	// Consumer.Group.Rebalance.Timeout.
 	DrainTimeout time.Duration
 	// MaxAttempts is how many of a record's failures may be its own before it
-	// is dead-lettered. Own failures are unclassified ones, panics, and
-	// transient ones while the dependency they name is serving: it served a
-	// call since the record last failed and most of its recent calls (see
-	// Dependencies). Transient failures during shared trouble (an outage, a
-	// dependency failing most calls) do not count: they are retried without
-	// limit, with backoff up to BackoffMax. Permanent failures are
-	// dead-lettered at once.
+	// is dead-lettered. A failure (transient, unclassified or a panic) is
+	// its own when the retry rule (package blame) judges it so: other
+	// records' calls to the dependency it names, or the other records
+	// themselves when it names none, were served just after it, or that
+	// dependency's health check passed. Failures during shared trouble do
+	// not count: they are retried without limit, with backoff up to
+	// BackoffMax; a failure nothing can judge holds its record. Permanent
+	// failures are dead-lettered at once.
 	MaxAttempts int
 	// AttemptTimeout bounds one handler attempt (its context's deadline); 0
 	// means no bound. A record failing on its own, while its neighbours
-	// succeed, is therefore dead-lettered within about
-	// MaxAttempts × AttemptTimeout + (MaxAttempts − 1) × BackoffMax; see
-	// OwnFailureBound. Keep it well above normal handler times, queueing for
+	// succeed, is therefore dead-lettered within OwnFailureBound. Keep it well above normal handler times, queueing for
 	// the database included, or slow attempts under load count as own
 	// failures.
 	AttemptTimeout time.Duration

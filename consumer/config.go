@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -17,10 +18,11 @@ import (
 	"github.com/patchflow/patchflow/internal/telemetry"
 )
 
-// Config is what a Consumer needs. Brokers, Topic and Group are required;
-// every other field has a default when left at its zero value (listed with
-// the field), so a Config of three fields is a production setting. New
-// refuses a Config it cannot run with an error naming the field.
+// Config is what a Consumer needs. Brokers, Topic (or Topics) and Group
+// are required; every other field has a default when left at its zero value
+// (listed with the field), so a Config of three fields is a production
+// setting. New refuses a Config it cannot run with an error naming the
+// field.
 //
 // Offsets are always committed by the consumer, only past finished records,
 // every CommitInterval and at the end of each claim; there is no setting to
@@ -29,27 +31,33 @@ import (
 type Config struct {
 	// Brokers are the bootstrap brokers, host:port each.
 	Brokers []string
-	// Topic is the topic consumed.
-	Topic string
+	// Topic is the topic consumed, a shorthand for Topics of one; Topics
+	// are the topics consumed (Topic, also set, is consumed with them). At
+	// least one, each named once. Key order, the committed offset and its
+	// metadata are per partition of each topic.
+	Topic  string
+	Topics []string
 	// Group is the consumer group id. It is also written into dead-letter
 	// envelopes.
 	Group string
-	// DeadLetterTopic receives records that cannot be handled. Default:
-	// Topic + ".dlq". Created at start when missing, with Topic's partition
-	// count and room for its largest record.
+	// DeadLetterTopic receives the records of every topic that cannot be
+	// handled. Default: one per topic, its name + ".dlq". Each is created at
+	// start when missing, with its source topic's partition count and room
+	// for its largest record (the largest source's, when shared). It is
+	// none of the topics consumed.
 	DeadLetterTopic string
 	// KafkaVersion is the protocol version to speak. Default "3.6.0";
 	// at least "0.11.0" (headers, idempotent writes, read_committed), at
 	// least "2.4.0" for the cooperative-sticky assignor.
 	KafkaVersion string
-	// Assignor is the partition assignment: "cooperative-sticky" (default:
-	// partitions that stay with a member keep running through a rebalance),
-	// "sticky", "range" or "roundrobin" (eager: every rebalance drains every
-	// partition).
-	Assignor string
-	// Isolation is how transactional topics are read: "read_committed"
-	// (default) or "read_uncommitted".
-	Isolation string
+	// Assignor is the partition assignment: AssignorCooperativeSticky
+	// (default: partitions that stay with a member keep running through a
+	// rebalance), or an eager one (AssignorSticky, AssignorRange,
+	// AssignorRoundRobin: every rebalance drains every partition).
+	Assignor Assignor
+	// Isolation is how transactional topics are read:
+	// IsolationReadCommitted (default) or IsolationReadUncommitted.
+	Isolation Isolation
 	// CommitInterval is how often marked offsets are committed, when one
 	// changed. Default 100 ms: a crash replays what finished since the last
 	// commit besides what was in flight.
@@ -61,13 +69,27 @@ type Config struct {
 	// Security is TLS and SASL; the zero value is plaintext.
 	Security Security
 	// Members is how many consumer-group members the process runs; they
-	// share InFlightTotal. Default 1.
+	// share InFlightTotal. Default 1, at most 64.
 	Members int
+	// ClientID names the process to the brokers (their request logs and
+	// quotas): the admin client and the dead-letter producers take it as
+	// it is, the members ClientID-0, ClientID-1, …, the probe client
+	// ClientID-probe. Default "patchflow".
+	ClientID string
+	// Rack is the rack (or zone) this process runs in, for brokers that
+	// serve fetches from the nearest replica (KIP-392: their
+	// replica.selector.class set to RackAwareReplicaSelector and
+	// broker.rack set); it needs KafkaVersion 2.4.0 or later. Default:
+	// none, every fetch from the leader.
+	Rack string
 
 	// InFlightPerPartition (S, default 64) bounds the records admitted and
 	// not finished per partition; InFlightTotal (G, default 1,024) per
-	// process: the limit with Concurrency "fixed", the adaptive limit's
-	// ceiling otherwise.
+	// process: the limit with ConcurrencyFixed, the adaptive limit's
+	// ceiling otherwise. S must not exceed G, and G must not exceed
+	// MaxInFlight (16,384): each record in flight costs about 30 KiB
+	// besides its bytes (its actor, its goroutine, its ledger slot), so
+	// the ceiling is about 500 MiB of that alone.
 	InFlightPerPartition, InFlightTotal int
 	// InFlightBytes (default 128 MiB; negative: no byte bound) bounds the
 	// memory of the records in flight in the process, as the Handler
@@ -78,20 +100,22 @@ type Config struct {
 	// meanwhile (its evidence): the records running then weigh at most
 	// twice the budget.
 	InFlightBytes int64
-	// Concurrency is "adaptive" (default: the process-wide limit moves
-	// between ConcurrencyFloor and InFlightTotal following the handler's
-	// latency) or "fixed" (it stays at InFlightTotal).
-	Concurrency string
-	// ConcurrencyFloor (default 8), ConcurrencyLaw ("gradient", default;
-	// "vegas", "aimd") and ConcurrencyTolerance (default 1, at most 2) tune
-	// the adaptive limit.
+	// Concurrency is ConcurrencyAdaptive (default: the process-wide limit
+	// moves between ConcurrencyFloor and InFlightTotal following the
+	// handler's latency) or ConcurrencyFixed (it stays at InFlightTotal).
+	Concurrency Concurrency
+	// ConcurrencyFloor (default 8, or InFlightTotal if less; at most
+	// InFlightTotal), ConcurrencyLaw (LawGradient, default; LawVegas,
+	// LawAIMD) and ConcurrencyTolerance (default 1; at least 1 and at most
+	// 4: how many times its no-load latency the handler may take before
+	// the limit counts a queue) tune the adaptive limit.
 	ConcurrencyFloor     int
-	ConcurrencyLaw       string
+	ConcurrencyLaw       ConcurrencyLaw
 	ConcurrencyTolerance float64
-	// Ordering within a partition: "key" (default: one record per key at a
-	// time, in offset order), "partition" (one record at a time) or
-	// "unordered".
-	Ordering string
+	// Ordering within a partition: OrderingKey (default: one record per
+	// key at a time, in offset order), OrderingPartition (one record at a
+	// time) or OrderingUnordered.
+	Ordering Ordering
 	// DrainTimeout bounds how long in-flight records may finish at the end
 	// of a claim or at shutdown. Default 20 s.
 	DrainTimeout time.Duration
@@ -181,6 +205,19 @@ type HTTPLimits struct {
 	MaxConns int
 }
 
+// Ceilings New holds the Config to.
+const (
+	// MaxInFlight is the most InFlightTotal may be.
+	MaxInFlight = 16_384
+	// MaxMembers is the most Members may be.
+	MaxMembers = 64
+	// MaxConcurrencyTolerance is the most ConcurrencyTolerance may be.
+	MaxConcurrencyTolerance = limit.MaxTolerance
+)
+
+// validClientID is what a client id may hold (Kafka's own rule).
+var validClientID = regexp.MustCompile(`\A[A-Za-z0-9._-]+\z`)
+
 // defaultMaxDecompressedBatchBytes is Config.MaxDecompressedBatchBytes's
 // default: eight times Kafka's default record limit (about 1 MB), so a
 // producer's batch of records up to that limit reads (librdkafka's default
@@ -195,7 +232,7 @@ type Security struct {
 	CAFile             string // PEM; empty: the system roots
 	CertFile, KeyFile  string // PEM client certificate for mutual TLS; both or neither
 	InsecureSkipVerify bool
-	SASLMechanism      string // "", "PLAIN", "SCRAM-SHA-256" or "SCRAM-SHA-512"
+	SASLMechanism      SASLMechanism // SASLNone (default), SASLPlain, SASLScramSHA256 or SASLScramSHA512
 	SASLUser           string
 	SASLPassword       string `json:"-"`
 }
@@ -211,7 +248,7 @@ func (s Security) LogValue() slog.Value { return slog.StringValue(s.String()) }
 
 func (s Security) kafka() actors.KafkaSecurity {
 	return actors.KafkaSecurity{TLS: s.TLS, CAFile: s.CAFile, CertFile: s.CertFile, KeyFile: s.KeyFile,
-		InsecureSkipVerify: s.InsecureSkipVerify, SASLMechanism: s.SASLMechanism, SASLUser: s.SASLUser, SASLPassword: s.SASLPassword}
+		InsecureSkipVerify: s.InsecureSkipVerify, SASLMechanism: string(s.SASLMechanism), SASLUser: s.SASLUser, SASLPassword: s.SASLPassword}
 }
 
 // resolved is a Config with its defaults applied, in the pipeline's terms.
@@ -242,16 +279,35 @@ func (cfg Config) resolve() (resolved, error) {
 			break
 		}
 	}
-	if strings.TrimSpace(cfg.Topic) == "" {
-		bad("Topic", "required")
+	topics := cfg.topics()
+	if len(topics) == 0 {
+		bad("Topic", "required: Topic or Topics names at least one topic")
+	}
+	for i, t := range topics {
+		switch {
+		case strings.TrimSpace(t) == "":
+			bad("Topics", "a topic name is empty")
+		case slices.Contains(topics[:i], t):
+			bad("Topics", "%q is named twice", t)
+		}
 	}
 	if strings.TrimSpace(cfg.Group) == "" {
 		bad("Group", "required")
 	}
-	dlq := orDefault(cfg.DeadLetterTopic, cfg.Topic+".dlq")
-	if dlq == cfg.Topic {
-		bad("DeadLetterTopic", "must differ from Topic")
+	dlqOf := map[string]string{}
+	for _, t := range topics {
+		dlqOf[t] = orDefault(cfg.DeadLetterTopic, t+".dlq")
 	}
+	for _, t := range topics {
+		if d := dlqOf[t]; slices.Contains(topics, d) {
+			bad("DeadLetterTopic", "%q, the dead-letter topic of %q, is a topic consumed", d, t)
+		}
+	}
+	first := ""
+	if len(topics) > 0 {
+		first = topics[0]
+	}
+	dlq := dlqOf[first]
 	version, err := sarama.ParseKafkaVersion(kafkaVersion(orDefault(cfg.KafkaVersion, "3.6.0")))
 	switch {
 	case err != nil:
@@ -259,15 +315,22 @@ func (cfg Config) resolve() (resolved, error) {
 	case !version.IsAtLeast(sarama.V0_11_0_0):
 		bad("KafkaVersion", "must be at least 0.11.0 (record headers, idempotent dead-letter writes, read_committed), got %s", cfg.KafkaVersion)
 	}
-	assignor := orDefault(cfg.Assignor, actors.Assignors[0])
+	assignor := string(orDefault(cfg.Assignor, AssignorCooperativeSticky))
 	if !slices.Contains(actors.Assignors, assignor) {
 		bad("Assignor", "%q: want one of %s", assignor, strings.Join(actors.Assignors, ", "))
-	} else if assignor == "cooperative-sticky" && err == nil && !version.IsAtLeast(sarama.V2_4_0_0) {
+	} else if Assignor(assignor) == AssignorCooperativeSticky && err == nil && !version.IsAtLeast(sarama.V2_4_0_0) {
 		bad("Assignor", "cooperative-sticky needs KafkaVersion 2.4.0 or later; raise it or choose an eager assignor")
 	}
-	isolation := orDefault(cfg.Isolation, actors.IsolationLevels[0])
+	isolation := string(orDefault(cfg.Isolation, IsolationReadCommitted))
 	if !slices.Contains(actors.IsolationLevels, isolation) {
 		bad("Isolation", "%q: want one of %s", isolation, strings.Join(actors.IsolationLevels, ", "))
+	}
+	if cfg.Rack != "" && err == nil && !version.IsAtLeast(sarama.V2_4_0_0) {
+		bad("Rack", "fetching from the nearest replica needs KafkaVersion 2.4.0 or later")
+	}
+	clientID := orDefault(cfg.ClientID, "patchflow")
+	if !validClientID.MatchString(clientID) || len(clientID) > 255 {
+		bad("ClientID", "%q: want 1 to 255 of A-Z, a-z, 0-9, '.', '_' and '-'", clientID)
 	}
 	for _, f := range []struct {
 		name string
@@ -280,8 +343,8 @@ func (cfg Config) resolve() (resolved, error) {
 			bad(f.name, "must not be negative, got %v (zero is the default)", f.d)
 		}
 	}
-	if cfg.Members < 0 {
-		bad("Members", "must not be negative, got %d (zero is the default, 1)", cfg.Members)
+	if cfg.Members < 0 || cfg.Members > MaxMembers {
+		bad("Members", "must be 1 to %d, got %d (zero is the default, 1)", MaxMembers, cfg.Members)
 	}
 	// The heartbeat's default follows a shorter session (a third of it).
 	session := orDefault(cfg.SessionTimeout, 10*time.Second)
@@ -289,7 +352,7 @@ func (cfg Config) resolve() (resolved, error) {
 	if heartbeat*3 > session {
 		bad("HeartbeatInterval", "%v must be at most a third of SessionTimeout (%v)", heartbeat, session)
 	}
-	if m := cfg.Security.SASLMechanism; !slices.Contains([]string{actors.SASLNone, actors.SASLPlain, actors.SASLScramSHA256, actors.SASLScramSHA512}, m) {
+	if m := cfg.Security.SASLMechanism; !slices.Contains([]SASLMechanism{SASLNone, SASLPlain, SASLScramSHA256, SASLScramSHA512}, m) {
 		bad("Security.SASLMechanism", "%q: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (or none)", m)
 	}
 	if cfg.Security.SASLMechanism != "" && cfg.Security.SASLUser == "" {
@@ -309,32 +372,44 @@ func (cfg Config) resolve() (resolved, error) {
 		WriteTimeout: orDefault(cfg.HTTP.WriteTimeout, defHTTP.WriteTimeout), IdleTimeout: orDefault(cfg.HTTP.IdleTimeout, defHTTP.IdleTimeout),
 		MaxHeaderBytes: orDefault(cfg.HTTP.MaxHeaderBytes, defHTTP.MaxHeaderBytes), MaxConns: orDefault(cfg.HTTP.MaxConns, defHTTP.MaxConns)}
 	r.members = orDefault(cfg.Members, 1)
-	r.kafka = actors.KafkaSettings{Brokers: cfg.Brokers, Topic: cfg.Topic, Group: cfg.Group, DLQTopic: dlq, Version: version,
-		Assignor: assignor, Isolation: isolation, CommitInterval: orDefault(cfg.CommitInterval, actors.DefaultCommitInterval),
+	r.kafka = actors.KafkaSettings{Brokers: cfg.Brokers, Topic: first, Topics: topics, DeadLetterTopics: dlqOf, Group: cfg.Group, DLQTopic: dlq, Version: version,
+		Assignor: assignor, Isolation: isolation, ClientID: clientID, Rack: cfg.Rack, CommitInterval: orDefault(cfg.CommitInterval, actors.DefaultCommitInterval),
 		SessionTimeout: session, HeartbeatInterval: heartbeat, Security: cfg.Security.kafka()}
 
 	p := &r.pipeline
 	p.ConsumerGroup = cfg.Group
 	p.InFlightPerPartition = orDefault(cfg.InFlightPerPartition, p.InFlightPerPartition)
 	p.InFlightTotal = orDefault(cfg.InFlightTotal, p.InFlightTotal)
+	switch {
+	case p.InFlightTotal > MaxInFlight:
+		bad("InFlightTotal", "%d is above the ceiling MaxInFlight (%d): each record in flight costs about 30 KiB besides its bytes", p.InFlightTotal, MaxInFlight)
+	case p.InFlightPerPartition > p.InFlightTotal:
+		bad("InFlightPerPartition", "%d is above InFlightTotal (%d): a partition cannot run more than the process", p.InFlightPerPartition, p.InFlightTotal)
+	}
+	if cfg.ConcurrencyFloor > p.InFlightTotal {
+		bad("ConcurrencyFloor", "%d is above InFlightTotal (%d), the adaptive limit's ceiling", cfg.ConcurrencyFloor, p.InFlightTotal)
+	}
 	p.InFlightBytes = orNone(cfg.InFlightBytes, p.InFlightBytes)
 	switch cfg.Concurrency {
-	case "", "adaptive":
+	case "", ConcurrencyAdaptive:
 		p.Concurrency = actors.ConcurrencyAdaptive
-	case "fixed":
+	case ConcurrencyFixed:
 		p.Concurrency = actors.ConcurrencyFixed
 	default:
 		bad("Concurrency", "%q: want adaptive or fixed", cfg.Concurrency)
 	}
 	p.ConcurrencyFloor = orDefault(cfg.ConcurrencyFloor, p.ConcurrencyFloor)
 	if cfg.ConcurrencyLaw != "" {
-		if p.ConcurrencyLaw, err = limit.ParseLaw(cfg.ConcurrencyLaw); err != nil {
+		if p.ConcurrencyLaw, err = limit.ParseLaw(string(cfg.ConcurrencyLaw)); err != nil {
 			bad("ConcurrencyLaw", "%v", err)
 		}
 	}
 	p.ConcurrencyTolerance = orDefault(cfg.ConcurrencyTolerance, p.ConcurrencyTolerance)
+	if t := cfg.ConcurrencyTolerance; t != 0 && !(t >= 1 && t <= MaxConcurrencyTolerance) {
+		bad("ConcurrencyTolerance", "must be at least 1 and at most %g, got %g (zero is the default, 1)", MaxConcurrencyTolerance, t)
+	}
 	if cfg.Ordering != "" {
-		if p.Ordering, err = ordering.ParseMode(cfg.Ordering); err != nil {
+		if p.Ordering, err = ordering.ParseMode(string(cfg.Ordering)); err != nil {
 			bad("Ordering", "%v", err)
 		}
 	}
@@ -354,6 +429,16 @@ func (cfg Config) resolve() (resolved, error) {
 		errs = append(errs, fmt.Errorf("consumer.Config: %w", err))
 	}
 	return r, errors.Join(errs...)
+}
+
+// topics are the topics consumed: Topics, then Topic when Topics does not
+// name it.
+func (cfg Config) topics() []string {
+	out := slices.Clone(cfg.Topics)
+	if cfg.Topic != "" && !slices.Contains(out, cfg.Topic) {
+		out = append(out, cfg.Topic)
+	}
+	return out
 }
 
 // kafkaVersion accepts the three-part form of versions before 1.0 too

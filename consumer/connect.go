@@ -45,7 +45,20 @@ func (c *Consumer) connect(logger *slog.Logger) (_ *links, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to Kafka at %v: %w", k.Brokers, err)
 	}
-	k.DeadLetterMaxBytes, err = ensureDeadLetterTopic(admin, k.Topic, k.DLQTopic, logger)
+	k.DeadLetterLimits = map[string]int{}
+	for _, t := range k.SourceTopics() {
+		dlq := k.DeadLetterTopicOf(t)
+		var limit int
+		if limit, err = ensureDeadLetterTopic(admin, t, dlq, logger); err != nil {
+			break
+		}
+		// A shared dead-letter topic is sized for its largest source when
+		// created; its limit is what the broker says, whichever created it.
+		k.DeadLetterLimits[dlq] = limit
+		if k.DeadLetterMaxBytes == 0 || limit < k.DeadLetterMaxBytes {
+			k.DeadLetterMaxBytes = limit // batches fit the strictest one
+		}
+	}
 	if err == nil && l.settings.CommitMetadataMaxBytes > 0 {
 		l.settings.CommitMetadataMaxBytes = commitMetadataLimit(admin, l.settings.CommitMetadataMaxBytes, logger)
 	}
@@ -64,7 +77,7 @@ func (c *Consumer) connect(logger *slog.Logger) (_ *links, err error) {
 	if err != nil {
 		return nil, err
 	}
-	probeCfg.ClientID = "patchflow-probe"
+	probeCfg.ClientID = k.ClientID + "-probe"
 	l.isolation = probeCfg.Consumer.IsolationLevel
 	l.window = probeCfg.Consumer.Fetch.Default
 	if l.probe, err = sarama.NewClient(k.Brokers, probeCfg); err != nil {
@@ -75,7 +88,7 @@ func (c *Consumer) connect(logger *slog.Logger) (_ *links, err error) {
 		if err != nil {
 			return nil, err
 		}
-		ccfg.ClientID = fmt.Sprintf("patchflow-%d", i)
+		ccfg.ClientID = fmt.Sprintf("%s-%d", k.ClientID, i)
 		g, err := newMember(k.Brokers, k.Group, ccfg)
 		if err != nil {
 			return nil, fmt.Errorf("join consumer group %q: %w", k.Group, err)

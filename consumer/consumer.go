@@ -41,10 +41,11 @@ func init() {
 // not finished. Create it with New, run it with Run. Partitions, Stats and
 // Ready may be called from any goroutine, during Run or after.
 //
-// Costs, measured on two cores (docs/benchmarks.md): about 2-5 µs of CPU
-// per record in the pipeline besides the handler, and memory bounded by the
-// in-flight limits and the read-ahead (about 100 MiB for a backlog of a
-// million 1 KB records on 8 partitions), not by the backlog.
+// Costs, measured on two cores (docs/benchmarks.md, scenario 3 and the
+// memory scenarios): a few µs of CPU per record in the pipeline besides the
+// handler, and memory bounded by the in-flight limits and the read-ahead
+// (about 100 MiB for a backlog of a million 1 KB records on 8 partitions),
+// not by the backlog.
 type Consumer struct {
 	cfg     resolved
 	handler Handler
@@ -66,10 +67,10 @@ func New(cfg Config, h Handler, opts ...Option) (*Consumer, error) {
 	}
 	c := &Consumer{cfg: r, handler: h}
 	for _, o := range opts {
-		if o == nil {
-			return nil, errors.New("consumer.New: an option is nil")
+		if o.apply == nil {
+			return nil, errors.New("consumer.New: an option is the zero Option")
 		}
-		o(&c.opts)
+		o.apply(&c.opts)
 	}
 	if t := c.opts.ReleaseToken; t != "" && len(t) < telemetry.MinReleaseTokenLength {
 		return nil, fmt.Errorf("consumer.WithRelease: the token must be at least %d characters, got %d", telemetry.MinReleaseTokenLength, len(t))
@@ -218,7 +219,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		o.Started(bridge)
 	}
 
-	logger.Info("listener started", "consumers", c.cfg.members, "topic", k.Topic, "group", k.Group, "dlq_topic", k.DLQTopic)
+	logger.Info("consumer started", "consumers", c.cfg.members, "topics", k.SourceTopics(), "group", k.Group, "dlq_topics", k.DeadLetterTopics)
 
 	// The members stop only once the drain line is written: it counts the
 	// partitions about to drain, which the members would otherwise begin to
@@ -228,7 +229,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for i, g := range groups {
 		wg.Go(func() {
-			err := actors.RunMember(membersCtx, g, []string{k.Topic}, bridge, logger.With("consumer", i))
+			err := actors.RunMember(membersCtx, g, k.SourceTopics(), bridge, logger.With("consumer", i))
 			if err != nil && !errors.Is(err, sarama.ErrClosedConsumerGroup) {
 				logger.Error("consumer stopped", "consumer", i, "error", err)
 			}
@@ -257,7 +258,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	stopLogging()
 	watchers.Wait()
 	s := bridge.Stats().Snapshot()
-	logger.Info("listener stopped", "succeeded", s.Succeeded, "skipped", s.Skipped, countsGroup("skipped_by_reason", s.SkippedByReason), "resumed", s.Resumed,
+	logger.Info("consumer stopped", "succeeded", s.Succeeded, "skipped", s.Skipped, countsGroup("skipped_by_reason", s.SkippedByReason), "resumed", s.Resumed,
 		"dead_lettered", s.DeadLettered, countsGroup("dead_lettered_by_reason", s.DeadLetteredByReason), "retried", s.Retried, "abandoned", s.Abandoned, "fenced", s.Fenced, "panics", s.Panics)
 	return nil
 }

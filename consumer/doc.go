@@ -11,7 +11,7 @@
 //	}
 //	return c.Run(ctx) // until ctx is done; then it drains and commits
 //
-// What it guarantees, each proved by a test (README, "What it guarantees"):
+// What it guarantees, each proved by a test (docs/consumer.md, "Guarantees"):
 //   - No skip: the group's committed offset of a partition never passes a
 //     record that is not finished (handled, skipped or dead-lettered),
 //     whatever order records finish in. The commit's metadata carries the
@@ -42,4 +42,10 @@
 // setting turns committing off or hands it to the caller.
 //
 // It runs on IBM/sarama and protoactor-go; neither appears in this API.
+// Importing it turns off rcrowley/go-metrics for the whole process
+// (metrics.UseNilMetrics): sarama's meters cost CPU on every fetch and
+// start a goroutine that never ends, and the consumer reads none of them.
+//
+// The manual, with the model, the error table, the guarantees, tuning,
+// metrics, failure modes and migration guides: docs/consumer.md.
 package consumer

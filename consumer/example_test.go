@@ -88,3 +88,57 @@ type reporterFunc func(func(context.Context, string, time.Duration, error))
 func (f reporterFunc) ReportDependenciesTo(report func(context.Context, string, time.Duration, error)) {
 	f(report)
 }
+
+// Enumerated settings have a type and a constant per value; New refuses a
+// Config it cannot run, naming every field that is wrong.
+func ExampleConfig() {
+	cfg := consumer.Config{
+		Brokers: []string{"kafka-1:9092", "kafka-2:9092"}, Topic: "orders", Group: "billing",
+		Ordering:             consumer.OrderingKey,
+		Concurrency:          consumer.ConcurrencyAdaptive,
+		InFlightPerPartition: 128, InFlightTotal: 2048,
+	}
+	if _, err := consumer.New(cfg, consumer.HandlerFunc(func(context.Context, *consumer.Record) error { return nil })); err != nil {
+		fmt.Println(err)
+	}
+	cfg.InFlightPerPartition, cfg.Ordering = 4096, "by-key"
+	_, err := consumer.New(cfg, consumer.HandlerFunc(func(context.Context, *consumer.Record) error { return nil }))
+	fmt.Println(err)
+	// Output:
+	// consumer.Config.InFlightPerPartition: 4096 is above InFlightTotal (2048): a partition cannot run more than the process
+	// consumer.Config.Ordering: unknown ordering "by-key" (want key, partition or unordered)
+}
+
+// A handler that implements DeadLetterObserver hears of each record given
+// up on before its dead letter is written (to tell the record's sender, say).
+func ExampleDeadLetterObserver() {
+	broker, _ := embedded.Start(1, "orders")
+	defer broker.Close()
+	_ = broker.Produce("orders", "a", "1", "b", "oops")
+
+	h := &observed{}
+	c, _ := consumer.New(consumer.Config{Brokers: broker.Addrs(), Topic: "orders", Group: "billing"}, h)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for s := c.Stats(); s.Succeeded+s.DeadLettered < 2; s = c.Stats() {
+			time.Sleep(10 * time.Millisecond)
+		}
+		cancel()
+	}()
+	_ = c.Run(ctx)
+	// Output: given up on offset 1 (key b): not a number
+}
+
+type observed struct{}
+
+func (*observed) Handle(_ context.Context, r *consumer.Record) error {
+	if string(r.Value) == "oops" {
+		return consumer.Permanent(errors.New("not a number"))
+	}
+	return nil
+}
+
+func (*observed) DeadLettered(_ context.Context, r *consumer.Record, failure string) error {
+	fmt.Printf("given up on offset %d (key %s): %s\n", r.Offset, r.Key, failure)
+	return nil
+}

@@ -10,13 +10,19 @@ import (
 	"github.com/patchflow/patchflow/internal/pipeline"
 )
 
-// Option changes how a Consumer runs beyond its Config.
-type Option func(*pipeline.Options)
+// Option changes how a Consumer runs beyond its Config: WithLogger,
+// WithRegisterer, WithHTTP, WithPprof, WithRelease, WithHealthCheck. The
+// zero Option is refused by New.
+type Option struct{ apply func(*pipeline.Options) }
+
+func init() {
+	pipeline.Wrap = func(f func(*pipeline.Options)) any { return Option{f} }
+}
 
 // WithLogger sends the consumer's logs (claims, drains, dead letters,
 // progress) to logger. Default: none.
 func WithLogger(logger *slog.Logger) Option {
-	return func(o *pipeline.Options) { o.Logger = logger }
+	return Option{func(o *pipeline.Options) { o.Logger = logger }}
 }
 
 // WithRegisterer registers the consumer's metrics (prefix patchflow_) with
@@ -26,7 +32,7 @@ func WithLogger(logger *slog.Logger) Option {
 // collectors, served by WithHTTP's /metrics. With reg, /metrics serves reg
 // when it is also a prometheus.Gatherer, else prometheus.DefaultGatherer.
 func WithRegisterer(reg prometheus.Registerer) Option {
-	return func(o *pipeline.Options) { o.Registerer = reg }
+	return Option{func(o *pipeline.Options) { o.Registerer = reg }}
 }
 
 // WithHTTP serves /metrics, /healthz (the process runs), /readyz (the
@@ -36,7 +42,7 @@ func WithRegisterer(reg prometheus.Registerer) Option {
 // addr ("127.0.0.1:9000", say) while Run runs, within Config.HTTP's
 // bounds. Default: no HTTP.
 func WithHTTP(addr string) Option {
-	return func(o *pipeline.Options) { o.HTTPAddr = addr }
+	return Option{func(o *pipeline.Options) { o.HTTPAddr = addr }}
 }
 
 // WithPprof adds Go's profiler, net/http/pprof's /debug/pprof/, to
@@ -45,7 +51,7 @@ func WithHTTP(addr string) Option {
 // while it is taken, and the goroutine dump shows the records in flight,
 // so serve it only on an address the operator alone reaches.
 func WithPprof() Option {
-	return func(o *pipeline.Options) { o.Pprof = true }
+	return Option{func(o *pipeline.Options) { o.Pprof = true }}
 }
 
 // WithRelease adds to WithHTTP's server the operator's release of a
@@ -57,7 +63,7 @@ func WithPprof() Option {
 // with this option, and token (at least 16 characters; keep it in a secret)
 // is required on every request. Default: no such route.
 func WithRelease(token string) Option {
-	return func(o *pipeline.Options) { o.ReleaseToken = token }
+	return Option{func(o *pipeline.Options) { o.ReleaseToken = token }}
 }
 
 // WithHealthCheck adds a dependency /readyz and Ready judge: check runs
@@ -77,7 +83,7 @@ func WithRelease(token string) Option {
 // of the service): a check that passes while those calls fail would
 // dead-letter records of a quiet process in an outage.
 func WithHealthCheck(name string, grace time.Duration, check func(context.Context) error) Option {
-	return func(o *pipeline.Options) {
+	return Option{func(o *pipeline.Options) {
 		o.Checks = append(o.Checks, pipeline.HealthCheck{Name: name, Grace: grace, Check: check})
-	}
+	}}
 }

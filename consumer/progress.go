@@ -9,12 +9,12 @@ import (
 	"github.com/patchflow/patchflow/actors"
 )
 
-// What the operator is told while the listener runs, besides the
+// What the operator is told while the consumer runs, besides the
 // configuration at start and the stop summary: a progress line every
-// LISTENER_PROGRESS_INTERVAL when something changed, a line when every
+// Config.ProgressInterval when something changed, a line when every
 // partition has caught up and when it falls behind again, and a
 // rate-limited warning per dependency failing for other records too (how
-// many partitions a shutdown drains is RunWith's line). Each decision is a
+// many partitions a shutdown drains is Run's line). Each decision is a
 // plain value (progress, catchUp, troubleWatch) stepped by a loop that only
 // reads the bridge and logs.
 

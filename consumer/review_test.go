@@ -158,8 +158,8 @@ func TestConfigEdges(t *testing.T) {
 	if _, err := consumer.New(base, h, consumer.WithHealthCheck("db", time.Second, nil)); err == nil {
 		t.Error("a health check without a check was accepted (it would crash Run)")
 	}
-	if _, err := consumer.New(base, h, nil); err == nil {
-		t.Error("a nil option was accepted")
+	if _, err := consumer.New(base, h, consumer.Option{}); err == nil {
+		t.Error("the zero Option was accepted")
 	}
 }
 

@@ -28,7 +28,7 @@ type running struct {
 func start(t *testing.T, cfg Config, h Handler, opts ...Option) *running {
 	t.Helper()
 	bridges := make(chan *actors.Bridge, 1)
-	c, err := New(cfg, h, append(opts, Option(pipeline.Started(func(b *actors.Bridge) { bridges <- b })))...)
+	c, err := New(cfg, h, append(opts, Option{pipeline.Started(func(b *actors.Bridge) { bridges <- b })})...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -106,7 +106,7 @@ func (c *Consumer) Ready() (bool, string) {
 // consumer's configuration, the password masked.
 func (r resolved) rows() []telemetry.Setting {
 	k, p := r.kafka, r.pipeline
-	kv := []any{"brokers", k.Brokers, "topic", k.Topic, "group", k.Group, "dead-letter topic", k.DLQTopic,
+	kv := []any{"brokers", k.Brokers, "topics", k.SourceTopics(), "group", k.Group, "dead-letter topics", k.DeadLetterTopics,
 		"kafka version", k.Version, "assignor", k.Assignor, "isolation", k.Isolation, "security", k.Security,
 		"members", r.members, "in flight per partition", p.InFlightPerPartition, "in flight total", p.InFlightTotal, "in flight bytes", p.InFlightBytes,
 		"concurrency", p.Concurrency, "ordering", p.Ordering, "drain timeout", p.DrainTimeout,

@@ -69,8 +69,7 @@ func ensureDeadLetterTopic(admin sarama.ClusterAdmin, topic, dlq string, logger 
 	}
 	if source == nil || errors.Is(source.Err, sarama.ErrUnknownTopicOrPartition) || len(source.Partitions) == 0 {
 		return 0, fmt.Errorf("topic %q does not exist, and the consumer does not create it: create it "+
-			"(kafka-topics.sh --bootstrap-server <broker> --create --topic %s --partitions 8; for the listener, bin/loadgen -create-topic "+
-			"creates it before producing and make kafka-up on its broker), or consume an existing topic (consumer.Config.Topic; the listener's KAFKA_TOPIC)",
+			"(kafka-topics.sh --bootstrap-server <broker> --create --topic %s --partitions <n>), or name an existing one",
 			topic, topic)
 	}
 	sourceLimit, err := maxMessageBytes(admin, topic)
@@ -101,7 +100,7 @@ func ensureDeadLetterTopic(admin sarama.ClusterAdmin, topic, dlq string, logger 
 	case err != nil:
 		return 0, fmt.Errorf("dead-letter topic %q is missing and could not be created: %w; create it with %d partitions and max.message.bytes=%d "+
 			"(kafka-topics.sh --bootstrap-server <broker> --create --topic %s --partitions %d --config max.message.bytes=%d), "+
-			"or grant the consumer's principal CREATE on it, or name an existing topic (consumer.Config.DeadLetterTopic; the listener's KAFKA_DLQ_TOPIC)",
+			"or grant the consumer's principal CREATE on it, or name an existing topic (Config.DeadLetterTopic)",
 			dlq, err, partitions, want, dlq, partitions, want)
 	}
 	logger.Info("dead-letter topic created", "topic", dlq, "partitions", partitions, "replication_factor", replication,
@@ -120,7 +119,7 @@ func checkDeadLetterLimit(admin sarama.ClusterAdmin, dlq string, sourceLimit, wa
 		return 0
 	}
 	if have < want {
-		logger.Warn("the dead-letter topic has less room than the listener gives one it creates (twice the source topic's limit plus 64 KiB "+
+		logger.Warn("the dead-letter topic has less room than the consumer gives one it creates (twice the source topic's limit plus 64 KiB "+
 			"for the envelope): large records may be dead-lettered without their value (value_truncated)",
 			"topic", dlq, "max_message_bytes", have, "source_max_message_bytes", sourceLimit, "wanted_max_message_bytes", want,
 			"fix", fmt.Sprintf("kafka-configs.sh --bootstrap-server <broker> --alter --entity-type topics --entity-name %s --add-config max.message.bytes=%d, then restart the consumer", dlq, want))

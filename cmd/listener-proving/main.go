@@ -1,7 +1,7 @@
 // Command listener-proving is the listener with the proving ground's
 // additions: LISTENER_HANDLER=simulated (a handler that only waits, with
 // measurement knobs) and KAFKA_BROKERS=embedded (an in-process broker). The
-// benchmark, the e2e suite and README's broker-less run use it; production
+// benchmark, the e2e suite and the broker-less run (docs/listener.md) use it; production
 // uses cmd/listener, which links neither.
 package main
 

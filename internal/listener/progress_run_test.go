@@ -94,3 +94,31 @@ func TestListenerSaysWhatIsHappening(t *testing.T) {
 		t.Fatalf("drain lines %v; want one saying draining 2 partitions", d)
 	}
 }
+
+// A missing event topic stops the listener with the consumer's error and
+// the listener's own ways to create it; the library's error names none.
+func TestMissingTopicNamesTheListenersTools(t *testing.T) {
+	all := map[string]string{"KAFKA_BROKERS": "embedded", "LISTENER_HTTP_ADDR": "", "LISTENER_PROGRESS_INTERVAL": "0"}
+	cfg, _, err := parse(nil, lookup(all))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster, err := embedded.Start(1, "another.topic")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	cfg.Brokers, cfg.Kafka.Brokers = cluster.Addrs(), cluster.Addrs()
+	handler := consumer.HandlerFunc(func(context.Context, *consumer.Record) error { return nil })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = listener.RunWith(ctx, cfg, handler, slog.New(slog.DiscardHandler), listener.Hooks{})
+	if err == nil {
+		t.Fatal("the listener ran without its topic")
+	}
+	for _, want := range []string{cfg.Kafka.Topic + `" does not exist`, "KAFKA_TOPIC", "bin/loadgen -create-topic", "make kafka-up"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+}

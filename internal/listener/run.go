@@ -71,21 +71,28 @@ func RunWith(ctx context.Context, cfg *Config, handler consumer.Handler, logger 
 		opts = append(opts, consumer.WithHealthCheck(messages.DependencyVMaaS, cfg.ReadyVMaaSGrace, hooks.PingVMaaS))
 	}
 	if hooks.Started != nil {
-		opts = append(opts, consumer.Option(pipeline.Started(hooks.Started)))
+		opts = append(opts, pipeline.As[consumer.Option](pipeline.Started(hooks.Started)))
 	}
 	if hooks.Metrics != nil {
-		opts = append(opts, consumer.Option(pipeline.Metrics(hooks.Metrics)))
+		opts = append(opts, pipeline.As[consumer.Option](pipeline.Metrics(hooks.Metrics)))
 	}
-	opts = append(opts, consumer.Option(pipeline.Settings(append([]telemetry.Setting{}, hooks.Settings...))))
+	opts = append(opts, pipeline.As[consumer.Option](pipeline.Settings(append([]telemetry.Setting{}, hooks.Settings...))))
 	c, err := consumer.New(cfg.ConsumerConfig(), handler, opts...)
 	if err != nil {
 		return err
 	}
 	if err := c.Run(ctx); err != nil {
+		if strings.Contains(err.Error(), missingTopic) {
+			return fmt.Errorf("listener: %w (KAFKA_TOPIC names it; bin/loadgen -create-topic creates it before producing, make kafka-up on its broker)", err)
+		}
 		return fmt.Errorf("listener: %w", err)
 	}
 	return nil
 }
+
+// missingTopic is how the consumer's error for a topic that does not exist
+// reads; the listener adds where its own tools create one.
+const missingTopic = "does not exist, and the consumer does not create it"
 
 // ConsumerConfig is the consumer configuration the listener's settings
 // describe. The listener's "none" values (0) are the consumer's negative
@@ -104,15 +111,15 @@ func (cfg *Config) ConsumerConfig() consumer.Config {
 	}
 	return consumer.Config{
 		Brokers: k.Brokers, Topic: k.Topic, Group: k.Group, DeadLetterTopic: k.DLQTopic, KafkaVersion: k.Version.String(),
-		Assignor: k.Assignor, Isolation: k.Isolation, CommitInterval: k.CommitInterval,
+		Assignor: consumer.Assignor(k.Assignor), Isolation: consumer.Isolation(k.Isolation), CommitInterval: k.CommitInterval,
 		SessionTimeout: k.SessionTimeout, HeartbeatInterval: k.HeartbeatInterval,
 		Security: consumer.Security{TLS: k.Security.TLS, CAFile: k.Security.CAFile, CertFile: k.Security.CertFile, KeyFile: k.Security.KeyFile,
-			InsecureSkipVerify: k.Security.InsecureSkipVerify, SASLMechanism: k.Security.SASLMechanism, SASLUser: k.Security.SASLUser,
+			InsecureSkipVerify: k.Security.InsecureSkipVerify, SASLMechanism: consumer.SASLMechanism(k.Security.SASLMechanism), SASLUser: k.Security.SASLUser,
 			SASLPassword: k.Security.SASLPassword},
 		Members:              cfg.Consumers,
 		InFlightPerPartition: p.InFlightPerPartition, InFlightTotal: p.InFlightTotal,
-		Concurrency: p.Concurrency.String(), ConcurrencyFloor: p.ConcurrencyFloor, ConcurrencyLaw: p.ConcurrencyLaw.String(),
-		ConcurrencyTolerance: p.ConcurrencyTolerance, Ordering: p.Ordering.String(), DrainTimeout: p.DrainTimeout,
+		Concurrency: consumer.Concurrency(p.Concurrency.String()), ConcurrencyFloor: p.ConcurrencyFloor, ConcurrencyLaw: consumer.ConcurrencyLaw(p.ConcurrencyLaw.String()),
+		ConcurrencyTolerance: p.ConcurrencyTolerance, Ordering: consumer.Ordering(p.Ordering.String()), DrainTimeout: p.DrainTimeout,
 		MaxAttempts: p.MaxAttempts, AttemptTimeout: none(p.AttemptTimeout), BackoffMin: p.BackoffMin, BackoffMax: p.BackoffMax,
 		SpanPerPartition: p.SpanPerPartition, CommitMetadataMaxBytes: metadata,
 		ReadyPinLimit: cfg.ReadyPinLimit, ProgressInterval: none(cfg.ProgressInterval), HTTP: cfg.HTTP,

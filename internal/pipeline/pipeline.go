@@ -2,8 +2,8 @@
 // module's own code may set beyond the public ones: the bridge itself (for
 // the listener's tests, the demo and the benchmark), the listener's metrics
 // (its domain handler reports into them) and its settings rows for the
-// status page. consumer.Option is a func(*Options), so module code converts
-// these into options; code outside the module cannot name this package.
+// status page. consumer.Option is opaque: module code makes one of these
+// with As, and code outside the module cannot name this package.
 package pipeline
 
 import (
@@ -33,6 +33,14 @@ type Options struct {
 	Metrics  *telemetry.Metrics
 	Settings []telemetry.Setting
 }
+
+// Wrap makes a consumer.Option of f; package consumer sets it as it
+// initialises (this package cannot import it).
+var Wrap func(f func(*Options)) any
+
+// As returns f as the option type T (consumer.Option):
+// pipeline.As[consumer.Option](pipeline.Metrics(m)).
+func As[T any](f func(*Options)) T { return Wrap(f).(T) }
 
 // HealthCheck is a dependency /readyz watches (consumer.WithHealthCheck).
 type HealthCheck struct {

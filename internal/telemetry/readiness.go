@@ -76,7 +76,7 @@ func (r *Readiness) judge(now time.Time) (bool, string) {
 			if f := p.PinnedFailure; f != nil {
 				why += fmt.Sprintf(", attempt %d failed: %s", f.GetAttempt(), f.GetError())
 				if f.GetBlame() == messages.Blame_BLAME_NO_EVIDENCE {
-					why += " (held: nothing to judge its failures by; an operator may release it, docs/deploy.md)"
+					why += " (held: nothing to judge its failures by; an operator may release it, docs/consumer.md)"
 				}
 			}
 			if !p.SpanBlocked.IsZero() {

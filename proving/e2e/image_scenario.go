@@ -28,7 +28,7 @@ func imageScenario() Scenario {
 			return err
 		}
 		if _, drained, err := p.skippedByReason(); err != nil || !drained {
-			return errorf("%s exited 0 after stop without logging its totals (listener stopped): %v", p.name, err)
+			return errorf("%s exited 0 after stop without logging its totals (consumer stopped): %v", p.name, err)
 		}
 		r.note(fmt.Sprintf("%s stopped in %.1fs (grace %v), exit 0", p.name, took.Seconds(), imageGrace))
 		return nil

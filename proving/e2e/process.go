@@ -106,7 +106,7 @@ func (p *listenerProc) term(limit time.Duration) error {
 }
 
 // skippedByReason reads the totals the process logged as it stopped
-// ("listener stopped"): the records it skipped, by reason. ok is false when
+// ("consumer stopped"): the records it skipped, by reason. ok is false when
 // it logged none (it was killed, or is still running).
 func (p *listenerProc) skippedByReason() (counts map[string]int64, ok bool, err error) {
 	f, err := os.Open(p.log)
@@ -121,7 +121,7 @@ func (p *listenerProc) skippedByReason() (counts map[string]int64, ok bool, err 
 			Msg             string           `json:"msg"`
 			SkippedByReason map[string]int64 `json:"skipped_by_reason"`
 		}
-		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "listener stopped" {
+		if json.Unmarshal(sc.Bytes(), &line) == nil && (line.Msg == "consumer stopped" || line.Msg == "listener stopped") { // builds before issue 39 said "listener"
 			counts, ok = line.SkippedByReason, true
 		}
 	}

@@ -1,0 +1,53 @@
+package actors
+
+import (
+	"bytes"
+	"fmt"
+)
+
+// MaxPanicStackBytes bounds the stack a handler's panic carries into its
+// record's failure (and so its dead letter's envelope) and the log: the
+// frames nearest the panic, cut at a line.
+const MaxPanicStackBytes = 2048
+
+// HandlerPanic is what an EvaluationActor panics with when its handler
+// panicked: the handler's value and the stack it panicked on, which
+// supervision has lost by the time the partition actor hears of it.
+type HandlerPanic struct {
+	Value any
+	Stack string
+}
+
+// String is the handler's value, as fmt prints it.
+func (p *HandlerPanic) String() string { return fmt.Sprint(p.Value) }
+
+// panicStack is the part of a goroutine's stack (runtime/debug.Stack, taken
+// in a deferred recover) from the frame that panicked on, without the
+// goroutine header and the recovery's own frames, cut to at most limit
+// bytes at a line, with how much was left out.
+func panicStack(stack []byte, limit int) string {
+	// The frames above the panic are the recovery's: debug.Stack, the
+	// deferred function and runtime's panic; the panicking frame follows
+	// the last "panic(" line and its file line.
+	if i := bytes.LastIndex(stack, []byte("\npanic(")); i >= 0 {
+		rest := stack[i+1:]
+		for range 2 { // the panic( line and its file line
+			if j := bytes.IndexByte(rest, '\n'); j >= 0 {
+				rest = rest[j+1:]
+			} else {
+				rest = nil
+			}
+		}
+		stack = rest
+	}
+	stack = bytes.TrimRight(stack, "\n")
+	if len(stack) <= limit {
+		return string(stack)
+	}
+	note := fmt.Sprintf("\n… %d bytes of stack more", len(stack))
+	cut := stack[:max(0, limit-len(note))]
+	if j := bytes.LastIndexByte(cut, '\n'); j > 0 {
+		cut = cut[:j]
+	}
+	return string(cut) + fmt.Sprintf("\n… %d bytes of stack more", len(stack)-len(cut))
+}

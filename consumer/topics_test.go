@@ -1,0 +1,207 @@
+package consumer_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/patchflow/patchflow/actors"
+	"github.com/patchflow/patchflow/consumer"
+	"github.com/patchflow/patchflow/proving/embedded"
+	"github.com/patchflow/patchflow/proving/offsets"
+)
+
+// One consumer of two topics: every record of each is handled once, in
+// key order per topic (the same key in both topics is two keys), each
+// topic's poison record goes to its own dead-letter topic, and every
+// partition of both topics is committed to its end.
+func TestOneConsumerOfTwoTopics(t *testing.T) {
+	broker, err := embedded.Start(2, "orders", "payments")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer broker.Close()
+	const keys, perKey = 4, 20
+	for _, topic := range []string{"orders", "payments"} {
+		var ks, vs []string
+		for i := range perKey {
+			for k := range keys {
+				v := fmt.Sprint(i)
+				if k == 1 && i == 5 {
+					v = "poison-" + topic
+				}
+				ks, vs = append(ks, fmt.Sprint("key-", k)), append(vs, v)
+			}
+		}
+		produce(t, broker.Addrs(), topic, ks, vs)
+	}
+
+	var mu sync.Mutex
+	seen := map[string][]string{} // topic/key → values in the order handled
+	h := consumer.HandlerFunc(func(_ context.Context, r *consumer.Record) error {
+		if strings.HasPrefix(string(r.Value), "poison") {
+			return consumer.Permanent(errors.New("poison"))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		k := r.Topic + "/" + string(r.Key)
+		seen[k] = append(seen[k], string(r.Value))
+		return nil
+	})
+	c, err := consumer.New(consumer.Config{Brokers: broker.Addrs(), Topics: []string{"orders", "payments"}, Group: "two"}, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := run(c)
+	committedToEnd := func(topic string) bool {
+		p, err := offsets.Read(broker.Addrs(), topic, "two")
+		if err != nil {
+			return false
+		}
+		for part, end := range p.Ends {
+			if p.Committed[part] != end {
+				return false
+			}
+		}
+		return len(p.Ends) == 2
+	}
+	waitFor(t, "both topics committed to their ends", 30*time.Second, func() bool { return committedToEnd("orders") && committedToEnd("payments") })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, topic := range []string{"orders", "payments"} {
+		for k := range keys {
+			var want []string
+			for i := range perKey {
+				if !(k == 1 && i == 5) {
+					want = append(want, fmt.Sprint(i))
+				}
+			}
+			key := fmt.Sprint(topic, "/key-", k)
+			if got := strings.Join(seen[key], ","); got != strings.Join(want, ",") {
+				t.Errorf("%s handled %s, want %s", key, got, strings.Join(want, ","))
+			}
+		}
+		letter := readDeadLetter(t, broker.Addrs(), topic+".dlq")
+		if string(letter.GetValue()) != "poison-"+topic || letter.GetOriginalTopic() != topic {
+			t.Errorf("%s.dlq holds %q from %s, want its own topic's poison record", topic, letter.GetValue(), letter.GetOriginalTopic())
+		}
+	}
+	if s := c.Stats(); s.Succeeded != 2*(keys*perKey-1) || s.DeadLettered != 2 {
+		t.Errorf("stats %+v", s)
+	}
+}
+
+// The topics a Config names are checked: at least one, none twice, and no
+// dead-letter topic among them.
+func TestTopicsAreChecked(t *testing.T) {
+	h := consumer.HandlerFunc(func(context.Context, *consumer.Record) error { return nil })
+	base := consumer.Config{Brokers: []string{"127.0.0.1:9092"}, Group: "g"}
+	for name, c := range map[string]struct {
+		topic  string
+		topics []string
+		dlq    string
+		field  string
+	}{
+		"none":                      {field: "Topic"},
+		"one named twice":           {topics: []string{"a", "b", "a"}, field: "Topics"},
+		"an empty name":             {topics: []string{"a", " "}, field: "Topics"},
+		"a topic's default dlq":     {topics: []string{"a", "a.dlq"}, field: "DeadLetterTopic"},
+		"the shared dlq a source":   {topics: []string{"a", "b"}, dlq: "b", field: "DeadLetterTopic"},
+		"Topic the dead-letter one": {topic: "x", dlq: "x", field: "DeadLetterTopic"},
+	} {
+		cfg := base
+		cfg.Topic, cfg.Topics, cfg.DeadLetterTopic = c.topic, c.topics, c.dlq
+		_, err := consumer.New(cfg, h)
+		if err == nil || !strings.Contains(err.Error(), "consumer.Config."+c.field) {
+			t.Errorf("%s: error %v, want one naming %s", name, err, c.field)
+		}
+	}
+	for name, c := range map[string]struct {
+		topic  string
+		topics []string
+	}{"Topic alone": {topic: "a"}, "Topics alone": {topics: []string{"a", "b"}}, "Topic among Topics": {topic: "a", topics: []string{"a", "b"}},
+		"Topic beside Topics": {topic: "c", topics: []string{"a", "b"}}} {
+		cfg := base
+		cfg.Topic, cfg.Topics = c.topic, c.topics
+		if _, err := consumer.New(cfg, h); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// Partitions added to a topic while the consumer runs are claimed within
+// the documented bound (twice the metadata refresh, plus a rebalance), and
+// the records produced to them are handled, none lost.
+func TestPartitionsAddedWhileRunningAreClaimed(t *testing.T) {
+	broker, err := embedded.Start(2, "grows")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer broker.Close()
+	var mu sync.Mutex
+	handled := map[int32]int{}
+	h := consumer.HandlerFunc(func(_ context.Context, r *consumer.Record) error {
+		mu.Lock()
+		defer mu.Unlock()
+		handled[r.Partition]++
+		return nil
+	})
+	c, err := consumer.New(consumer.Config{Brokers: broker.Addrs(), Topic: "grows", Group: "grows"}, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := run(c)
+	defer func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	waitFor(t, "the two partitions claimed", 20*time.Second, func() bool { return len(c.Partitions()) == 2 })
+
+	cfg := sarama.NewConfig()
+	cfg.Version = sarama.V3_6_0_0
+	admin, err := sarama.NewClusterAdmin(broker.Addrs(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	added := time.Now()
+	if err := admin.CreatePartitions("grows", 4, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	bound := 2*actors.MetadataRefresh + 10*time.Second
+	waitFor(t, "the new partitions claimed", bound, func() bool { return len(c.Partitions()) == 4 })
+	t.Logf("partitions added were claimed %v later (bound %v)", time.Since(added).Round(100*time.Millisecond), bound)
+
+	producer, err := sarama.NewSyncProducer(broker.Addrs(), func() *sarama.Config {
+		p := sarama.NewConfig()
+		p.Producer.Return.Successes = true
+		p.Producer.Partitioner = sarama.NewManualPartitioner
+		return p
+	}())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer producer.Close()
+	for p := int32(0); p < 4; p++ {
+		for i := range 5 {
+			if _, _, err := producer.SendMessage(&sarama.ProducerMessage{Topic: "grows", Partition: p, Value: sarama.StringEncoder(fmt.Sprint(i))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	waitFor(t, "every partition's records handled", 20*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return handled[0] == 5 && handled[1] == 5 && handled[2] == 5 && handled[3] == 5
+	})
+}
