@@ -35,6 +35,11 @@ demo:
 ## against a throwaway PostgreSQL unless DATABASE_URL names one
 test: proto-check fmt-check vet lint
 	PATCHFLOW_REQUIRE_DB=1 .ci/postgres with $(GO) test -race -count=1 $(PKGS)
+
+## test-deploy: the deployment's modules (manifests decoded strictly against Kubernetes' and
+## Clowder's schemas, alert rules under promtool); out of make test because building promtool
+## cold takes minutes on a newcomer's machine; .ci/run runs it after make test
+test-deploy:
 	@for m in $(DEPLOY_MODULES); do echo "deploy module $$m"; (cd $$m && $(GO) vet ./... && $(GO) test -timeout 30m -count=1 ./...) || exit 1; done
 
 ## fuzz: the longer runs of what make test samples: the model of the retry rule over FUZZ_CHECKS
