@@ -7,7 +7,7 @@ STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BIN       := bin
 PKGS      := ./...
 
-.PHONY: all build image lint-deploy test test-kafka demo e2e nemesis bench docs fuzz kafka-up kafka-down proto proto-check lint vet fmt-check race bench-pipeline clean
+.PHONY: all build image lint-deploy test test-deploy test-kafka demo e2e nemesis bench docs fuzz kafka-up kafka-down proto proto-check lint vet fmt-check race bench-pipeline clean
 
 KAFKA_STATE := .cache/kafka-dir
 

@@ -69,11 +69,19 @@ type evaluationEnv struct {
 // own: sourceOf), and its urgency, true while it is the oldest unfinished
 // record of its partition.
 type runningRecord struct {
-	env    *evaluationEnv
-	offset int64
+	env     *evaluationEnv
+	offset  int64
+	attempt int32
 }
 
 func (u runningRecord) Urgent() bool { return u.env.oldest.Load() == u.offset }
+
+// AttemptOf is the attempt a handler's context runs (1 for the first), and
+// false for a context that is not a handler's.
+func AttemptOf(ctx context.Context) (int32, bool) {
+	r, ok := messages.UrgencyOf(ctx).(runningRecord)
+	return r.attempt, ok
+}
 
 type evaluationActor struct {
 	env *evaluationEnv
@@ -94,7 +102,7 @@ func (a *evaluationActor) Receive(c actor.Context) {
 func (a *evaluationActor) evaluate(m *messages.EvaluateRecord) any {
 	offset := m.GetRecord().GetOffset()
 	started := time.Now()
-	err := a.handle(m.GetRecord(), started) // a panic escapes to the parent's supervision
+	err := a.handle(m.GetRecord(), m.GetAttempt(), started) // a panic escapes to the parent's supervision
 	ended := time.Now()
 	took := durationpb.New(ended.Sub(started))
 	a.book(offset, started, ended, err)
@@ -149,14 +157,14 @@ func (a *evaluationActor) book(offset int64, started, ended time.Time, err error
 }
 
 // handle runs the handler once and reports its duration by outcome.
-func (a *evaluationActor) handle(r *messages.Record, start time.Time) (err error) {
+func (a *evaluationActor) handle(r *messages.Record, attempt int32, start time.Time) (err error) {
 	outcome := "panic" // if the handler panics, the deferred report still runs
 	defer func() { a.env.observer.HandlerDone(outcome, time.Since(start)) }()
 	if r := a.env.running; r != nil {
 		r.Add(1)
 		defer r.Add(-1)
 	}
-	ctx := messages.WithUrgency(a.env.deadlines.context(start), runningRecord{env: a.env, offset: r.GetOffset()})
+	ctx := messages.WithUrgency(a.env.deadlines.context(start), runningRecord{env: a.env, offset: r.GetOffset(), attempt: attempt})
 	defer func() {
 		if v := recover(); v != nil {
 			panic(&HandlerPanic{Value: v, Stack: panicStack(debug.Stack(), MaxPanicStackBytes)})

@@ -54,7 +54,7 @@ type KafkaSettings struct {
 	Topics           []string
 	DeadLetterTopics map[string]string
 	DeadLetterLimits map[string]int
-	Security           KafkaSecurity
+	Security         KafkaSecurity
 }
 
 // SourceTopics are the topics consumed: Topics, or Topic alone.

@@ -143,8 +143,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 		defer m.Unregister() // the registry may take another consumer once this one is over
 	}
 	deps := actors.NewDependencies(settings.BlameConfig())
+	traces := newTracing(o.TracerProvider, k.Group)
 	if r, ok := c.handler.(DependencyReporter); ok {
 		r.ReportDependenciesTo(func(ctx context.Context, dependency string, took time.Duration, err error) {
+			traces.call(ctx, dependency, took, err)
 			m.Dependency(dependency, took, err)
 			if ok, counts := served(err); counts {
 				deps.Observe(ctx, dependency, took, ok)
@@ -156,11 +158,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 		unreadable = &actors.UnreadableConfig{Read: actors.NewPartitionReader(probeClient), Window: l.window, Limit: c.cfg.maxBatchBytes}
 	}
 	var dead actors.DeadLetterWriter = l.dead
-	if o, ok := c.handler.(DeadLetterObserver); ok {
-		dead = observedDeadLetters(o, dead)
-	}
+	observer, _ := c.handler.(DeadLetterObserver)
+	dead = observedDeadLetters(observer, traces, dead)
 	bridge, err := actors.NewBridge(actors.BridgeConfig{
-		System: system, Settings: settings, Handler: adapt(c.handler), Observer: m, Dependencies: deps,
+		System: system, Settings: settings, Handler: adapt(c.handler, traces), Observer: m, Dependencies: deps,
 		DeadLetters: dead,
 		Logger:      logger,
 		SettleProbe: actors.NewFetchProbe(probeClient, l.isolation),

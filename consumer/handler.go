@@ -99,8 +99,12 @@ type DeadLetterObserver interface {
 	DeadLettered(ctx context.Context, record *Record, failure string) error
 }
 
-// observedDeadLetters calls o before each write to w.
-func observedDeadLetters(o DeadLetterObserver, w actors.DeadLetterWriter) actors.DeadLetterWriter {
+// observedDeadLetters calls o (when set) before each write to w, inside
+// the dead letter's span (when t traces).
+func observedDeadLetters(o DeadLetterObserver, t *tracing, w actors.DeadLetterWriter) actors.DeadLetterWriter {
+	if o == nil && t == nil {
+		return w
+	}
 	return actors.DeadLetterFunc(func(ctx context.Context, letter *messages.DeadLetter) error {
 		rec := Record{Topic: letter.GetOriginalTopic(), Partition: letter.GetOriginalPartition(), Offset: letter.GetOriginalOffset(),
 			Key: letter.GetKey(), Value: letter.GetValue()}
@@ -110,10 +114,18 @@ func observedDeadLetters(o DeadLetterObserver, w actors.DeadLetterWriter) actors
 		for _, h := range letter.GetHeaders() {
 			rec.Headers = append(rec.Headers, Header{Key: h.GetKey(), Value: h.GetValue()})
 		}
-		if err := o.DeadLettered(ctx, &rec, letter.GetError()); err != nil {
-			return fmt.Errorf("before the dead letter: %w", err)
+		write := func(ctx context.Context) error {
+			if o != nil {
+				if err := o.DeadLettered(ctx, &rec, letter.GetError()); err != nil {
+					return fmt.Errorf("before the dead letter: %w", err)
+				}
+			}
+			return w.Write(ctx, letter)
 		}
-		return w.Write(ctx, letter)
+		if t == nil {
+			return write(ctx)
+		}
+		return t.deadLettered(ctx, &rec, letter.GetError(), write)
 	})
 }
 
@@ -164,11 +176,18 @@ type RecordSizer interface {
 const HeaderOverhead = actors.HeaderOverhead
 
 // adapter runs a Handler for the pipeline: the pipeline's records are
-// protobuf messages; a Handler sees a Record with a time.Time.
-type adapter struct{ h Handler }
+// protobuf messages; a Handler sees a Record with a time.Time. With t, each
+// attempt runs in its span.
+type adapter struct {
+	h Handler
+	t *tracing
+}
 
 func (a adapter) Handle(ctx context.Context, r *messages.Record) error {
 	rec := recordOf(r)
+	if a.t != nil {
+		return a.t.handle(ctx, a.h, &rec)
+	}
 	return a.h.Handle(ctx, &rec)
 }
 
@@ -184,11 +203,11 @@ func (a sizedAdapter) RecordBytes(r *messages.Record) int64 {
 }
 
 // adapt wraps h for the pipeline, keeping its RecordSizer.
-func adapt(h Handler) actors.Handler {
+func adapt(h Handler, t *tracing) actors.Handler {
 	if s, ok := h.(RecordSizer); ok {
-		return sizedAdapter{adapter{h}, s}
+		return sizedAdapter{adapter{h, t}, s}
 	}
-	return adapter{h}
+	return adapter{h, t}
 }
 
 // recordOf is the Record a Handler sees of a pipeline record.

@@ -47,6 +47,8 @@ type Config struct {
 	HTTP consumer.HTTPLimits
 	// Pprof serves /debug/pprof/ at HTTPAddr too.
 	Pprof bool
+	// TracesExporter is where handler attempts' spans go (TracesExporters).
+	TracesExporter string
 	// ReleaseToken, when set, serves the operator's release of a failing
 	// record at HTTPAddr (consumer.WithRelease), guarded by it.
 	ReleaseToken  string
@@ -192,6 +194,7 @@ func Parse(args []string, lookup func(string) (string, bool), exts ...Extension)
 			"requests other than `/healthz` and `/readyz` are answered by at most three quarters of them at a time, the rest with 503 at once. So a flood of idle connections, or of slow ones, leaves the probes answering and the descriptors bounded")
 	s.Secret(&cfg.ReleaseToken, "LISTENER_RELEASE_TOKEN", "release-token", "when set (at least 16 characters), serve `POST /records/release?topic=T&partition=P&offset=O` at `LISTENER_HTTP_ADDR`, guarded by this token as `Authorization: Bearer`: an operator's release of a failing record (one held because nothing can judge its failures) to the dead-letter topic (docs/deploy.md, \"Held records\"). Empty: no such route")
 	s.Bool(&cfg.Pprof, "LISTENER_PPROF", "pprof", false, "also serve Go's profiler, `/debug/pprof/`, at `LISTENER_HTTP_ADDR`: CPU and allocation profiles, goroutine dumps; not `/debug/pprof/cmdline`, which would show secrets given as flags (`/status` shows the settings, secrets masked). Off by default: keep it to an address only operators reach")
+	s.String(&cfg.TracesExporter, "OTEL_TRACES_EXPORTER", "traces-exporter", "none", "OpenTelemetry traces: `none`; `otlp` (OTLP over HTTP to `OTEL_EXPORTER_OTLP_ENDPOINT`, OpenTelemetry's own variables, `http://localhost:4318` by default); `console` (JSON on stdout). A span per handler attempt under the event's `traceparent`, its VMaaS, inventory and database calls as children, a span per dead letter", oneOf(TracesExporters))
 	s.Duration(&cfg.ReadyPinLimit, "LISTENER_READY_PIN_LIMIT", "ready-pin-limit", 5*time.Minute, time.Second, "`/readyz` fails while a partition's oldest unfinished record has held its watermark longer than this, or while a partition has had records waiting and none admitted (nothing in flight, no progress) for this long")
 	s.Duration(&cfg.ReadyDBGrace, "LISTENER_READY_DB_GRACE", "ready-db-grace", 10*time.Second, 0, "`/readyz` fails once the database check (every second, on a connection of its own) has failed without a break for this long (`0`: at the first failure), and passes again at the first check that passes, so a blip does not flap readiness")
 	s.Duration(&cfg.ReadyVMaaSGrace, "LISTENER_READY_VMAAS_GRACE", "ready-vmaas-grace", 10*time.Second, 0, "`/readyz` fails once the VMaaS check (every second, one updates request for one package) has failed without a break for this long (`0`: at the first failure). The same check tells a record whose VMaaS call fails alone, with nothing else running (its partition waiting behind it), from an outage: its failures count towards its dead letter only while the check passes")

@@ -11,6 +11,7 @@ import (
 	"github.com/patchflow/patchflow/consumer"
 	"github.com/patchflow/patchflow/internal/pipeline"
 	"github.com/patchflow/patchflow/internal/telemetry"
+	"github.com/patchflow/patchflow/internal/version"
 	"github.com/patchflow/patchflow/messages"
 )
 
@@ -77,6 +78,14 @@ func RunWith(ctx context.Context, cfg *Config, handler consumer.Handler, logger 
 		opts = append(opts, pipeline.As[consumer.Option](pipeline.Metrics(hooks.Metrics)))
 	}
 	opts = append(opts, pipeline.As[consumer.Option](pipeline.Settings(append([]telemetry.Setting{}, hooks.Settings...))))
+	tp, shutdownTraces, err := tracerProvider(ctx, cfg.TracesExporter, version.Get().Version)
+	if err != nil {
+		return err
+	}
+	defer shutdownTraces()
+	if tp != nil {
+		opts = append(opts, consumer.WithTracerProvider(tp))
+	}
 	c, err := consumer.New(cfg.ConsumerConfig(), handler, opts...)
 	if err != nil {
 		return err

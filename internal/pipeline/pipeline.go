@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/patchflow/patchflow/actors"
 	"github.com/patchflow/patchflow/internal/telemetry"
@@ -28,6 +29,9 @@ type Options struct {
 	// server (telemetry.ReleaseHandler), guarded by this token.
 	ReleaseToken string
 	Checks       []HealthCheck
+	// TracerProvider, when set, traces each handler attempt and dead
+	// letter (consumer.WithTracerProvider).
+	TracerProvider trace.TracerProvider
 
 	Started  func(*actors.Bridge)
 	Metrics  *telemetry.Metrics
