@@ -86,6 +86,9 @@ type BridgeConfig struct {
 	// (session_lease.go). Nil: a member cut off from its coordinator runs
 	// records until sarama ends its session.
 	Lease *LeaseConfig
+	// Pauses, when set, are the topics the application paused: their
+	// records wait unadmitted (Pauses). Nil: nothing is paused.
+	Pauses *Pauses
 	// Unreadable, when set, gets a claim past the record batches its
 	// consumer cannot decode (over sarama.MaxDecompressedBatchSize): each
 	// offset no fetch can read is dead-lettered by itself, and the claim
@@ -148,6 +151,9 @@ type claimEntry struct {
 	// hand, for the coordinator to confirm the member (unix nanoseconds);
 	// 0 when it is not waiting.
 	unconfirmedSince atomic.Int64
+	// pausedSince is when the bridge began to wait, with a record in hand,
+	// for the application to resume the claim's topic (Pauses); 0 when not.
+	pausedSince atomic.Int64
 	// spanBlockedSince is when the bridge began to wait, with a record in
 	// hand, for the watermark to move within the span (unix nanoseconds);
 	// 0 when it is not waiting.
@@ -293,6 +299,9 @@ func (b *Bridge) Partitions() []PartitionState {
 		}
 		if ns := e.unconfirmedSince.Load(); ns > 0 {
 			s.Unconfirmed = time.Unix(0, ns)
+		}
+		if ns := e.pausedSince.Load(); ns > 0 {
+			s.Paused = time.Unix(0, ns)
 		}
 		s.SpanLimit = e.span.Limit()
 		s.LastDelivered = time.Unix(0, e.lastDelivered.Load())
@@ -636,6 +645,9 @@ func (b *Bridge) feed(ctx context.Context, claim sarama.ConsumerGroupClaim, work
 		// admitted only if the lease holds once everything is in hand, or
 		// else it gives its credit and bytes back and waits for the lease.
 		for {
+			if !b.cfg.Pauses.wait(ctx, entry.topic, entry.markPaused, stopped, ended) {
+				return endReason(ctx, stopped)
+			}
 			if !b.waitLease(ctx, entry, stopped, ended) {
 				return endReason(ctx, stopped)
 			}
@@ -691,6 +703,16 @@ func (b *Bridge) feed(ctx context.Context, claim sarama.ConsumerGroupClaim, work
 		span.admitted(msg.Offset, last)
 		last = msg.Offset
 		worker.Admit(rec)
+	}
+}
+
+// markPaused notes that the claim waits for a resume (or no longer does).
+func (e *claimEntry) markPaused(on bool) {
+	switch {
+	case on && e.pausedSince.Load() == 0:
+		e.pausedSince.Store(time.Now().UnixNano())
+	case !on:
+		e.pausedSince.Store(0)
 	}
 }
 

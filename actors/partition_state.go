@@ -48,6 +48,10 @@ type PartitionState struct {
 	// hand, for the group's coordinator to confirm the member (the session
 	// lease lapsed: BridgeConfig.Lease). Zero when not waiting.
 	Unconfirmed time.Time
+	// Paused is when the bridge began to wait, with the next record in
+	// hand, for the application to resume the partition's topic
+	// (BridgeConfig.Pauses). Zero when not paused.
+	Paused time.Time
 	// SpanLimit is the most offsets admitted past the watermark.
 	SpanLimit int64
 	// MetadataBytes is the size of the commit metadata last marked.

@@ -53,7 +53,23 @@ type Consumer struct {
 	bridge  atomic.Pointer[actors.Bridge]
 	ready   atomic.Pointer[telemetry.Readiness]
 	running atomic.Bool
+	pauses  actors.Pauses
 }
+
+// Pause stops admitting records of topics (none: of every topic) until
+// Resume: the records in flight finish and are committed, the next record
+// of each partition waits unadmitted, and the read-ahead fills to its bound
+// before fetching stops. The consumer stays in its group: nothing is
+// rebalanced, and a partition that changes owner meanwhile stays paused
+// here only. A paused partition is not counted as stalled by Ready.
+// Pause may be called before Run, during it or after; a topic not consumed
+// is remembered all the same.
+func (c *Consumer) Pause(topics ...string) { c.pauses.Pause(topics...) }
+
+// Resume admits records of topics again (none: of every topic, those
+// paused by name included). A topic resumed by name stays paused while
+// every topic is.
+func (c *Consumer) Resume(topics ...string) { c.pauses.Resume(topics...) }
 
 // New checks cfg and returns a Consumer; nothing is contacted until Run.
 // The error names every field that is wrong.
@@ -167,6 +183,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		SettleProbe: actors.NewFetchProbe(probeClient, l.isolation),
 		Committed:   actors.NewCommittedReader(probeClient, k.Group),
 		Membership:  actors.NewMembershipCheck(probeClient, k.Group),
+		Pauses:      &c.pauses,
 		Lease:       &actors.LeaseConfig{Check: actors.NewLeaseCheck(probeClient, k.Group), SessionTimeout: k.SessionTimeout, Interval: k.HeartbeatInterval},
 		Isolation:   l.isolation,
 		Unreadable:  unreadable,

@@ -33,6 +33,9 @@ type Partition struct {
 	// group's coordinator has not confirmed this member for a session
 	// timeout.
 	Unconfirmed bool
+	// Paused is set while the partition admits nothing because its topic
+	// is paused (Consumer.Pause).
+	Paused bool
 	// DeadLetterFailing is set while a dead-letter write of this partition
 	// keeps failing (its record stays unfinished until one succeeds).
 	DeadLetterFailing bool
@@ -69,7 +72,7 @@ func (c *Consumer) Partitions() []Partition {
 	var out []Partition
 	for _, p := range b.Partitions() {
 		q := Partition{Topic: p.Topic, Partition: p.Partition, Committed: p.Committed, HighWatermark: p.HighWatermark,
-			Lag: p.Lag(), InFlight: p.InFlight, Buffered: p.Buffered, SpanBlocked: !p.SpanBlocked.IsZero(), Unconfirmed: !p.Unconfirmed.IsZero(),
+			Lag: p.Lag(), InFlight: p.InFlight, Buffered: p.Buffered, SpanBlocked: !p.SpanBlocked.IsZero(), Unconfirmed: !p.Unconfirmed.IsZero(), Paused: !p.Paused.IsZero(),
 			DeadLetterFailing: p.DeadLetterBlocked != nil, Held: p.Held}
 		if p.InFlight > 0 {
 			q.PinnedOffset, q.PinnedSince = p.PinnedOffset, p.PinnedSince

@@ -12,7 +12,8 @@ import (
 // flight and a position that has not moved: the pipeline admits nothing
 // there (starved of process credits, or a fetch that stopped). The pinned
 // watermark rule cannot see this, because no record is pinning anything.
-// It remembers, per partition, since when it has looked like that; the
+// A partition whose topic the application paused is not stalled. It
+// remembers, per partition, since when it has looked like that; the
 // zero value is ready to use and it is safe for concurrent use.
 type StallWatch struct {
 	mu    sync.Mutex
@@ -41,7 +42,7 @@ func (w *StallWatch) Stalled(states []actors.PartitionState, now time.Time, limi
 		key := fmt.Sprintf("%s/%d", p.Topic, p.Partition)
 		seen[key] = true
 		prev, ok := w.since[key]
-		idle := p.InFlight == 0 && p.Lag() > 0
+		idle := p.InFlight == 0 && p.Lag() > 0 && p.Paused.IsZero() // a pause is the application's choice
 		if !idle || !ok || prev.generation != p.Generation || prev.position != p.Position() {
 			w.since[key] = stallMark{generation: p.Generation, position: p.Position(), since: now}
 			continue

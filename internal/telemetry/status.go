@@ -85,6 +85,9 @@ type PartitionStatus struct {
 	// the group's coordinator has not confirmed the member for a session
 	// timeout (cut off from it, the member may have been thrown out).
 	UnconfirmedSeconds *float64 `json:"unconfirmed_seconds,omitempty"`
+	// PausedSeconds is set while the partition admits nothing because the
+	// application paused its topic: how long it has waited.
+	PausedSeconds *float64 `json:"paused_seconds,omitempty"`
 	// CreditWaitSeconds is set while the partition has its next record in
 	// hand and waits for a credit: its own (S records in flight) or the
 	// process's (the process-wide limit is held).
@@ -183,6 +186,10 @@ func partitionStatus(p actors.PartitionState, now time.Time) PartitionStatus {
 		d := max(0, now.Sub(p.Unconfirmed).Seconds())
 		ps.UnconfirmedSeconds = &d
 	}
+	if !p.Paused.IsZero() {
+		d := max(0, now.Sub(p.Paused).Seconds())
+		ps.PausedSeconds = &d
+	}
 	if !p.WaitingForCredit.IsZero() {
 		d := max(0, now.Sub(p.WaitingForCredit).Seconds())
 		ps.CreditWaitSeconds = &d
@@ -215,7 +222,7 @@ td,th{border:1px solid #ccc;padding:.3em .7em;text-align:right}th{background:#f3
 <p id="totals">Succeeded {{.Totals.Succeeded}} &middot; skipped {{.Totals.Skipped}} &middot; dead-lettered {{.Totals.DeadLettered}} &middot; retried {{.Totals.Retried}} ({{.Totals.RetriedOwn}} own failures, {{.Totals.RetriedShared}} shared, {{.Totals.RetriedHeld}} held for want of evidence) &middot; panics {{.Totals.Panics}} &middot; dead-letter write failures {{.Totals.DeadLetterWriteFailures}} &middot; resumed {{.Totals.Resumed}} (finished by an earlier owner, not run again) &middot; abandoned {{.Totals.Abandoned}} &middot; fenced {{.Totals.Fenced}}</p>
 {{with .Outbox}}<p id="outbox">Outbox: <b{{if or .LastError (ge .OldestSeconds 60.0)}} class="bad"{{end}}>{{.Pending}} waiting</b>, the oldest {{printf "%.1f" .OldestSeconds}} s old &middot; published {{.Published}} &middot; failed {{.Failed}}{{if .Refused}} &middot; <b class="bad">{{.Refused}} refused for good</b>, kept aside (outbox.refused){{end}}{{with .HeldKinds}} &middot; held after a refusal: {{range .}}{{.}} {{end}}{{end}}{{with .LastError}} &middot; <b class="bad">last round: {{.}}</b>{{end}}</p>{{end}}
 <table id="partitions"><tr><th>topic</th><th>partition</th><th>generation</th><th>committed</th><th>admitted</th><th>high watermark</th><th>lag</th><th>in flight / S</th><th>oldest unfinished offset</th><th>its key</th><th>its age (s)</th><th>records/s</th><th>trouble</th></tr>
-{{range .Partitions}}<tr class="partition"><td class="l">{{.Topic}}</td><td>{{.Partition}}</td><td>{{.Generation}}</td><td>{{with .Committed}}{{.}}{{else}}none{{end}}</td><td>{{with .Admitted}}{{.}}{{else}}none{{end}}</td><td>{{.HighWatermark}}</td><td>{{.Lag}}</td><td>{{.InFlight}} / {{.InFlightLimit}}{{with .CreditWaitSeconds}}{{if ge (seconds .) 1.0}}, waiting {{printf "%.0f" (seconds .)}} s for a credit{{end}}{{end}}</td><td>{{with .PinnedOffset}}{{.}}{{end}}</td><td class="l">{{.PinnedKey}}</td><td>{{printf "%.1f" .PinnedSeconds}}</td><td>{{printf "%.0f" .RecordsPerSec}}</td><td class="l">{{if .Held}}<b class="bad">{{.Held}} held</b>: failing, nothing to judge by (docs/consumer.md, "Held records"). {{end}}{{if .Overdue}}<b class="bad">{{.Overdue}} overdue</b>: a handler running past its deadline. {{end}}{{with .DeadLetterBlocked}}<b class="bad">dead-letter write of offset {{.Offset}} failing for {{printf "%.0f" .Seconds}} s ({{.Writes}} writes): {{.Error}}</b>{{else}}{{$limit := .SpanLimit}}{{with .SpanBlockedSeconds}}<b class="bad">span-blocked for {{printf "%.0f" (seconds .)}} s</b>: nothing is admitted {{$limit}} offsets past the oldest unfinished offset. {{end}}{{.PinnedFailure}}{{end}}{{with .UnconfirmedSeconds}} <b class="bad">unconfirmed for {{printf "%.0f" (seconds .)}} s</b>: the group's coordinator has not confirmed this member for a session timeout; nothing is admitted until it does.{{end}}</td></tr>
+{{range .Partitions}}<tr class="partition"><td class="l">{{.Topic}}</td><td>{{.Partition}}</td><td>{{.Generation}}</td><td>{{with .Committed}}{{.}}{{else}}none{{end}}</td><td>{{with .Admitted}}{{.}}{{else}}none{{end}}</td><td>{{.HighWatermark}}</td><td>{{.Lag}}</td><td>{{.InFlight}} / {{.InFlightLimit}}{{with .CreditWaitSeconds}}{{if ge (seconds .) 1.0}}, waiting {{printf "%.0f" (seconds .)}} s for a credit{{end}}{{end}}</td><td>{{with .PinnedOffset}}{{.}}{{end}}</td><td class="l">{{.PinnedKey}}</td><td>{{printf "%.1f" .PinnedSeconds}}</td><td>{{printf "%.0f" .RecordsPerSec}}</td><td class="l">{{if .Held}}<b class="bad">{{.Held}} held</b>: failing, nothing to judge by (docs/consumer.md, "Held records"). {{end}}{{if .Overdue}}<b class="bad">{{.Overdue}} overdue</b>: a handler running past its deadline. {{end}}{{with .DeadLetterBlocked}}<b class="bad">dead-letter write of offset {{.Offset}} failing for {{printf "%.0f" .Seconds}} s ({{.Writes}} writes): {{.Error}}</b>{{else}}{{$limit := .SpanLimit}}{{with .SpanBlockedSeconds}}<b class="bad">span-blocked for {{printf "%.0f" (seconds .)}} s</b>: nothing is admitted {{$limit}} offsets past the oldest unfinished offset. {{end}}{{.PinnedFailure}}{{end}}{{with .UnconfirmedSeconds}} <b class="bad">unconfirmed for {{printf "%.0f" (seconds .)}} s</b>: the group's coordinator has not confirmed this member for a session timeout; nothing is admitted until it does.{{end}}{{with .PausedSeconds}} paused for {{printf "%.0f" (seconds .)}} s: the application paused the topic.{{end}}</td></tr>
 {{else}}<tr><td colspan="13" class="l">no partition claimed</td></tr>{{end}}
 </table>
 <h2>Skipped by reason</h2><p>Ignored by design: committed, counted, never dead-lettered.</p>
