@@ -188,6 +188,15 @@ func NewConsumerConfig(k KafkaSettings, s Settings) (*sarama.Config, error) {
 // limit while the dead-letter topic's own limit is unknown.
 const defaultProducerMaxBytes = 8 << 20
 
+// NewResultsProducerConfig returns the sarama configuration of the
+// producer of the records handlers produce as results: as the dead-letter
+// producer's (idempotent, every write acknowledged by all in-sync
+// replicas, one request in flight so retries keep order, compressed),
+// with records up to 1 MiB, Kafka's default topic limit.
+func NewResultsProducerConfig(k KafkaSettings) (*sarama.Config, error) {
+	return producerConfig(k, 1<<20, false)
+}
+
 // NewProducerConfig returns the sarama configuration of the dead-letter
 // producer: every write waits for all in-sync replicas and is idempotent, so
 // a dead letter acknowledged is a dead letter kept. Its records are

@@ -173,11 +173,19 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if c.cfg.maxBatchBytes > 0 {
 		unreadable = &actors.UnreadableConfig{Read: actors.NewPartitionReader(probeClient), Window: l.window, Limit: c.cfg.maxBatchBytes}
 	}
+	produced := &results{deps: deps, open: func() (sarama.SyncProducer, error) {
+		cfg, err := actors.NewResultsProducerConfig(k)
+		if err != nil {
+			return nil, err
+		}
+		return sarama.NewSyncProducer(k.Brokers, cfg)
+	}}
+	defer produced.close() // after the members stopped and the claims drained
 	var dead actors.DeadLetterWriter = l.dead
 	observer, _ := c.handler.(DeadLetterObserver)
 	dead = observedDeadLetters(observer, traces, dead)
 	bridge, err := actors.NewBridge(actors.BridgeConfig{
-		System: system, Settings: settings, Handler: adapt(c.handler, traces), Observer: m, Dependencies: deps,
+		System: system, Settings: settings, Handler: adapt(c.handler, traces, produced), Observer: m, Dependencies: deps,
 		DeadLetters: dead,
 		Logger:      logger,
 		SettleProbe: actors.NewFetchProbe(probeClient, l.isolation),

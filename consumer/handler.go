@@ -21,6 +21,8 @@ type Record struct {
 	Headers   []Header
 	// Timestamp is the record's Kafka timestamp; zero when it has none.
 	Timestamp time.Time
+
+	results []Message // Produce's, for this attempt
 }
 
 // Header is one Kafka record header.
@@ -179,16 +181,23 @@ const HeaderOverhead = actors.HeaderOverhead
 // protobuf messages; a Handler sees a Record with a time.Time. With t, each
 // attempt runs in its span.
 type adapter struct {
-	h Handler
-	t *tracing
+	h       Handler
+	t       *tracing
+	results *results
 }
 
 func (a adapter) Handle(ctx context.Context, r *messages.Record) error {
 	rec := recordOf(r)
+	var err error
 	if a.t != nil {
-		return a.t.handle(ctx, a.h, &rec)
+		err = a.t.handle(ctx, a.h, &rec)
+	} else {
+		err = a.h.Handle(ctx, &rec)
 	}
-	return a.h.Handle(ctx, &rec)
+	if err == nil && rec.results != nil {
+		return a.results.produce(ctx, &rec)
+	}
+	return err
 }
 
 // sizedAdapter is the adapter of a Handler that is a RecordSizer.
@@ -203,11 +212,11 @@ func (a sizedAdapter) RecordBytes(r *messages.Record) int64 {
 }
 
 // adapt wraps h for the pipeline, keeping its RecordSizer.
-func adapt(h Handler, t *tracing) actors.Handler {
+func adapt(h Handler, t *tracing, p *results) actors.Handler {
 	if s, ok := h.(RecordSizer); ok {
-		return sizedAdapter{adapter{h, t}, s}
+		return sizedAdapter{adapter{h, t, p}, s}
 	}
-	return adapter{h, t}
+	return adapter{h, t, p}
 }
 
 // recordOf is the Record a Handler sees of a pipeline record.

@@ -241,3 +241,24 @@ func TestReview39ReleaseOnTheSecondTopic(t *testing.T) {
 		t.Errorf("two.dlq holds %v", letters)
 	}
 }
+
+// Kafka refuses a topic whose name differs from an existing one only by
+// '.' against '_' (they collide in metric names). Topics [a, a_dlq] passes
+// New (it compares names exactly), but a's default dead-letter topic a.dlq
+// collides with a_dlq, a topic consumed, and Run cannot start.
+func TestReview39DeadLetterTopicCollidingWithAConsumedTopic(t *testing.T) {
+	brokers := kfakeBroker(t, nil)
+	admin := testAdmin(t, brokers, "3.6.0")
+	createTopic(t, admin, "a", 1, 0)
+	createTopic(t, admin, "a_dlq", 1, 0)
+	cfg := testConfig(brokers, "3.6.0", "", "review39-collide")
+	cfg.Topics = []string{"a", "a_dlq"}
+	c, err := New(cfg, HandlerFunc(func(context.Context, *Record) error { return nil }))
+	if err != nil {
+		return // refused by New: what the test wants
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	runErr := c.Run(ctx)
+	t.Errorf("New accepted Topics [a a_dlq]; Run: %v", runErr)
+}

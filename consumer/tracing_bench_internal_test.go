@@ -48,7 +48,7 @@ func BenchmarkTracing(b *testing.B) {
 		{"sdk, every span sampled", newTracing(sdktrace.NewTracerProvider(), "g")},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			a := adapt(h, c.t)
+			a := adapt(h, c.t, nil)
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {
