@@ -172,6 +172,14 @@ type Config struct {
 	// "Compressed batches").
 	MaxDecompressedBatchBytes int
 
+	// BatchSize (default DefaultBatchSize, 64; at most InFlightTotal; 1:
+	// no batches) and BatchLinger (default DefaultBatchLinger, 5 ms; at
+	// most MaxBatchLinger, 1 s) shape the batches of a BatchHandler: up to
+	// BatchSize records ready at once, gathered for at most BatchLinger
+	// after the first. A Handler that is not a BatchHandler ignores them.
+	BatchSize   int
+	BatchLinger time.Duration
+
 	// HTTP bounds WithHTTP's server; each field left zero has its default.
 	HTTP HTTPLimits
 }
@@ -261,6 +269,9 @@ type resolved struct {
 	http             telemetry.ServerLimits
 	// maxBatchBytes is MaxDecompressedBatchBytes resolved: 0 for unbounded.
 	maxBatchBytes int
+	// batchSize and batchLinger shape a BatchHandler's batches.
+	batchSize   int
+	batchLinger time.Duration
 }
 
 // resolve applies the defaults and checks cfg, naming every bad field.
@@ -422,6 +433,17 @@ func (cfg Config) resolve() (resolved, error) {
 	p.EvidenceWindow = orDefault(cfg.EvidenceWindow, p.EvidenceWindow)
 	p.SpanPerPartition = cfg.SpanPerPartition
 	p.CommitMetadataMaxBytes = orNone(cfg.CommitMetadataMaxBytes, p.CommitMetadataMaxBytes)
+	r.batchSize = orDefault(cfg.BatchSize, DefaultBatchSize)
+	r.batchLinger = orDefault(cfg.BatchLinger, DefaultBatchLinger)
+	switch {
+	case cfg.BatchSize < 0 || cfg.BatchSize > p.InFlightTotal:
+		bad("BatchSize", "must be 1 to InFlightTotal (%d), got %d (zero is the default, %d)", p.InFlightTotal, cfg.BatchSize, DefaultBatchSize)
+	case cfg.BatchSize == 0:
+		r.batchSize = min(r.batchSize, p.InFlightTotal)
+	}
+	if cfg.BatchLinger < 0 || cfg.BatchLinger > MaxBatchLinger {
+		bad("BatchLinger", "must be at most %v and not negative, got %v (zero is the default, %v)", MaxBatchLinger, cfg.BatchLinger, DefaultBatchLinger)
+	}
 	r.readyPinLimit = orDefault(cfg.ReadyPinLimit, r.readyPinLimit)
 	r.progressInterval = orNone(cfg.ProgressInterval, r.progressInterval)
 	r.maxBatchBytes = min(orNone(cfg.MaxDecompressedBatchBytes, defaultMaxDecompressedBatchBytes), math.MaxInt32)

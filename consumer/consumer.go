@@ -173,6 +173,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if c.cfg.maxBatchBytes > 0 {
 		unreadable = &actors.UnreadableConfig{Read: actors.NewPartitionReader(probeClient), Window: l.window, Limit: c.cfg.maxBatchBytes}
 	}
+	handler := c.handler
+	if bh, ok := c.handler.(BatchHandler); ok && c.cfg.batchSize > 1 {
+		b := newBatcher(bh, c.cfg.batchSize, c.cfg.batchLinger)
+		defer b.close() // after the claims drained
+		handler = batched{b}
+	}
 	produced := &results{deps: deps, open: func() (sarama.SyncProducer, error) {
 		cfg, err := actors.NewResultsProducerConfig(k)
 		if err != nil {
@@ -185,7 +191,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	observer, _ := c.handler.(DeadLetterObserver)
 	dead = observedDeadLetters(observer, traces, dead)
 	bridge, err := actors.NewBridge(actors.BridgeConfig{
-		System: system, Settings: settings, Handler: adapt(c.handler, traces, produced), Observer: m, Dependencies: deps,
+		System: system, Settings: settings, Handler: adapt(handler, traces, produced), Observer: m, Dependencies: deps,
 		DeadLetters: dead,
 		Logger:      logger,
 		SettleProbe: actors.NewFetchProbe(probeClient, l.isolation),

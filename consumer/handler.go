@@ -213,6 +213,13 @@ func (a sizedAdapter) RecordBytes(r *messages.Record) int64 {
 
 // adapt wraps h for the pipeline, keeping its RecordSizer.
 func adapt(h Handler, t *tracing, p *results) actors.Handler {
+	if b, ok := h.(batched); ok {
+		h = b // the batches' handler; the sizer is the user's
+		if s, ok := b.b.h.(RecordSizer); ok {
+			return sizedAdapter{adapter{h, t, p}, s}
+		}
+		return adapter{h, t, p}
+	}
 	if s, ok := h.(RecordSizer); ok {
 		return sizedAdapter{adapter{h, t, p}, s}
 	}
