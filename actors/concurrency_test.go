@@ -147,8 +147,8 @@ func TestPartitionActorSamplesHandlerAttempts(t *testing.T) {
 			return nil
 		case 1:
 			if transientOnce.CompareAndSwap(false, true) {
-				deps.Probe(messages.DependencyVMaaS, time.Now(), false) // VMaaS is down for everyone
-				return messages.FailedIn(messages.DependencyVMaaS, messages.Transient(errors.New("503")))
+				deps.Probe("vmaas", time.Now(), false) // VMaaS is down for everyone
+				return messages.FailedIn("vmaas", messages.Transient(errors.New("503")))
 			}
 			return nil
 		case 2:
@@ -212,10 +212,10 @@ func TestOwnFailuresAreNotCongestionSamples(t *testing.T) {
 		h := actors.HandlerFunc(func(ctx context.Context, _ *messages.Record) error {
 			// Just before the attempt fails, the dependency's check passes
 			// (or fails).
-			deps.Probe(messages.DependencyVMaaS, time.Now(), serving)
-			deps.Observe(ctx, messages.DependencyVMaaS, time.Millisecond, false)
+			deps.Probe("vmaas", time.Now(), serving)
+			deps.Observe(ctx, "vmaas", time.Millisecond, false)
 			if once.CompareAndSwap(false, true) {
-				return messages.FailedIn(messages.DependencyVMaaS, messages.Transient(errors.New("timed out")))
+				return messages.FailedIn("vmaas", messages.Transient(errors.New("timed out")))
 			}
 			return nil
 		})

@@ -165,12 +165,22 @@ func (a *evaluationActor) handle(r *messages.Record, attempt int32, start time.T
 		defer r.Add(-1)
 	}
 	ctx := messages.WithUrgency(a.env.deadlines.context(start), runningRecord{env: a.env, offset: r.GetOffset(), attempt: attempt})
+	returned := false
 	defer func() {
-		if v := recover(); v != nil {
+		// Not by recover's value: panic(nil) under GODEBUG=panicnil=1
+		// recovers nil, and runtime.Goexit (t.FailNow in a test's handler)
+		// recovers nothing; neither returned, and both must reach the
+		// parent's supervision as a failed attempt, never a success.
+		if !returned {
+			v := recover()
+			if v == nil {
+				v = "the handler neither returned nor panicked with a value (panic(nil) or runtime.Goexit)"
+			}
 			panic(&HandlerPanic{Value: v, Stack: panicStack(debug.Stack(), MaxPanicStackBytes)})
 		}
 	}()
 	err = a.env.handler.Handle(ctx, r)
+	returned = true
 	switch _, skipped := messages.SkipReasonOf(err); {
 	case err == nil:
 		outcome = "ok"

@@ -3,6 +3,7 @@ package actors
 import (
 	"bytes"
 	"fmt"
+	"unicode/utf8"
 )
 
 // MaxPanicStackBytes bounds the stack a handler's panic carries into its
@@ -18,8 +19,28 @@ type HandlerPanic struct {
 	Stack string
 }
 
-// String is the handler's value, as fmt prints it.
-func (p *HandlerPanic) String() string { return fmt.Sprint(p.Value) }
+// MaxPanicValueBytes bounds the panic's value as the failure and the log
+// quote it, so a large value never pushes the stack out of the dead
+// letter's error text (at most 4 KiB) nor fills a log line.
+const MaxPanicValueBytes = 1024
+
+// String is the handler's value, as fmt prints it, cut to
+// MaxPanicValueBytes.
+func (p *HandlerPanic) String() string { return cutText(fmt.Sprint(p.Value), MaxPanicValueBytes) }
+
+// cutText cuts s to at most limit bytes at a rune boundary, saying how
+// much was left out.
+func cutText(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	note := fmt.Sprintf("… %d bytes more", len(s))
+	cut := max(0, limit-len(note))
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("… %d bytes more", len(s)-cut)
+}
 
 // panicStack is the part of a goroutine's stack (runtime/debug.Stack, taken
 // in a deferred recover) from the frame that panicked on, without the

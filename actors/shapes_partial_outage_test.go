@@ -28,7 +28,7 @@ func TestShapeOutageOfADependencyOnlySomeRecordsNeed(t *testing.T) {
 		err  error
 	}{
 		{"plain error", fmt.Errorf("fetch profile: %w", &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)})},
-		{"named, unreported dependency", messages.FailedIn(messages.DependencyInventory,
+		{"named, unreported dependency", messages.FailedIn("inventory",
 			messages.Transient(errors.New("inventory: dial tcp 10.0.0.9:443: connect: connection refused")))},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -30,7 +30,7 @@ func TestShapeARecordOnceFailingThereDoesNotBlindABadRecord(t *testing.T) {
 			if err := w.call(ctx, messages.DependencyDatabase, true); err != nil {
 				return err
 			}
-			return w.call(ctx, messages.DependencyVMaaS, false)
+			return w.call(ctx, "vmaas", false)
 		}
 		return w.call(ctx, messages.DependencyDatabase, true)
 	}))

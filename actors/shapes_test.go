@@ -46,14 +46,14 @@ func paced(h shapeHandler) shapeHandler {
 func vmaasUnless(bad func(p int32, off int64) bool, hang bool) shapeHandler {
 	return func(w *shapeWorld, ctx context.Context, r *messages.Record) error {
 		if !bad(r.GetPartition(), r.GetOffset()) {
-			return w.call(ctx, messages.DependencyVMaaS, true)
+			return w.call(ctx, "vmaas", true)
 		}
 		if hang {
 			<-ctx.Done()
-			w.deps.Observe(ctx, messages.DependencyVMaaS, time.Millisecond, false)
-			return messages.FailedIn(messages.DependencyVMaaS, messages.Transient(fmt.Errorf("vmaas: %w", ctx.Err())))
+			w.deps.Observe(ctx, "vmaas", time.Millisecond, false)
+			return messages.FailedIn("vmaas", messages.Transient(fmt.Errorf("vmaas: %w", ctx.Err())))
 		}
-		return w.call(ctx, messages.DependencyVMaaS, false)
+		return w.call(ctx, "vmaas", false)
 	}
 }
 
@@ -119,7 +119,7 @@ func TestShapeTwoBadRecordsInPartitionOrderWithACheck(t *testing.T) {
 	s := shapeSettings(ordering.ByPartition)
 	bad := func(p int32, off int64) bool { return off == 0 }
 	w := newShapeWorld(t, s, 2, distinctKeys(20), vmaasUnless(bad, false))
-	w.check(messages.DependencyVMaaS, 50*time.Millisecond, func() bool { return true })
+	w.check("vmaas", 50*time.Millisecond, func() bool { return true })
 	w.waitDead(0, 0, s.OwnFailureBound()+time.Second)
 	w.waitDead(1, 0, s.OwnFailureBound()+time.Second)
 	w.waitCommitted(0, 20, 5*time.Second)
@@ -136,7 +136,7 @@ func TestShapeUnnamedFailureInPartitionOrder(t *testing.T) {
 		err  error
 	}{
 		{"no dependency", errors.New("lock timeout")},
-		{"unreported dependency", messages.FailedIn(messages.DependencyInventory, messages.Transient(errors.New("inventory: 503")))},
+		{"unreported dependency", messages.FailedIn("inventory", messages.Transient(errors.New("inventory: 503")))},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := shapeSettings(ordering.ByPartition)
@@ -168,7 +168,7 @@ func TestShapeLoneRecordIsHeldUntilACheckPasses(t *testing.T) {
 		t.Fatal("no warning that the record is held")
 	}
 	checked := time.Now()
-	w.check(messages.DependencyVMaaS, 50*time.Millisecond, func() bool { return true })
+	w.check("vmaas", 50*time.Millisecond, func() bool { return true })
 	for w.deadLettered(0, 0).IsZero() {
 		if time.Since(checked) > s.OwnFailureBound()+time.Second {
 			t.Fatalf("not dead-lettered within %v of a passing check", s.OwnFailureBound()+time.Second)
@@ -264,9 +264,9 @@ func TestShapeRecoveryWakesTheWaiters(t *testing.T) {
 	s.BackoffMax = 5 * time.Second
 	up := time.Now().Add(time.Second)
 	w := newShapeWorld(t, s, 2, distinctKeys(100), func(w *shapeWorld, ctx context.Context, _ *messages.Record) error {
-		return w.call(ctx, messages.DependencyVMaaS, time.Now().After(up))
+		return w.call(ctx, "vmaas", time.Now().After(up))
 	})
-	w.check(messages.DependencyVMaaS, 200*time.Millisecond, func() bool { return time.Now().After(up) })
+	w.check("vmaas", 200*time.Millisecond, func() bool { return time.Now().After(up) })
 	for p := range int32(2) {
 		w.waitCommitted(p, 100, time.Until(up)+5*time.Second)
 	}
@@ -305,9 +305,9 @@ func TestShapeBadRecordsArrivingDuringAnOutage(t *testing.T) {
 	bad := func(p int32, off int64) bool { return off < 100 && off%20 == 3 }
 	endless := func(p int32, off int64) (string, bool) { return fmt.Sprintf("host-%d-%d", p, off), true }
 	w := newShapeWorld(t, s, 2, endless, paced(func(w *shapeWorld, ctx context.Context, r *messages.Record) error {
-		return w.call(ctx, messages.DependencyVMaaS, time.Now().After(up) && !bad(r.GetPartition(), r.GetOffset()))
+		return w.call(ctx, "vmaas", time.Now().After(up) && !bad(r.GetPartition(), r.GetOffset()))
 	}))
-	w.check(messages.DependencyVMaaS, 50*time.Millisecond, func() bool { return time.Now().After(up) })
+	w.check("vmaas", 50*time.Millisecond, func() bool { return time.Now().After(up) })
 	for p := range int32(2) {
 		w.waitCommitted(p, 100, time.Until(up)+s.OwnFailureBound()+3*time.Second)
 	}
@@ -336,7 +336,7 @@ func TestShapeLoadSheddingDeadLettersNothing(t *testing.T) {
 	w := newShapeWorld(t, s, 4, distinctKeys(200), func(w *shapeWorld, ctx context.Context, _ *messages.Record) error {
 		calls.Add(1)
 		time.Sleep(time.Millisecond)
-		return w.call(ctx, messages.DependencyVMaaS, rand.IntN(2) == 0)
+		return w.call(ctx, "vmaas", rand.IntN(2) == 0)
 	})
 	for p := range int32(4) {
 		w.waitCommitted(p, 200, 30*time.Second)
@@ -357,7 +357,7 @@ func TestShapeSlowDependencyForEveryone(t *testing.T) {
 		if time.Now().Before(fast) {
 			return vmaasUnless(func(int32, int64) bool { return true }, true)(w, ctx, r)
 		}
-		return w.call(ctx, messages.DependencyVMaaS, true)
+		return w.call(ctx, "vmaas", true)
 	})
 	for p := range int32(2) {
 		w.waitCommitted(p, 50, time.Until(fast)+5*time.Second)
@@ -381,10 +381,10 @@ func TestShapeTwoDependenciesOneDown(t *testing.T) {
 		if needsDB(off) {
 			return w.call(ctx, messages.DependencyDatabase, time.Now().After(up))
 		}
-		return w.call(ctx, messages.DependencyVMaaS, !badVMaaS(off))
+		return w.call(ctx, "vmaas", !badVMaaS(off))
 	})
 	w.check(messages.DependencyDatabase, 50*time.Millisecond, func() bool { return time.Now().After(up) })
-	w.check(messages.DependencyVMaaS, 50*time.Millisecond, func() bool { return true })
+	w.check("vmaas", 50*time.Millisecond, func() bool { return true })
 	// The records waiting on the database soon hold every credit, so
 	// VMaaS's check is the evidence for its bad records, one per partition.
 	waitFor(t, "the bad VMaaS records dead-lettered", func() bool { return w.deadCount() == 2 })

@@ -29,7 +29,7 @@ func TestShapeThreeBadRecordsNamingAnUnreportedDependencyAreHeldOrDead(t *testin
 		name string
 		err  error
 	}{
-		{"inventory", messages.FailedIn(messages.DependencyInventory, messages.Transient(errors.New("inventory: 500 Internal Server Error")))},
+		{"inventory", messages.FailedIn("inventory", messages.Transient(errors.New("inventory: 500 Internal Server Error")))},
 		{"network", fmt.Errorf("fetch host profile: %w", &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)})},
 	} {
 		t.Run(c.name, func(t *testing.T) { threeBadRecordsNaming(t, c.err) })

@@ -94,7 +94,7 @@ func TestNoRoomForTheAnswerIsCongestion(t *testing.T) {
 			before, congested := calls(), budget.Stats().Congested
 			_, err := client.Updates(ctx, sampleRequest())
 			wantClass(t, err, messages.ErrorClass_ERROR_CLASS_TRANSIENT)
-			if !messages.IsCongestion(err) || messages.DependencyOf(err) != messages.DependencyVMaaS {
+			if !messages.IsCongestion(err) || messages.DependencyOf(err) != clients.DependencyVMaaS {
 				t.Errorf("err = %v: congestion %v, dependency %q; want congestion in vmaas", err, messages.IsCongestion(err), messages.DependencyOf(err))
 			}
 			if c.reported == 0 && !errors.Is(err, context.DeadlineExceeded) {

@@ -110,8 +110,8 @@ func TestWhoseFailureEachStatusIs(t *testing.T) {
 		call       callFunc
 		cases      []statusCase
 	}{
-		{messages.DependencyVMaaS, vmaasCall, vmaas},
-		{messages.DependencyInventory, inventoryCall, inventory},
+		{clients.DependencyVMaaS, vmaasCall, vmaas},
+		{clients.DependencyInventory, inventoryCall, inventory},
 	} {
 		for _, tc := range client.cases {
 			t.Run(client.dependency+"/"+tc.name, func(t *testing.T) {
@@ -207,7 +207,7 @@ func TestBlameOfEveryStatus(t *testing.T) {
 	fields = slices.AppendSeq(fields, maps.Keys(modules[0]))
 
 	rapid.Check(t, func(rt *rapid.T) {
-		dependency := rapid.SampledFrom([]string{messages.DependencyVMaaS, messages.DependencyInventory}).Draw(rt, "dependency")
+		dependency := rapid.SampledFrom([]string{clients.DependencyVMaaS, clients.DependencyInventory}).Draw(rt, "dependency")
 		c := rapid.IntRange(400, 599).Draw(rt, "code")
 		b := rapid.StringMatching(`[ -~]{0,40}`).Draw(rt, "body")
 		if rapid.Bool().Draw(rt, "name a field") {
@@ -219,7 +219,7 @@ func TestBlameOfEveryStatus(t *testing.T) {
 
 		var err error
 		named := false
-		if dependency == messages.DependencyVMaaS {
+		if dependency == clients.DependencyVMaaS {
 			_, err = vm.Updates(context.Background(), sampleRequest())
 			named = slices.ContainsFunc(fields, func(f string) bool { return strings.Contains(b, f) })
 		} else {
@@ -229,7 +229,7 @@ func TestBlameOfEveryStatus(t *testing.T) {
 		wantClass, wantCalls := messages.ErrorClass_ERROR_CLASS_TRANSIENT, 1
 		switch {
 		case c == http.StatusBadRequest, c == http.StatusUnprocessableEntity && named,
-			c == http.StatusNotFound && dependency == messages.DependencyInventory:
+			c == http.StatusNotFound && dependency == clients.DependencyInventory:
 			wantClass = messages.ErrorClass_ERROR_CLASS_PERMANENT
 		case slices.Contains([]int{408, 429, 502, 503, 504}, c):
 			wantCalls = attempts

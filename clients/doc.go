@@ -7,7 +7,7 @@
 // connection errors or timeouts, Retry-After honoured up to the backoff cap,
 // and response bodies always drained and closed so connections are reused.
 // Every error they return is named with messages.FailedIn
-// (messages.DependencyVMaaS, DependencyInventory) and classified for the
+// (DependencyVMaaS, DependencyInventory) and classified for the
 // pipeline, except a cancelled caller context, which is returned
 // unclassified so that messages.ClassOf reports it as cancelled:
 //

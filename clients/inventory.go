@@ -107,7 +107,7 @@ func (c *Inventory) ReportTo(report func(ctx context.Context, took time.Duration
 func (c *Inventory) SystemProfile(ctx context.Context, hostID string) (json.RawMessage, error) {
 	raw, err := c.systemProfile(ctx, hostID)
 	if err != nil {
-		return nil, messages.FailedIn(messages.DependencyInventory, err)
+		return nil, messages.FailedIn(DependencyInventory, err)
 	}
 	return raw, nil
 }

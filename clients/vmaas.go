@@ -136,7 +136,7 @@ func (c *VMaaS) Updates(ctx context.Context, req *UpdatesRequest) (*UpdatesRespo
 	if err != nil {
 		// Named so the pipeline can tell VMaaS failing for everyone from
 		// failing for this request alone.
-		return nil, messages.FailedIn(messages.DependencyVMaaS, err)
+		return nil, messages.FailedIn(DependencyVMaaS, err)
 	}
 	return resp, nil
 }

@@ -43,8 +43,9 @@ type Config struct {
 	// DeadLetterTopic receives the records of every topic that cannot be
 	// handled. Default: one per topic, its name + ".dlq". Each is created at
 	// start when missing, with its source topic's partition count and room
-	// for its largest record (the largest source's, when shared). It is
-	// none of the topics consumed.
+	// for its largest record (when shared: the most partitions and the
+	// largest record of its sources). It is none of the topics consumed,
+	// nor collides with one ('.' and '_' are one to Kafka).
 	DeadLetterTopic string
 	// KafkaVersion is the protocol version to speak. Default "3.6.0";
 	// at least "0.11.0" (headers, idempotent writes, read_committed), at
@@ -83,10 +84,11 @@ type Config struct {
 	// none, every fetch from the leader.
 	Rack string
 
-	// InFlightPerPartition (S, default 64) bounds the records admitted and
-	// not finished per partition; InFlightTotal (G, default 1,024) per
-	// process: the limit with ConcurrencyFixed, the adaptive limit's
-	// ceiling otherwise. S must not exceed G, and G must not exceed
+	// InFlightPerPartition (S, default 64, or InFlightTotal if less) bounds
+	// the records admitted and not finished per partition; InFlightTotal
+	// (G, default 1,024) per process: the limit with ConcurrencyFixed, the
+	// adaptive limit's ceiling otherwise. S must not exceed G, and G must
+	// not exceed
 	// MaxInFlight (16,384): each record in flight costs about 30 KiB
 	// besides its bytes (its actor, its goroutine, its ledger slot), so
 	// the ceiling is about 500 MiB of that alone.
@@ -168,8 +170,8 @@ type Config struct {
 	// It is sarama.MaxDecompressedBatchSize, which is process-wide: every
 	// sarama client of the process decodes with the value of the Consumer
 	// that started last. It bounds one batch, not a fetch: a fetch of many
-	// small batches, each under it, is decoded whole (docs/deploy.md,
-	// "Compressed batches").
+	// small batches, each under it, is decoded whole (docs/consumer.md,
+	// "Compression bomb").
 	MaxDecompressedBatchBytes int
 
 	// BatchSize (default DefaultBatchSize, 64; at most InFlightTotal; 1:
@@ -223,7 +225,8 @@ const (
 	MaxConcurrencyTolerance = limit.MaxTolerance
 )
 
-// validClientID is what a client id may hold (Kafka's own rule).
+// validClientID is what a client id (and a topic's name) may hold
+// (Kafka's own rule).
 var validClientID = regexp.MustCompile(`\A[A-Za-z0-9._-]+\z`)
 
 // defaultMaxDecompressedBatchBytes is Config.MaxDecompressedBatchBytes's
@@ -310,8 +313,17 @@ func (cfg Config) resolve() (resolved, error) {
 		dlqOf[t] = orDefault(cfg.DeadLetterTopic, t+".dlq")
 	}
 	for _, t := range topics {
-		if d := dlqOf[t]; slices.Contains(topics, d) {
-			bad("DeadLetterTopic", "%q, the dead-letter topic of %q, is a topic consumed", d, t)
+		if err := legalTopic(t); err != nil {
+			bad("Topics", "%q: %v", t, err)
+		}
+		d := dlqOf[t]
+		if err := legalTopic(d); err != nil {
+			bad("DeadLetterTopic", "%q, the dead-letter topic of %q: %v", d, t, err)
+		}
+		for _, other := range topics {
+			if collides(d, other) {
+				bad("DeadLetterTopic", "%q, the dead-letter topic of %q, is (or collides with, '.' and '_' being one to Kafka) the topic consumed %q", d, t, other)
+			}
 		}
 	}
 	first := ""
@@ -389,8 +401,10 @@ func (cfg Config) resolve() (resolved, error) {
 
 	p := &r.pipeline
 	p.ConsumerGroup = cfg.Group
-	p.InFlightPerPartition = orDefault(cfg.InFlightPerPartition, p.InFlightPerPartition)
 	p.InFlightTotal = orDefault(cfg.InFlightTotal, p.InFlightTotal)
+	// A default follows a smaller total given; only values given are
+	// held against each other.
+	p.InFlightPerPartition = orDefault(cfg.InFlightPerPartition, min(p.InFlightPerPartition, max(p.InFlightTotal, 1)))
 	switch {
 	case p.InFlightTotal > MaxInFlight:
 		bad("InFlightTotal", "%d is above the ceiling MaxInFlight (%d): each record in flight costs about 30 KiB besides its bytes", p.InFlightTotal, MaxInFlight)
@@ -451,6 +465,25 @@ func (cfg Config) resolve() (resolved, error) {
 		errs = append(errs, fmt.Errorf("consumer.Config: %w", err))
 	}
 	return r, errors.Join(errs...)
+}
+
+// legalTopic says why Kafka would refuse name as a topic's.
+func legalTopic(name string) error {
+	switch {
+	case name == "." || name == "..":
+		return errors.New("not a topic name Kafka takes")
+	case len(name) > 249:
+		return fmt.Errorf("%d characters, over Kafka's 249", len(name))
+	case !validClientID.MatchString(name):
+		return errors.New("Kafka takes only A-Z, a-z, 0-9, '.', '_' and '-' in a topic's name")
+	}
+	return nil
+}
+
+// collides reports two topic names Kafka holds for the same: it treats '.'
+// and '_' as one in its metrics, and refuses the second.
+func collides(a, b string) bool {
+	return strings.ReplaceAll(a, ".", "_") == strings.ReplaceAll(b, ".", "_")
 }
 
 // topics are the topics consumed: Topics, then Topic when Topics does not

@@ -115,6 +115,11 @@ func TestConfigDocsMatchWhatNewAccepts(t *testing.T) {
 	if r, err := rack.resolve(); err != nil || r.kafka.Rack != "eu-1a" || r.kafka.ClientID != "billing-7" {
 		t.Errorf("rack and client id: %v, %+v", err, r.kafka)
 	}
+	small := base
+	small.InFlightTotal = 4
+	if r, err := small.resolve(); err != nil || r.pipeline.InFlightPerPartition != 4 {
+		t.Errorf("InFlightTotal 4 alone: %v, per partition %d; the doc says S defaults to InFlightTotal if less", err, r.pipeline.InFlightPerPartition)
+	}
 	floor := base
 	floor.InFlightTotal, floor.ConcurrencyFloor = 10, 11
 	if _, err := floor.resolve(); err == nil {
@@ -130,7 +135,7 @@ func TestConfigDocsMatchWhatNewAccepts(t *testing.T) {
 		field, pattern string
 		got            float64
 	}{
-		{"InFlightPerPartition", `\(S, default ([0-9,]+)\)`, float64(p.InFlightPerPartition)},
+		{"InFlightPerPartition", `\(S, default ([0-9,]+), or InFlightTotal if less\)`, float64(p.InFlightPerPartition)},
 		{"InFlightPerPartition", `\(G, default ([0-9,]+)\)`, float64(p.InFlightTotal)},
 		{"ConcurrencyFloor", `ConcurrencyFloor \(default ([0-9,]+),`, float64(p.ConcurrencyFloor)},
 		{"ConcurrencyFloor", `ConcurrencyTolerance \(default ([0-9.]+);`, p.ConcurrencyTolerance},

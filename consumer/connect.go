@@ -45,18 +45,25 @@ func (c *Consumer) connect(logger *slog.Logger) (_ *links, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to Kafka at %v: %w", k.Brokers, err)
 	}
+	// Each dead-letter topic once, for every source topic it takes.
 	k.DeadLetterLimits = map[string]int{}
+	var dlqs []string
+	sourcesOf := map[string][]string{}
 	for _, t := range k.SourceTopics() {
 		dlq := k.DeadLetterTopicOf(t)
+		if sourcesOf[dlq] == nil {
+			dlqs = append(dlqs, dlq)
+		}
+		sourcesOf[dlq] = append(sourcesOf[dlq], t)
+	}
+	for _, dlq := range dlqs {
 		var limit int
-		if limit, err = ensureDeadLetterTopic(admin, t, dlq, logger); err != nil {
+		if limit, err = ensureSharedDeadLetterTopic(admin, sourcesOf[dlq], dlq, logger); err != nil {
 			break
 		}
-		// A shared dead-letter topic is sized for its largest source when
-		// created; its limit is what the broker says, whichever created it.
 		k.DeadLetterLimits[dlq] = limit
-		if k.DeadLetterMaxBytes == 0 || limit < k.DeadLetterMaxBytes {
-			k.DeadLetterMaxBytes = limit // batches fit the strictest one
+		if limit > 0 && (k.DeadLetterMaxBytes == 0 || limit < k.DeadLetterMaxBytes) {
+			k.DeadLetterMaxBytes = limit // batches fit the strictest one; an unknown limit (0) is no bound
 		}
 	}
 	if err == nil && l.settings.CommitMetadataMaxBytes > 0 {

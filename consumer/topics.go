@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 
 	"github.com/IBM/sarama"
@@ -54,30 +55,47 @@ const defaultMessageMaxBytes = 1048588
 // at its first bad record, so failure to find or create it stops the
 // consumer.
 func ensureDeadLetterTopic(admin sarama.ClusterAdmin, topic, dlq string, logger *slog.Logger) (int, error) {
-	metas, err := admin.DescribeTopics([]string{topic, dlq})
+	return ensureSharedDeadLetterTopic(admin, []string{topic}, dlq, logger)
+}
+
+// ensureSharedDeadLetterTopic is ensureDeadLetterTopic for the source
+// topics that share dlq: each must exist, and a dead-letter topic created
+// has the most partitions of them and room for the largest record any of
+// them takes.
+func ensureSharedDeadLetterTopic(admin sarama.ClusterAdmin, topics []string, dlq string, logger *slog.Logger) (int, error) {
+	metas, err := admin.DescribeTopics(append(slices.Clone(topics), dlq))
 	if err != nil {
 		return 0, fmt.Errorf("describe topics: %w", err)
 	}
-	var source, dead *sarama.TopicMetadata
+	var dead *sarama.TopicMetadata
+	sources := map[string]*sarama.TopicMetadata{}
 	for _, m := range metas {
-		switch m.Name {
-		case topic:
-			source = m
-		case dlq:
+		if m.Name == dlq {
 			dead = m
+		} else {
+			sources[m.Name] = m
 		}
 	}
-	if source == nil || errors.Is(source.Err, sarama.ErrUnknownTopicOrPartition) || len(source.Partitions) == 0 {
-		return 0, fmt.Errorf("topic %q does not exist, and the consumer does not create it: create it "+
-			"(kafka-topics.sh --bootstrap-server <broker> --create --topic %s --partitions <n>), or name an existing one",
-			topic, topic)
-	}
-	sourceLimit, err := maxMessageBytes(admin, topic)
-	if err != nil {
-		sourceLimit = defaultMessageMaxBytes
-		logger.Warn("cannot read max.message.bytes of the source topic; sizing the dead-letter topic for the broker default",
-			"topic", topic, "assumed_max_message_bytes", sourceLimit, "error", err,
-			"fix", "grant the consumer's principal DESCRIBE_CONFIGS on topic "+topic+" and the cluster")
+	var source *sarama.TopicMetadata // the one with the most partitions
+	sourceLimit := 0
+	for _, topic := range topics {
+		m := sources[topic]
+		if m == nil || errors.Is(m.Err, sarama.ErrUnknownTopicOrPartition) || len(m.Partitions) == 0 {
+			return 0, fmt.Errorf("topic %q does not exist, and the consumer does not create it: create it "+
+				"(kafka-topics.sh --bootstrap-server <broker> --create --topic %s --partitions <n>), or name an existing one",
+				topic, topic)
+		}
+		if source == nil || len(m.Partitions) > len(source.Partitions) {
+			source = m
+		}
+		limit, err := maxMessageBytes(admin, topic)
+		if err != nil {
+			limit = defaultMessageMaxBytes
+			logger.Warn("cannot read max.message.bytes of the source topic; sizing the dead-letter topic for the broker default",
+				"topic", topic, "assumed_max_message_bytes", limit, "error", err,
+				"fix", "grant the consumer's principal DESCRIBE_CONFIGS on topic "+topic+" and the cluster")
+		}
+		sourceLimit = max(sourceLimit, limit)
 	}
 	want := deadLetterLimit(sourceLimit)
 

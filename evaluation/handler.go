@@ -56,16 +56,16 @@ func New(store *persistence.Store, vmaas *clients.VMaaS, inventory *clients.Inve
 // ReportDependenciesTo implements consumer.DependencyReporter: after it,
 // every VMaaS and inventory HTTP attempt (not cache hits) and every
 // database transaction is reported, with its duration and its error, under
-// messages.DependencyVMaaS, DependencyInventory and DependencyDatabase.
+// clients.DependencyVMaaS, DependencyInventory and DependencyDatabase.
 func (h *Handler) ReportDependenciesTo(report func(ctx context.Context, dependency string, took time.Duration, err error)) {
 	if h.vmaas != nil {
 		h.vmaas.ReportTo(func(ctx context.Context, took time.Duration, err error) {
-			report(ctx, messages.DependencyVMaaS, took, err)
+			report(ctx, clients.DependencyVMaaS, took, err)
 		})
 	}
 	if h.inventory != nil {
 		h.inventory.ReportTo(func(ctx context.Context, took time.Duration, err error) {
-			report(ctx, messages.DependencyInventory, took, err)
+			report(ctx, clients.DependencyInventory, took, err)
 		})
 	}
 	h.report = report

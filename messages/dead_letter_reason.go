@@ -14,7 +14,7 @@ const (
 	// (the host unknown to inventory, a request VMaaS refuses...).
 	ReasonPermanent Reason = "permanent"
 	// ReasonTransient: the record's own failures reached the limit
-	// (LISTENER_MAX_ATTEMPTS), the last a transient one: a dependency
+	// (the consumer's MaxAttempts), the last a transient one: a dependency
 	// failing this record while it served others.
 	ReasonTransient Reason = "transient"
 	// ReasonUnknown: the own failures reached the limit, the last an

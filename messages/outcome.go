@@ -11,9 +11,7 @@ import (
 // records: a shared outage is retried without limit, a failure of the
 // record's own is not.
 const (
-	DependencyDatabase  = "database"
-	DependencyVMaaS     = "vmaas"
-	DependencyInventory = "inventory"
+	DependencyDatabase = "database"
 	// DependencyNetwork is what the pipeline names a failure that names no
 	// dependency but could not reach one (CouldNotConnect).
 	DependencyNetwork = "network"

@@ -10,10 +10,10 @@ import (
 )
 
 func TestFailedInKeepsClassAndNamesInnermostDependency(t *testing.T) {
-	inner := messages.FailedIn(messages.DependencyVMaaS, messages.Transient(errors.New("503")))
+	inner := messages.FailedIn("vmaas", messages.Transient(errors.New("503")))
 	outer := messages.FailedIn(messages.DependencyDatabase, fmt.Errorf("evaluate: %w", inner))
-	if got := messages.DependencyOf(outer); got != messages.DependencyVMaaS {
-		t.Fatalf("DependencyOf = %q, want the innermost %q", got, messages.DependencyVMaaS)
+	if got := messages.DependencyOf(outer); got != "vmaas" {
+		t.Fatalf("DependencyOf = %q, want the innermost %q", got, "vmaas")
 	}
 	if got := messages.ClassOf(outer); got != messages.ErrorClass_ERROR_CLASS_TRANSIENT {
 		t.Fatalf("class %v, want transient", got)

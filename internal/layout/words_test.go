@@ -16,7 +16,7 @@ import (
 // runs on. Their errors, hints, logs, metric help and status page speak
 // to any user of the library, so they must not name the patch-management
 // product's settings, tools, services or documents.
-var libraryDirs = []string{"consumer", "actors", "internal/telemetry", "internal/pipeline"}
+var libraryDirs = []string{"consumer", "actors", "messages", "internal/telemetry", "internal/pipeline"}
 
 // productWords are the product's words: its settings' prefixes, its tools,
 // its dependencies and its domain.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/patchflow/patchflow/actors"
+	"github.com/patchflow/patchflow/clients"
 	"github.com/patchflow/patchflow/consumer"
 	"github.com/patchflow/patchflow/internal/pipeline"
 	"github.com/patchflow/patchflow/internal/telemetry"
@@ -69,7 +70,7 @@ func RunWith(ctx context.Context, cfg *Config, handler consumer.Handler, logger 
 		opts = append(opts, consumer.WithHealthCheck(messages.DependencyDatabase, cfg.ReadyDBGrace, hooks.Ping))
 	}
 	if hooks.PingVMaaS != nil {
-		opts = append(opts, consumer.WithHealthCheck(messages.DependencyVMaaS, cfg.ReadyVMaaSGrace, hooks.PingVMaaS))
+		opts = append(opts, consumer.WithHealthCheck(clients.DependencyVMaaS, cfg.ReadyVMaaSGrace, hooks.PingVMaaS))
 	}
 	if hooks.Started != nil {
 		opts = append(opts, pipeline.As[consumer.Option](pipeline.Started(hooks.Started)))
@@ -125,9 +126,11 @@ func (cfg *Config) ConsumerConfig() consumer.Config {
 		Security: consumer.Security{TLS: k.Security.TLS, CAFile: k.Security.CAFile, CertFile: k.Security.CertFile, KeyFile: k.Security.KeyFile,
 			InsecureSkipVerify: k.Security.InsecureSkipVerify, SASLMechanism: consumer.SASLMechanism(k.Security.SASLMechanism), SASLUser: k.Security.SASLUser,
 			SASLPassword: k.Security.SASLPassword},
-		Members:              cfg.Consumers,
-		InFlightPerPartition: p.InFlightPerPartition, InFlightTotal: p.InFlightTotal,
-		Concurrency: consumer.Concurrency(p.Concurrency.String()), ConcurrencyFloor: p.ConcurrencyFloor, ConcurrencyLaw: consumer.ConcurrencyLaw(p.ConcurrencyLaw.String()),
+		Members: cfg.Consumers,
+		// The listener's defaults (S 64, floor 8) follow a smaller G, as
+		// they did before the consumer held them against it.
+		InFlightPerPartition: min(p.InFlightPerPartition, p.InFlightTotal), InFlightTotal: p.InFlightTotal,
+		Concurrency: consumer.Concurrency(p.Concurrency.String()), ConcurrencyFloor: min(p.ConcurrencyFloor, p.InFlightTotal), ConcurrencyLaw: consumer.ConcurrencyLaw(p.ConcurrencyLaw.String()),
 		ConcurrencyTolerance: p.ConcurrencyTolerance, Ordering: consumer.Ordering(p.Ordering.String()), DrainTimeout: p.DrainTimeout,
 		MaxAttempts: p.MaxAttempts, AttemptTimeout: none(p.AttemptTimeout), BackoffMin: p.BackoffMin, BackoffMax: p.BackoffMax,
 		SpanPerPartition: p.SpanPerPartition, CommitMetadataMaxBytes: metadata,

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/patchflow/patchflow/clients"
 	"github.com/patchflow/patchflow/internal/listener"
 	"github.com/patchflow/patchflow/messages"
 	"github.com/patchflow/patchflow/proving/loadgen"
@@ -186,8 +187,8 @@ func judgeHostageLetters(others []deadLetter, hostages []string, wantUploads, ma
 			bad("%s: no history", where)
 		}
 		for _, f := range l.GetHistory() {
-			if f.GetDependency() != messages.DependencyVMaaS {
-				bad("%s: attempt %d names dependency %q, want %q (%s)", where, f.GetAttempt(), f.GetDependency(), messages.DependencyVMaaS, f.GetError())
+			if f.GetDependency() != clients.DependencyVMaaS {
+				bad("%s: attempt %d names dependency %q, want %q (%s)", where, f.GetAttempt(), f.GetDependency(), clients.DependencyVMaaS, f.GetError())
 				break
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patchflow/patchflow/clients"
 	"github.com/patchflow/patchflow/messages"
 	"github.com/patchflow/patchflow/proving/loadgen"
 	"github.com/patchflow/patchflow/proving/platform"
@@ -18,7 +19,7 @@ func TestHostageLettersNeedTheTransientReason(t *testing.T) {
 	letter := func(reason string) deadLetter {
 		return deadLetter{reason: reason, letter: &messages.DeadLetter{
 			Key: []byte("host-1"), ErrorClass: messages.ErrorClass_ERROR_CLASS_TRANSIENT, OwnFailures: 5,
-			History: []*messages.FailedAttempt{{Attempt: 1, Dependency: messages.DependencyVMaaS}}}}
+			History: []*messages.FailedAttempt{{Attempt: 1, Dependency: clients.DependencyVMaaS}}}}
 	}
 	if problems := judgeHostageLetters([]deadLetter{letter(string(messages.ReasonTransient))}, []string{"host-1"}, 1, 5); len(problems) != 0 {
 		t.Fatalf("a hostage's transient dead letter: %v", problems)
