@@ -105,3 +105,37 @@ func TestAModuleOutsideTheRepositoryRunsItsOwnHandler(t *testing.T) {
 		t.Errorf("key a's records ran out of order:\n%s", out)
 	}
 }
+
+// The ledger example (two topics, batches to PostgreSQL, results, traces)
+// builds as a module of its own, from its files alone.
+func TestTheLedgerExampleBuildsOutsideTheRepository(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a module of its own")
+	}
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, name := range []string{"main.go", "ledger.go"} {
+		text, err := os.ReadFile(filepath.Join(root, "examples", "ledger", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), text, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gomod := "module example.com/ledger\n\ngo 1.26\n\nrequire github.com/patchflow/patchflow v0.0.0\n\nreplace github.com/patchflow/patchflow => " + root + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"mod", "tidy"}, {"build", "-o", os.DevNull, "."}} {
+		cmd := exec.Command("go", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+}
