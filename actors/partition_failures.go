@@ -290,7 +290,7 @@ func (a *PartitionActor) HandleFailure(_ *actor.ActorSystem, supervisor actor.Su
 		a.logger.Error("record actor failed with no record in its care", "child", child.GetId(), "reason", fmt.Sprint(reason))
 		return
 	}
-	text := fmt.Sprintf("panicked: %v", reason)
+	var text string
 	var stack []any
 	if p, ok := reason.(*HandlerPanic); ok {
 		text = fmt.Sprintf("panicked: %s\n%s", p, p.Stack)

@@ -475,7 +475,7 @@ func legalTopic(name string) error {
 	case len(name) > 249:
 		return fmt.Errorf("%d characters, over Kafka's 249", len(name))
 	case !validClientID.MatchString(name):
-		return errors.New("Kafka takes only A-Z, a-z, 0-9, '.', '_' and '-' in a topic's name")
+		return errors.New("a topic's name takes only A-Z, a-z, 0-9, '.', '_' and '-'")
 	}
 	return nil
 }
