@@ -679,7 +679,9 @@ func (b *Bridge) feed(ctx context.Context, claim sarama.ConsumerGroupClaim, work
 					return endReason(ctx, stopped)
 				}
 			}
-			if l := entry.lease; l == nil || !l.lapsedNow() {
+			// Paused or lapsed meanwhile (a wait for a credit, bytes or the
+			// span can be long): give them back and wait again.
+			if l := entry.lease; (l == nil || !l.lapsedNow()) && !b.cfg.Pauses.pausedNow(entry.topic) {
 				break
 			}
 			if err := cc.release(1); err != nil {

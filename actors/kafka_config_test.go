@@ -146,3 +146,31 @@ func TestClientIDAndRack(t *testing.T) {
 		t.Errorf("defaults: client id %q, rack %q; want patchflow and none", cfg.ClientID, cfg.RackID)
 	}
 }
+
+// The producers that write often compress with a codec that keeps nothing
+// between batches (sarama's pooled zstd encoders keep 16 MiB each for good
+// once a batch over 128 KiB passed); the dead-letter producer keeps zstd.
+func TestFrequentProducersKeepNoCompressionState(t *testing.T) {
+	k := actors.KafkaSettings{Version: sarama.V3_6_0_0}
+	outbox, err := actors.NewOutboxProducerConfig(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results, err := actors.NewResultsProducerConfig(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead, err := actors.NewProducerConfig(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if outbox.Producer.Compression != sarama.CompressionSnappy || results.Producer.Compression != sarama.CompressionSnappy {
+		t.Errorf("outbox %v, results %v: want snappy", outbox.Producer.Compression, results.Producer.Compression)
+	}
+	if dead.Producer.Compression != sarama.CompressionZSTD {
+		t.Errorf("dead letters %v: want zstd", dead.Producer.Compression)
+	}
+	if results.Metadata.AllowAutoTopicCreation || !results.Producer.Idempotent || results.Producer.RequiredAcks != sarama.WaitForAll {
+		t.Error("the results producer creates topics, or is not idempotent with acks=all")
+	}
+}

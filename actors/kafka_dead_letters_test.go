@@ -204,7 +204,7 @@ func TestDeadLetterErrorsSayWhatToFix(t *testing.T) {
 		err  error
 		want string
 	}{
-		{sarama.ErrUnknownTopicOrPartition, "dead-letter topic events.dlq does not exist: create it (the listener creates it at start when it can)"},
+		{sarama.ErrUnknownTopicOrPartition, "dead-letter topic events.dlq does not exist: create it (the consumer creates it at start when it can)"},
 		{sarama.ErrTopicAuthorizationFailed, "grant the consumer's principal WRITE on topic events.dlq"},
 		{sarama.ErrClusterAuthorizationFailed, "grant the consumer's principal WRITE on topic events.dlq"},
 		{fmt.Errorf("connect: %w", sarama.ErrSASLAuthenticationFailed), "check the SASL mechanism, user and password"},

@@ -25,6 +25,7 @@ type KafkaOutboxPublisher struct {
 }
 
 // NewOutboxProducerConfig is the relay's producer: NewProducerConfig's, with
+// snappy for zstd (StatelessCodec), with
 // topics never created by a publish (a missing topic is the platform's to
 // create: its messages wait in the outbox) and a bounded retry budget:
 // each of the OutboxPublishRetries + 1 tries of a batch waits at most
@@ -38,6 +39,7 @@ func NewOutboxProducerConfig(k KafkaSettings) (*sarama.Config, error) {
 		return nil, err
 	}
 	cfg.ClientID += "-outbox"
+	cfg.Producer.Compression = StatelessCodec
 	cfg.Metadata.AllowAutoTopicCreation = false
 	cfg.Producer.Retry.Max = OutboxPublishRetries
 	cfg.Producer.Retry.Backoff = 250 * time.Millisecond

@@ -68,6 +68,16 @@ func (p *Pauses) Paused() (topics []string, all bool) {
 	return topics, p.all
 }
 
+// pausedNow reports whether topic's records wait now.
+func (p *Pauses) pausedNow(topic string) bool {
+	if p == nil {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.all || p.topics[topic]
+}
+
 // wake returns nil when topic's records may be admitted, else a channel
 // closed at the next Resume.
 func (p *Pauses) wake(topic string) <-chan struct{} {

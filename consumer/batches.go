@@ -3,8 +3,11 @@ package consumer
 import (
 	"context"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
+
+	"github.com/patchflow/patchflow/actors"
 )
 
 // BatchHandler is implemented by a Handler that handles several records in
@@ -20,14 +23,20 @@ import (
 // one bad record never fails its batchmates, and each is retried,
 // dead-lettered or committed by itself. A slice of another length fails
 // every record of the batch with an error saying so; a panic fails every
-// record with its text and stack. Each record may Produce its results
+// record as a panic of its own, with HandleBatch's stack; each is then
+// retried alone. Each record may Produce its results
 // (Record.Produce), produced after the batch for the records it handled.
 //
-// ctx is done when every record of the batch was cut short (a revoke or
-// the drain), and carries the earliest of their attempt deadlines; the
+// ctx is done as soon as one record of the batch is cut short (a revoke or
+// the drain: its batchmates are retried, their failure not counted as
+// their own) and carries the earliest of their attempt deadlines; the
 // calls a DependencyReporter reports under it are heard as the
-// dependency's, not as any one record's. Handle is still called for a
-// record when the batch has only that one.
+// dependency's, not as any one record's (with WithTracerProvider, as
+// children of a span "batch" linked to the records' attempts). Each
+// record's attempt lasts until HandleBatch returns, as with Handle: its key
+// waits, and it counts in flight. Handle is called for a record when the
+// batch has only that one, and for a record whose last batch failed whole
+// (a panic, a wrong-length answer), so a bad record is judged by itself.
 type BatchHandler interface {
 	Handler
 	HandleBatch(ctx context.Context, records []*Record) []error
@@ -43,38 +52,86 @@ const (
 // batcher gathers the records of concurrent attempts into batches.
 type batcher struct {
 	h      BatchHandler
+	t      *tracing
 	size   int
 	linger time.Duration
 	in     chan *batchItem
 	stop   chan struct{}
 	done   sync.WaitGroup // the gathering goroutine
+
+	// alone are the records whose last attempt failed with their whole
+	// batch (a panic, a wrong-length answer): their next attempt runs by
+	// itself through Handle, so one poison record is judged alone and
+	// cannot hold its batchmates for ever.
+	mu    sync.Mutex
+	alone map[recordID]bool
 }
+
+// recordID names a record by its place.
+type recordID struct {
+	topic     string
+	partition int32
+	offset    int64
+}
+
+// maxAlone bounds batcher.alone: records that failed with their batch and
+// never came back here (revoked) are forgotten past it.
+const maxAlone = 1 << 14
 
 type batchItem struct {
-	ctx  context.Context
-	rec  *Record
-	errc chan error // buffered: the batch never waits for a waiter gone
+	ctx context.Context
+	rec *Record
+	out chan batchOutcome // buffered: the batch never waits for its reader
 }
 
-func newBatcher(h BatchHandler, size int, linger time.Duration) *batcher {
-	b := &batcher{h: h, size: size, linger: linger, in: make(chan *batchItem), stop: make(chan struct{})}
+// batchOutcome is one record's part of a batch's outcome.
+type batchOutcome struct {
+	err      error
+	alone    bool        // a batch of one: the attempt calls Handle itself
+	panicked *batchPanic // HandleBatch panicked: the attempt panics with it
+}
+
+// batchPanic is HandleBatch's panic, with where it panicked, for each of
+// the batch's attempts to panic with (so each is a handler panic, with the
+// batch's stack in its failure).
+type batchPanic struct {
+	value string
+	stack string
+}
+
+func (p *batchPanic) String() string {
+	return fmt.Sprintf("the batch handler panicked: %s\nin HandleBatch:\n%s", p.value, p.stack)
+}
+
+func newBatcher(h BatchHandler, t *tracing, size int, linger time.Duration) *batcher {
+	b := &batcher{h: h, t: t, size: size, linger: linger, in: make(chan *batchItem), stop: make(chan struct{}), alone: map[recordID]bool{}}
 	b.done.Add(1)
 	go b.gather()
 	return b
 }
 
-// close stops gathering. A batch running goes on until its handler
-// returns (as a handler outliving its drain does); its outcomes go to
-// buffered channels nobody may read.
+// close stops gathering. Attempts in a batch wait for it as they would for
+// their own Handle.
 func (b *batcher) close() {
 	close(b.stop)
 	b.done.Wait()
 }
 
-// handle runs rec in the next batch and returns its outcome, or ctx's error
-// when the attempt is cut short first.
+// handle runs rec in the next batch and returns its outcome once the
+// batch's call returned: the attempt holds its key, its place in flight
+// and its drain's grace for as long as the handler holds the record, as a
+// Handle of its own would. A record whose last batch failed whole runs
+// alone.
 func (b *batcher) handle(ctx context.Context, rec *Record) error {
-	it := &batchItem{ctx: ctx, rec: rec, errc: make(chan error, 1)}
+	id := recordID{rec.Topic, rec.Partition, rec.Offset}
+	b.mu.Lock()
+	alone := b.alone[id]
+	delete(b.alone, id)
+	b.mu.Unlock()
+	if alone {
+		return b.h.Handle(ctx, rec)
+	}
+	it := &batchItem{ctx: ctx, rec: rec, out: make(chan batchOutcome, 1)}
 	select {
 	case b.in <- it:
 	case <-ctx.Done():
@@ -82,12 +139,25 @@ func (b *batcher) handle(ctx context.Context, rec *Record) error {
 	case <-b.stop:
 		return fmt.Errorf("the consumer has stopped: %w", context.Canceled)
 	}
-	select {
-	case err := <-it.errc:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
+	out := <-it.out // the batch's call ends when any of its records' ctx does; a handler ignoring it is held as Handle's would be
+	switch {
+	case out.alone:
+		return b.h.Handle(ctx, rec)
+	case out.panicked != nil:
+		b.runAlone(id)
+		panic(out.panicked)
 	}
+	return out.err
+}
+
+// runAlone makes id's next attempt run by itself.
+func (b *batcher) runAlone(id recordID) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.alone) >= maxAlone {
+		clear(b.alone)
+	}
+	b.alone[id] = true
 }
 
 // gather takes the first waiting record, then others for at most linger,
@@ -131,49 +201,66 @@ func (b *batcher) run(batch []*batchItem) {
 	live := batch[:0:0]
 	for _, it := range batch {
 		if it.ctx.Err() != nil {
-			it.errc <- it.ctx.Err()
+			it.out <- batchOutcome{err: it.ctx.Err()}
 			continue
 		}
 		live = append(live, it)
 	}
-	if len(live) == 0 {
+	switch len(live) {
+	case 0:
+		return
+	case 1:
+		live[0].out <- batchOutcome{alone: true}
 		return
 	}
 	ctx, cancel := batchContext(live)
 	defer cancel()
-	if len(live) == 1 {
-		live[0].errc <- b.h.Handle(live[0].ctx, live[0].rec)
-		return
-	}
+	ctx, end := b.t.batch(ctx, live)
 	recs := make([]*Record, len(live))
 	for i, it := range live {
 		recs[i] = it.rec
 	}
 	errs, panicked := b.call(ctx, recs)
+	end(panicked)
 	for i, it := range live {
 		switch {
 		case panicked != nil:
-			it.errc <- panicked
+			it.out <- batchOutcome{panicked: panicked}
 		case len(errs) != len(live):
-			it.errc <- fmt.Errorf("the batch handler returned %d outcomes for %d records", len(errs), len(live))
+			b.runAlone(recordID{it.rec.Topic, it.rec.Partition, it.rec.Offset})
+			it.out <- batchOutcome{err: fmt.Errorf("the batch handler returned %d outcomes for %d records", len(errs), len(live))}
 		default:
-			it.errc <- errs[i]
+			it.out <- batchOutcome{err: errs[i]}
 		}
 	}
 }
 
-// call runs HandleBatch, turning a panic into every record's failure.
-func (b *batcher) call(ctx context.Context, recs []*Record) (errs []error, panicked error) {
+// call runs HandleBatch, catching its panic with its stack.
+func (b *batcher) call(ctx context.Context, recs []*Record) (errs []error, panicked *batchPanic) {
 	defer func() {
 		if v := recover(); v != nil {
-			panicked = fmt.Errorf("the batch handler panicked: %v", v)
+			panicked = &batchPanic{value: cutValue(v), stack: string(debug.Stack())}
+			if len(panicked.stack) > actors.MaxPanicStackBytes {
+				panicked.stack = panicked.stack[:actors.MaxPanicStackBytes]
+			}
 		}
 	}()
 	return b.h.HandleBatch(ctx, recs), nil
 }
 
-// batchContext is done once every item's context is done, and ends by the
-// earliest item's deadline.
+// cutValue is a panic's value as text, at most actors.MaxPanicValueBytes.
+func cutValue(v any) string {
+	s := fmt.Sprint(v)
+	if len(s) > actors.MaxPanicValueBytes {
+		s = s[:actors.MaxPanicValueBytes] + "…"
+	}
+	return s
+}
+
+// batchContext is done as soon as one item's context is (a revoke, a
+// drain: the batch's other records are then retried, never counted as
+// their own failure), and ends by the earliest item's deadline. It carries
+// no record's values: calls reported under it are the dependency's.
 func batchContext(items []*batchItem) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var earliest time.Time
@@ -188,17 +275,9 @@ func batchContext(items []*batchItem) (context.Context, context.CancelFunc) {
 		prev := cancel
 		cancel = func() { cancelDeadline(); prev() }
 	}
-	var mu sync.Mutex
-	left := len(items)
 	stops := make([]func() bool, len(items))
 	for i, it := range items {
-		stops[i] = context.AfterFunc(it.ctx, func() {
-			mu.Lock()
-			defer mu.Unlock()
-			if left--; left == 0 {
-				cancel()
-			}
-		})
+		stops[i] = context.AfterFunc(it.ctx, cancel)
 	}
 	return ctx, func() {
 		for _, stop := range stops {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -175,18 +176,27 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	handler := c.handler
 	if bh, ok := c.handler.(BatchHandler); ok && c.cfg.batchSize > 1 {
-		b := newBatcher(bh, c.cfg.batchSize, c.cfg.batchLinger)
+		b := newBatcher(bh, traces, c.cfg.batchSize, c.cfg.batchLinger)
 		defer b.close() // after the claims drained
 		handler = batched{b}
 	}
-	produced := &results{deps: deps, open: func() (sarama.SyncProducer, error) {
+	produced := &results{deps: deps, open: func() (sarama.Client, sarama.SyncProducer, error) {
 		cfg, err := actors.NewResultsProducerConfig(k)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return sarama.NewSyncProducer(k.Brokers, cfg)
+		client, err := sarama.NewClient(k.Brokers, cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		producer, err := sarama.NewSyncProducerFromClient(client)
+		if err != nil {
+			_ = client.Close()
+			return nil, nil, err
+		}
+		return client, producer, nil
 	}}
-	defer produced.close() // after the members stopped and the claims drained
+	defer produced.close() // after the members stopped and the claims drained; a send still running closes it later
 	var dead actors.DeadLetterWriter = l.dead
 	observer, _ := c.handler.(DeadLetterObserver)
 	dead = observedDeadLetters(observer, traces, dead)
@@ -251,7 +261,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 		o.Started(bridge)
 	}
 
-	logger.Info("consumer started", "consumers", c.cfg.members, "topics", k.SourceTopics(), "group", k.Group, "dlq_topics", k.DeadLetterTopics)
+	dlqs := make([]string, 0, len(k.SourceTopics()))
+	for _, t := range k.SourceTopics() {
+		dlqs = append(dlqs, k.DeadLetterTopicOf(t))
+	}
+	logger.Info("consumer started", "consumers", c.cfg.members, "topics", strings.Join(k.SourceTopics(), ","), "group", k.Group,
+		"dlq_topics", strings.Join(dlqs, ",")) // each topic's, in the same order
 
 	// The members stop only once the drain line is written: it counts the
 	// partitions about to drain, which the members would otherwise begin to

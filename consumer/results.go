@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,22 +60,83 @@ func (r *Record) Produce(messages ...Message) { r.results = append(r.results, me
 // results produces the records' results, opening its producer at the
 // first use.
 type results struct {
-	open func() (sarama.SyncProducer, error)
+	open func() (sarama.Client, sarama.SyncProducer, error)
 	deps *actors.Dependencies
 
 	once     sync.Once
+	client   sarama.Client
 	producer sarama.SyncProducer
 	err      error
 
-	// mu is held (read) by each send while it runs and (write) by close,
-	// so no send reaches a closed producer, whose input would panic.
-	mu     sync.RWMutex
+	// mu guards sends, closed and known. A send counts itself in sends
+	// while it runs; close marks closed and the last send out (or close,
+	// when none runs) closes the producer, so no send reaches a closed
+	// producer, whose input would panic, and close never waits for one
+	// (a send is bounded by the producer's retries, not by the drain).
+	mu     sync.Mutex
+	sends  int
 	closed bool
+	known  map[string]bool // topics seen to exist
 }
 
 // errResultsClosed fails a send that came after the consumer stopped (a
 // handler that outlived its drain): its record was not committed.
 var errResultsClosed = errors.New("the consumer has stopped: results not produced")
+
+// begin counts a send in, false once closed.
+func (p *results) begin() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.sends++
+	return true
+}
+
+// finish counts a send out, closing the producer when it was the last
+// after close.
+func (p *results) finish() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.sends--; p.sends == 0 && p.closed {
+		p.shut()
+	}
+}
+
+// shut closes the producer and its client; p.mu held.
+func (p *results) shut() {
+	if p.producer != nil {
+		_ = p.producer.Close()
+		p.producer = nil
+	}
+	if p.client != nil {
+		_ = p.client.Close()
+		p.client = nil
+	}
+}
+
+// missing returns the first of topics the brokers do not know, asking
+// once per topic until it exists: a send to a missing topic would trip the
+// producer's breaker (10 s of refusals, and a timer goroutine) and say
+// only "failed to deliver".
+func (p *results) missing(topics []string) (string, error) {
+	for _, t := range topics {
+		p.mu.Lock()
+		ok := p.known[t]
+		p.mu.Unlock()
+		if ok {
+			continue
+		}
+		if _, err := p.client.Partitions(t); err != nil {
+			return t, err
+		}
+		p.mu.Lock()
+		p.known[t] = true
+		p.mu.Unlock()
+	}
+	return "", nil
+}
 
 // produce sends r's results and waits for their acknowledgements, or for
 // ctx; the outcome is reported as a call to ResultsDependency.
@@ -82,11 +144,18 @@ func (p *results) produce(ctx context.Context, r *Record) error {
 	if len(r.results) == 0 {
 		return nil
 	}
-	p.once.Do(func() { p.producer, p.err = p.open() })
+	p.once.Do(func() {
+		p.client, p.producer, p.err = p.open()
+		p.known = map[string]bool{}
+	})
 	if p.err != nil {
 		return FailedIn(ResultsDependency, fmt.Errorf("open the results producer: %w", p.err))
 	}
+	if !p.begin() {
+		return errResultsClosed
+	}
 	msgs := make([]*sarama.ProducerMessage, len(r.results))
+	topics := make([]string, 0, 1)
 	source := []sarama.RecordHeader{
 		{Key: []byte(ResultSourceTopicHeader), Value: []byte(r.Topic)},
 		{Key: []byte(ResultSourcePartitionHeader), Value: []byte(strconv.Itoa(int(r.Partition)))},
@@ -102,14 +171,16 @@ func (p *results) produce(ctx context.Context, r *Record) error {
 		}
 		pm.Headers = append(pm.Headers, source...)
 		msgs[i] = pm
+		if !slices.Contains(topics, m.Topic) {
+			topics = append(topics, m.Topic)
+		}
 	}
 	start := time.Now()
 	done := make(chan error, 1)
 	go func() { // sarama takes no context; done is buffered, so the send never waits for a reader
-		p.mu.RLock()
-		defer p.mu.RUnlock()
-		if p.closed {
-			done <- errResultsClosed
+		defer p.finish()
+		if t, err := p.missing(topics); err != nil {
+			done <- fmt.Errorf("results topic %q: %w", t, err)
 			return
 		}
 		done <- p.producer.SendMessages(msgs)
@@ -125,13 +196,23 @@ func (p *results) produce(ctx context.Context, r *Record) error {
 		p.deps.Observe(ctx, ResultsDependency, took, true)
 		return nil
 	}
-	err = fmt.Errorf("produce %d results: %w", len(msgs), err)
+	err = fmt.Errorf("produce %d results: %w", len(msgs), firstProducerError(err))
 	if refusedForGood(err) {
 		p.deps.Observe(ctx, ResultsDependency, took, true) // the broker answered: it is up
 		return Permanent(err)
 	}
 	p.deps.Observe(ctx, ResultsDependency, took, false)
 	return FailedIn(ResultsDependency, err)
+}
+
+// firstProducerError is err with its first message's topic and error
+// when it is sarama's ProducerErrors, which says only "failed to deliver".
+func firstProducerError(err error) error {
+	var pe sarama.ProducerErrors
+	if errors.As(err, &pe) && len(pe) > 0 {
+		return fmt.Errorf("%w (first: topic %q: %w)", err, pe[0].Msg.Topic, pe[0].Err)
+	}
+	return err
 }
 
 // refusedForGood reports a result no retry can get written: larger than
@@ -152,14 +233,14 @@ func refusedForGood(err error) bool {
 		errors.As(err, &ce) && strings.Contains(string(ce), "MaxMessageBytes")
 }
 
-// close closes the producer, when it was opened, once the sends under way
-// returned (sarama bounds them by its retries).
+// close closes the producer (and its client) once no send runs, without
+// waiting for one: a send still running then closes it as it ends.
 func (p *results) close() {
 	p.once.Do(func() { p.err = errResultsClosed }) // no open after this
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.closed = true
-	if p.producer != nil {
-		_ = p.producer.Close()
+	if p.sends == 0 {
+		p.shut()
 	}
 }

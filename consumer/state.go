@@ -2,8 +2,10 @@ package consumer
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/patchflow/patchflow/actors"
 	"github.com/patchflow/patchflow/internal/telemetry"
 )
 
@@ -109,7 +111,7 @@ func (c *Consumer) Ready() (bool, string) {
 // consumer's configuration, the password masked.
 func (r resolved) rows() []telemetry.Setting {
 	k, p := r.kafka, r.pipeline
-	kv := []any{"brokers", k.Brokers, "topics", k.SourceTopics(), "group", k.Group, "dead-letter topics", k.DeadLetterTopics,
+	kv := []any{"brokers", k.Brokers, "topics", strings.Join(k.SourceTopics(), ", "), "group", k.Group, "dead-letter topic", deadLetterTopics(k),
 		"kafka version", k.Version, "assignor", k.Assignor, "isolation", k.Isolation, "security", k.Security,
 		"members", r.members, "in flight per partition", p.InFlightPerPartition, "in flight total", p.InFlightTotal, "in flight bytes", p.InFlightBytes,
 		"concurrency", p.Concurrency, "ordering", p.Ordering, "drain timeout", p.DrainTimeout,
@@ -119,4 +121,14 @@ func (r resolved) rows() []telemetry.Setting {
 		out = append(out, telemetry.Setting{Name: kv[i].(string), Value: fmt.Sprint(kv[i+1])})
 	}
 	return out
+}
+
+// deadLetterTopics names each topic's dead-letter topic, in the topics'
+// order.
+func deadLetterTopics(k actors.KafkaSettings) string {
+	var out []string
+	for _, t := range k.SourceTopics() {
+		out = append(out, k.DeadLetterTopicOf(t))
+	}
+	return strings.Join(out, ", ")
 }

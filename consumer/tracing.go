@@ -3,7 +3,6 @@ package consumer
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -112,7 +111,7 @@ func (t *tracing) handle(ctx context.Context, h Handler, r *Record) (err error) 
 	}
 	defer func() {
 		if v := recover(); v != nil {
-			span.AddEvent("panic", trace.WithAttributes(attribute.String("panic", fmt.Sprint(v))))
+			span.AddEvent("panic", trace.WithAttributes(attribute.String("panic", cutValue(v))))
 			span.SetStatus(codes.Error, "handler panicked")
 			span.End()
 			panic(v)
@@ -162,4 +161,28 @@ func (t *tracing) call(ctx context.Context, dependency string, took time.Duratio
 		span.AddEvent("refused or cancelled", trace.WithAttributes(attribute.String("error", err.Error())))
 	}
 	span.End(trace.WithTimestamp(end))
+}
+
+// batch starts the span of a batch's HandleBatch call, linked to each
+// record's attempt span, in ctx; end ends it. Without tracing it does
+// nothing.
+func (t *tracing) batch(ctx context.Context, items []*batchItem) (context.Context, func(*batchPanic)) {
+	if t == nil {
+		return ctx, func(*batchPanic) {}
+	}
+	links := make([]trace.Link, 0, len(items))
+	for _, it := range items {
+		if sc := trace.SpanFromContext(it.ctx).SpanContext(); sc.IsValid() {
+			links = append(links, trace.Link{SpanContext: sc})
+		}
+	}
+	ctx, span := t.tracer.Start(ctx, "batch", trace.WithSpanKind(trace.SpanKindInternal), trace.WithLinks(links...),
+		trace.WithAttributes(attribute.Int("patchflow.batch.records", len(items))))
+	return ctx, func(p *batchPanic) {
+		if p != nil {
+			span.AddEvent("panic", trace.WithAttributes(attribute.String("panic", p.value)))
+			span.SetStatus(codes.Error, "the batch handler panicked")
+		}
+		span.End()
+	}
 }

@@ -217,7 +217,7 @@ func TestSIGTERMDrainsAndExitsZero(t *testing.T) {
 		t.Fatalf("exit code %d after SIGTERM, want 0:\n%s", code, p.Logs())
 	}
 	logs := p.Logs()
-	if !strings.Contains(logs, "listener stopped") {
+	if !strings.Contains(logs, "consumer stopped") {
 		t.Fatalf("exited without draining:\n%s", logs)
 	}
 	if strings.Contains(logs, secret) || !strings.Contains(logs, "DATABASE_URL") {

@@ -46,7 +46,7 @@ func TestSecondSignalExitsWithoutFinishingTheDrain(t *testing.T) {
 			if !strings.Contains(logs, "second signal: exiting without finishing the drain; unfinished records will be redelivered") {
 				t.Fatalf("no line for the second signal:\n%s", logs)
 			}
-			if strings.Contains(logs, "listener stopped") {
+			if strings.Contains(logs, "consumer stopped") {
 				t.Fatalf("the drain finished before the second signal:\n%s", logs)
 			}
 		})
@@ -64,7 +64,7 @@ func TestOneSignalFinishesTheRecordsInFlightAndExitsZero(t *testing.T) {
 	if code := p.WaitExit(30 * time.Second); code != 0 {
 		t.Fatalf("exit code %d after one SIGTERM, want 0:\n%s", code, p.Logs())
 	}
-	if stopped := p.WaitLine("listener stopped", time.Second); !strings.Contains(stopped, "succeeded=3 ") || !strings.Contains(stopped, "abandoned=0 ") {
+	if stopped := p.WaitLine("consumer stopped", time.Second); !strings.Contains(stopped, "succeeded=3 ") || !strings.Contains(stopped, "abandoned=0 ") {
 		t.Fatalf("the drain did not let the 3 records in flight finish: %s", stopped)
 	}
 }

@@ -233,8 +233,8 @@ func TestListenerLogsReadRight(t *testing.T) {
 	} else if _, err := time.ParseDuration(d); err != nil {
 		t.Errorf("claim ended: drain %q: %v", d, err)
 	}
-	if by, _ := lines["listener stopped"]["skipped_by_reason"].(map[string]any); !maps.Equal(by, map[string]any{"reporter not allowed": 1.0}) {
-		t.Errorf("listener stopped: skipped_by_reason %#v", lines["listener stopped"]["skipped_by_reason"])
+	if by, _ := lines["consumer stopped"]["skipped_by_reason"].(map[string]any); !maps.Equal(by, map[string]any{"reporter not allowed": 1.0}) {
+		t.Errorf("consumer stopped: skipped_by_reason %#v", lines["consumer stopped"]["skipped_by_reason"])
 	}
 
 	logged := text.String()
