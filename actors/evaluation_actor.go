@@ -22,7 +22,6 @@ package actors
 import (
 	"context"
 	"fmt"
-	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -168,15 +167,18 @@ func (a *evaluationActor) handle(r *messages.Record, attempt int32, start time.T
 	returned := false
 	defer func() {
 		// Not by recover's value: panic(nil) under GODEBUG=panicnil=1
-		// recovers nil, and runtime.Goexit (t.FailNow in a test's handler)
-		// recovers nothing; neither returned, and both must reach the
-		// parent's supervision as a failed attempt, never a success.
+		// recovers nil, and must reach the parent's supervision as a
+		// failed attempt, never a success. runtime.Goexit (t.FailNow in a
+		// test's handler) also recovers nothing: its attempt fails and is
+		// retried the same way, but the goroutine still exits after
+		// protoactor's recover, leaving the child's mailbox unfinished (a
+		// handler must not call it).
 		if !returned {
 			v := recover()
 			if v == nil {
 				v = "the handler neither returned nor panicked with a value (panic(nil) or runtime.Goexit)"
 			}
-			panic(&HandlerPanic{Value: v, Stack: panicStack(debug.Stack(), MaxPanicStackBytes)})
+			panic(&HandlerPanic{Value: v, Stack: RecoveredStack()})
 		}
 	}()
 	err = a.env.handler.Handle(ctx, r)

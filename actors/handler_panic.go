@@ -3,6 +3,7 @@ package actors
 import (
 	"bytes"
 	"fmt"
+	"runtime/debug"
 	"unicode/utf8"
 )
 
@@ -26,7 +27,16 @@ const MaxPanicValueBytes = 1024
 
 // String is the handler's value, as fmt prints it, cut to
 // MaxPanicValueBytes.
-func (p *HandlerPanic) String() string { return cutText(fmt.Sprint(p.Value), MaxPanicValueBytes) }
+func (p *HandlerPanic) String() string { return PanicValue(p.Value) }
+
+// PanicValue is a recovered panic's value as fmt prints it, cut to
+// MaxPanicValueBytes: what a failure, a log line or a span quotes of it.
+func PanicValue(v any) string { return cutText(fmt.Sprint(v), MaxPanicValueBytes) }
+
+// RecoveredStack is the stack of the goroutine that recovered a panic, as
+// a deferred recover takes it: from the panicking frame on, at most
+// MaxPanicStackBytes.
+func RecoveredStack() string { return panicStack(debug.Stack(), MaxPanicStackBytes) }
 
 // cutText cuts s to at most limit bytes at a rune boundary, saying how
 // much was left out.
@@ -65,7 +75,7 @@ func panicStack(stack []byte, limit int) string {
 	if len(stack) <= limit {
 		return string(stack)
 	}
-	note := fmt.Sprintf("\n… %d bytes of stack more", len(stack))
+	note := fmt.Sprintf("\n… %d bytes of stack more", len(stack)) // as long as the note below, or longer
 	cut := stack[:max(0, limit-len(note))]
 	if j := bytes.LastIndexByte(cut, '\n'); j > 0 {
 		cut = cut[:j]

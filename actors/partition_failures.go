@@ -296,7 +296,7 @@ func (a *PartitionActor) HandleFailure(_ *actor.ActorSystem, supervisor actor.Su
 		text = fmt.Sprintf("panicked: %s\n%s", p, p.Stack)
 		stack = []any{"stack", p.Stack}
 	} else {
-		text = "panicked: " + cutText(fmt.Sprint(reason), MaxPanicValueBytes)
+		text = "panicked: " + PanicValue(reason)
 	}
 	if st.letter != nil {
 		a.logger.Warn("dead-letter write panicked", "offset", off, "reason", fmt.Sprint(reason))
@@ -307,7 +307,7 @@ func (a *PartitionActor) HandleFailure(_ *actor.ActorSystem, supervisor actor.Su
 	// The panic is the handler failing for this record: booked as such, as
 	// an error it returned would be (the child never got to book it).
 	a.deps.Book().Call(RecordsDependency, blame.Source{Topic: a.cfg.Topic, Partition: a.cfg.Partition, Offset: off}, st.started, time.Now(), false)
-	a.logger.Warn("handler panicked", append([]any{"offset", off, "attempt", st.attempt, "reason", cutText(fmt.Sprint(reason), MaxPanicValueBytes)}, stack...)...)
+	a.logger.Warn("handler panicked", append([]any{"offset", off, "attempt", st.attempt, "reason", PanicValue(reason)}, stack...)...)
 	a.system.Root.Send(a.self, &messages.RecordFailed{Offset: off, Epoch: a.cfg.Epoch, Attempt: st.attempt,
 		ErrorClass: messages.ErrorClass_ERROR_CLASS_PANIC, Error: "handler " + text, Started: timestamppb.New(st.started)})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // Pauses are the topics whose records the bridge does not admit now: an
@@ -17,12 +18,17 @@ type Pauses struct {
 	all     bool                     // every topic, named or not
 	topics  map[string]bool          // paused by name (ignored while all)
 	resumed map[string]chan struct{} // closed at the next Resume, for the topic's waiters
+	// some is all || len(topics) > 0, set under mu: the feed loop asks
+	// twice per record, and while nothing is paused it answers without
+	// the lock every claim would share.
+	some atomic.Bool
 }
 
 // Pause stops admitting records of topics; none: every topic.
 func (p *Pauses) Pause(topics ...string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	defer func() { p.some.Store(p.all || len(p.topics) > 0) }()
 	if len(topics) == 0 {
 		p.all = true
 		return
@@ -40,6 +46,7 @@ func (p *Pauses) Pause(topics ...string) {
 func (p *Pauses) Resume(topics ...string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	defer func() { p.some.Store(p.all || len(p.topics) > 0) }()
 	if len(topics) == 0 {
 		p.all = false
 		clear(p.topics)
@@ -70,7 +77,7 @@ func (p *Pauses) Paused() (topics []string, all bool) {
 
 // pausedNow reports whether topic's records wait now.
 func (p *Pauses) pausedNow(topic string) bool {
-	if p == nil {
+	if p == nil || !p.some.Load() {
 		return false
 	}
 	p.mu.Lock()
@@ -81,7 +88,7 @@ func (p *Pauses) pausedNow(topic string) bool {
 // wake returns nil when topic's records may be admitted, else a channel
 // closed at the next Resume.
 func (p *Pauses) wake(topic string) <-chan struct{} {
-	if p == nil {
+	if p == nil || !p.some.Load() {
 		return nil
 	}
 	p.mu.Lock()

@@ -3,7 +3,6 @@ package consumer
 import (
 	"context"
 	"fmt"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -239,22 +238,10 @@ func (b *batcher) run(batch []*batchItem) {
 func (b *batcher) call(ctx context.Context, recs []*Record) (errs []error, panicked *batchPanic) {
 	defer func() {
 		if v := recover(); v != nil {
-			panicked = &batchPanic{value: cutValue(v), stack: string(debug.Stack())}
-			if len(panicked.stack) > actors.MaxPanicStackBytes {
-				panicked.stack = panicked.stack[:actors.MaxPanicStackBytes]
-			}
+			panicked = &batchPanic{value: actors.PanicValue(v), stack: actors.RecoveredStack()}
 		}
 	}()
 	return b.h.HandleBatch(ctx, recs), nil
-}
-
-// cutValue is a panic's value as text, at most actors.MaxPanicValueBytes.
-func cutValue(v any) string {
-	s := fmt.Sprint(v)
-	if len(s) > actors.MaxPanicValueBytes {
-		s = s[:actors.MaxPanicValueBytes] + "…"
-	}
-	return s
 }
 
 // batchContext is done as soon as one item's context is (a revoke, a

@@ -111,7 +111,7 @@ func (t *tracing) handle(ctx context.Context, h Handler, r *Record) (err error) 
 	}
 	defer func() {
 		if v := recover(); v != nil {
-			span.AddEvent("panic", trace.WithAttributes(attribute.String("panic", cutValue(v))))
+			span.AddEvent("panic", trace.WithAttributes(attribute.String("panic", actors.PanicValue(v))))
 			span.SetStatus(codes.Error, "handler panicked")
 			span.End()
 			panic(v)
