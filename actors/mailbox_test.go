@@ -176,3 +176,75 @@ func TestWarmDispatcherNeverBlocksAndReuses(t *testing.T) {
 		t.Fatalf("%d goroutines started for %d concurrent and 1,000 sequential runs; want about %d", n, busy, busy)
 	}
 }
+
+// burst runs n functions at once on d and returns when all have returned
+// and their goroutines are parked again.
+func burst(t *testing.T, d *warmDispatcher, n int) {
+	t.Helper()
+	release := make(chan struct{})
+	var running, done sync.WaitGroup
+	running.Add(n)
+	done.Add(n)
+	for i := 0; i < n; i++ {
+		d.Schedule(func() { running.Done(); <-release; done.Done() })
+	}
+	running.Wait()
+	close(release)
+	done.Wait()
+	waitUntil(t, "the burst's goroutines to park", func() bool { return d.parked.Load() >= int64(n) })
+}
+
+func live(d *warmDispatcher) int64 { return d.started.Load() - d.exited.Load() }
+
+// After a burst, a load of one at a time keeps using every goroutine of the
+// set in turn (a channel wakes the one parked longest), so none is ever idle
+// for long; the trim still finds the burst's surplus, because all but one
+// of them stayed parked throughout the interval.
+func TestWarmDispatcherRetiresWhatABurstLeftParked(t *testing.T) {
+	d := newTrimmedDispatcher(300, 0)
+	defer d.close()
+	burst(t, d, 32)
+	d.trimIdle() // the interval starts with 32 parked
+	for i := 0; i < 100; i++ {
+		done := make(chan struct{})
+		d.Schedule(func() { close(done) })
+		<-done
+	}
+	if n := d.trimIdle(); n < 30 {
+		t.Fatalf("retired %d of the 32 goroutines a load of one left parked; want at least 30", n)
+	}
+	waitUntil(t, "the retired goroutines to exit", func() bool { return live(d) <= 2 })
+	// What is left still serves, and a new burst grows the set again.
+	burst(t, d, 8)
+	if n := live(d); n < 8 {
+		t.Fatalf("%d goroutines after a burst of 8", n)
+	}
+}
+
+// A load that needs the whole set at some moment of each interval keeps it:
+// the trim counts the fewest parked at once, not how many are parked when
+// it runs.
+func TestWarmDispatcherKeepsWhatTheLoadUses(t *testing.T) {
+	d := newTrimmedDispatcher(300, 0)
+	defer d.close()
+	burst(t, d, 8)
+	d.trimIdle() // an interval begins with 8 parked
+	for round := 0; round < 5; round++ {
+		burst(t, d, 8) // all 8 at once; then all 8 parked again
+		if n := d.trimIdle(); n != 0 {
+			t.Fatalf("round %d: retired %d goroutines that the load had all used at once", round, n)
+		}
+	}
+	if n := d.started.Load(); n > 8+4 {
+		t.Fatalf("%d goroutines started for a load of 8 at once; the set should have been kept", n)
+	}
+}
+
+// The dispatcher's own timer trims: a burst's goroutines exit within two
+// intervals of going idle, with no call from outside.
+func TestWarmDispatcherTrimsOnItsTimer(t *testing.T) {
+	d := newTrimmedDispatcher(300, 20*time.Millisecond)
+	defer d.close()
+	burst(t, d, 16)
+	waitUntil(t, "the timer to retire the idle goroutines", func() bool { return live(d) == 0 })
+}
