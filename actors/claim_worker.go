@@ -51,6 +51,9 @@ func spawnPartitionActor(system *actor.ActorSystem, cfg PartitionConfig) (*actor
 	name := partitionActorName(cfg)
 	pid, err := system.Root.SpawnNamed(pa.Props(), name)
 	if err != nil {
+		// Never started, so never stopping: what it holds goes now.
+		pa.cancelRun()
+		pa.dispatcher.close()
 		return nil, err
 	}
 	return &actorWorker{system: system, pid: pid, pa: pa}, nil

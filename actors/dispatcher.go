@@ -45,7 +45,10 @@ type warmDispatcher struct {
 	closed     chan struct{}
 	closeOnce  sync.Once
 
-	parked   atomic.Int64 // goroutines in run's select, or about to enter it
+	// parked counts goroutines in run's select or about to enter it; it is
+	// lowered by whoever takes one out (Schedule, trimIdle), so a sample is
+	// true at the moment of the hand-off.
+	parked   atomic.Int64
 	lowWater atomic.Int64 // fewest parked at once since the last trim
 
 	trimMu    sync.Mutex
@@ -85,6 +88,10 @@ func newTrimmedDispatcher(throughput int, trimEvery time.Duration) *warmDispatch
 func (d *warmDispatcher) Schedule(fn func()) {
 	select {
 	case d.work <- fn:
+		// Counted here, not by the receiver: a sender inside a mailbox run
+		// parks again before the receiver runs, and would be sampled as
+		// parked while it had the set all in use.
+		d.lower(d.parked.Add(-1))
 	default:
 		// None was parked: the set was all in use at this moment.
 		d.lowWater.Store(0)
@@ -103,10 +110,8 @@ func (d *warmDispatcher) run(fn func()) {
 		fn()
 		d.parked.Add(1)
 		select {
-		case fn = <-d.work:
-			d.lower(d.parked.Add(-1))
-		case <-d.retire:
-			d.parked.Add(-1)
+		case fn = <-d.work: // Schedule counted it out
+		case <-d.retire: // trimIdle counted it out
 			return
 		case <-d.closed:
 			d.parked.Add(-1)
@@ -134,6 +139,7 @@ retiring:
 	for ; idle > 0; idle-- {
 		select {
 		case d.retire <- struct{}{}:
+			d.parked.Add(-1)
 			retired++
 		default:
 			break retiring // none parked now: the rest are already at work

@@ -248,3 +248,59 @@ func TestWarmDispatcherTrimsOnItsTimer(t *testing.T) {
 	burst(t, d, 16)
 	waitUntil(t, "the timer to retire the idle goroutines", func() bool { return live(d) == 0 })
 }
+
+// The interval after a trim starts from what is parked once the retired
+// are gone: goroutines busy when it began are not counted idle in it.
+func TestWarmDispatcherCountsNoRetiredGoroutineAsParked(t *testing.T) {
+	d := newTrimmedDispatcher(300, 0)
+	defer d.close()
+	burst(t, d, 40)
+	d.trimIdle() // an interval begins with 40 parked
+	release := make(chan struct{})
+	var running, done sync.WaitGroup
+	running.Add(8)
+	done.Add(8)
+	for i := 0; i < 8; i++ {
+		d.Schedule(func() { running.Done(); <-release; done.Done() })
+	}
+	running.Wait()
+	if n := d.trimIdle(); n != 32 {
+		t.Fatalf("retired %d of the 32 parked throughout; want 32", n)
+	}
+	// The next interval begins with none parked: the 8 are busy.
+	close(release)
+	done.Wait()
+	waitUntil(t, "the 8 to park", func() bool { return d.parked.Load() == 8 })
+	if n := d.trimIdle(); n != 0 {
+		t.Fatalf("retired %d goroutines that were all busy when the interval began", n)
+	}
+}
+
+// Nearly every Schedule comes from inside a mailbox run (a child answering
+// its parent, the parent spawning a child): the sender is still running
+// when it hands off, so two goroutines are in use at once and both are kept.
+func TestWarmDispatcherKeepsTheSetOfHandOffsFromInside(t *testing.T) {
+	d := newTrimmedDispatcher(300, 0)
+	defer d.close()
+	const steps = 1000
+	n := 0
+	finished := make(chan struct{})
+	var step func()
+	step = func() {
+		n++
+		if n == 2 {
+			d.trimIdle() // the interval begins once the set is two
+		}
+		if n == steps {
+			close(finished)
+			return
+		}
+		d.Schedule(step)
+	}
+	d.Schedule(step)
+	<-finished
+	waitUntil(t, "the set to park", func() bool { return d.parked.Load() == live(d) })
+	if r := d.trimIdle(); r != 0 {
+		t.Fatalf("a load of two at once (each sender inside its run) lost %d of its %d goroutines", r, d.started.Load())
+	}
+}
