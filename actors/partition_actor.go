@@ -127,6 +127,7 @@ type PartitionActor struct {
 	cfg        PartitionConfig
 	logger     *slog.Logger
 	stats      *Stats
+	counts     counts // the process's totals and the topic's
 	deps       *Dependencies
 	childProps *actor.Props
 	// freeNames are the names of children that have stopped, for the next
@@ -259,6 +260,7 @@ func NewPartitionActor(cfg PartitionConfig) *PartitionActor {
 		cfg:       cfg,
 		logger:    cfg.Logger.With("topic", cfg.Topic, "partition", cfg.Partition),
 		stats:     cfg.Stats,
+		counts:    cfg.Stats.forTopic(cfg.Topic),
 		deps:      cfg.Dependencies,
 		ledger:    ledger.New(cfg.Settings.InFlightPerPartition),
 		gate:      ordering.NewGate(cfg.Settings.Ordering),
@@ -477,7 +479,7 @@ func (a *PartitionActor) spawn(c actor.Context, st *recordState, msg any) {
 // drain completed, or for a record, attempt or kind of work not running now.
 func (a *PartitionActor) answered(offset int64, attempt int32, deadLetter bool) *recordState {
 	if a.drained || a.stopping {
-		a.stats.fenced.Add(1)
+		a.counts.fence()
 		a.logger.Debug("completion after the claim ended dropped", "offset", offset)
 		return nil
 	}
@@ -513,12 +515,12 @@ func (a *PartitionActor) finish(c actor.Context, st *recordState, done *messages
 	a.stats.inFlight.Add(-1)
 	switch done.GetOutcome() {
 	case messages.Outcome_OUTCOME_DEAD_LETTERED:
-		a.stats.deadLetter(st.letter.letter.GetReason())
+		a.counts.deadLetter(st.letter.letter.GetReason())
 		a.deadLettered(st)
 	case messages.Outcome_OUTCOME_SKIPPED:
-		a.stats.skip(done.GetSkipReason())
+		a.counts.skip(done.GetSkipReason())
 	default:
-		a.stats.succeeded.Add(1)
+		a.counts.succeed()
 	}
 	advanced, err := a.ledger.FinishRecord(off, fingerprint(rec))
 	if err != nil {
@@ -546,7 +548,7 @@ func (a *PartitionActor) finish(c actor.Context, st *recordState, done *messages
 func (a *PartitionActor) resumed(c actor.Context, rec *messages.Record, bytes int64) {
 	off := rec.GetOffset()
 	a.cfg.Release(1, bytes)
-	a.stats.resumed.Add(1)
+	a.counts.resume()
 	advanced, _ := a.ledger.FinishRecord(off, fingerprint(rec)) // admitted by the caller: cannot be refused
 	a.gauges.admitted.Store(off)
 	a.progressed(c, advanced)

@@ -90,7 +90,7 @@ func (a *PartitionActor) deadLetterFailed(c actor.Context, st *recordState, m *m
 		return
 	}
 	now := time.Now()
-	a.stats.deadLetterWriteFailures.Add(1)
+	a.counts.deadLetterWriteFailed()
 	if dl.failingSince.IsZero() {
 		dl.failingSince = now
 		a.deadLetterTrouble.failing++

@@ -106,7 +106,7 @@ func (a *PartitionActor) releaseUnfinished() int {
 	clear(a.lendingKeys)
 	a.gauges.inFlight.Store(0)
 	a.cfg.Release(n, bytes)
-	a.stats.abandoned.Add(int64(n))
+	a.counts.abandon(int64(n))
 	a.stats.inFlight.Add(int64(-n))
 	clear(a.records)
 	return n

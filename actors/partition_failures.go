@@ -186,11 +186,11 @@ func (a *PartitionActor) concluded(st *recordState, judged []blame.Judged) {
 		st.failures.replace(fa, verdict)
 		switch v {
 		case blame.Own:
-			a.stats.retriedOwn.Add(1)
+			a.counts.retriedOwn()
 		case blame.NoEvidence:
-			a.stats.retriedHeld.Add(1)
+			a.counts.retriedHeld()
 		default:
-			a.stats.retriedShared.Add(1)
+			a.counts.retriedShared()
 		}
 		a.deps.failedAttempt(verdict.GetDependency(), recordID{a.cfg.Topic, a.cfg.Partition, st.record.GetOffset()}, v != blame.Own, verdict.GetError())
 		// Sampled: attempts 1, 2, 4, 8... of a record, so an outage retried
@@ -262,7 +262,7 @@ func (a *PartitionActor) lendEvidence(st *recordState) {
 // counts, gate and credits stay right wherever the child panicked.
 func (a *PartitionActor) HandleFailure(_ *actor.ActorSystem, supervisor actor.Supervisor, child *actor.PID, _ *actor.RestartStatistics, reason any, message any) {
 	supervisor.StopChildren(child)
-	a.stats.panics.Add(1)
+	a.counts.panicked()
 	var off int64
 	var st *recordState
 	switch m := actor.UnwrapEnvelopeMessage(message).(type) {

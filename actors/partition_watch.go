@@ -125,7 +125,7 @@ func (a *PartitionActor) releaseRecord(c actor.Context, m *ReleaseRecord) *Relea
 		return &ReleaseResult{Status: "it has not failed: nothing to release"}
 	}
 	st.releaseAsked = true
-	a.stats.released.Add(1)
+	a.counts.release()
 	a.logger.Warn("record released by an operator: dead-lettered instead of retried", "offset", m.Offset,
 		"key", safeKey(st.record.GetKey()), "attempts", st.attempt, "held", !st.heldSince.IsZero())
 	if st.child == nil {

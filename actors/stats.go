@@ -28,6 +28,7 @@ type Stats struct {
 	deadLetterReasons       sync.Map // reason string -> *atomic.Int64
 	refusedFinishes         atomic.Int64
 	creditErrors            atomic.Int64
+	topics                  sync.Map // topic -> *topicStats
 }
 
 // skip counts one record skipped for reason.
@@ -92,6 +93,10 @@ type StatsSnapshot struct {
 	// a bug, each logged at error level.
 	RefusedFinishes int64 `json:"refused_finishes"`
 	CreditErrors    int64 `json:"credit_errors"`
+	// ByTopic splits the counts of records' outcomes and failures by the
+	// records' topic (each topic the consumer was given from the start,
+	// others once a record of theirs counts); nil when none.
+	ByTopic map[string]TopicStatsSnapshot `json:"by_topic,omitempty"`
 }
 
 // Snapshot returns the current counts.
@@ -103,7 +108,7 @@ func (s *Stats) Snapshot() StatsSnapshot {
 		Succeeded:               s.succeeded.Load(),
 		Skipped:                 s.skipped.Load(),
 		Resumed:                 s.resumed.Load(),
-		SkippedByReason:         counts(&s.skipReasons),
+		SkippedByReason:         snapshotCounts(&s.skipReasons),
 		Retried:                 retried,
 		RetriedOwn:              own,
 		RetriedShared:           shared,
@@ -111,7 +116,7 @@ func (s *Stats) Snapshot() StatsSnapshot {
 		EvidenceLent:            s.evidenceLent.Load(),
 		Released:                s.released.Load(),
 		DeadLettered:            s.deadLettered.Load(),
-		DeadLetteredByReason:    counts(&s.deadLetterReasons),
+		DeadLetteredByReason:    snapshotCounts(&s.deadLetterReasons),
 		DeadLetterWriteFailures: s.deadLetterWriteFailures.Load(),
 		Abandoned:               s.abandoned.Load(),
 		Fenced:                  s.fenced.Load(),
@@ -119,11 +124,12 @@ func (s *Stats) Snapshot() StatsSnapshot {
 		InFlight:                s.inFlight.Load(),
 		RefusedFinishes:         s.refusedFinishes.Load(),
 		CreditErrors:            s.creditErrors.Load(),
+		ByTopic:                 s.byTopic(),
 	}
 }
 
-// counts copies m's counters; nil when m has none.
-func counts(m *sync.Map) map[string]int64 {
+// snapshotCounts copies m's counters; nil when m has none.
+func snapshotCounts(m *sync.Map) map[string]int64 {
 	var out map[string]int64
 	m.Range(func(k, v any) bool {
 		if out == nil {

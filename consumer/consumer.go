@@ -216,6 +216,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return err
 	}
 	defer bridge.Close()
+	bridge.Stats().KnowTopics(k.SourceTopics()...)
 	detach, err := m.AttachBridge(bridge)
 	if err != nil {
 		return err

@@ -73,8 +73,8 @@ func TestReasonsThatAreNotUTF8CostNeitherRecordsNorMetrics(t *testing.T) {
 		t.Fatalf("/metrics answered %d: %.300s", resp.StatusCode, body)
 	}
 	for _, want := range []string{
-		"patchflow_records_skipped_total{reason=\"skip \ufffd\\\\n\"} 1",
-		"patchflow_records_dead_lettered_total{reason=\"broken \ufffd\"} 1",
+		"patchflow_records_skipped_total{reason=\"skip \ufffd\\\\n\",topic=\"events\"} 1",
+		"patchflow_records_dead_lettered_total{reason=\"broken \ufffd\",topic=\"events\"} 1",
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %s", want)

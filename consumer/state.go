@@ -62,6 +62,17 @@ type Stats struct {
 	SkippedByReason, DeadLetteredByReason map[string]int64
 	// Limit is the process-wide in-flight limit now (Config.Concurrency).
 	Limit int
+	// ByTopic splits the records' counts by topic: every topic of the
+	// Config from the start.
+	ByTopic map[string]TopicStats
+}
+
+// TopicStats counts what the consumer did with one topic's records.
+type TopicStats struct {
+	Succeeded, Skipped, Resumed, DeadLettered, Abandoned int64
+	// Retried counts the topic's failed attempts that were retried and
+	// judged (its own, shared with other records, or held).
+	Retried int64
 }
 
 // Partitions returns the partitions held now, by topic and partition; none
@@ -91,9 +102,17 @@ func (c *Consumer) Stats() Stats {
 		return Stats{}
 	}
 	s := b.Stats().Snapshot()
-	return Stats{Succeeded: s.Succeeded, Skipped: s.Skipped, Resumed: s.Resumed, DeadLettered: s.DeadLettered,
+	out := Stats{Succeeded: s.Succeeded, Skipped: s.Skipped, Resumed: s.Resumed, DeadLettered: s.DeadLettered,
 		Retried: s.Retried, Abandoned: s.Abandoned, InFlight: s.InFlight, SkippedByReason: s.SkippedByReason,
 		DeadLetteredByReason: s.DeadLetteredByReason, Limit: b.Concurrency().Limit}
+	for topic, t := range s.ByTopic {
+		if out.ByTopic == nil {
+			out.ByTopic = map[string]TopicStats{}
+		}
+		out.ByTopic[topic] = TopicStats{Succeeded: t.Succeeded, Skipped: t.Skipped, Resumed: t.Resumed, DeadLettered: t.DeadLettered,
+			Abandoned: t.Abandoned, Retried: t.RetriedOwn + t.RetriedShared + t.RetriedHeld}
+	}
+	return out
 }
 
 // Ready reports whether the consumer is in its group with no partition

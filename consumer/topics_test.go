@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -33,7 +34,7 @@ func TestOneConsumerOfTwoTopics(t *testing.T) {
 		for i := range perKey {
 			for k := range keys {
 				v := fmt.Sprint(i)
-				if k == 1 && i == 5 {
+				if poisoned(topic, k, i) {
 					v = "poison-" + topic
 				}
 				ks, vs = append(ks, fmt.Sprint("key-", k)), append(vs, v)
@@ -81,7 +82,7 @@ func TestOneConsumerOfTwoTopics(t *testing.T) {
 		for k := range keys {
 			var want []string
 			for i := range perKey {
-				if !(k == 1 && i == 5) {
+				if !poisoned(topic, k, i) {
 					want = append(want, fmt.Sprint(i))
 				}
 			}
@@ -95,9 +96,21 @@ func TestOneConsumerOfTwoTopics(t *testing.T) {
 			t.Errorf("%s.dlq holds %q from %s, want its own topic's poison record", topic, letter.GetValue(), letter.GetOriginalTopic())
 		}
 	}
-	if s := c.Stats(); s.Succeeded != 2*(keys*perKey-1) || s.DeadLettered != 2 {
+	if s := c.Stats(); s.Succeeded != 2*keys*perKey-3 || s.DeadLettered != 3 {
 		t.Errorf("stats %+v", s)
 	}
+	// Counted per topic too: orders has one poison record, payments two.
+	want := map[string]consumer.TopicStats{"orders": {Succeeded: keys*perKey - 1, DeadLettered: 1},
+		"payments": {Succeeded: keys*perKey - 2, DeadLettered: 2}}
+	if got := c.Stats().ByTopic; !maps.Equal(got, want) {
+		t.Errorf("stats by topic %+v, want %+v", got, want)
+	}
+}
+
+// poisoned says which records of TestOneConsumerOfTwoTopics are poison:
+// one of orders, two of payments, so their counts tell them apart.
+func poisoned(topic string, key, i int) bool {
+	return (key == 1 && i == 5) || (topic == "payments" && key == 2 && i == 7)
 }
 
 // The topics a Config names are checked: at least one, none twice, and no

@@ -1,7 +1,6 @@
 package listener_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +10,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/patchflow/patchflow/actors"
 	"github.com/patchflow/patchflow/consumer"
@@ -29,26 +31,85 @@ import (
 	"github.com/patchflow/patchflow/proving/offsets"
 )
 
-// scrape returns the value of one sample of the exposition, or -1.
+// scrape returns the sum of the samples of the exposition that sample
+// names: its family, with at least its labels (a family counted per topic
+// is summed over the topics the query leaves out), or -1 when none is.
 func scrape(t *testing.T, url, sample string) float64 {
 	t.Helper()
+	name, want := parseSample(t, sample)
 	resp, err := http.Get(url + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), sample+" "); ok {
-			v, err := strconv.ParseFloat(rest, 64)
-			if err != nil {
-				t.Fatal(err)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, ok := families[name]
+	part := ""
+	if !ok { // a histogram's _count or _sum is a field of its family
+		for _, suffix := range []string{"_count", "_sum"} {
+			if base, cut := strings.CutSuffix(name, suffix); cut && families[base] != nil {
+				f, ok, part = families[base], true, suffix
 			}
-			return v
 		}
 	}
-	return -1
+	if !ok {
+		return -1
+	}
+	sum, found := 0.0, false
+	for _, m := range f.GetMetric() {
+		have := map[string]string{}
+		for _, l := range m.GetLabel() {
+			have[l.GetName()] = l.GetValue()
+		}
+		match := true
+		for k, v := range want {
+			match = match && have[k] == v
+		}
+		if !match {
+			continue
+		}
+		found = true
+		switch {
+		case part == "_count":
+			sum += float64(m.GetHistogram().GetSampleCount())
+		case part == "_sum":
+			sum += m.GetHistogram().GetSampleSum()
+		case m.GetCounter() != nil:
+			sum += m.GetCounter().GetValue()
+		case m.GetGauge() != nil:
+			sum += m.GetGauge().GetValue()
+		default:
+			sum += m.GetUntyped().GetValue()
+		}
+	}
+	if !found {
+		return -1
+	}
+	return sum
+}
+
+var sampleLabel = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)=("(?:[^"\\]|\\.)*")`)
+
+// parseSample splits a sample as the exposition writes it, name{k="v",...}.
+func parseSample(t *testing.T, sample string) (string, map[string]string) {
+	t.Helper()
+	name, labels, ok := strings.Cut(sample, "{")
+	want := map[string]string{}
+	if !ok {
+		return name, want
+	}
+	for _, m := range sampleLabel.FindAllStringSubmatch(strings.TrimSuffix(labels, "}"), -1) {
+		v, err := strconv.Unquote(m[2])
+		if err != nil {
+			t.Fatalf("sample %s: %v", sample, err)
+		}
+		want[m[1]] = v
+	}
+	return name, want
 }
 
 // scrapePrefix returns the value of the first sample whose line starts with
@@ -190,7 +251,8 @@ func TestMetricsAndReadinessFollowThePipeline(t *testing.T) {
 	if v := scrapePrefix(t, srv.URL, "patchflow_build_info{"); v != 1 {
 		t.Fatalf("patchflow_build_info = %v, want 1", v)
 	}
-	okSample := `patchflow_records_total{outcome="ok"}`
+	// Counted per topic, the topic present from the start.
+	okSample := fmt.Sprintf(`patchflow_records_total{outcome="ok",topic=%q}`, cfg.Kafka.Topic)
 	if v := scrape(t, srv.URL, okSample); v != 0 {
 		t.Fatalf("before any record: %s = %v", okSample, v)
 	}

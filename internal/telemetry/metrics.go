@@ -186,16 +186,16 @@ func (m *Metrics) KnowReasons(skip, validation []messages.Reason) {
 	m.skipReasons, m.validationReasons = skip, validation
 }
 
-// skippedByReason is the snapshot's count per skip reason, with every
-// reason known present from the start (at 0).
-func skippedByReason(s actors.StatsSnapshot, known []messages.Reason) map[string]int64 {
+// skippedByReason is a topic's count per skip reason, with every reason
+// known present from the start (at 0).
+func skippedByReason(s actors.TopicStatsSnapshot, known []messages.Reason) map[string]int64 {
 	return byReason(s.SkippedByReason, known)
 }
 
 // deadLetteredByReason is the snapshot's count per dead-letter reason, every
 // one of messages.DeadLetterReasons and of the validation reasons known
 // present from the start (at 0).
-func deadLetteredByReason(s actors.StatsSnapshot, validation []messages.Reason) map[string]int64 {
+func deadLetteredByReason(s actors.TopicStatsSnapshot, validation []messages.Reason) map[string]int64 {
 	return byReason(s.DeadLetteredByReason, append(messages.DeadLetterReasons(), validation...))
 }
 
@@ -224,21 +224,21 @@ var (
 	descPinnedAge   = prometheus.NewDesc("patchflow_partition_oldest_in_flight_age_seconds", "How long the oldest unfinished record has held the watermark.", partitionLabels, nil)
 	descPinned      = prometheus.NewDesc("patchflow_partition_pinned_offset", "Offset of the oldest unfinished record (the one holding the watermark).", partitionLabels, nil)
 	descLag         = prometheus.NewDesc("patchflow_partition_lag_records", "High watermark minus committed offset.", partitionLabels, nil)
-	descRecords     = prometheus.NewDesc("patchflow_records_total", "Records by outcome: ok, skipped (ignored by design, committed), dead_lettered, resumed (finished by the partition's earlier owner, as its commit metadata said: not run again), abandoned (left at a drain, redelivered), fenced (late completion dropped).", []string{"outcome"}, nil)
+	descRecords     = prometheus.NewDesc("patchflow_records_total", "Records by outcome: ok, skipped (ignored by design, committed), dead_lettered, resumed (finished by the partition's earlier owner, as its commit metadata said: not run again), abandoned (left at a drain, redelivered), fenced (late completion dropped).", []string{"topic", "outcome"}, nil)
 	descSpanBlocked = prometheus.NewDesc("patchflow_partition_span_blocked", "1 while the partition admits nothing because its next record is a span (SpanPerPartition) past the oldest unfinished one, which patchflow_partition_pinned_offset names.", partitionLabels, nil)
 	descUnconfirmed = prometheus.NewDesc("patchflow_partition_unconfirmed", "1 while the partition admits nothing because the group's coordinator has not confirmed this member for a session timeout (cut off from the coordinator, the member may have been thrown out of the group and its partitions given to others).", partitionLabels, nil)
 	descMetaBytes   = prometheus.NewDesc("patchflow_partition_commit_metadata_bytes", "Size of the commit metadata last marked: the offsets finished above the committed one, which a new owner does not run again.", partitionLabels, nil)
-	descSkipped     = prometheus.NewDesc("patchflow_records_skipped_total", "Records the handler skipped on purpose (it returned Skip), by reason: committed, never dead-lettered.", []string{"reason"}, nil)
-	descDeadLetters = prometheus.NewDesc("patchflow_records_dead_lettered_total", "Records dead-lettered (the envelope acknowledged), by reason: a broken message's validation reason, or the class of the failure that decided (permanent, transient, unknown, panic). Sums to patchflow_records_total{outcome=\"dead_lettered\"}.", []string{"reason"}, nil)
-	descRetries     = prometheus.NewDesc("patchflow_retries_total", "Failed attempts judged by the retry rule, by verdict: the record's own (counts towards its dead letter), shared with other records (an outage, load shedding, a wait for a pool connection), or held (nothing could judge it).", []string{"counted"}, nil)
+	descSkipped     = prometheus.NewDesc("patchflow_records_skipped_total", "Records the handler skipped on purpose (it returned Skip), by reason: committed, never dead-lettered.", []string{"topic", "reason"}, nil)
+	descDeadLetters = prometheus.NewDesc("patchflow_records_dead_lettered_total", "Records dead-lettered (the envelope acknowledged), by reason: a broken message's validation reason, or the class of the failure that decided (permanent, transient, unknown, panic). Sums to patchflow_records_total{outcome=\"dead_lettered\"}.", []string{"topic", "reason"}, nil)
+	descRetries     = prometheus.NewDesc("patchflow_retries_total", "Failed attempts judged by the retry rule, by verdict: the record's own (counts towards its dead letter), shared with other records (an outage, load shedding, a wait for a pool connection), or held (nothing could judge it).", []string{"topic", "counted"}, nil)
 	descHeld        = prometheus.NewDesc("patchflow_records_held", "Records whose latest failure nothing could judge (no other record called the dependency, no health check of it ran, just after it): retried, never dead-lettered on a guess, until evidence comes or an operator releases them (docs/consumer.md, \"Held records\").", nil, nil)
 	descOverdue     = prometheus.NewDesc("patchflow_attempts_overdue", "Handler attempts still running past their deadline (AttemptTimeout) and a grace: a handler that does not honour its context.", nil, nil)
 	descLent        = prometheus.NewDesc("patchflow_evidence_lent_total", "Offsets admitted past a partition's span as evidence for the record pinning it (other records' calls tell whether its dependency serves).", nil, nil)
-	descReleased    = prometheus.NewDesc("patchflow_records_released_total", "Records an operator released to the dead-letter topic.", nil, nil)
-	descDLQFailures = prometheus.NewDesc("patchflow_dead_letter_write_failures_total", "Dead-letter writes that failed and are being retried (the record stays unfinished).", nil, nil)
+	descReleased    = prometheus.NewDesc("patchflow_records_released_total", "Records an operator released to the dead-letter topic.", []string{"topic"}, nil)
+	descDLQFailures = prometheus.NewDesc("patchflow_dead_letter_write_failures_total", "Dead-letter writes that failed and are being retried (the record stays unfinished).", []string{"topic"}, nil)
 	descDLQBlocked  = prometheus.NewDesc("patchflow_partition_dead_letter_blocked", "1 while a dead-letter write of the partition keeps failing (its record stays unfinished until a write succeeds).", partitionLabels, nil)
 	descFaults      = prometheus.NewDesc("patchflow_accounting_faults_total", "Accounting faults that are bugs, always 0: a credit given back twice (credit), a finish the ledger refused (finish).", []string{"kind"}, nil)
-	descPanics      = prometheus.NewDesc("patchflow_handler_panics_total", "Handler panics caught by supervision.", nil, nil)
+	descPanics      = prometheus.NewDesc("patchflow_handler_panics_total", "Handler panics caught by supervision.", []string{"topic"}, nil)
 	descProcessIn   = prometheus.NewDesc("patchflow_in_flight_records", "Records admitted and not finished in the whole process.", nil, nil)
 	descLimit       = prometheus.NewDesc("patchflow_concurrency_limit", "The process-wide in-flight limit now: InFlightTotal with fixed concurrency, the adaptive limit (between its floor and InFlightTotal) otherwise.", []string{"mode"}, nil)
 	descBaseline    = prometheus.NewDesc("patchflow_concurrency_baseline_seconds", "The adaptive limit's no-load handler latency estimate (0 when fixed).", nil, nil)
@@ -262,6 +262,25 @@ func (c *bridgeCollector) Describe(ch chan<- *prometheus.Desc) {
 		descHeld, descOverdue, descLent, descReleased} {
 		ch <- d
 	}
+}
+
+// collectTopic sends the counters of one topic's records.
+func (c *bridgeCollector) collectTopic(ch chan<- prometheus.Metric, topic string, t actors.TopicStatsSnapshot) {
+	for outcome, v := range map[string]int64{"ok": t.Succeeded, "skipped": t.Skipped, "dead_lettered": t.DeadLettered, "resumed": t.Resumed, "abandoned": t.Abandoned, "fenced": t.Fenced} {
+		ch <- prometheus.MustNewConstMetric(descRecords, prometheus.CounterValue, float64(v), topic, outcome)
+	}
+	for reason, v := range skippedByReason(t, c.skipReasons) {
+		ch <- prometheus.MustNewConstMetric(descSkipped, prometheus.CounterValue, float64(v), topic, reason)
+	}
+	for reason, v := range deadLetteredByReason(t, c.validationReasons) {
+		ch <- prometheus.MustNewConstMetric(descDeadLetters, prometheus.CounterValue, float64(v), topic, reason)
+	}
+	ch <- prometheus.MustNewConstMetric(descRetries, prometheus.CounterValue, float64(t.RetriedOwn), topic, "own")
+	ch <- prometheus.MustNewConstMetric(descRetries, prometheus.CounterValue, float64(t.RetriedShared), topic, "shared")
+	ch <- prometheus.MustNewConstMetric(descRetries, prometheus.CounterValue, float64(t.RetriedHeld), topic, "held")
+	ch <- prometheus.MustNewConstMetric(descReleased, prometheus.CounterValue, float64(t.Released), topic)
+	ch <- prometheus.MustNewConstMetric(descDLQFailures, prometheus.CounterValue, float64(t.DeadLetterWriteFailures), topic)
+	ch <- prometheus.MustNewConstMetric(descPanics, prometheus.CounterValue, float64(t.Panics), topic)
 }
 
 func (c *bridgeCollector) Collect(ch chan<- prometheus.Metric) {
@@ -302,26 +321,14 @@ func (c *bridgeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descMetaBytes, prometheus.GaugeValue, float64(p.MetadataBytes), labels...)
 	}
 	s := c.stats()
-	for outcome, v := range map[string]int64{"ok": s.Succeeded, "skipped": s.Skipped, "dead_lettered": s.DeadLettered, "resumed": s.Resumed, "abandoned": s.Abandoned, "fenced": s.Fenced} {
-		ch <- prometheus.MustNewConstMetric(descRecords, prometheus.CounterValue, float64(v), outcome)
+	for topic, t := range s.ByTopic {
+		c.collectTopic(ch, topic, t)
 	}
-	for reason, v := range skippedByReason(s, c.skipReasons) {
-		ch <- prometheus.MustNewConstMetric(descSkipped, prometheus.CounterValue, float64(v), reason)
-	}
-	for reason, v := range deadLetteredByReason(s, c.validationReasons) {
-		ch <- prometheus.MustNewConstMetric(descDeadLetters, prometheus.CounterValue, float64(v), reason)
-	}
-	ch <- prometheus.MustNewConstMetric(descRetries, prometheus.CounterValue, float64(s.RetriedOwn), "own")
-	ch <- prometheus.MustNewConstMetric(descRetries, prometheus.CounterValue, float64(s.RetriedShared), "shared")
-	ch <- prometheus.MustNewConstMetric(descRetries, prometheus.CounterValue, float64(s.RetriedHeld), "held")
 	ch <- prometheus.MustNewConstMetric(descHeld, prometheus.GaugeValue, float64(held))
 	ch <- prometheus.MustNewConstMetric(descOverdue, prometheus.GaugeValue, float64(overdue))
 	ch <- prometheus.MustNewConstMetric(descLent, prometheus.CounterValue, float64(s.EvidenceLent))
-	ch <- prometheus.MustNewConstMetric(descReleased, prometheus.CounterValue, float64(s.Released))
-	ch <- prometheus.MustNewConstMetric(descDLQFailures, prometheus.CounterValue, float64(s.DeadLetterWriteFailures))
 	ch <- prometheus.MustNewConstMetric(descFaults, prometheus.CounterValue, float64(s.CreditErrors), "credit")
 	ch <- prometheus.MustNewConstMetric(descFaults, prometheus.CounterValue, float64(s.RefusedFinishes), "finish")
-	ch <- prometheus.MustNewConstMetric(descPanics, prometheus.CounterValue, float64(s.Panics))
 	ch <- prometheus.MustNewConstMetric(descProcessIn, prometheus.GaugeValue, float64(s.InFlight))
 	if c.concurrency != nil {
 		cs := c.concurrency()

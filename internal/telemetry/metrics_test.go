@@ -49,29 +49,41 @@ func samples(t *testing.T, c prometheus.Collector, names ...string) map[string]f
 
 // Skipped records are an outcome of their own, and counted by reason: every
 // reason the evaluating handler gives is exported from the start (at 0),
-// and a reason it does not know (another handler's) as it comes.
+// and a reason it does not know (another handler's) as it comes. Each
+// topic's records are counted under its own label.
 func TestSkippedRecordsByReason(t *testing.T) {
-	snap := actors.StatsSnapshot{Succeeded: 5, Skipped: 4, DeadLettered: 2, Abandoned: 1, Resumed: 6,
-		SkippedByReason: map[string]int64{string(inventory.ReasonReporterNotAllowed): 3, "a reason of another handler": 1}}
+	snap := actors.StatsSnapshot{ByTopic: map[string]actors.TopicStatsSnapshot{
+		"inventory": {Succeeded: 5, Skipped: 4, DeadLettered: 2, Abandoned: 1, Resumed: 6,
+			SkippedByReason: map[string]int64{string(inventory.ReasonReporterNotAllowed): 3, "a reason of another handler": 1}},
+		"other": {Succeeded: 7, Fenced: 1},
+	}}
 	c := &bridgeCollector{partitions: func() []actors.PartitionState { return nil }, stats: func() actors.StatsSnapshot { return snap },
 		skipReasons: inventory.SkipReasons()}
 	want := map[string]float64{
-		`patchflow_records_total{outcome="ok"}`:                                 5,
-		`patchflow_records_total{outcome="skipped"}`:                            4,
-		`patchflow_records_total{outcome="dead_lettered"}`:                      2,
-		`patchflow_records_total{outcome="abandoned"}`:                          1,
-		`patchflow_records_total{outcome="resumed"}`:                            6,
-		`patchflow_records_total{outcome="fenced"}`:                             0,
-		`patchflow_records_skipped_total{reason="a reason of another handler"}`: 1,
+		`patchflow_records_total{outcome="ok",topic="inventory"}`:                                 5,
+		`patchflow_records_total{outcome="skipped",topic="inventory"}`:                            4,
+		`patchflow_records_total{outcome="dead_lettered",topic="inventory"}`:                      2,
+		`patchflow_records_total{outcome="abandoned",topic="inventory"}`:                          1,
+		`patchflow_records_total{outcome="resumed",topic="inventory"}`:                            6,
+		`patchflow_records_total{outcome="fenced",topic="inventory"}`:                             0,
+		`patchflow_records_skipped_total{reason="a reason of another handler",topic="inventory"}`: 1,
+		`patchflow_records_total{outcome="ok",topic="other"}`:                                     7,
+		`patchflow_records_total{outcome="skipped",topic="other"}`:                                0,
+		`patchflow_records_total{outcome="dead_lettered",topic="other"}`:                          0,
+		`patchflow_records_total{outcome="abandoned",topic="other"}`:                              0,
+		`patchflow_records_total{outcome="resumed",topic="other"}`:                                0,
+		`patchflow_records_total{outcome="fenced",topic="other"}`:                                 1,
 	}
 	for _, r := range inventory.SkipReasons() {
-		want[fmt.Sprintf("patchflow_records_skipped_total{reason=%q}", r)] = float64(snap.SkippedByReason[string(r)])
+		for topic, ts := range snap.ByTopic {
+			want[fmt.Sprintf("patchflow_records_skipped_total{reason=%q,topic=%q}", r, topic)] = float64(ts.SkippedByReason[string(r)])
+		}
 	}
 	got := samples(t, c, "patchflow_records_total", "patchflow_records_skipped_total")
 	if !maps.Equal(got, want) {
 		t.Fatalf("samples\n%v\nwant\n%v", got, want)
 	}
-	if got[`patchflow_records_skipped_total{reason="reporter not allowed"}`] != 3 {
+	if got[`patchflow_records_skipped_total{reason="reporter not allowed",topic="inventory"}`] != 3 {
 		t.Fatal("the reporter filter's count is not exported")
 	}
 }
@@ -80,14 +92,14 @@ func TestSkippedRecordsByReason(t *testing.T) {
 // present from the start (at 0); the reasons sum to the dead_lettered
 // outcome, which stays as it was.
 func TestDeadLetteredRecordsByReason(t *testing.T) {
-	snap := actors.StatsSnapshot{DeadLettered: 5,
-		DeadLetteredByReason: map[string]int64{string(inventory.ReasonMissingHostID): 3, string(messages.ReasonTransient): 2}}
+	snap := actors.StatsSnapshot{ByTopic: map[string]actors.TopicStatsSnapshot{"inventory": {DeadLettered: 5,
+		DeadLetteredByReason: map[string]int64{string(inventory.ReasonMissingHostID): 3, string(messages.ReasonTransient): 2}}}}
 	c := &bridgeCollector{partitions: func() []actors.PartitionState { return nil }, stats: func() actors.StatsSnapshot { return snap },
 		validationReasons: inventory.ValidationReasons()}
 	got := samples(t, c, "patchflow_records_total", "patchflow_records_dead_lettered_total")
 	want := map[string]float64{}
 	for _, r := range append(messages.DeadLetterReasons(), inventory.ValidationReasons()...) {
-		want[fmt.Sprintf("patchflow_records_dead_lettered_total{reason=%q}", r)] = float64(snap.DeadLetteredByReason[string(r)])
+		want[fmt.Sprintf("patchflow_records_dead_lettered_total{reason=%q,topic=\"inventory\"}", r)] = float64(snap.ByTopic["inventory"].DeadLetteredByReason[string(r)])
 	}
 	var sum float64
 	for k, v := range got {
@@ -100,13 +112,11 @@ func TestDeadLetteredRecordsByReason(t *testing.T) {
 	if !maps.Equal(got, want) {
 		t.Fatalf("samples\n%v\nwant\n%v", got, want)
 	}
-	if dl := got[`patchflow_records_total{outcome="dead_lettered"}`]; dl != 5 || sum != dl {
+	if dl := got[`patchflow_records_total{outcome="dead_lettered",topic="inventory"}`]; dl != 5 || sum != dl {
 		t.Fatalf("dead_lettered outcome %v, reasons sum to %v; want both 5", dl, sum)
 	}
 }
 
-// A partition with no committed offset and nothing admitted has no sample
-// of either: no -1 for a dashboard to draw. One with a committed offset and
 // nothing admitted (claimed at its end) has the committed one alone.
 func TestNoPlaceholderOffsetSamples(t *testing.T) {
 	parts := []actors.PartitionState{

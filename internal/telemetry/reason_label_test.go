@@ -19,9 +19,9 @@ import (
 // for as long as it ran. The bridge's counters are served as they were
 // counted, so the collector's own snapshot carries the bad reasons here.
 func TestMetricsServeReasonsThatAreNotUTF8(t *testing.T) {
-	snap := actors.StatsSnapshot{Skipped: 1, DeadLettered: 1,
+	snap := actors.StatsSnapshot{ByTopic: map[string]actors.TopicStatsSnapshot{"t": {Skipped: 1, DeadLettered: 1,
 		SkippedByReason:      map[string]int64{"bad \xff reason": 1},
-		DeadLetteredByReason: map[string]int64{"\xfe\xfe": 1}}
+		DeadLetteredByReason: map[string]int64{"\xfe\xfe": 1}}}}
 	m, err := NewIn(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +36,7 @@ func TestMetricsServeReasonsThatAreNotUTF8(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("/metrics answered %d: %.300s", code, body)
 	}
-	for _, want := range []string{"patchflow_records_skipped_total{reason=\"bad \ufffd reason\"} 1", "patchflow_records_dead_lettered_total{reason=\"\ufffd\"} 1"} {
+	for _, want := range []string{"patchflow_records_skipped_total{reason=\"bad \ufffd reason\",topic=\"t\"} 1", "patchflow_records_dead_lettered_total{reason=\"\ufffd\",topic=\"t\"} 1"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
@@ -65,11 +65,11 @@ func FuzzReasonLabels(f *testing.F) {
 			t.Fatal("a validation error did not read as one")
 		}
 		dead := messages.DeadLetterReason(messages.ErrorClass_ERROR_CLASS_PERMANENT, validation)
-		snap := actors.StatsSnapshot{Skipped: 3, DeadLettered: 3,
+		snap := actors.StatsSnapshot{ByTopic: map[string]actors.TopicStatsSnapshot{"t": {Skipped: 3, DeadLettered: 3,
 			// the pipeline's keys, and the same bytes raw beside them: a
 			// counter given a reason that is not clean
 			SkippedByReason:      map[string]int64{string(skip): 1, raw + "\x00": 2},
-			DeadLetteredByReason: map[string]int64{string(dead): 1, raw + "\x00": 2}}
+			DeadLetteredByReason: map[string]int64{string(dead): 1, raw + "\x00": 2}}}}
 		c := &bridgeCollector{partitions: func() []actors.PartitionState { return nil }, stats: func() actors.StatsSnapshot { return snap },
 			skipReasons: []messages.Reason{messages.Reason(raw)}, validationReasons: []messages.Reason{messages.Reason(raw)}}
 		reg := prometheus.NewPedanticRegistry()

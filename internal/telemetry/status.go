@@ -135,7 +135,11 @@ func (s *statusSource) snapshot() Status {
 	// Empty lists, not null, before the first claim and without settings.
 	st := Status{Now: now, Ready: ok, Why: why, Totals: s.ready.Bridge.Stats().Snapshot(),
 		Partitions: []PartitionStatus{}, Settings: append([]Setting{}, s.settings...)}
-	st.Totals.DeadLetteredByReason = deadLetteredByReason(st.Totals, s.validationReasons)
+	st.Totals.DeadLetteredByReason = byReason(st.Totals.DeadLetteredByReason, append(messages.DeadLetterReasons(), s.validationReasons...))
+	for topic, t := range st.Totals.ByTopic {
+		t.DeadLetteredByReason = deadLetteredByReason(t, s.validationReasons)
+		st.Totals.ByTopic[topic] = t
+	}
 	if s.outbox != nil {
 		st.Outbox = s.outbox()
 	}

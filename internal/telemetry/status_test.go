@@ -69,7 +69,7 @@ func TestStatusJSONIsSnakeCase(t *testing.T) {
 	}
 	// The walk reaches every level: a key of each nested object is seen.
 	for _, want := range []string{`"totals":{`, `"panics":1`, `"concurrency":{`, `"per_partition_limit":1`, `"partitions":[{`,
-		`"in_flight_limit":1`, `"dead_letter_blocked":{`, `"committed":1`, `"settings":[{`} {
+		`"in_flight_limit":1`, `"dead_letter_blocked":{`, `"committed":1`, `"settings":[{`, `"by_topic":{"some value":{"succeeded":1`} {
 		if !strings.Contains(string(raw), want) {
 			t.Errorf("%s lacks %s", raw, want)
 		}

@@ -11,7 +11,12 @@ var snakeCase = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
 
 // dataKeyed are the objects of /status.json whose keys are data (skip and
 // dead-letter reasons), not names of the format.
-var dataKeyed = map[string]bool{"totals.skipped_by_reason": true, "totals.dead_lettered_by_reason": true}
+var dataKeyed = map[string]bool{"totals.skipped_by_reason": true, "totals.dead_lettered_by_reason": true,
+	"totals.by_topic.*.skipped_by_reason": true, "totals.by_topic.*.dead_lettered_by_reason": true}
+
+// dataKeyedObjects are the objects whose keys are data (topics) and whose
+// values are objects of the format, checked under the path's "*".
+var dataKeyedObjects = map[string]bool{"totals.by_topic": true}
 
 // NonSnakeKeys returns the path of every key of the decoded JSON value v
 // (of /status.json), at any depth, that is not snake_case.
@@ -23,7 +28,9 @@ func nonSnakeKeys(path string, v any) []string {
 	case map[string]any:
 		for k, e := range v {
 			p := strings.TrimPrefix(path+"."+k, ".")
-			if !snakeCase.MatchString(k) {
+			if dataKeyedObjects[path] {
+				p = path + ".*"
+			} else if !snakeCase.MatchString(k) {
 				bad = append(bad, p)
 			}
 			if !dataKeyed[p] {

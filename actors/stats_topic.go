@@ -1,0 +1,142 @@
+package actors
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// topicStats counts a topic's share of what Stats counts per record: its
+// outcomes and failures. Stats keeps the process's totals beside them, so
+// a snapshot needs no sum.
+type topicStats struct {
+	succeeded, skipped, resumed, deadLettered, abandoned, fenced atomic.Int64
+	retriedOwn, retriedShared, retriedHeld                       atomic.Int64
+	panics, released, deadLetterWriteFailures                    atomic.Int64
+	skipReasons, deadLetterReasons                               sync.Map // reason string -> *atomic.Int64
+}
+
+// topic returns name's counters, making them on first use.
+func (s *Stats) topic(name string) *topicStats {
+	if t, ok := s.topics.Load(name); ok {
+		return t.(*topicStats)
+	}
+	t, _ := s.topics.LoadOrStore(name, new(topicStats))
+	return t.(*topicStats)
+}
+
+// KnowTopics makes each topic's counters present, at zero, before its
+// first record, so a dashboard or an alert sees the topic from the start.
+func (s *Stats) KnowTopics(topics ...string) {
+	for _, t := range topics {
+		s.topic(t)
+	}
+}
+
+// counts is what a partition actor counts with: each count goes to the
+// process's totals and to its topic's.
+type counts struct {
+	all *Stats
+	t   *topicStats
+}
+
+func (s *Stats) forTopic(name string) counts { return counts{all: s, t: s.topic(name)} }
+
+func (c counts) succeed() {
+	c.all.succeeded.Add(1)
+	c.t.succeeded.Add(1)
+}
+
+func (c counts) skip(reason string) {
+	c.all.skip(reason)
+	c.t.skipped.Add(1)
+	count(&c.t.skipReasons, reason)
+}
+
+func (c counts) deadLetter(reason string) {
+	c.all.deadLetter(reason)
+	c.t.deadLettered.Add(1)
+	count(&c.t.deadLetterReasons, reason)
+}
+
+func (c counts) resume() {
+	c.all.resumed.Add(1)
+	c.t.resumed.Add(1)
+}
+
+func (c counts) abandon(n int64) {
+	c.all.abandoned.Add(n)
+	c.t.abandoned.Add(n)
+}
+
+func (c counts) fence() {
+	c.all.fenced.Add(1)
+	c.t.fenced.Add(1)
+}
+
+func (c counts) retriedOwn() {
+	c.all.retriedOwn.Add(1)
+	c.t.retriedOwn.Add(1)
+}
+
+func (c counts) retriedShared() {
+	c.all.retriedShared.Add(1)
+	c.t.retriedShared.Add(1)
+}
+
+func (c counts) retriedHeld() {
+	c.all.retriedHeld.Add(1)
+	c.t.retriedHeld.Add(1)
+}
+
+func (c counts) panicked() {
+	c.all.panics.Add(1)
+	c.t.panics.Add(1)
+}
+
+func (c counts) release() {
+	c.all.released.Add(1)
+	c.t.released.Add(1)
+}
+
+func (c counts) deadLetterWriteFailed() {
+	c.all.deadLetterWriteFailures.Add(1)
+	c.t.deadLetterWriteFailures.Add(1)
+}
+
+// TopicStatsSnapshot is one topic's share of a StatsSnapshot: the same
+// fields, counted for its records only.
+type TopicStatsSnapshot struct {
+	Succeeded               int64            `json:"succeeded"`
+	Skipped                 int64            `json:"skipped"`
+	SkippedByReason         map[string]int64 `json:"skipped_by_reason,omitempty"`
+	Resumed                 int64            `json:"resumed"`
+	DeadLettered            int64            `json:"dead_lettered"`
+	DeadLetteredByReason    map[string]int64 `json:"dead_lettered_by_reason,omitempty"`
+	DeadLetterWriteFailures int64            `json:"dead_letter_write_failures"`
+	Abandoned               int64            `json:"abandoned"`
+	Fenced                  int64            `json:"fenced"`
+	RetriedOwn              int64            `json:"retried_own"`
+	RetriedShared           int64            `json:"retried_shared"`
+	RetriedHeld             int64            `json:"retried_held"`
+	Panics                  int64            `json:"panics"`
+	Released                int64            `json:"released"`
+}
+
+func (s *Stats) byTopic() map[string]TopicStatsSnapshot {
+	var out map[string]TopicStatsSnapshot
+	s.topics.Range(func(k, v any) bool {
+		if out == nil {
+			out = map[string]TopicStatsSnapshot{}
+		}
+		t := v.(*topicStats)
+		out[k.(string)] = TopicStatsSnapshot{
+			Succeeded: t.succeeded.Load(), Skipped: t.skipped.Load(), SkippedByReason: snapshotCounts(&t.skipReasons),
+			Resumed: t.resumed.Load(), DeadLettered: t.deadLettered.Load(), DeadLetteredByReason: snapshotCounts(&t.deadLetterReasons),
+			DeadLetterWriteFailures: t.deadLetterWriteFailures.Load(), Abandoned: t.abandoned.Load(), Fenced: t.fenced.Load(),
+			RetriedOwn: t.retriedOwn.Load(), RetriedShared: t.retriedShared.Load(), RetriedHeld: t.retriedHeld.Load(),
+			Panics: t.panics.Load(), Released: t.released.Load(),
+		}
+		return true
+	})
+	return out
+}
