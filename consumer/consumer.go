@@ -222,6 +222,17 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return err
 	}
 	defer detach()
+	lagWatch := newTopicLagWatch(actors.NewTopicLagReader(probeClient, k.Group, k.SourceTopics()), actors.MetadataRefresh, logger)
+	detachLag, err := m.AttachTopicLag(lagWatch.latest)
+	if err != nil {
+		return err
+	}
+	defer detachLag()
+	lagCtx, stopLag := context.WithCancel(ctx)
+	var lagDone sync.WaitGroup
+	lagDone.Go(func() { lagWatch.run(lagCtx) })
+	defer lagDone.Wait()
+	defer stopLag()
 	readiness := &telemetry.Readiness{Bridge: bridge, PinLimit: c.cfg.readyPinLimit, Stalls: &telemetry.StallWatch{}, Logger: logger}
 	detachReady, err := m.AttachReadiness(readiness)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/patchflow/patchflow/actors"
 	"github.com/patchflow/patchflow/consumer"
@@ -217,4 +218,95 @@ func TestPartitionsAddedWhileRunningAreClaimed(t *testing.T) {
 		defer mu.Unlock()
 		return handled[0] == 5 && handled[1] == 5 && handled[2] == 5 && handled[3] == 5
 	})
+}
+
+// The group's lag on a topic counts every partition of it, those added
+// while the consumer runs included, claimed or not: paused with records in
+// every partition, patchflow_topic_lag_records holds them all; resumed, it
+// falls to 0 with every partition held by a member.
+func TestTopicLagCountsPartitionsAddedWhileRunning(t *testing.T) {
+	broker, err := embedded.Start(2, "lagged")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer broker.Close()
+	reg := prometheus.NewRegistry()
+	h := consumer.HandlerFunc(func(context.Context, *consumer.Record) error { return nil })
+	c, err := consumer.New(consumer.Config{Brokers: broker.Addrs(), Topic: "lagged", Group: "lagged"}, h, consumer.WithRegisterer(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := run(c)
+	defer func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	gauge := func(name string) float64 {
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			if f.GetName() != name {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "topic" && l.GetValue() == "lagged" {
+						return m.GetGauge().GetValue()
+					}
+				}
+			}
+		}
+		return -1
+	}
+	topic := func() [4]float64 {
+		return [4]float64{gauge("patchflow_topic_partitions"), gauge("patchflow_topic_unclaimed_partitions"),
+			gauge("patchflow_topic_lag_records"), gauge("patchflow_topic_unclaimed_lag_records")}
+	}
+	waitFor(t, "the two partitions claimed", 20*time.Second, func() bool { return len(c.Partitions()) == 2 })
+	c.Pause()
+	produceTo := func(p int32) {
+		// A new producer each time: one made before the partitions were
+		// added would not know them yet.
+		producer, err := sarama.NewSyncProducer(broker.Addrs(), func() *sarama.Config {
+			c := sarama.NewConfig()
+			c.Producer.Return.Successes = true
+			c.Producer.Partitioner = sarama.NewManualPartitioner
+			return c
+		}())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer producer.Close()
+		for i := range 3 {
+			if _, _, err := producer.SendMessage(&sarama.ProducerMessage{Topic: "lagged", Partition: p, Value: sarama.StringEncoder(fmt.Sprint(i))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	produceTo(0)
+	produceTo(1)
+	bound := actors.MetadataRefresh + 10*time.Second // the next read, and its own timeout
+	waitFor(t, "the lag of the two claimed partitions", bound, func() bool { return topic() == [4]float64{2, 0, 6, 0} })
+
+	cfg := sarama.NewConfig()
+	cfg.Version = sarama.V3_6_0_0
+	admin, err := sarama.NewClusterAdmin(broker.Addrs(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if err := admin.CreatePartitions("lagged", 4, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	produceTo(2)
+	produceTo(3)
+	waitFor(t, "the lag of all four partitions, claimed or not", bound, func() bool {
+		v := topic()
+		return v[0] == 4 && v[2] == 12
+	})
+	c.Resume()
+	waitFor(t, "every partition held and caught up", 2*actors.MetadataRefresh+bound, func() bool { return topic() == [4]float64{4, 0, 0, 0} })
 }

@@ -13,7 +13,7 @@ import (
 // effective configuration, secrets already redacted.
 func Handler(m *Metrics, ready *Readiness, settings []Setting) http.Handler {
 	mux := http.NewServeMux()
-	html, js := statusHandlers(&statusSource{ready: ready, settings: settings, validationReasons: m.validationReasons, outbox: m.outboxStatus})
+	html, js := statusHandlers(&statusSource{ready: ready, settings: settings, validationReasons: m.validationReasons, outbox: m.outboxStatus, topics: m.topicStatus})
 	mux.Handle("GET /status", html)
 	mux.Handle("GET /status.json", js)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Gatherer, promhttp.HandlerOpts{}))

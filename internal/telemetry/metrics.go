@@ -36,6 +36,8 @@ type Metrics struct {
 	buildInfo                      prometheus.Gauge
 	// relay is the outbox relay's source (AttachRelay); nil before.
 	relay atomic.Pointer[relaySource]
+	// topics is the group's lag per topic (AttachTopicLag).
+	topics topicLag
 }
 
 // handlerBuckets are the upper bounds of patchflow_handler_duration_seconds:

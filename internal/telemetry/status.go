@@ -30,6 +30,9 @@ type Status struct {
 	Concurrency ConcurrencyStatus `json:"concurrency"`
 	// Outbox is the outbox relay's state; absent without a relay.
 	Outbox *OutboxStatus `json:"outbox,omitempty"`
+	// Topics is the group's lag on each topic over every partition,
+	// claimed or not; absent before the first read.
+	Topics []TopicStatus `json:"topics,omitempty"`
 	// Settings is the effective configuration, secrets redacted.
 	Settings []Setting `json:"settings"`
 }
@@ -122,6 +125,7 @@ type statusSource struct {
 	validationReasons []messages.Reason
 	settings          []Setting
 	outbox            func() *OutboxStatus // nil: no relay line
+	topics            func() []TopicStatus
 	prev              map[[2]any]int64
 	prevAt            time.Time
 }
@@ -142,6 +146,9 @@ func (s *statusSource) snapshot() Status {
 	}
 	if s.outbox != nil {
 		st.Outbox = s.outbox()
+	}
+	if s.topics != nil {
+		st.Topics = s.topics()
 	}
 	c := s.ready.Bridge.Concurrency()
 	st.Concurrency = ConcurrencyStatus{Mode: c.Mode, Law: c.Law, Limit: c.Limit, Floor: c.Floor, Ceiling: c.Ceiling,
@@ -224,7 +231,8 @@ td,th{border:1px solid #ccc;padding:.3em .7em;text-align:right}th{background:#f3
 <p>Readiness: {{if .Ready}}<b class="ok">ready</b>{{else}}<b class="bad">not ready</b>: {{.Why}}{{end}} &middot; {{.Now.Format "15:04:05"}} &middot; refreshes every 2 s &middot; <a href="status.json">JSON</a></p>
 {{with .Concurrency}}<p id="concurrency">Concurrency: <b>{{.Mode}}</b>{{if eq .Mode "adaptive"}} ({{.Law}}){{end}} &middot; in flight {{.InFlight}} of the limit {{.Limit}}{{if eq .Mode "adaptive"}} (floor {{.Floor}}, ceiling G {{.Ceiling}}){{else}} (G){{end}} &middot; at most S {{.PerPartition}} per partition{{if eq .Mode "adaptive"}}{{if .SlowStart}} &middot; slow start{{end}}{{if .Probing}} &middot; probing the baseline{{end}} &middot; handler latency {{printf "%.1f" (ms .Latency)}} ms against a no-load baseline of {{printf "%.1f" (ms .Baseline)}} ms &middot; estimated queue {{printf "%.1f" .Queue}}{{end}}</p>{{end}}
 <p id="totals">Succeeded {{.Totals.Succeeded}} &middot; skipped {{.Totals.Skipped}} &middot; dead-lettered {{.Totals.DeadLettered}} &middot; retried {{.Totals.Retried}} ({{.Totals.RetriedOwn}} own failures, {{.Totals.RetriedShared}} shared, {{.Totals.RetriedHeld}} held for want of evidence) &middot; panics {{.Totals.Panics}} &middot; dead-letter write failures {{.Totals.DeadLetterWriteFailures}} &middot; resumed {{.Totals.Resumed}} (finished by an earlier owner, not run again) &middot; abandoned {{.Totals.Abandoned}} &middot; fenced {{.Totals.Fenced}}</p>
-{{with .Outbox}}<p id="outbox">Outbox: <b{{if or .LastError (ge .OldestSeconds 60.0)}} class="bad"{{end}}>{{.Pending}} waiting</b>, the oldest {{printf "%.1f" .OldestSeconds}} s old &middot; published {{.Published}} &middot; failed {{.Failed}}{{if .Refused}} &middot; <b class="bad">{{.Refused}} refused for good</b>, kept aside (outbox.refused){{end}}{{with .HeldKinds}} &middot; held after a refusal: {{range .}}{{.}} {{end}}{{end}}{{with .LastError}} &middot; <b class="bad">last round: {{.}}</b>{{end}}</p>{{end}}
+{{range .Topics}}<p class="topic">Topic <b>{{.Topic}}</b>: lag {{.Lag}} over its {{.Partitions}} partitions{{if .Unclaimed}} &middot; <b class="bad">{{.Unclaimed}} held by no member</b>, {{.UnclaimedLag}} of the lag{{end}} &middot; read {{printf "%.0f" .ReadSecondsAgo}} s ago</p>
+{{end}}{{with .Outbox}}<p id="outbox">Outbox: <b{{if or .LastError (ge .OldestSeconds 60.0)}} class="bad"{{end}}>{{.Pending}} waiting</b>, the oldest {{printf "%.1f" .OldestSeconds}} s old &middot; published {{.Published}} &middot; failed {{.Failed}}{{if .Refused}} &middot; <b class="bad">{{.Refused}} refused for good</b>, kept aside (outbox.refused){{end}}{{with .HeldKinds}} &middot; held after a refusal: {{range .}}{{.}} {{end}}{{end}}{{with .LastError}} &middot; <b class="bad">last round: {{.}}</b>{{end}}</p>{{end}}
 <table id="partitions"><tr><th>topic</th><th>partition</th><th>generation</th><th>committed</th><th>admitted</th><th>high watermark</th><th>lag</th><th>in flight / S</th><th>oldest unfinished offset</th><th>its key</th><th>its age (s)</th><th>records/s</th><th>trouble</th></tr>
 {{range .Partitions}}<tr class="partition"><td class="l">{{.Topic}}</td><td>{{.Partition}}</td><td>{{.Generation}}</td><td>{{with .Committed}}{{.}}{{else}}none{{end}}</td><td>{{with .Admitted}}{{.}}{{else}}none{{end}}</td><td>{{.HighWatermark}}</td><td>{{.Lag}}</td><td>{{.InFlight}} / {{.InFlightLimit}}{{with .CreditWaitSeconds}}{{if ge (seconds .) 1.0}}, waiting {{printf "%.0f" (seconds .)}} s for a credit{{end}}{{end}}</td><td>{{with .PinnedOffset}}{{.}}{{end}}</td><td class="l">{{.PinnedKey}}</td><td>{{printf "%.1f" .PinnedSeconds}}</td><td>{{printf "%.0f" .RecordsPerSec}}</td><td class="l">{{if .Held}}<b class="bad">{{.Held}} held</b>: failing, nothing to judge by (docs/consumer.md, "Held records"). {{end}}{{if .Overdue}}<b class="bad">{{.Overdue}} overdue</b>: a handler running past its deadline. {{end}}{{with .DeadLetterBlocked}}<b class="bad">dead-letter write of offset {{.Offset}} failing for {{printf "%.0f" .Seconds}} s ({{.Writes}} writes): {{.Error}}</b>{{else}}{{$limit := .SpanLimit}}{{with .SpanBlockedSeconds}}<b class="bad">span-blocked for {{printf "%.0f" (seconds .)}} s</b>: nothing is admitted {{$limit}} offsets past the oldest unfinished offset. {{end}}{{.PinnedFailure}}{{end}}{{with .UnconfirmedSeconds}} <b class="bad">unconfirmed for {{printf "%.0f" (seconds .)}} s</b>: the group's coordinator has not confirmed this member for a session timeout; nothing is admitted until it does.{{end}}{{with .PausedSeconds}} paused for {{printf "%.0f" (seconds .)}} s: the application paused the topic.{{end}}</td></tr>
 {{else}}<tr><td colspan="13" class="l">no partition claimed</td></tr>{{end}}
