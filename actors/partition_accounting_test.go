@@ -142,7 +142,7 @@ func TestPartitionChildPanicOutsideAttemptKeepsAccounting(t *testing.T) {
 	if got := f.released.Load(); got != 2 {
 		t.Fatalf("credits given back %d, want 2", got)
 	}
-	if got := f.actor.stats.panics.Load(); got != 1 {
+	if got := f.actor.stats.Snapshot().Panics; got != 1 {
 		t.Fatalf("panics %d, want 1", got)
 	}
 }

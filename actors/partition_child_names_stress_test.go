@@ -89,7 +89,7 @@ func TestChildNamesComeBackOnceUnderPanics(t *testing.T) {
 	if got := f.released.Load(); got != records {
 		t.Errorf("released %d, want %d", got, records)
 	}
-	if got := f.actor.stats.panics.Load(); got != panics.Load() {
+	if got := f.actor.stats.Snapshot().Panics; got != panics.Load() {
 		t.Errorf("stats.panics %d, handler panics %d", got, panics.Load())
 	}
 	prefix := f.pid.GetId() + "/"

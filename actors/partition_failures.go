@@ -97,7 +97,7 @@ func (a *PartitionActor) failed(c actor.Context, st *recordState, m *messages.Re
 	}
 	st.failures.add(fa)
 	st.judging[fa.GetAttempt()] = fa
-	a.stats.retried.Add(1)
+	a.counts.retried()
 	self, root, off, attempt := a.self, a.system.Root, st.record.GetOffset(), m.GetAttempt()
 	judged := st.blame.Fail(book, attempt, m.GetDependency(), st.started, at, m.GetCongested(), func() {
 		root.Send(self, retryDue{offset: off, attempt: attempt})

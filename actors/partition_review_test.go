@@ -122,11 +122,11 @@ func TestPartitionLoadSheddingDependencyDeadLettersNothing(t *testing.T) {
 		system.Root.Send(pid, &messages.RecordAdmitted{Record: &messages.Record{Topic: "events", Partition: 1, Offset: int64(i)}})
 	}
 	waitUntil(t, "every record finished", func() bool {
-		return stats.succeeded.Load()+stats.deadLettered.Load() == n
+		return stats.Snapshot().Succeeded+stats.Snapshot().DeadLettered == n
 	})
 	if d := dead.Load(); d > 0 {
 		t.Fatalf("%d of %d records dead-lettered while VMaaS failed two calls in three for everyone (own retries %d, shared %d)",
-			d, n, stats.retriedOwn.Load(), stats.retriedShared.Load())
+			d, n, stats.Snapshot().RetriedOwn, stats.Snapshot().RetriedShared)
 	}
 }
 
@@ -172,10 +172,10 @@ func TestPartitionOwnFailureInUnreportedDependencyIsBounded(t *testing.T) {
 	}()
 	// The bound: three failures, each judged within its 100 ms window.
 	deadline := time.Now().Add(s.OwnFailureBound() + 2*time.Second)
-	for stats.deadLettered.Load() == 0 {
+	for stats.Snapshot().DeadLettered == 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("record 0 not dead-lettered within its bound of own failures (own %d, shared %d, held %d; %d neighbours succeeded meanwhile)",
-				stats.retriedOwn.Load(), stats.retriedShared.Load(), stats.retriedHeld.Load(), stats.succeeded.Load())
+				stats.Snapshot().RetriedOwn, stats.Snapshot().RetriedShared, stats.Snapshot().RetriedHeld, stats.Snapshot().Succeeded)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

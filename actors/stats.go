@@ -6,42 +6,17 @@ import (
 )
 
 // Stats counts what the pipeline did, process-wide. Counters only grow;
-// InFlight is a gauge. Safe for concurrent use; read with Snapshot.
+// InFlight is a gauge. Safe for concurrent use; read with Snapshot. What
+// happened to records (outcomes, reasons, failures) is counted per topic
+// (topicStats) and summed for the totals, so the totals of a snapshot are
+// the sums of its ByTopic; the rest is counted here.
 type Stats struct {
-	admitted                atomic.Int64
-	succeeded               atomic.Int64
-	retriedOwn              atomic.Int64
-	retried                 atomic.Int64
-	retriedShared           atomic.Int64
-	retriedHeld             atomic.Int64
-	evidenceLent            atomic.Int64
-	released                atomic.Int64
-	deadLettered            atomic.Int64
-	deadLetterWriteFailures atomic.Int64
-	abandoned               atomic.Int64
-	fenced                  atomic.Int64
-	panics                  atomic.Int64
-	inFlight                atomic.Int64
-	skipped                 atomic.Int64
-	resumed                 atomic.Int64
-	skipReasons             sync.Map // reason string -> *atomic.Int64
-	deadLetterReasons       sync.Map // reason string -> *atomic.Int64
-	refusedFinishes         atomic.Int64
-	creditErrors            atomic.Int64
-	topics                  sync.Map // topic -> *topicStats
-}
-
-// skip counts one record skipped for reason.
-func (s *Stats) skip(reason string) {
-	s.skipped.Add(1)
-	count(&s.skipReasons, reason)
-}
-
-// deadLetter counts one record dead-lettered (its envelope acknowledged) for
-// reason, one of messages.DeadLetterReasons.
-func (s *Stats) deadLetter(reason string) {
-	s.deadLettered.Add(1)
-	count(&s.deadLetterReasons, reason)
+	admitted        atomic.Int64
+	evidenceLent    atomic.Int64
+	inFlight        atomic.Int64
+	refusedFinishes atomic.Int64
+	creditErrors    atomic.Int64
+	topics          sync.Map // topic -> *topicStats
 }
 
 // count adds one to reason's counter in m.
@@ -99,33 +74,48 @@ type StatsSnapshot struct {
 	ByTopic map[string]TopicStatsSnapshot `json:"by_topic,omitempty"`
 }
 
-// Snapshot returns the current counts.
+// Snapshot returns the current counts. Each counter is read once: the
+// totals are the sums of ByTopic, though the counters are read one after
+// another while records go on finishing.
 func (s *Stats) Snapshot() StatsSnapshot {
-	own, shared, held := s.retriedOwn.Load(), s.retriedShared.Load(), s.retriedHeld.Load()
-	retried := max(s.retried.Load(), own+shared+held)
-	return StatsSnapshot{
-		Admitted:                s.admitted.Load(),
-		Succeeded:               s.succeeded.Load(),
-		Skipped:                 s.skipped.Load(),
-		Resumed:                 s.resumed.Load(),
-		SkippedByReason:         snapshotCounts(&s.skipReasons),
-		Retried:                 retried,
-		RetriedOwn:              own,
-		RetriedShared:           shared,
-		RetriedHeld:             held,
-		EvidenceLent:            s.evidenceLent.Load(),
-		Released:                s.released.Load(),
-		DeadLettered:            s.deadLettered.Load(),
-		DeadLetteredByReason:    snapshotCounts(&s.deadLetterReasons),
-		DeadLetterWriteFailures: s.deadLetterWriteFailures.Load(),
-		Abandoned:               s.abandoned.Load(),
-		Fenced:                  s.fenced.Load(),
-		Panics:                  s.panics.Load(),
-		InFlight:                s.inFlight.Load(),
-		RefusedFinishes:         s.refusedFinishes.Load(),
-		CreditErrors:            s.creditErrors.Load(),
-		ByTopic:                 s.byTopic(),
+	out := StatsSnapshot{
+		Admitted:        s.admitted.Load(),
+		EvidenceLent:    s.evidenceLent.Load(),
+		InFlight:        s.inFlight.Load(),
+		RefusedFinishes: s.refusedFinishes.Load(),
+		CreditErrors:    s.creditErrors.Load(),
+		ByTopic:         s.byTopic(),
 	}
+	for _, t := range out.ByTopic {
+		out.Succeeded += t.Succeeded
+		out.Skipped += t.Skipped
+		out.Resumed += t.Resumed
+		out.SkippedByReason = addCounts(out.SkippedByReason, t.SkippedByReason)
+		out.Retried += t.Retried
+		out.RetriedOwn += t.RetriedOwn
+		out.RetriedShared += t.RetriedShared
+		out.RetriedHeld += t.RetriedHeld
+		out.Released += t.Released
+		out.DeadLettered += t.DeadLettered
+		out.DeadLetteredByReason = addCounts(out.DeadLetteredByReason, t.DeadLetteredByReason)
+		out.DeadLetterWriteFailures += t.DeadLetterWriteFailures
+		out.Abandoned += t.Abandoned
+		out.Fenced += t.Fenced
+		out.Panics += t.Panics
+	}
+	return out
+}
+
+// addCounts adds from's counts into to (made when needed); nil when both
+// are empty.
+func addCounts(to, from map[string]int64) map[string]int64 {
+	for k, v := range from {
+		if to == nil {
+			to = map[string]int64{}
+		}
+		to[k] += v
+	}
+	return to
 }
 
 // snapshotCounts copies m's counters; nil when m has none.

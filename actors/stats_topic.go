@@ -5,12 +5,11 @@ import (
 	"sync/atomic"
 )
 
-// topicStats counts a topic's share of what Stats counts per record: its
-// outcomes and failures. Stats keeps the process's totals beside them, so
-// a snapshot needs no sum.
+// topicStats counts what happened to one topic's records: their outcomes
+// and failures. Stats sums them for its totals.
 type topicStats struct {
 	succeeded, skipped, resumed, deadLettered, abandoned, fenced atomic.Int64
-	retriedOwn, retriedShared, retriedHeld                       atomic.Int64
+	retried, retriedOwn, retriedShared, retriedHeld              atomic.Int64
 	panics, released, deadLetterWriteFailures                    atomic.Int64
 	skipReasons, deadLetterReasons                               sync.Map // reason string -> *atomic.Int64
 }
@@ -32,74 +31,63 @@ func (s *Stats) KnowTopics(topics ...string) {
 	}
 }
 
-// counts is what a partition actor counts with: each count goes to the
-// process's totals and to its topic's.
-type counts struct {
-	all *Stats
-	t   *topicStats
-}
+// counts is what a partition actor counts its records with: its topic's
+// counters.
+type counts struct{ t *topicStats }
 
-func (s *Stats) forTopic(name string) counts { return counts{all: s, t: s.topic(name)} }
+func (s *Stats) forTopic(name string) counts { return counts{t: s.topic(name)} }
 
 func (c counts) succeed() {
-	c.all.succeeded.Add(1)
 	c.t.succeeded.Add(1)
 }
 
 func (c counts) skip(reason string) {
-	c.all.skip(reason)
 	c.t.skipped.Add(1)
 	count(&c.t.skipReasons, reason)
 }
 
 func (c counts) deadLetter(reason string) {
-	c.all.deadLetter(reason)
 	c.t.deadLettered.Add(1)
 	count(&c.t.deadLetterReasons, reason)
 }
 
 func (c counts) resume() {
-	c.all.resumed.Add(1)
 	c.t.resumed.Add(1)
 }
 
 func (c counts) abandon(n int64) {
-	c.all.abandoned.Add(n)
 	c.t.abandoned.Add(n)
 }
 
 func (c counts) fence() {
-	c.all.fenced.Add(1)
 	c.t.fenced.Add(1)
 }
 
+// retried counts a failed attempt that will be retried; its verdict,
+// once judged, is counted by retriedOwn, retriedShared or retriedHeld.
+func (c counts) retried() { c.t.retried.Add(1) }
+
 func (c counts) retriedOwn() {
-	c.all.retriedOwn.Add(1)
 	c.t.retriedOwn.Add(1)
 }
 
 func (c counts) retriedShared() {
-	c.all.retriedShared.Add(1)
 	c.t.retriedShared.Add(1)
 }
 
 func (c counts) retriedHeld() {
-	c.all.retriedHeld.Add(1)
 	c.t.retriedHeld.Add(1)
 }
 
 func (c counts) panicked() {
-	c.all.panics.Add(1)
 	c.t.panics.Add(1)
 }
 
 func (c counts) release() {
-	c.all.released.Add(1)
 	c.t.released.Add(1)
 }
 
 func (c counts) deadLetterWriteFailed() {
-	c.all.deadLetterWriteFailures.Add(1)
 	c.t.deadLetterWriteFailures.Add(1)
 }
 
@@ -115,6 +103,7 @@ type TopicStatsSnapshot struct {
 	DeadLetterWriteFailures int64            `json:"dead_letter_write_failures"`
 	Abandoned               int64            `json:"abandoned"`
 	Fenced                  int64            `json:"fenced"`
+	Retried                 int64            `json:"retried"`
 	RetriedOwn              int64            `json:"retried_own"`
 	RetriedShared           int64            `json:"retried_shared"`
 	RetriedHeld             int64            `json:"retried_held"`
@@ -134,7 +123,8 @@ func (s *Stats) byTopic() map[string]TopicStatsSnapshot {
 			Resumed: t.resumed.Load(), DeadLettered: t.deadLettered.Load(), DeadLetteredByReason: snapshotCounts(&t.deadLetterReasons),
 			DeadLetterWriteFailures: t.deadLetterWriteFailures.Load(), Abandoned: t.abandoned.Load(), Fenced: t.fenced.Load(),
 			RetriedOwn: t.retriedOwn.Load(), RetriedShared: t.retriedShared.Load(), RetriedHeld: t.retriedHeld.Load(),
-			Panics: t.panics.Load(), Released: t.released.Load(),
+			Retried: max(t.retried.Load(), t.retriedOwn.Load()+t.retriedShared.Load()+t.retriedHeld.Load()),
+			Panics:  t.panics.Load(), Released: t.released.Load(),
 		}
 		return true
 	})

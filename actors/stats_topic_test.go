@@ -13,7 +13,7 @@ func TestStatsByTopicSumToTheTotals(t *testing.T) {
 		s := &Stats{}
 		topics := []string{"a", "b", "c"}
 		s.KnowTopics(topics[0])
-		type tally struct{ ok, skipped, dead, resumed, abandoned, fenced, own, shared, held, panics, released, dlqFail int64 }
+		type tally struct{ ok, skipped, dead, resumed, abandoned, fenced, retried, own, shared, held, panics, released, dlqFail int64 }
 		want := map[string]*tally{"a": {}}
 		steps := rapid.IntRange(0, 200).Draw(t, "steps")
 		for range steps {
@@ -24,7 +24,10 @@ func TestStatsByTopicSumToTheTotals(t *testing.T) {
 				w = &tally{}
 				want[topic] = w
 			}
-			switch rapid.IntRange(0, 11).Draw(t, "what") {
+			switch rapid.IntRange(0, 12).Draw(t, "what") {
+			case 12:
+				c.retried()
+				w.retried++
 			case 0:
 				c.succeed()
 				w.ok++
@@ -72,9 +75,16 @@ func TestStatsByTopicSumToTheTotals(t *testing.T) {
 		reasons := map[string]int64{}
 		for topic, w := range want {
 			g := snap.ByTopic[topic]
-			got := tally{g.Succeeded, g.Skipped, g.DeadLettered, g.Resumed, g.Abandoned, g.Fenced, g.RetriedOwn, g.RetriedShared, g.RetriedHeld,
+			got := tally{g.Succeeded, g.Skipped, g.DeadLettered, g.Resumed, g.Abandoned, g.Fenced, 0, g.RetriedOwn, g.RetriedShared, g.RetriedHeld,
 				g.Panics, g.Released, g.DeadLetterWriteFailures}
-			if got != *w {
+			// Retried is at least the verdicts: a verdict may come without
+			// its retry counted here.
+			if wantRetried := max(w.retried, w.own+w.shared+w.held); g.Retried != wantRetried {
+				t.Fatalf("topic %s retried %d, want %d", topic, g.Retried, wantRetried)
+			}
+			cmp := *w
+			cmp.retried = 0
+			if got != cmp {
 				t.Fatalf("topic %s counted %+v, want %+v", topic, got, *w)
 			}
 			sum.Succeeded += g.Succeeded
@@ -84,6 +94,7 @@ func TestStatsByTopicSumToTheTotals(t *testing.T) {
 			sum.Abandoned += g.Abandoned
 			sum.Fenced += g.Fenced
 			sum.RetriedOwn += g.RetriedOwn
+			sum.Retried += g.Retried
 			sum.Panics += g.Panics
 			for r, n := range g.DeadLetteredByReason {
 				reasons[r] += n
@@ -91,7 +102,7 @@ func TestStatsByTopicSumToTheTotals(t *testing.T) {
 		}
 		if sum.Succeeded != snap.Succeeded || sum.Skipped != snap.Skipped || sum.DeadLettered != snap.DeadLettered ||
 			sum.Resumed != snap.Resumed || sum.Abandoned != snap.Abandoned || sum.Fenced != snap.Fenced ||
-			sum.RetriedOwn != snap.RetriedOwn || sum.Panics != snap.Panics {
+			sum.RetriedOwn != snap.RetriedOwn || sum.Retried != snap.Retried || sum.Panics != snap.Panics {
 			t.Fatalf("the topics sum to %+v; the totals are %+v", sum, snap)
 		}
 		for r, n := range snap.DeadLetteredByReason {

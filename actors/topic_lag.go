@@ -2,8 +2,8 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"time"
 
 	"github.com/IBM/sarama"
 )
@@ -29,98 +29,186 @@ type TopicLag struct {
 // TopicLagReader reads the group's TopicLag for each topic, in order.
 type TopicLagReader func(ctx context.Context) ([]TopicLag, error)
 
-// topicLagTimeout bounds one read when ctx does not.
-const topicLagTimeout = 10 * time.Second
-
 // NewTopicLagReader reads topics' lag for group through client: fresh
 // metadata for the partition counts, the group's description for what its
 // members hold, its committed offsets, and each partition's newest (and,
-// where nothing is committed, oldest) offset. It is a few requests per
-// partition: read it every so often (the consumer does every
-// MetadataRefresh), not per scrape.
+// where nothing is committed, oldest) offset, one request per leader. Give
+// it a client of its own: a request the brokers hold keeps its broker
+// connection (sarama sends one request at a time on it), and the checks
+// that keep the claims alive must not wait behind it. Each request is
+// bounded by the client's Net timeouts; ctx is checked between them. Calls
+// must not overlap.
+//
+// While the group rebalances its description lists no assignment, though
+// with the cooperative assignor the members go on holding what they keep:
+// a read then counts as claimed what the members held at the group's last
+// stable state (nothing before one; nothing once the group is empty).
 func NewTopicLagReader(client sarama.Client, group string, topics []string) TopicLagReader {
+	var stable map[string]map[int32]bool
 	return func(ctx context.Context) ([]TopicLag, error) {
-		if _, ok := ctx.Deadline(); !ok {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, topicLagTimeout)
-			defer cancel()
-		}
-		var out []TopicLag
-		err := withinContext(ctx, func() error {
-			var err error
-			out, err = readTopicLag(client, group, topics)
-			return err
-		})
+		claims, err := readTopicLag(ctx, client, group, topics, stable)
 		if err != nil {
 			return nil, fmt.Errorf("lag of group %s: %w", group, err)
 		}
-		return out, nil
+		stable = claims.held
+		return claims.lags, nil
 	}
 }
 
-func readTopicLag(client sarama.Client, group string, topics []string) ([]TopicLag, error) {
-	if err := client.RefreshMetadata(topics...); err != nil {
-		return nil, fmt.Errorf("metadata: %w", err)
+type lagRead struct {
+	lags []TopicLag
+	held map[string]map[int32]bool // the claims the read counted
+}
+
+func readTopicLag(ctx context.Context, client sarama.Client, group string, topics []string, stable map[string]map[int32]bool) (lagRead, error) {
+	step := func(what string, err error) error {
+		if err == nil {
+			err = ctx.Err()
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		return nil
+	}
+	if err := step("metadata", client.RefreshMetadata(topics...)); err != nil {
+		return lagRead{}, err
 	}
 	// The admin wraps the client; closing it would close the client, which
-	// is not ours.
+	// is not the admin's.
 	admin, err := sarama.NewClusterAdminFromClient(client)
 	if err != nil {
-		return nil, err
+		return lagRead{}, err
 	}
-	claimed, err := groupClaims(admin, group)
-	if err != nil {
-		return nil, err
+	held, err := groupClaims(admin, group, stable)
+	if err := step("describe the group", err); err != nil {
+		return lagRead{}, err
 	}
 	parts := map[string][]int32{}
 	for _, t := range topics {
 		ps, err := client.Partitions(t)
 		if err != nil {
-			return nil, fmt.Errorf("partitions of %s: %w", t, err)
+			return lagRead{}, fmt.Errorf("partitions of %s: %w", t, err)
 		}
 		parts[t] = ps
 	}
 	committed, err := admin.ListConsumerGroupOffsets(group, parts)
-	if err != nil {
-		return nil, fmt.Errorf("committed offsets: %w", err)
+	if err == nil && committed.Err != sarama.ErrNoError {
+		if errors.Is(committed.Err, sarama.ErrGroupIDNotFound) {
+			committed = &sarama.OffsetFetchResponse{} // a group not created yet has committed nothing
+		} else {
+			err = committed.Err
+		}
 	}
-	if committed.Err != sarama.ErrNoError {
-		return nil, fmt.Errorf("committed offsets: %w", committed.Err)
+	if err := step("committed offsets", err); err != nil {
+		return lagRead{}, err
 	}
-	out := make([]TopicLag, 0, len(topics))
+	ends := map[string]map[int32]partitionEnds{}
+	var uncommitted []topicPartition
+	var all []topicPartition
 	for _, t := range topics {
-		ends := map[int32]partitionEnds{}
+		ends[t] = map[int32]partitionEnds{}
 		for _, p := range parts[t] {
-			var e partitionEnds
-			if e.newest, err = client.GetOffset(t, p, sarama.OffsetNewest); err != nil {
-				return nil, fmt.Errorf("newest offset of %s/%d: %w", t, p, err)
-			}
-			e.committed = -1
+			e := partitionEnds{committed: -1}
 			if b := committed.GetBlock(t, p); b != nil && b.Err == sarama.ErrNoError {
 				e.committed = b.Offset
 			}
+			ends[t][p] = e
+			all = append(all, topicPartition{t, p})
 			if e.committed < 0 {
-				if e.oldest, err = client.GetOffset(t, p, sarama.OffsetOldest); err != nil {
-					return nil, fmt.Errorf("oldest offset of %s/%d: %w", t, p, err)
-				}
+				uncommitted = append(uncommitted, topicPartition{t, p})
 			}
-			ends[p] = e
 		}
-		out = append(out, topicLag(t, ends, claimed[t]))
+	}
+	newest, err := listOffsets(client, all, sarama.OffsetNewest)
+	if err := step("newest offsets", err); err != nil {
+		return lagRead{}, err
+	}
+	oldest, err := listOffsets(client, uncommitted, sarama.OffsetOldest)
+	if err := step("oldest offsets", err); err != nil {
+		return lagRead{}, err
+	}
+	out := lagRead{held: held}
+	for _, t := range topics {
+		for p, e := range ends[t] {
+			e.newest, e.oldest = newest[topicPartition{t, p}], oldest[topicPartition{t, p}]
+			ends[t][p] = e
+		}
+		out.lags = append(out.lags, topicLag(t, ends[t], held[t]))
 	}
 	return out, nil
 }
 
-// groupClaims is what the group's members hold now, by topic.
-func groupClaims(admin sarama.ClusterAdmin, group string) (map[string]map[int32]bool, error) {
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+// listOffsets asks each partition's leader, once per leader, for the
+// offset at when (sarama.OffsetNewest: the next to be written, the last
+// stable one under read_committed; sarama.OffsetOldest).
+func listOffsets(client sarama.Client, tps []topicPartition, when int64) (map[topicPartition]int64, error) {
+	byLeader := map[int32][]topicPartition{}
+	leaders := map[int32]*sarama.Broker{}
+	for _, tp := range tps {
+		b, err := client.Leader(tp.topic, tp.partition)
+		if err != nil {
+			return nil, fmt.Errorf("leader of %s/%d: %w", tp.topic, tp.partition, err)
+		}
+		byLeader[b.ID()] = append(byLeader[b.ID()], tp)
+		leaders[b.ID()] = b
+	}
+	cfg := client.Config()
+	out := make(map[topicPartition]int64, len(tps))
+	for id, tps := range byLeader {
+		req := sarama.NewOffsetRequest(cfg.Version)
+		if req.Version >= 2 {
+			req.IsolationLevel = cfg.Consumer.IsolationLevel
+		}
+		for _, tp := range tps {
+			req.AddBlock(tp.topic, tp.partition, when, 1)
+		}
+		resp, err := leaders[id].GetAvailableOffsets(req)
+		if err != nil {
+			return nil, err
+		}
+		for _, tp := range tps {
+			b := resp.GetBlock(tp.topic, tp.partition)
+			switch {
+			case b == nil:
+				return nil, fmt.Errorf("%s/%d: %w", tp.topic, tp.partition, sarama.ErrIncompleteResponse)
+			case b.Err != sarama.ErrNoError:
+				return nil, fmt.Errorf("%s/%d: %w", tp.topic, tp.partition, b.Err)
+			case len(b.Offsets) != 1:
+				return nil, fmt.Errorf("%s/%d: %d offsets in the answer", tp.topic, tp.partition, len(b.Offsets))
+			}
+			out[tp] = b.Offsets[0]
+		}
+	}
+	return out, nil
+}
+
+// groupClaims is what the group's members hold, by topic: as described
+// when the group is stable, nothing when it is empty or gone, and what
+// they held at the last stable state (stable) while it rebalances.
+func groupClaims(admin sarama.ClusterAdmin, group string, stable map[string]map[int32]bool) (map[string]map[int32]bool, error) {
 	desc, err := admin.DescribeConsumerGroups([]string{group})
 	if err != nil {
-		return nil, fmt.Errorf("describe the group: %w", err)
+		return nil, err
 	}
 	out := map[string]map[int32]bool{}
 	for _, g := range desc {
+		if errors.Is(g.Err, sarama.ErrGroupIDNotFound) {
+			return out, nil // not joined yet: no member holds anything
+		}
 		if g.Err != sarama.ErrNoError {
-			return nil, fmt.Errorf("describe the group: %w", g.Err)
+			return nil, g.Err
+		}
+		switch g.State {
+		case "Stable":
+		case "Empty", "Dead":
+			return out, nil
+		default: // PreparingRebalance, CompletingRebalance
+			return stable, nil
 		}
 		for _, m := range g.Members {
 			a, err := m.GetMemberAssignment()

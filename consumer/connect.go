@@ -14,10 +14,14 @@ import (
 // the reader past batches over the decompression limit) and
 // the group members, with the settings the brokers' limits adjusted.
 type links struct {
-	kafka     actors.KafkaSettings // DeadLetterMaxBytes read from the topic
-	settings  actors.Settings      // CommitMetadataMaxBytes lowered to the brokers'
-	dead      *actors.KafkaDeadLetters
-	probe     sarama.Client
+	kafka    actors.KafkaSettings // DeadLetterMaxBytes read from the topic
+	settings actors.Settings      // CommitMetadataMaxBytes lowered to the brokers'
+	dead     *actors.KafkaDeadLetters
+	probe    sarama.Client
+	// lag reads the group's lag per topic, on a client of its own: a
+	// request the brokers hold keeps its connection, and the probe's
+	// checks must not wait behind it.
+	lag       sarama.Client
 	isolation sarama.IsolationLevel
 	groups    []sarama.ConsumerGroup
 	// window is the bytes of a partition one fetch of the members asks
@@ -90,6 +94,15 @@ func (c *Consumer) connect(logger *slog.Logger) (_ *links, err error) {
 	if l.probe, err = sarama.NewClient(k.Brokers, probeCfg); err != nil {
 		return nil, fmt.Errorf("connect to Kafka at %v: %w", k.Brokers, err)
 	}
+	lagCfg, err := actors.NewConsumerConfig(*k, l.settings)
+	if err != nil {
+		return nil, err
+	}
+	lagCfg.ClientID = k.ClientID + "-lag"
+	lagCfg.Net.ReadTimeout = lagReadTimeout
+	if l.lag, err = sarama.NewClient(k.Brokers, lagCfg); err != nil {
+		return nil, fmt.Errorf("connect to Kafka at %v: %w", k.Brokers, err)
+	}
 	for i := 0; i < c.cfg.members; i++ {
 		ccfg, err := actors.NewConsumerConfig(*k, l.settings)
 		if err != nil {
@@ -113,6 +126,9 @@ func (l *links) close() {
 	}
 	if l.probe != nil {
 		_ = l.probe.Close()
+	}
+	if l.lag != nil {
+		_ = l.lag.Close()
 	}
 	if l.dead != nil {
 		_ = l.dead.Close()

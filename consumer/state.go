@@ -70,8 +70,7 @@ type Stats struct {
 // TopicStats counts what the consumer did with one topic's records.
 type TopicStats struct {
 	Succeeded, Skipped, Resumed, DeadLettered, Abandoned int64
-	// Retried counts the topic's failed attempts that were retried and
-	// judged (its own, shared with other records, or held).
+	// Retried counts the topic's failed attempts that were retried.
 	Retried int64
 }
 
@@ -110,7 +109,7 @@ func (c *Consumer) Stats() Stats {
 			out.ByTopic = map[string]TopicStats{}
 		}
 		out.ByTopic[topic] = TopicStats{Succeeded: t.Succeeded, Skipped: t.Skipped, Resumed: t.Resumed, DeadLettered: t.DeadLettered,
-			Abandoned: t.Abandoned, Retried: t.RetriedOwn + t.RetriedShared + t.RetriedHeld}
+			Abandoned: t.Abandoned, Retried: t.Retried}
 	}
 	return out
 }

@@ -21,8 +21,9 @@ type TopicStatus struct {
 	ReadSecondsAgo float64 `json:"read_seconds_ago"`
 }
 
-// TopicLagSource returns the latest read of the group's lag per topic and
-// when it was made; none before the first read succeeded.
+// TopicLagSource returns the latest good read of the group's lag per topic
+// and when it was made; before the first, no lags and when the reading
+// began, so that the read's age grows from the start while reads fail.
 type TopicLagSource func() (lags []actors.TopicLag, at time.Time)
 
 // topicLag holds the attached source.
@@ -52,7 +53,7 @@ func (m *Metrics) topicStatus() []TopicStatus {
 		return nil
 	}
 	lags, at := (*src)()
-	if at.IsZero() {
+	if len(lags) == 0 {
 		return nil
 	}
 	age := time.Since(at).Seconds()
@@ -75,7 +76,7 @@ var (
 	topicUnclaimedLagDesc = prometheus.NewDesc("patchflow_topic_unclaimed_lag_records",
 		"The part of patchflow_topic_lag_records in partitions no member holds.", topicLabels, nil)
 	topicReadAgeDesc = prometheus.NewDesc("patchflow_topic_lag_read_age_seconds",
-		"Age of the read patchflow_topic_* come from: it grows while the reads fail.", nil, nil)
+		"Age of the read patchflow_topic_* come from (before the first good one, time since the reading began): it grows while the reads fail.", nil, nil)
 )
 
 type topicCollector struct{ m *Metrics }
@@ -87,14 +88,16 @@ func (c *topicCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *topicCollector) Collect(ch chan<- prometheus.Metric) {
+	if src := c.m.topics.src.Load(); src != nil {
+		if _, at := (*src)(); !at.IsZero() {
+			ch <- prometheus.MustNewConstMetric(topicReadAgeDesc, prometheus.GaugeValue, time.Since(at).Seconds())
+		}
+	}
 	lines := c.m.topicStatus()
 	for _, t := range lines {
 		ch <- prometheus.MustNewConstMetric(topicPartitionsDesc, prometheus.GaugeValue, float64(t.Partitions), t.Topic)
 		ch <- prometheus.MustNewConstMetric(topicUnclaimedDesc, prometheus.GaugeValue, float64(t.Unclaimed), t.Topic)
 		ch <- prometheus.MustNewConstMetric(topicLagDesc, prometheus.GaugeValue, float64(t.Lag), t.Topic)
 		ch <- prometheus.MustNewConstMetric(topicUnclaimedLagDesc, prometheus.GaugeValue, float64(t.UnclaimedLag), t.Topic)
-	}
-	if len(lines) > 0 {
-		ch <- prometheus.MustNewConstMetric(topicReadAgeDesc, prometheus.GaugeValue, lines[0].ReadSecondsAgo)
 	}
 }

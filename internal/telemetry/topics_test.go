@@ -11,8 +11,8 @@ import (
 	"github.com/patchflow/patchflow/actors"
 )
 
-// The group's lag per topic is served as read; nothing before the first
-// read; detach takes it away.
+// The group's lag per topic is served as read; before the first good read
+// only its age, which grows while reads fail; detach takes it away.
 func TestTopicLagIsServedAsRead(t *testing.T) {
 	m, err := NewIn(prometheus.NewRegistry())
 	if err != nil {
@@ -44,7 +44,12 @@ func TestTopicLagIsServedAsRead(t *testing.T) {
 		return out
 	}
 	if got := read(); len(got) != 0 {
-		t.Fatalf("before the first read: %v", got)
+		t.Fatalf("before the reading began: %v", got)
+	}
+	// Reading, and no read good yet: only the age, growing from the start.
+	at = time.Now().Add(-3 * time.Second)
+	if got := read(); len(got) != 1 || got["patchflow_topic_lag_read_age_seconds"] < 3 {
+		t.Fatalf("while every read has failed: %v; want the age alone, at least 3 s", got)
 	}
 	lags, at = []actors.TopicLag{{Topic: "a", Partitions: 8, Unclaimed: 4, Lag: 120, UnclaimedLag: 100}, {Topic: "b", Partitions: 2}}, time.Now()
 	got := read()
