@@ -75,7 +75,7 @@ type Config struct {
 	// ClientID names the process to the brokers (their request logs and
 	// quotas): the admin client and the dead-letter producers take it as
 	// it is, the members ClientID-0, ClientID-1, …, the probe client
-	// ClientID-probe. Default "patchflow".
+	// ClientID-probe, the lag reader ClientID-lag. Default "patchflow".
 	ClientID string
 	// Rack is the rack (or zone) this process runs in, for brokers that
 	// serve fetches from the nearest replica (KIP-392: their
