@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/hashicorp/golang-lru/v2"
 	"github.com/lib/pq"
 )
 
@@ -110,50 +109,6 @@ const writeEffects = `
 		RETURNING 1),
 	n AS (SELECT (SELECT count(*) FROM remq) + (SELECT count(*) FROM ntq) + (SELECT count(*) FROM ps) AS n)
 	SELECT n::int FROM n`
-
-// notifiedCache remembers (account, advisory) pairs known to be in
-// advisory_notified (committed; rows are never deleted, and the cache is
-// emptied when the server is another one: idCache.seeServer), so an evaluation
-// sends only the installable advisories its org may not have heard of:
-// once an org's fleet is evaluated, the notification part of writeEffects
-// inserts nothing and waits for no other transaction's insert of the same
-// pair.
-type notifiedCache struct {
-	c *lru.Cache[notifiedPair, struct{}]
-}
-
-type notifiedPair struct {
-	account  int
-	advisory int32
-}
-
-// notifiedCacheSize bounds the cache: pairs of about 24 bytes.
-const notifiedCacheSize = 200_000
-
-func newNotifiedCache() notifiedCache {
-	c, _ := lru.New[notifiedPair, struct{}](notifiedCacheSize) // fails only for a size below 1
-	return notifiedCache{c}
-}
-
-// unknown returns the ids of installable not known notified for account.
-func (n notifiedCache) unknown(account int, installable []int32) []int32 {
-	var out []int32
-	for _, id := range installable {
-		if !n.c.Contains(notifiedPair{account, id}) {
-			out = append(out, id)
-		}
-	}
-	return out
-}
-
-// committed records that installable are notified for account: called
-// after the commit of a transaction that wrote them (or waited for the
-// transaction that did).
-func (n notifiedCache) committed(account int, installable []int32) {
-	for _, id := range installable {
-		n.c.Add(notifiedPair{account, id}, struct{}{})
-	}
-}
 
 // effectsWrite is one event's effects ready for writeEffects.
 type effectsWrite struct {

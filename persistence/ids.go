@@ -45,7 +45,7 @@ type idCache struct {
 	server time.Time
 	// notified is the pairs known notified (effects.go), emptied with the
 	// rest.
-	notified notifiedCache
+	notified *notifiedCache
 }
 
 // seeServer notes the start time of the server a query just ran on, and
@@ -60,7 +60,7 @@ func (c *idCache) seeServer(started time.Time) {
 		c.accounts.Purge()
 		c.packages.Purge()
 		c.advisories.Purge()
-		c.notified.c.Purge()
+		c.notified.purge()
 	}
 	c.server = started
 }
@@ -73,7 +73,7 @@ func newIDCache(size int) *idCache {
 	a, _ := lru.New[string, int](min(size, 100_000))
 	p, _ := lru.New[Package, int64](size)
 	v, _ := lru.New[string, int32](size)
-	return &idCache{accounts: a, packages: p, advisories: v, notified: newNotifiedCache()}
+	return &idCache{accounts: a, packages: p, advisories: v, notified: newNotifiedCache(notifiedCacheSize)}
 }
 
 // queryer is what id resolution needs of a connection: lookups on it, and
