@@ -26,7 +26,10 @@ type TopicLag struct {
 	Lag, UnclaimedLag int64
 }
 
-// TopicLagReader reads the group's TopicLag for each topic, in order.
+// TopicLagReader reads the group's TopicLag for each topic it can, in
+// order; the error says which it could not and why (a topic deleted, a
+// partition without a leader, an error for one partition), and the
+// others' are read all the same.
 type TopicLagReader func(ctx context.Context) ([]TopicLag, error)
 
 // NewTopicLagReader reads topics' lag for group through client: fresh
@@ -46,70 +49,89 @@ type TopicLagReader func(ctx context.Context) ([]TopicLag, error)
 func NewTopicLagReader(client sarama.Client, group string, topics []string) TopicLagReader {
 	var stable map[string]map[int32]bool
 	return func(ctx context.Context) ([]TopicLag, error) {
-		claims, err := readTopicLag(ctx, client, group, topics, stable)
-		if err != nil {
-			return nil, fmt.Errorf("lag of group %s: %w", group, err)
+		read, err := readTopicLag(ctx, client, group, topics, stable)
+		if read.held != nil {
+			stable = read.held
 		}
-		stable = claims.held
-		return claims.lags, nil
+		if err != nil {
+			err = fmt.Errorf("lag of group %s: %w", group, err)
+		}
+		return read.lags, err
 	}
 }
 
 type lagRead struct {
 	lags []TopicLag
-	held map[string]map[int32]bool // the claims the read counted
+	held map[string]map[int32]bool // the claims the read counted; nil when the group was not read
 }
 
 func readTopicLag(ctx context.Context, client sarama.Client, group string, topics []string, stable map[string]map[int32]bool) (lagRead, error) {
-	step := func(what string, err error) error {
+	failed := map[string]error{}
+	fail := func(topic string, err error) {
+		if failed[topic] == nil {
+			failed[topic] = err
+		}
+	}
+	parts := map[string][]int32{}
+	for _, t := range topics {
+		if err := ctx.Err(); err != nil {
+			return lagRead{}, err
+		}
+		if err := client.RefreshMetadata(t); err != nil {
+			fail(t, fmt.Errorf("metadata: %w", err))
+			continue
+		}
+		ps, err := client.Partitions(t)
+		if err != nil {
+			fail(t, fmt.Errorf("partitions: %w", err))
+			continue
+		}
+		parts[t] = ps
+	}
+	// The admin wraps the client (made after the topics' metadata: it
+	// refreshes the client's, which fails while it knows no topic); closing
+	// it would close the client, which is not the admin's.
+	admin, err := sarama.NewClusterAdminFromClient(client)
+	if err != nil {
+		return lagRead{}, errors.Join(err, lagErrors(topics, failed))
+	}
+	held, err := groupClaims(admin, group, stable)
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		return lagRead{}, fmt.Errorf("describe the group: %w", err)
+	}
+	var committed *sarama.OffsetFetchResponse
+	if len(parts) > 0 {
+		committed, err = admin.ListConsumerGroupOffsets(group, parts)
+		if err == nil && committed.Err != sarama.ErrNoError {
+			err = committed.Err
+		}
+		if errors.Is(err, sarama.ErrGroupIDNotFound) {
+			// A group not created yet has committed nothing.
+			committed, err = &sarama.OffsetFetchResponse{}, nil
+		}
 		if err == nil {
 			err = ctx.Err()
 		}
 		if err != nil {
-			return fmt.Errorf("%s: %w", what, err)
+			return lagRead{held: held}, fmt.Errorf("committed offsets: %w", err)
 		}
-		return nil
-	}
-	if err := step("metadata", client.RefreshMetadata(topics...)); err != nil {
-		return lagRead{}, err
-	}
-	// The admin wraps the client; closing it would close the client, which
-	// is not the admin's.
-	admin, err := sarama.NewClusterAdminFromClient(client)
-	if err != nil {
-		return lagRead{}, err
-	}
-	held, err := groupClaims(admin, group, stable)
-	if err := step("describe the group", err); err != nil {
-		return lagRead{}, err
-	}
-	parts := map[string][]int32{}
-	for _, t := range topics {
-		ps, err := client.Partitions(t)
-		if err != nil {
-			return lagRead{}, fmt.Errorf("partitions of %s: %w", t, err)
-		}
-		parts[t] = ps
-	}
-	committed, err := admin.ListConsumerGroupOffsets(group, parts)
-	if err == nil && committed.Err != sarama.ErrNoError {
-		if errors.Is(committed.Err, sarama.ErrGroupIDNotFound) {
-			committed = &sarama.OffsetFetchResponse{} // a group not created yet has committed nothing
-		} else {
-			err = committed.Err
-		}
-	}
-	if err := step("committed offsets", err); err != nil {
-		return lagRead{}, err
 	}
 	ends := map[string]map[int32]partitionEnds{}
-	var uncommitted []topicPartition
-	var all []topicPartition
+	var uncommitted, all []topicPartition
 	for _, t := range topics {
+		if parts[t] == nil {
+			continue
+		}
 		ends[t] = map[int32]partitionEnds{}
 		for _, p := range parts[t] {
 			e := partitionEnds{committed: -1}
-			if b := committed.GetBlock(t, p); b != nil && b.Err == sarama.ErrNoError {
+			if b := committed.GetBlock(t, p); b != nil {
+				if b.Err != sarama.ErrNoError {
+					fail(t, fmt.Errorf("committed offset of partition %d: %w", p, b.Err))
+				}
 				e.committed = b.Offset
 			}
 			ends[t][p] = e
@@ -119,23 +141,34 @@ func readTopicLag(ctx context.Context, client sarama.Client, group string, topic
 			}
 		}
 	}
-	newest, err := listOffsets(client, all, sarama.OffsetNewest)
-	if err := step("newest offsets", err); err != nil {
-		return lagRead{}, err
-	}
-	oldest, err := listOffsets(client, uncommitted, sarama.OffsetOldest)
-	if err := step("oldest offsets", err); err != nil {
-		return lagRead{}, err
+	newest := listOffsets(ctx, client, all, sarama.OffsetNewest, fail)
+	oldest := listOffsets(ctx, client, uncommitted, sarama.OffsetOldest, fail)
+	if err := ctx.Err(); err != nil {
+		return lagRead{held: held}, err
 	}
 	out := lagRead{held: held}
 	for _, t := range topics {
+		if failed[t] != nil {
+			continue
+		}
 		for p, e := range ends[t] {
 			e.newest, e.oldest = newest[topicPartition{t, p}], oldest[topicPartition{t, p}]
 			ends[t][p] = e
 		}
 		out.lags = append(out.lags, topicLag(t, ends[t], held[t]))
 	}
-	return out, nil
+	return out, lagErrors(topics, failed)
+}
+
+// lagErrors names each topic that failed, in the topics' order.
+func lagErrors(topics []string, failed map[string]error) error {
+	var errs []error
+	for _, t := range topics {
+		if err := failed[t]; err != nil {
+			errs = append(errs, fmt.Errorf("topic %s: %w", t, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 type topicPartition struct {
@@ -145,14 +178,16 @@ type topicPartition struct {
 
 // listOffsets asks each partition's leader, once per leader, for the
 // offset at when (sarama.OffsetNewest: the next to be written, the last
-// stable one under read_committed; sarama.OffsetOldest).
-func listOffsets(client sarama.Client, tps []topicPartition, when int64) (map[topicPartition]int64, error) {
+// stable one under read_committed; sarama.OffsetOldest). What it cannot
+// read goes to fail, by topic; it stops asking once ctx ends.
+func listOffsets(ctx context.Context, client sarama.Client, tps []topicPartition, when int64, fail func(string, error)) map[topicPartition]int64 {
 	byLeader := map[int32][]topicPartition{}
 	leaders := map[int32]*sarama.Broker{}
 	for _, tp := range tps {
 		b, err := client.Leader(tp.topic, tp.partition)
 		if err != nil {
-			return nil, fmt.Errorf("leader of %s/%d: %w", tp.topic, tp.partition, err)
+			fail(tp.topic, fmt.Errorf("leader of partition %d: %w", tp.partition, err))
+			continue
 		}
 		byLeader[b.ID()] = append(byLeader[b.ID()], tp)
 		leaders[b.ID()] = b
@@ -160,6 +195,9 @@ func listOffsets(client sarama.Client, tps []topicPartition, when int64) (map[to
 	cfg := client.Config()
 	out := make(map[topicPartition]int64, len(tps))
 	for id, tps := range byLeader {
+		if ctx.Err() != nil {
+			return out
+		}
 		req := sarama.NewOffsetRequest(cfg.Version)
 		if req.Version >= 2 {
 			req.IsolationLevel = cfg.Consumer.IsolationLevel
@@ -168,23 +206,25 @@ func listOffsets(client sarama.Client, tps []topicPartition, when int64) (map[to
 			req.AddBlock(tp.topic, tp.partition, when, 1)
 		}
 		resp, err := leaders[id].GetAvailableOffsets(req)
-		if err != nil {
-			return nil, err
-		}
 		for _, tp := range tps {
+			if err != nil {
+				fail(tp.topic, fmt.Errorf("offsets from broker %d: %w", id, err))
+				continue
+			}
 			b := resp.GetBlock(tp.topic, tp.partition)
 			switch {
 			case b == nil:
-				return nil, fmt.Errorf("%s/%d: %w", tp.topic, tp.partition, sarama.ErrIncompleteResponse)
+				fail(tp.topic, fmt.Errorf("offset of partition %d: %w", tp.partition, sarama.ErrIncompleteResponse))
 			case b.Err != sarama.ErrNoError:
-				return nil, fmt.Errorf("%s/%d: %w", tp.topic, tp.partition, b.Err)
+				fail(tp.topic, fmt.Errorf("offset of partition %d: %w", tp.partition, b.Err))
 			case len(b.Offsets) != 1:
-				return nil, fmt.Errorf("%s/%d: %d offsets in the answer", tp.topic, tp.partition, len(b.Offsets))
+				fail(tp.topic, fmt.Errorf("offset of partition %d: %d offsets in the answer", tp.partition, len(b.Offsets)))
+			default:
+				out[tp] = b.Offsets[0]
 			}
-			out[tp] = b.Offsets[0]
 		}
 	}
-	return out, nil
+	return out
 }
 
 // groupClaims is what the group's members hold, by topic: as described

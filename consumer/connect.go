@@ -99,7 +99,8 @@ func (c *Consumer) connect(logger *slog.Logger) (_ *links, err error) {
 		return nil, err
 	}
 	lagCfg.ClientID = k.ClientID + "-lag"
-	lagCfg.Net.ReadTimeout = lagReadTimeout
+	lagCfg.Net.DialTimeout, lagCfg.Net.WriteTimeout, lagCfg.Net.ReadTimeout = lagTimeout, lagTimeout, lagTimeout
+	lagCfg.Metadata.Retry.Max = 0 // the next read is the retry
 	if l.lag, err = sarama.NewClient(k.Brokers, lagCfg); err != nil {
 		return nil, fmt.Errorf("connect to Kafka at %v: %w", k.Brokers, err)
 	}

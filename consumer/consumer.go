@@ -222,7 +222,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return err
 	}
 	defer detach()
-	lagWatch := newTopicLagWatch(actors.NewTopicLagReader(l.lag, k.Group, k.SourceTopics()), actors.MetadataRefresh, logger)
+	lagWatch := newTopicLagWatch(actors.NewTopicLagReader(l.lag, k.Group, k.SourceTopics()), k.SourceTopics(), actors.MetadataRefresh, logger)
 	detachLag, err := m.AttachTopicLag(lagWatch.latest)
 	if err != nil {
 		return err

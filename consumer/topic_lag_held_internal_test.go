@@ -80,7 +80,7 @@ var lagLeakIgnores = []goleak.Option{
 }
 
 // A lag read the brokers hold ends with Run: Run waits for it at most its
-// request's timeout (lagReadTimeout), and leaves no goroutine behind.
+// request's timeout (lagTimeout), and leaves no goroutine behind.
 func TestAHeldLagReadEndsWithRun(t *testing.T) {
 	broker := lagTestBroker(t, "stuck")
 	defer broker.Close()
@@ -100,8 +100,8 @@ func TestAHeldLagReadEndsWithRun(t *testing.T) {
 	if err := r.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	if took := time.Since(began); took > lagReadTimeout+2*time.Second {
-		t.Fatalf("Run returned %v after its context was cancelled; a held read should cost it at most %v", took, lagReadTimeout)
+	if took := time.Since(began); took > lagTimeout+2*time.Second {
+		t.Fatalf("Run returned %v after its context was cancelled; a held read should cost it at most %v", took, lagTimeout)
 	}
 	if err := goleak.Find(opts...); err != nil {
 		var ours []string

@@ -85,6 +85,7 @@ func (s *Store) StoreEvaluation(ctx context.Context, systemID int64, eventTime t
 	var (
 		notifiedAccount int
 		notifiedIDs     []int32 // the evaluation's installable advisories, notified once it commits
+		notifiedGen     uint64  // the notified cache's generation when they were looked up
 	)
 	err := s.withConn(ctx, "store evaluation", func(conn *sql.Conn) error {
 		stored = false
@@ -118,9 +119,10 @@ func (s *Store) StoreEvaluation(ctx context.Context, systemID int64, eventTime t
 			return fmt.Errorf("update system evaluation: %w", err)
 		}
 		if fx := e.Effects; !fx.empty() {
+			unknownIDs, gen := s.ids.notified.unknown(accountID, installable)
 			w := effectsWrite{e: fx, inventoryID: strings.ToLower(fx.InventoryID), orgID: fx.OrgID, accountID: accountID,
-				installable: s.ids.notified.unknown(accountID, installable), evaluated: true}
-			notifiedAccount, notifiedIDs = accountID, installable
+				installable: unknownIDs, evaluated: true}
+			notifiedAccount, notifiedIDs, notifiedGen = accountID, installable, gen
 			if err := w.write(ctx, tx, systemID); err != nil {
 				return err
 			}
@@ -133,7 +135,7 @@ func (s *Store) StoreEvaluation(ctx context.Context, systemID int64, eventTime t
 	})
 	if err == nil && stored && !e.Effects.empty() {
 		if e.Effects.Notify != nil {
-			s.ids.notified.committed(notifiedAccount, notifiedIDs)
+			s.ids.notified.committed(notifiedGen, notifiedAccount, notifiedIDs)
 		}
 		s.outboxWritten()
 	}

@@ -20,9 +20,12 @@ import (
 // 30-minute nemesis, which its RSS judge counted as growth).
 type notifiedCache struct {
 	mu        sync.Mutex
-	byAccount map[int][]int32 // sorted, unique
+	byAccount map[int][]int32 // sorted, unique, no spare capacity
 	pairs     int
 	limit     int
+	// generation counts purges: what a write learnt before one (it
+	// committed on a server the purge forgot) is not added after it.
+	generation uint64
 }
 
 // notifiedCacheSize bounds the pairs held: 800 KB of ids, plus a map
@@ -33,8 +36,9 @@ func newNotifiedCache(limit int) *notifiedCache {
 	return &notifiedCache{byAccount: map[int][]int32{}, limit: limit}
 }
 
-// unknown returns the ids of installable not known notified for account.
-func (n *notifiedCache) unknown(account int, installable []int32) []int32 {
+// unknown returns the ids of installable not known notified for account,
+// and the generation to give committed.
+func (n *notifiedCache) unknown(account int, installable []int32) ([]int32, uint64) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	known := n.byAccount[account]
@@ -44,26 +48,46 @@ func (n *notifiedCache) unknown(account int, installable []int32) []int32 {
 			out = append(out, id)
 		}
 	}
-	return out
+	return out, n.generation
 }
 
 // committed records that installable are notified for account: called
 // after the commit of a transaction that wrote them (or waited for the
-// transaction that did). Over the limit, whole other accounts are
+// transaction that did), with the generation unknown gave before it; a
+// purge since drops them. Over the limit, whole other accounts are
 // forgotten (the map's order: any), this one last.
-func (n *notifiedCache) committed(account int, installable []int32) {
+func (n *notifiedCache) committed(generation uint64, account int, installable []int32) {
 	if len(installable) == 0 {
 		return
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if generation != n.generation {
+		return
+	}
 	known := n.byAccount[account]
-	merged := make([]int32, 0, len(known)+len(installable))
-	merged = append(append(merged, known...), installable...)
-	slices.Sort(merged)
-	merged = slices.Clip(slices.Compact(merged))
+	var fresh []int32
+	for _, id := range installable {
+		if _, ok := slices.BinarySearch(known, id); !ok {
+			fresh = append(fresh, id)
+		}
+	}
+	if len(fresh) == 0 { // the steady state: every evaluation passes its installable ids
+		return
+	}
+	slices.Sort(fresh)
+	fresh = slices.Compact(fresh)
+	merged := make([]int32, len(known)+len(fresh))
+	i, j := 0, 0
+	for k := range merged {
+		if j == len(fresh) || (i < len(known) && known[i] < fresh[j]) {
+			merged[k], i = known[i], i+1
+		} else {
+			merged[k], j = fresh[j], j+1
+		}
+	}
 	n.byAccount[account] = merged
-	n.pairs += len(merged) - len(known)
+	n.pairs += len(fresh)
 	for acc, ids := range n.byAccount {
 		if n.pairs <= n.limit {
 			return
@@ -85,4 +109,5 @@ func (n *notifiedCache) purge() {
 	defer n.mu.Unlock()
 	clear(n.byAccount)
 	n.pairs = 0
+	n.generation++
 }

@@ -110,6 +110,7 @@ func (s *Store) store(ctx context.Context, u SystemUpload, e *Evaluation, absent
 		res             UploadResult
 		notifiedAccount int
 		notifiedIDs     []int32 // the evaluation's installable advisories, notified once it commits
+		notifiedGen     uint64  // the notified cache's generation when they were looked up
 	)
 	err := s.withConn(ctx, "store system", func(conn *sql.Conn) error {
 		res = UploadResult{}
@@ -131,9 +132,10 @@ func (s *Store) store(ctx context.Context, u SystemUpload, e *Evaluation, absent
 		}
 		w := systemWrite{accountID: accountID, u: &u, sum: sum, pkgIDs: pkgIDs, ev: ev, advIDs: advIDs, installableIDs: installableIDs}
 		if e != nil && !e.Effects.empty() {
+			unknownIDs, gen := s.ids.notified.unknown(accountID, installableIDs)
 			w.fx = effectsWrite{e: e.Effects, inventoryID: strings.ToLower(u.InventoryID), orgID: u.OrgID, accountID: accountID,
-				installable: s.ids.notified.unknown(accountID, installableIDs), evaluated: true}
-			notifiedAccount, notifiedIDs = accountID, installableIDs
+				installable: unknownIDs, evaluated: true}
+			notifiedAccount, notifiedIDs, notifiedGen = accountID, installableIDs, gen
 		}
 		if absent {
 			id, err := w.insertLocked(ctx, conn)
@@ -171,7 +173,7 @@ func (s *Store) store(ctx context.Context, u SystemUpload, e *Evaluation, absent
 	})
 	if err == nil && res.Applied && e != nil && !e.Effects.empty() {
 		if e.Effects.Notify != nil {
-			s.ids.notified.committed(notifiedAccount, notifiedIDs)
+			s.ids.notified.committed(notifiedGen, notifiedAccount, notifiedIDs)
 		}
 		s.outboxWritten()
 	}
