@@ -7,6 +7,8 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -210,6 +212,10 @@ type watch struct {
 	// history is every look's progress per partition (progressPoint), for
 	// the nemesis's stall after each fault.
 	history []progressPoint
+	// offsets logs each change of a committed offset, when, and the
+	// coordinator that answered (<scenario>-offsets.log); nil when it could
+	// not be made.
+	offsets *os.File
 }
 
 // due reports whether a fault at fraction at of the topic's records is due,
@@ -250,9 +256,13 @@ func (r *run) look() bool {
 		if at, seen := w.pinnedAt[part]; seen && at >= 0 && committed < at {
 			// Only a member fenced out of its generation could move it
 			// back (a zombie's commit the coordinator accepted).
-			r.problems = appendOnce(r.problems, fmt.Sprintf("partition %d's committed offset went back from %d to %d", part, at, committed))
+			r.problems = appendOnce(r.problems, fmt.Sprintf("partition %d's committed offset went back from %d to %d at %.1f s (coordinator %d; %s-offsets.log)",
+				part, at, committed, now.Sub(r.began).Seconds(), progress.Coordinator, r.sc.Name))
 		}
 		if at, seen := w.pinnedAt[part]; !seen || committed != at {
+			if w.offsets != nil {
+				fmt.Fprintf(w.offsets, "%9.3f s  partition %d  %d -> %d  coordinator %d\n", now.Sub(r.began).Seconds(), part, w.pinnedAt[part], committed, progress.Coordinator)
+			}
 			w.pinnedAt[part], w.pinnedSince[part] = committed, now
 			if !seen {
 				w.pinnedSince[part] = r.began // nothing was committed before the listeners started
@@ -488,6 +498,10 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 	began := time.Now()
 	r.began = began
 	r.watch = &watch{line: &line, lastProgress: began, lastCommitted: -1, pinnedAt: map[int32]int64{}, pinnedSince: map[int32]time.Time{}}
+	if f, err := os.Create(filepath.Join(r.env.Work, r.sc.Name+"-offsets.log")); err == nil {
+		r.watch.offsets = f
+		defer f.Close()
+	}
 	w := r.watch
 	faults := sc.Faults
 	limit := 6 * time.Minute

@@ -4,6 +4,7 @@
 package offsets
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -15,6 +16,9 @@ type Progress struct {
 	Committed map[int32]int64 // committed offset per partition (0 when none)
 	// Metadata is the metadata committed with each partition's offset ("" when none).
 	Metadata map[int32]string
+	// Coordinator is the broker that answered for the group's offsets (-1
+	// without a group).
+	Coordinator int32
 }
 
 // Read asks the brokers for topic's end offsets and group's committed offsets.
@@ -37,7 +41,7 @@ func Read(brokers []string, topic, group string) (Progress, error) {
 	if err != nil {
 		return Progress{}, err
 	}
-	p := Progress{Ends: map[int32]int64{}, Committed: map[int32]int64{}, Metadata: map[int32]string{}}
+	p := Progress{Ends: map[int32]int64{}, Committed: map[int32]int64{}, Metadata: map[int32]string{}, Coordinator: -1}
 	for _, part := range parts {
 		if p.Ends[part], err = client.GetOffset(topic, part, sarama.OffsetNewest); err != nil {
 			return Progress{}, err
@@ -51,12 +55,24 @@ func Read(brokers []string, topic, group string) (Progress, error) {
 		return Progress{}, err
 	}
 	res, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: parts})
+	if err == nil && res.Err != sarama.ErrNoError {
+		err = res.Err
+	}
 	if err != nil {
 		return Progress{}, err
 	}
+	// An answer with an error for a partition (a coordinator loading, an
+	// unstable offset) says nothing of its offset: the look fails rather
+	// than read one.
 	for part, b := range res.Blocks[topic] {
+		if b.Err != sarama.ErrNoError {
+			return Progress{}, fmt.Errorf("committed offset of %s/%d: %w", topic, part, b.Err)
+		}
 		p.Committed[part] = max(b.Offset, 0)
 		p.Metadata[part] = b.Metadata
+	}
+	if c, err := client.Coordinator(group); err == nil {
+		p.Coordinator = c.ID()
 	}
 	return p, nil
 }
