@@ -17,7 +17,8 @@ type TopicStatus struct {
 	Unclaimed    int    `json:"unclaimed_partitions"`
 	Lag          int64  `json:"lag"`
 	UnclaimedLag int64  `json:"unclaimed_lag"`
-	// ReadSecondsAgo is the age of the read these values come from.
+	// ReadSecondsAgo is the age of the oldest of the topics' last good
+	// reads (the same on every line; a topic read later is fresher).
 	ReadSecondsAgo float64 `json:"read_seconds_ago"`
 }
 
