@@ -7,7 +7,7 @@ STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BIN       := bin
 PKGS      := ./...
 
-.PHONY: all build image lint-deploy test test-deploy test-kafka demo e2e nemesis bench docs fuzz kafka-up kafka-down proto proto-check lint vet fmt-check race bench-pipeline clean
+.PHONY: all build image lint-deploy test test-deploy test-kafka demo e2e nemesis bench docs fuzz kafka-up kafka-down proto proto-check lint vet fmt-check race bench-pipeline failover-reads clean
 
 KAFKA_STATE := .cache/kafka-dir
 
@@ -119,6 +119,14 @@ nemesis: build
 	NEMESIS_SEED=$(NEMESIS_SEED) NEMESIS_DURATION=$(NEMESIS_DURATION) E2E_SCENARIOS=nemesis \
 	E2E_BROKERS=unused E2E_DATABASE_URL=$$(cat $$pg/url) E2E_BIN=$(E2E_BIN) E2E_CI=$(CURDIR)/.ci \
 	E2E_WORK=$$work E2E_CLUSTER_DIR=$$cluster $(GO) run ./cmd/e2e
+
+## failover-reads: on a three-node cluster of its own, kill the group coordinator 4 times while one client
+## commits and two read the committed offset, with and without require_stable; fails if a stable read answers
+## below an acknowledged commit (the unstable ones do: docs/reliability.md); about 2 minutes
+failover-reads:
+	@set -e; cluster=$$(.ci/kafka-cluster start); trap '.ci/kafka-cluster down '"$$cluster" EXIT; \
+	.ci/kafka-cluster topic $$cluster failover 1; \
+	$(GO) run ./cmd/failover-reads -cluster $$cluster
 
 ## kafka-up: start a real Kafka broker on 127.0.0.1:$${KAFKA_PORT:-19092} (fetched with Maven once) with the
 ## topic of inventory events, $(KAFKA_TOPIC) in $(KAFKA_PARTITIONS) partitions (the broker creates no topic on

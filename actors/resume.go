@@ -39,27 +39,18 @@ type CommittedReader func(ctx context.Context, topic string, partition int32) (C
 const resumeReadTimeout = 5 * time.Second
 
 // NewCommittedReader returns a CommittedReader that asks the group's
-// coordinator through client (one OffsetFetch, once more after refreshing
-// the coordinator if the first fails), then the partition's leader for its
-// end offset and, when the metadata is ours, names both fingerprints and
-// speaks of offsets below the end, for the records at the last of them and
-// at its first (a fetch each, one when they are the same offset, with the
+// coordinator through client (a stable OffsetFetch: fetchCommitted), then
+// the partition's leader for its end offset and, when the metadata is ours,
+// names both fingerprints and speaks of offsets below the end, for the
+// records at the last of them and at its first (a fetch each, one when they are the same offset, with the
 // client's isolation level). A read that outlives ctx is left to finish in
 // the background, bounded by the client's network timeouts.
 func NewCommittedReader(client sarama.Client, group string) CommittedReader {
-	version := client.Config().Version
 	isolation := client.Config().Consumer.IsolationLevel
-	fetch := func(topic string, partition int32) (Committed, error) {
-		coordinator, err := client.Coordinator(group)
-		if err != nil {
-			return Committed{}, fmt.Errorf("coordinator of group %q: %w", group, err)
-		}
-		resp, err := coordinator.FetchOffset(sarama.NewOffsetFetchRequest(version, group, map[string][]int32{topic: {partition}}))
+	fetch := func(ctx context.Context, topic string, partition int32) (Committed, error) {
+		resp, err := fetchCommitted(ctx, client, group, map[string][]int32{topic: {partition}})
 		if err != nil {
 			return Committed{}, err
-		}
-		if resp.Err != sarama.ErrNoError {
-			return Committed{}, resp.Err
 		}
 		block := resp.GetBlock(topic, partition)
 		if block == nil {
@@ -77,11 +68,7 @@ func NewCommittedReader(client sarama.Client, group string) CommittedReader {
 		}
 		done := make(chan answer, 1)
 		go func() {
-			c, err := fetch(topic, partition)
-			if err != nil && ctx.Err() == nil {
-				_ = client.RefreshCoordinator(group)
-				c, err = fetch(topic, partition)
-			}
+			c, err := fetch(ctx, topic, partition)
 			if err == nil && c.Metadata != "" {
 				c.End, err = client.GetOffset(topic, partition, sarama.OffsetNewest)
 				if err != nil {

@@ -104,10 +104,7 @@ func readTopicLag(ctx context.Context, client sarama.Client, group string, topic
 	}
 	var committed *sarama.OffsetFetchResponse
 	if len(parts) > 0 {
-		committed, err = admin.ListConsumerGroupOffsets(group, parts)
-		if err == nil && committed.Err != sarama.ErrNoError {
-			err = committed.Err
-		}
+		committed, err = fetchCommitted(ctx, client, group, parts)
 		if errors.Is(err, sarama.ErrGroupIDNotFound) {
 			// A group not created yet has committed nothing.
 			committed, err = &sarama.OffsetFetchResponse{}, nil

@@ -57,7 +57,11 @@ type Config struct {
 	// AssignorRoundRobin: every rebalance drains every partition).
 	Assignor Assignor
 	// Isolation is how transactional topics are read:
-	// IsolationReadCommitted (default) or IsolationReadUncommitted.
+	// IsolationReadCommitted (default) or IsolationReadUncommitted. Under
+	// read_uncommitted, sarama starts a claim from an unstable read of the
+	// committed offset, which a coordinator that has just taken the group
+	// over can answer from before its predecessor's last commits: such a
+	// claim runs those records again.
 	Isolation Isolation
 	// CommitInterval is how often marked offsets are committed, when one
 	// changed. Default 100 ms: a crash replays what finished since the last

@@ -4,6 +4,7 @@
 package offsets
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -50,13 +51,23 @@ func Read(brokers []string, topic, group string) (Progress, error) {
 	if group == "" {
 		return p, nil
 	}
-	admin, err := sarama.NewClusterAdminFromClient(client)
+	coordinator, err := client.Coordinator(group)
 	if err != nil {
 		return Progress{}, err
 	}
-	res, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: parts})
-	if err == nil && res.Err != sarama.ErrNoError {
-		err = res.Err
+	// A stable read: an unstable one from a coordinator that has just
+	// taken the group over can answer below commits already acknowledged
+	// (see Failover), and the judge would see offsets go back that never did.
+	req := sarama.NewOffsetFetchRequest(cfg.Version, group, map[string][]int32{topic: parts})
+	req.RequireStable = true
+	res, err := coordinator.FetchOffset(req)
+	var encoding sarama.PacketEncodingError
+	if errors.As(err, &encoding) { // a broker before Kafka 2.5 has no stable reads
+		req.RequireStable = false
+		res, err = coordinator.FetchOffset(req)
+	}
+	if err == nil && res.GroupError() != sarama.ErrNoError {
+		err = res.GroupError()
 	}
 	if err != nil {
 		return Progress{}, err
@@ -71,9 +82,7 @@ func Read(brokers []string, topic, group string) (Progress, error) {
 		p.Committed[part] = max(b.Offset, 0)
 		p.Metadata[part] = b.Metadata
 	}
-	if c, err := client.Coordinator(group); err == nil {
-		p.Coordinator = c.ID()
-	}
+	p.Coordinator = coordinator.ID()
 	return p, nil
 }
 
