@@ -180,6 +180,8 @@ type run struct {
 	troubleFrom, troubleTo time.Time
 	// What the crash loop's kills saw, for its judge.
 	kills []killRecord
+	// When the partitions-added fault grew the topic, for its judge.
+	partitionsAdded time.Time
 	// notes are the faults' own figures, for the line.
 	notes []string
 	// What the zombie fault did, for its judge.
@@ -209,6 +211,9 @@ type watch struct {
 	// Per partition: its committed offset when last seen, and since when.
 	pinnedAt    map[int32]int64
 	pinnedSince map[int32]time.Time
+	// firstCommit is when each partition was first seen with a committed
+	// offset above 0.
+	firstCommit map[int32]time.Time
 	// history is every look's progress per partition (progressPoint), for
 	// the nemesis's stall after each fault.
 	history []progressPoint
@@ -216,6 +221,8 @@ type watch struct {
 	// coordinator that answered (<scenario>-offsets.log); nil when it could
 	// not be made.
 	offsets *os.File
+	// looked is set once a look has read the group's progress.
+	looked bool
 }
 
 // due reports whether a fault at fraction at of the topic's records is due,
@@ -259,19 +266,23 @@ func (r *run) look() bool {
 			r.problems = appendOnce(r.problems, fmt.Sprintf("partition %d's committed offset went back from %d to %d at %.1f s (coordinator %d; %s-offsets.log)",
 				part, at, committed, now.Sub(r.began).Seconds(), progress.Coordinator, r.sc.Name))
 		}
+		if _, seen := w.firstCommit[part]; !seen && committed > 0 {
+			w.firstCommit[part] = now
+		}
 		if at, seen := w.pinnedAt[part]; !seen || committed != at {
 			if w.offsets != nil {
 				fmt.Fprintf(w.offsets, "%9.3f s  partition %d  %d -> %d  coordinator %d\n", now.Sub(r.began).Seconds(), part, w.pinnedAt[part], committed, progress.Coordinator)
 			}
 			w.pinnedAt[part], w.pinnedSince[part] = committed, now
-			if !seen {
+			if !seen && !w.looked {
 				w.pinnedSince[part] = r.began // nothing was committed before the listeners started
-			}
+			} // a partition first seen later was added to the topic then
 		}
 		if pin := now.Sub(w.pinnedSince[part]); committed < end && pin > line.LongestPin {
 			line.LongestPin, line.PinPartition, line.PinFrom = pin, part, w.pinnedSince[part].Sub(r.began)
 		}
 	}
+	w.looked = true
 	return true
 }
 
@@ -432,7 +443,8 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 		}
 		line.Figures = append(line.Figures, fmt.Sprintf("stream produced over %v", streamFor))
 	} else if sc.StreamFor > 0 {
-		streamFor = sc.StreamFor // the faults meet a steady stream, not a backlog
+		streamFor = sc.StreamFor                  // the faults meet a steady stream, not a backlog
+		produce.MetadataRefresh = 2 * time.Second // partitions added while it runs get records
 	} else if _, err := loadgen.Produce(ctx, ds, opts, plan, produce); err != nil {
 		return line, err
 	}
@@ -497,7 +509,7 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 
 	began := time.Now()
 	r.began = began
-	r.watch = &watch{line: &line, lastProgress: began, lastCommitted: -1, pinnedAt: map[int32]int64{}, pinnedSince: map[int32]time.Time{}}
+	r.watch = &watch{line: &line, lastProgress: began, lastCommitted: -1, pinnedAt: map[int32]int64{}, pinnedSince: map[int32]time.Time{}, firstCommit: map[int32]time.Time{}}
 	if f, err := os.Create(filepath.Join(r.env.Work, r.sc.Name+"-offsets.log")); err == nil {
 		r.watch.offsets = f
 		defer f.Close()

@@ -104,7 +104,7 @@ func Scenarios() []Scenario {
 		Judge: judgeRevokeStarved, Faults: []Fault{
 			{0.2, "stop PostgreSQL 30 s; once both members are starved, a third joins", revokeWhileStarved(30 * time.Second)},
 		}}
-	return append([]Scenario{crash, clean, churn, broker, db, vmaas, poison, sasl, hostage, revoke, effectsRollbackScenario()}, append(append(lockedTableScenarios(), vmaasOutageScenario()), imageScenario())...)
+	return append([]Scenario{crash, clean, churn, broker, db, vmaas, poison, sasl, hostage, revoke, effectsRollbackScenario(), partitionsAddedScenario()}, append(append(lockedTableScenarios(), vmaasOutageScenario()), imageScenario())...)
 }
 
 // setFaults changes the mock's faults through its admin endpoint, as an

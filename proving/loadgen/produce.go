@@ -29,6 +29,10 @@ type ProduceOptions struct {
 	// a bounded number of messages ahead of the consumer group); an error
 	// stops Produce with that error.
 	Wait func(ctx context.Context, i int) error
+	// MetadataRefresh is how often the producer refreshes the topic's
+	// metadata, and so how soon it produces to partitions added while it
+	// runs (0: sarama's 10 minutes).
+	MetadataRefresh time.Duration
 }
 
 // Result says what was sent.
@@ -58,6 +62,9 @@ func Produce(ctx context.Context, ds *platform.Dataset, o Options, plan *Plan, p
 	cfg.Producer.MaxMessageBytes = 1_048_000
 	cfg.Producer.Flush.Frequency = 5 * time.Millisecond
 	cfg.Producer.Flush.Bytes = 1 << 20
+	if po.MetadataRefresh > 0 {
+		cfg.Metadata.RefreshFrequency = po.MetadataRefresh
+	}
 	if err := cfg.Producer.Compression.UnmarshalText([]byte(po.Compression)); err != nil {
 		return Result{}, fmt.Errorf("compression %q: %w", po.Compression, err)
 	}
