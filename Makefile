@@ -7,7 +7,7 @@ STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BIN       := bin
 PKGS      := ./...
 
-.PHONY: all build image lint-deploy test test-deploy test-kafka demo e2e nemesis bench docs fuzz kafka-up kafka-down proto proto-check lint vet fmt-check race bench-pipeline failover-reads clean
+.PHONY: all build image lint-deploy test test-deploy test-kafka demo e2e nemesis bench docs fuzz kafka-up kafka-down proto proto-check lint vet fmt-check race bench-pipeline failover-reads txn-failover clean
 
 KAFKA_STATE := .cache/kafka-dir
 
@@ -127,6 +127,14 @@ failover-reads:
 	@set -e; cluster=$$(.ci/kafka-cluster start); trap '.ci/kafka-cluster down '"$$cluster" EXIT; \
 	.ci/kafka-cluster topic $$cluster failover 1; \
 	$(GO) run ./cmd/failover-reads -cluster $$cluster
+
+## txn-failover: on a three-node cluster of its own, sarama's transactional producer in a consume-transform-produce
+## loop (4 partitions, one producer each) while the transaction coordinator, the group coordinator and a leader are
+## killed by turns; fails on an output record missing or duplicated under read_committed, or a partition that stops
+txn-failover:
+	@set -e; cluster=$$(.ci/kafka-cluster start); trap '.ci/kafka-cluster down '"$$cluster" EXIT; \
+	.ci/kafka-cluster topic $$cluster txn-in 4; .ci/kafka-cluster topic $$cluster txn-out 4; \
+	$(GO) run ./cmd/txn-failover -cluster $$cluster
 
 ## kafka-up: start a real Kafka broker on 127.0.0.1:$${KAFKA_PORT:-19092} (fetched with Maven once) with the
 ## topic of inventory events, $(KAFKA_TOPIC) in $(KAFKA_PARTITIONS) partitions (the broker creates no topic on

@@ -18,7 +18,7 @@ const module = "github.com/patchflow/patchflow"
 // proving/ packages. Any other command is product and may not import them.
 var provingMains = map[string]bool{
 	"cmd/bench": true, "cmd/checker": true, "cmd/demo": true, "cmd/docgen": true, "cmd/e2e": true,
-	"cmd/listener-proving": true, "cmd/loadgen": true, "cmd/platform-mock": true, "cmd/failover-reads": true,
+	"cmd/listener-proving": true, "cmd/loadgen": true, "cmd/platform-mock": true, "cmd/failover-reads": true, "cmd/txn-failover": true,
 }
 
 // proving reports whether a package of the module belongs to the proving

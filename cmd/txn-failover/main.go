@@ -1,0 +1,61 @@
+// Command txn-failover runs sarama's transactional producer in a
+// consume-transform-produce loop on a three-node cluster (.ci/kafka-cluster)
+// while it kills, by turns, the transaction coordinator, the group
+// coordinator and a partition leader, then reads the output back under
+// read_committed; it fails on a record missing, duplicated or a partition
+// that stopped. `make txn-failover` runs it on a cluster of its own.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/patchflow/patchflow/proving/transactions"
+)
+
+func main() {
+	dir := flag.String("cluster", "", "the cluster's directory (.ci/kafka-cluster start)")
+	script := flag.String("script", ".ci/kafka-cluster", "the cluster script")
+	in := flag.String("in", "txn-in", "the input topic")
+	out := flag.String("out", "txn-out", "the output topic")
+	partitions := flag.Int("partitions", 4, "partitions of both topics")
+	per := flag.Int64("per-partition", 12000, "input records per partition")
+	batch := flag.Int("batch", 10, "input records per transaction")
+	pause := flag.Duration("pause", 30*time.Millisecond, "pause between a partition's transactions")
+	rounds := flag.Int("rounds", 6, "node kills")
+	flag.Parse()
+	b, err := os.ReadFile(*dir + "/brokers")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	node := func(verb string) func(int32) error {
+		return func(n int32) error {
+			out, err := exec.Command("bash", *script, verb, *dir, fmt.Sprint(n)).CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("%s %d: %w: %s", verb, n, err, out)
+			}
+			return nil
+		}
+	}
+	rep, err := transactions.Probe(context.Background(), transactions.Options{
+		Brokers: strings.Fields(string(b)), In: *in, Out: *out, Group: fmt.Sprintf("txn-probe-%d", time.Now().UnixNano()),
+		Partitions: int32(*partitions), PerPartition: *per, Batch: *batch, Pause: *pause,
+		Every: 10 * time.Second, Down: 8 * time.Second, Rounds: *rounds,
+		Kill: node("node-kill"), Start: node("node-start"), Stall: 90 * time.Second, Log: os.Stdout,
+	})
+	fmt.Println(rep.Line())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if rep.Failed() {
+		fmt.Fprintln(os.Stderr, "FAIL: exactly-once did not hold")
+		os.Exit(1)
+	}
+}
