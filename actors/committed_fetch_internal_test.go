@@ -131,7 +131,7 @@ func TestFetchCommittedFollowsAMovedCoordinator(t *testing.T) {
 }
 
 // A read that timed out is not asked again (a held read would otherwise
-// cost its caller twice the network timeout), nor is one whose ctx ended.
+// cost its caller twice the network timeout).
 func TestFetchCommittedDoesNotRepeatAHeldRead(t *testing.T) {
 	c, client := committedFetchBroker(t, 300*time.Millisecond)
 	var asked atomic.Int32
@@ -161,5 +161,30 @@ func TestFetchCommittedDoesNotRepeatAHeldRead(t *testing.T) {
 	}
 	if err := client.RefreshMetadata(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A moved coordinator is not asked again once the caller's ctx has ended:
+// the claim or the watch that asked has gone.
+func TestFetchCommittedStopsWithItsContext(t *testing.T) {
+	c, client := committedFetchBroker(t, 5*time.Second)
+	var asked atomic.Int32
+	c.ControlKey(int16(kmsg.OffsetFetch), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		asked.Add(1)
+		resp := r.(*kmsg.OffsetFetchRequest).ResponseKind().(*kmsg.OffsetFetchResponse)
+		g := kmsg.NewOffsetFetchResponseGroup()
+		g.Group = "g"
+		g.ErrorCode = int16(sarama.ErrNotCoordinatorForConsumer)
+		resp.Groups = append(resp.Groups, g)
+		return resp, nil, true
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := fetchCommitted(ctx, client, "g", map[string][]int32{"t": {0}}); err == nil {
+		t.Fatal("a refused read answered")
+	}
+	if n := asked.Load(); n != 1 {
+		t.Fatalf("%d fetches after the ctx ended, want 1", n)
 	}
 }

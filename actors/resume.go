@@ -42,8 +42,8 @@ const resumeReadTimeout = 5 * time.Second
 // coordinator through client (a stable OffsetFetch: fetchCommitted), then
 // the partition's leader for its end offset and, when the metadata is ours,
 // names both fingerprints and speaks of offsets below the end, for the
-// records at the last of them and at its first (a fetch each, one when they are the same offset, with the
-// client's isolation level). A read that outlives ctx is left to finish in
+// records at the last of them and at its first (a fetch each, one when
+// they are the same offset, with the client's isolation level). A read that outlives ctx is left to finish in
 // the background, bounded by the client's network timeouts.
 func NewCommittedReader(client sarama.Client, group string) CommittedReader {
 	isolation := client.Config().Consumer.IsolationLevel
