@@ -94,7 +94,9 @@ e2e: build
 	@set -e; \
 	work=$$(mktemp -d /tmp/patchflow-e2e.XXXXXX); \
 	image=$$(.ci/image); \
-	pg=$$(.ci/postgres start); kafka=$$(.ci/kafka start); cluster=$$(.ci/kafka-cluster start); \
+	pg=$$(.ci/postgres start); trap '.ci/postgres stop '"$$pg" EXIT; \
+	kafka=$$(.ci/kafka start); trap '.ci/kafka down '"$$kafka"'; .ci/postgres stop '"$$pg" EXIT; \
+	cluster=$$(.ci/kafka-cluster start); \
 	trap '.ci/kafka-cluster down '"$$cluster"'; .ci/kafka down '"$$kafka"'; .ci/postgres stop '"$$pg" EXIT; \
 	E2E_BROKERS=$$(cat $$kafka/brokers) E2E_DATABASE_URL=$$(cat $$pg/url) E2E_BIN=$(E2E_BIN) E2E_CI=$(CURDIR)/.ci \
 	E2E_IMAGE=$$image E2E_CONTAINER_ENGINE=$$(.ci/image --engine) \
@@ -114,7 +116,8 @@ NEMESIS_DURATION ?= 5m
 nemesis: build
 	@set -e; \
 	work=$$(mktemp -d /tmp/patchflow-nemesis.XXXXXX); \
-	pg=$$(.ci/postgres start); cluster=$$(.ci/kafka-cluster start); \
+	pg=$$(.ci/postgres start); trap '.ci/postgres stop '"$$pg" EXIT; \
+	cluster=$$(.ci/kafka-cluster start); \
 	trap '.ci/kafka-cluster down '"$$cluster"'; .ci/postgres stop '"$$pg" EXIT; \
 	NEMESIS_SEED=$(NEMESIS_SEED) NEMESIS_DURATION=$(NEMESIS_DURATION) E2E_SCENARIOS=nemesis \
 	E2E_BROKERS=unused E2E_DATABASE_URL=$$(cat $$pg/url) E2E_BIN=$(E2E_BIN) E2E_CI=$(CURDIR)/.ci \

@@ -383,6 +383,8 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 	line := Line{Scenario: sc.Name}
 	stamp := time.Now().Format("150405")
 	r := &run{env: env, sc: sc, topic: "e2e-" + sc.Name + "-" + stamp, group: "e2e-" + sc.Name + "-" + stamp}
+	ph := newPhases(env.Work, sc.Name)
+	defer ph.close()
 	var err error
 	if r.dbURL, err = env.createDatabase(ctx, "e2e_"+strings.ReplaceAll(sc.Name, "-", "_")); err != nil {
 		return line, err
@@ -448,6 +450,7 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 	} else if _, err := loadgen.Produce(ctx, ds, opts, plan, produce); err != nil {
 		return line, err
 	}
+	ph.mark("setup and produce")
 	line.Events = len(plan.Items)
 	hostageEvents := hostageUploads(plan, hostages)
 	line.ExpectedDead = plan.BadCount() + hostageEvents
@@ -507,6 +510,7 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 		}()
 	}
 
+	ph.mark("listeners started")
 	began := time.Now()
 	r.began = began
 	r.watch = &watch{line: &line, lastProgress: began, lastCommitted: -1, pinnedAt: map[int32]int64{}, pinnedSince: map[int32]time.Time{}, firstCommit: map[int32]time.Time{}}
@@ -562,6 +566,7 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 		}
 	}
 	line.Finish = time.Since(began)
+	ph.mark("run")
 	line.Faults = r.faults
 	if !line.OffsetsAtEnd { // still stalled when the run gave up
 		line.LongestStall = max(line.LongestStall, time.Since(w.lastProgress))
@@ -582,6 +587,7 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 			line.Problems = append(line.Problems, "effects: "+err.Error())
 		}
 	}
+	ph.mark("outbox empty")
 	r.stopping = time.Now()
 	for _, p := range r.live() {
 		if err := p.term(15 * time.Second); err != nil {
@@ -589,16 +595,19 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 		}
 	}
 	line.Problems = append(line.Problems, r.problems...)
+	ph.mark("listeners stopped")
 	rep, err := checker.Check(ctx, db, ds, shape, plan.Expected, 8)
 	if err != nil {
 		return line, err
 	}
+	ph.mark("rows checked")
 	line.Lost += rep.Missing
 	line.Wrong = rep.Wrong
 	fx, err := effects.Check(ctx, env.Brokers, sarama.V3_6_0_0, effectTopics(r.topic), db)
 	if err != nil {
 		return line, fmt.Errorf("effects: %w", err)
 	}
+	ph.mark("effects read and checked")
 	line.Figures = append(line.Figures, "effects: "+fx.Line())
 	for i, p := range fx.Problems {
 		if i == 5 {
@@ -647,6 +656,7 @@ func Run(ctx context.Context, env *Env, sc Scenario) (Line, error) {
 	if err != nil {
 		return line, err
 	}
+	ph.mark("dead letters read")
 	badKeys := map[string]bool{}
 	for _, it := range plan.Items {
 		if it.Bad != "" {
