@@ -2,7 +2,8 @@ package actors
 
 // OutboxRelay protocol
 //
-//	in  relayWake        from Relay's ticker, the store's LISTEN, Relay.Wake (a commit of this process), a full round: claim a batch
+//	in  relayWake        from Relay's ticker, the store's LISTEN, Relay.Wake (a commit of this process): claim a batch, once the linger since the last round's start has passed
+//	in  relayLingerEnd   from the linger's timer: the wake it held starts its round
 //	in  relayRoundDone   from the round's goroutine: what it published, whether the outbox may hold more
 //	in  relayBacklog     from the backlog goroutine: pending messages and the oldest one's age
 //	in  relayDrain       from Relay.Stop: publish what waits (always one round begun after it), then answer on done
@@ -16,7 +17,9 @@ package actors
 // keys from other relays until the round ends), publishes them, and deletes
 // those the broker acknowledged; the actor runs one round at a time, and
 // wakes for the next on a notification, on its timer, or at once when the
-// round was full. The actor owns the round's schedule and the backoff of a
+// round was full. A wake within Linger of the last round's start waits for
+// the linger to end, so that one round publishes what several commits
+// wrote. The actor owns the round's schedule and the backoff of a
 // kind whose topic refuses it; the store and the producer do the I/O.
 
 import (
@@ -65,6 +68,15 @@ type RelayConfig struct {
 	Interval time.Duration
 	// Batch is the most messages one round claims (0: 500).
 	Batch int
+	// Linger is the least time between the starts of two rounds that a
+	// wake asks for (0: none): a wake sooner waits for it, and the rounds
+	// of a steady flow carry what commits wrote meanwhile. Each round
+	// costs a transaction with its commit and a produce request per topic
+	// whatever it carries, so under load back-to-back rounds of a few
+	// messages cost the database and the broker more per message than
+	// rounds a linger apart. A round after a full one, and a drain's,
+	// never wait.
+	Linger time.Duration
 	// KindBackoff is how long a kind whose topic refused a message is left
 	// out of the rounds before it is tried again (0: 5 s), so a missing
 	// topic holds its own messages, not the others'.
@@ -115,6 +127,7 @@ type Relay struct {
 
 type (
 	relayWake      struct{}
+	relayLingerEnd struct{ n int }
 	relayRoundDone struct {
 		published, failed, parked int
 		full                      bool
@@ -220,9 +233,12 @@ func (r *Relay) Stop(ctx context.Context) error {
 type relayActor struct {
 	cfg      RelayConfig
 	state    *atomic.Pointer[RelayState]
-	running  bool // a round is in flight
-	again    bool // a wake came during the round
-	reading  bool // a backlog read is in flight
+	running  bool        // a round is in flight
+	again    bool        // a wake came during the round
+	started  time.Time   // when the last round started
+	linger   *time.Timer // set while a wake waits for the linger to end
+	lingers  int         // the timers set: a stale timer's end is known by its number
+	reading  bool        // a backlog read is in flight
 	lastRead time.Time
 	held     map[messages.OutboxKind]time.Time // kind → until when it is left out
 	drain    *relayDrain
@@ -234,6 +250,11 @@ func (a *relayActor) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case relayWake:
 		a.wake(c)
+	case relayLingerEnd:
+		if m.n == a.lingers && a.linger != nil {
+			a.linger = nil
+			a.wake(c)
+		}
 	case relayRoundDone:
 		a.roundFinished(c, m)
 	case relayBacklog:
@@ -247,6 +268,9 @@ func (a *relayActor) Receive(c actor.Context) {
 		a.drain = &m
 		a.wake(c)
 	case *actor.Stopped:
+		if a.linger != nil {
+			a.linger.Stop()
+		}
 		close(a.stopped)
 	}
 }
@@ -267,6 +291,23 @@ func (a *relayActor) wake(c actor.Context) {
 		a.again = true
 		return
 	}
+	a.startLingered(c, now)
+}
+
+// startLingered starts a round now, or once Linger has passed since the
+// last round started; a drain never waits.
+func (a *relayActor) startLingered(c actor.Context, now time.Time) {
+	if a.drain == nil {
+		if a.linger != nil {
+			return // the linger's end starts it
+		}
+		if wait := a.started.Add(a.cfg.Linger).Sub(now); wait > 0 {
+			a.lingers++
+			self, root, n := c.Self(), c.ActorSystem().Root, a.lingers
+			a.linger = time.AfterFunc(wait, func() { root.Send(self, relayLingerEnd{n: n}) })
+			return
+		}
+	}
 	a.startRound(c, now)
 }
 
@@ -279,7 +320,11 @@ func (a *relayActor) startRound(c actor.Context, now time.Time) {
 			delete(a.held, k)
 		}
 	}
-	a.running, a.again = true, false
+	a.running, a.again, a.started = true, false, now
+	if a.linger != nil {
+		a.linger.Stop()
+		a.linger = nil
+	}
 	self, root := c.Self(), c.ActorSystem().Root
 	cfg, afterDrain := a.cfg, a.drain != nil
 	a.rounds.Add(1)
@@ -329,8 +374,11 @@ func (a *relayActor) roundFinished(c actor.Context, m relayRoundDone) {
 		a.drain = nil
 		return
 	}
-	if m.full || a.again {
+	switch {
+	case m.full:
 		a.startRound(c, now)
+	case a.again:
+		a.startLingered(c, now)
 	}
 }
 

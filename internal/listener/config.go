@@ -164,6 +164,8 @@ func Parse(args []string, lookup func(string) (string, bool), exts ...Extension)
 	s.Duration(&fx.Interval, "OUTBOX_INTERVAL", "outbox-interval", time.Second, 10*time.Millisecond,
 		"the outbox relay publishes at least this often, besides at each commit that wrote to the outbox (LISTEN/NOTIFY); it also reads the backlog (`patchflow_outbox_pending`, `patchflow_outbox_oldest_seconds`) this often")
 	s.Int(&fx.Batch, "OUTBOX_BATCH", "outbox-batch", 500, 1, "most outbox messages one relay round claims and publishes")
+	s.Duration(&fx.Linger, "OUTBOX_LINGER", "outbox-linger", 100*time.Millisecond, 0,
+		"least time between the starts of two relay rounds that commits ask for: a commit sooner waits for it, so one round publishes what several commits wrote (each round costs a database transaction and a produce request per topic, whatever it carries). It adds at most this to a message's time in the outbox; a round after a full one does not wait. `0`: a round at each commit")
 	s.Duration(&d.Pool.DeletedTTL, "DELETED_SYSTEM_TTL", "deleted-system-ttl", 24*time.Hour, time.Minute, "how long a deleted host is remembered, so a late event for it does not resurrect it")
 	s.SecretURL(&d.VMaaSURL, "VMAAS_URL", "vmaas-url", "VMaaS base URL (`http` or `https`, with a host, no query); the listener calls `POST /api/v3/updates`. A password in it is shown as `xxxxx`, in settings and errors alike", checkURL)
 	s.ShowDefault("vmaas-url", "(required by `evaluate`)")

@@ -22,9 +22,11 @@ type EffectsConfig struct {
 	NotificationsTopic string
 	PayloadStatusTopic string
 	// Interval is the relay's timer; Batch the most messages a round
-	// publishes.
+	// publishes; Linger the least time between two rounds' starts that
+	// commits ask for.
 	Interval time.Duration
 	Batch    int
+	Linger   time.Duration
 	// DrainTimeout bounds the relay's last rounds at shutdown.
 	DrainTimeout time.Duration
 }
@@ -107,7 +109,7 @@ func (d *Domain) StartEffects(k actors.KafkaSettings, logger *slog.Logger) error
 	}
 	system := actors.NewActorSystem(logger)
 	relay, err := actors.StartRelay(system, actors.RelayConfig{Store: outbox, Publisher: publisher, Wake: wake,
-		Interval: d.effects.Interval, Batch: d.effects.Batch, Exclude: off, RefusedForGood: actors.OutboxRefusedForGood, Logger: logger})
+		Interval: d.effects.Interval, Batch: d.effects.Batch, Linger: d.effects.Linger, Exclude: off, RefusedForGood: actors.OutboxRefusedForGood, Logger: logger})
 	if err != nil {
 		stopWake()
 		publisher.Close()
