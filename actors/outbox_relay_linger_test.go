@@ -34,14 +34,7 @@ func (o *timedOutbox) claimTimes() []time.Time {
 
 func startLingeringRelay(t *testing.T, o actors.OutboxStore, p *logPublisher, batch int, linger time.Duration) *actors.Relay {
 	t.Helper()
-	system := actors.NewActorSystem(discardLogger())
-	r, err := actors.StartRelay(system, actors.RelayConfig{Store: o, Publisher: p, Interval: time.Hour, Batch: batch,
-		KindBackoff: time.Hour, Linger: linger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(system.Shutdown)
-	return r
+	return startRelayWith(t, actors.RelayConfig{Store: o, Publisher: p, Interval: time.Hour, Batch: batch, KindBackoff: time.Hour, Linger: linger})
 }
 
 // Commits waking the relay all the time do not start a round each: the

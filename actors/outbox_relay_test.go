@@ -142,9 +142,15 @@ func lastCopiesInOrder(t *testing.T, log []messages.OutboxMessage) {
 
 func startRelay(t *testing.T, o *memOutbox, p *logPublisher, batch int, kindBackoff time.Duration) *actors.Relay {
 	t.Helper()
+	return startRelayWith(t, actors.RelayConfig{Store: o, Publisher: p, Interval: 10 * time.Millisecond, Batch: batch, KindBackoff: kindBackoff})
+}
+
+// startRelayWith starts a relay of cfg in an actor system of its own, shut
+// down when the test ends.
+func startRelayWith(t *testing.T, cfg actors.RelayConfig) *actors.Relay {
+	t.Helper()
 	system := actors.NewActorSystem(discardLogger())
-	r, err := actors.StartRelay(system, actors.RelayConfig{Store: o, Publisher: p, Interval: 10 * time.Millisecond, Batch: batch,
-		KindBackoff: kindBackoff})
+	r, err := actors.StartRelay(system, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

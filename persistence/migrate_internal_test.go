@@ -41,6 +41,17 @@ func v1Rows(t *testing.T, db *sql.DB) (pkgs, advs []string) {
 	return pkgs, advs
 }
 
+// migrateStep returns a function that moves db's schema to a version, up
+// or down, failing t if it cannot.
+func migrateStep(t *testing.T, db *sql.DB) func(v uint) {
+	return func(v uint) {
+		t.Helper()
+		if err := migrateWith(db, func(m *migrate.Migrate) error { return m.Migrate(v) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // Migration 2 moves a schema-1 database's package and advisory rows into
 // the systems' arrays (statuses and first-reported times kept), the store
 // reads them back, and its down migration restores the rows it moved.
@@ -50,12 +61,7 @@ func TestMigrationToArraysKeepsTheData(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	to := func(v uint) {
-		t.Helper()
-		if err := migrateWith(db, func(m *migrate.Migrate) error { return m.Migrate(v) }); err != nil {
-			t.Fatal(err)
-		}
-	}
+	to := migrateStep(t, db)
 	to(1)
 	const (
 		hostA = "8a3f1c2e-0000-4000-8000-000000000001"

@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/golang-migrate/migrate/v4"
-
 	"github.com/patchflow/patchflow/persistence/pgtest"
 )
 
@@ -19,12 +17,7 @@ func TestMigrationToLZ4KeepsTheOutboxReadable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	to := func(v uint) {
-		t.Helper()
-		if err := migrateWith(db, func(m *migrate.Migrate) error { return m.Migrate(v) }); err != nil {
-			t.Fatal(err)
-		}
-	}
+	to := migrateStep(t, db)
 	compression := func() string {
 		t.Helper()
 		var c string
