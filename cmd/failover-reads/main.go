@@ -9,10 +9,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
-	"strings"
 	"time"
 
+	"github.com/patchflow/patchflow/proving/clusterscript"
 	"github.com/patchflow/patchflow/proving/offsets"
 )
 
@@ -22,23 +21,15 @@ func main() {
 	topic := flag.String("topic", "failover", "a topic of the cluster")
 	rounds := flag.Int("rounds", 4, "coordinator kills")
 	flag.Parse()
-	b, err := os.ReadFile(*dir + "/brokers")
+	cluster := clusterscript.Cluster{Script: *script, Dir: *dir}
+	brokers, err := cluster.Brokers()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	node := func(verb string) func(int32) error {
-		return func(n int32) error {
-			out, err := exec.Command("bash", *script, verb, *dir, fmt.Sprint(n)).CombinedOutput()
-			if err != nil {
-				return fmt.Errorf("%s %d: %w: %s", verb, n, err, out)
-			}
-			return nil
-		}
-	}
 	group := fmt.Sprintf("failover-%d", time.Now().UnixNano())
-	rep, err := offsets.Failover(context.Background(), strings.Fields(string(b)), *topic, group, *rounds,
-		6*time.Second, 12*time.Second, node("node-kill"), node("node-start"), os.Stdout)
+	rep, err := offsets.Failover(context.Background(), brokers, *topic, group, *rounds,
+		6*time.Second, 12*time.Second, cluster.Node("node-kill"), cluster.Node("node-start"), os.Stdout)
 	fmt.Printf("%d commits acknowledged; stable reads: %d, %d below an acknowledged commit; unstable reads: %d, %d below an acknowledged commit\n",
 		rep.Commits, rep.StableReads, rep.StableBelow, rep.UnstableReads, rep.UnstableBelow)
 	if err != nil {

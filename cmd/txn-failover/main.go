@@ -11,10 +11,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
-	"strings"
 	"time"
 
+	"github.com/patchflow/patchflow/proving/clusterscript"
 	"github.com/patchflow/patchflow/proving/transactions"
 )
 
@@ -29,25 +28,17 @@ func main() {
 	pause := flag.Duration("pause", 30*time.Millisecond, "pause between a partition's transactions")
 	rounds := flag.Int("rounds", 6, "node kills")
 	flag.Parse()
-	b, err := os.ReadFile(*dir + "/brokers")
+	cluster := clusterscript.Cluster{Script: *script, Dir: *dir}
+	brokers, err := cluster.Brokers()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	node := func(verb string) func(int32) error {
-		return func(n int32) error {
-			out, err := exec.Command("bash", *script, verb, *dir, fmt.Sprint(n)).CombinedOutput()
-			if err != nil {
-				return fmt.Errorf("%s %d: %w: %s", verb, n, err, out)
-			}
-			return nil
-		}
-	}
 	rep, err := transactions.Probe(context.Background(), transactions.Options{
-		Brokers: strings.Fields(string(b)), In: *in, Out: *out, Group: fmt.Sprintf("txn-probe-%d", time.Now().UnixNano()),
+		Brokers: brokers, In: *in, Out: *out, Group: fmt.Sprintf("txn-probe-%d", time.Now().UnixNano()),
 		Partitions: int32(*partitions), PerPartition: *per, Batch: *batch, Pause: *pause,
 		Every: 10 * time.Second, Down: 8 * time.Second, Rounds: *rounds,
-		Kill: node("node-kill"), Start: node("node-start"), Stall: 90 * time.Second, Log: os.Stdout,
+		Kill: cluster.Node("node-kill"), Start: cluster.Node("node-start"), Stall: 90 * time.Second, Log: os.Stdout,
 	})
 	fmt.Println(rep.Line())
 	if err != nil {
