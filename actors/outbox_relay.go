@@ -117,9 +117,9 @@ type Relay struct {
 	stop   chan struct{}
 	poke   chan struct{}
 	ticker *time.Ticker
-	// rounds counts the rounds in flight: Stop waits for them, so no round
-	// publishes after it returned (and after its caller closed the
-	// producer and the store).
+	// rounds counts the rounds and backlog reads in flight: Stop waits for
+	// them, so none uses the producer or the store after it returned (and
+	// its caller closed them).
 	rounds *sync.WaitGroup
 	// stopped is closed when the actor has stopped.
 	stopped chan struct{}
@@ -222,9 +222,9 @@ func (r *Relay) Stop(ctx context.Context) error {
 		err = ctx.Err()
 	}
 	r.system.Root.Poison(r.pid)
-	// Once the actor stopped it starts no round; the round in flight ends
-	// within its publisher's bound and the store's timeouts, and only then
-	// may the caller close them.
+	// Once the actor stopped it starts no round; the round and the backlog
+	// read in flight end within the publisher's bound and the store's
+	// timeouts, and only then may the caller close them.
 	<-r.stopped
 	r.rounds.Wait()
 	return err
@@ -280,7 +280,9 @@ func (a *relayActor) wake(c actor.Context) {
 	if !a.reading && now.Sub(a.lastRead) >= a.cfg.Interval {
 		a.reading, a.lastRead = true, now
 		self, root := c.Self(), c.ActorSystem().Root
+		a.rounds.Add(1) // Stop waits for it as for a round: it uses the store
 		go func() {
+			defer a.rounds.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), a.cfg.StoreTimeout)
 			defer cancel()
 			b, err := a.cfg.Store.Backlog(ctx)

@@ -22,6 +22,7 @@ type memOutbox struct {
 	msgs    []messages.OutboxMessage
 	held    map[string]bool
 	claims  int
+	lastID  int64
 	refused []messages.OutboxMessage // kept aside
 }
 
@@ -29,10 +30,8 @@ func (o *memOutbox) add(kind messages.OutboxKind, key string, n int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for range n {
-		id := int64(len(o.msgs)) + 1
-		if len(o.msgs) > 0 {
-			id = o.msgs[len(o.msgs)-1].ID + 1
-		}
+		o.lastID++ // never reused, as a sequence's: ids told apart across the whole test
+		id := o.lastID
 		o.msgs = append(o.msgs, messages.OutboxMessage{ID: id, Kind: kind, OrderingKey: key, EventID: string(rune('a' + id%26))})
 	}
 }

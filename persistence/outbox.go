@@ -87,16 +87,22 @@ func (o *Outbox) notifier() {
 	}
 }
 
-// claimKeys takes the ordering keys of the oldest $1 messages, skipping
-// kinds $3 and refused messages, whose advisory lock no other relay holds,
-// and locks them until the claim's transaction ends. A key another relay
-// holds is skipped whole, so a key's messages are published by one relay at
-// a time, in id order.
+// claimKeys looks at a window of the outbox: the $1 messages after the
+// oldest $4, skipping kinds $3 and refused messages. It tries each of their
+// ordering keys' advisory locks, taking those no other relay holds until
+// the claim's transaction ends, and returns each key with whether it was
+// taken, and the window's size. A key another relay holds is skipped whole,
+// so a key's messages are published by one relay at a time, in id order.
 const claimKeys = `
-	SELECT k FROM (
-		SELECT DISTINCT ordering_key AS k FROM (
-			SELECT ordering_key FROM outbox WHERE kind <> ALL ($3::text[]) AND refused IS NULL ORDER BY id LIMIT $1) c) d
-	WHERE pg_try_advisory_xact_lock($2, hashtext(k))`
+	SELECT k, pg_try_advisory_xact_lock($2, hashtext(k)), n FROM (
+		SELECT DISTINCT ordering_key AS k, count(*) OVER () AS n FROM (
+			SELECT ordering_key FROM outbox WHERE kind <> ALL ($3::text[]) AND refused IS NULL ORDER BY id LIMIT $1 OFFSET $4) c) d`
+
+// claimWindows bounds how many windows of max messages a claim looks at:
+// while another relay holds keys of the oldest messages, a claim looks
+// past them, so that it still fills its batch (a round left short waits
+// the relay's linger) without reading the whole outbox.
+const claimWindows = 4
 
 // claimMessages reads the locked keys' messages, oldest first, in a
 // statement that starts after the locks are held: its snapshot sees what a
@@ -213,20 +219,41 @@ func (o *Outbox) settle(ctx context.Context, conn *sql.Conn, outcome messages.Ou
 }
 
 func (o *Outbox) keys(ctx context.Context, conn *sql.Conn, max int, kinds []string) ([]string, error) {
-	rows, err := conn.QueryContext(ctx, claimKeys, max, outboxLockClass, pq.Array(kinds))
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
 	var keys []string
-	for rows.Next() {
-		var k string
-		if err := rows.Scan(&k); err != nil {
+	for w := range claimWindows {
+		rows, err := conn.QueryContext(ctx, claimKeys, max, outboxLockClass, pq.Array(kinds), w*max)
+		if err != nil {
 			return nil, err
 		}
-		keys = append(keys, k)
+		seen, size, held := 0, 0, false
+		for rows.Next() {
+			var (
+				k     string
+				taken bool
+			)
+			if err := rows.Scan(&k, &taken, &size); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			seen++
+			if taken {
+				keys = append(keys, k)
+			} else {
+				held = true
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		// The next window only when this one was full and another relay
+		// held some of it: otherwise this window fills the batch, or the
+		// outbox ends here.
+		if seen == 0 || size < max || !held {
+			break
+		}
 	}
-	return keys, rows.Err()
+	return keys, nil
 }
 
 func (o *Outbox) read(ctx context.Context, conn *sql.Conn, keys []string, max int, kinds []string) ([]messages.OutboxMessage, error) {
