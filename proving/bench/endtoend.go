@@ -48,6 +48,13 @@ const (
 	// RecheckUnchanged of them with the host's profile unchanged and
 	// RecheckChanged with a few packages changed.
 	WorkloadRecheck = "re-check-in"
+	// WorkloadNewHostsKnownOrgs: WorkloadNewHosts after as many hosts of
+	// the same orgs, on the same dataset, were created (untimed), so the
+	// orgs have been told of most of their installable advisories, as a
+	// live service's have: a new host's evaluation seldom notifies. In
+	// WorkloadNewHosts every org is new, and each event adds about 36
+	// (org, advisory) pairs to notify.
+	WorkloadNewHostsKnownOrgs = "new hosts, known orgs"
 )
 
 // The shares of the re-check-in workload's timed events.
@@ -71,7 +78,7 @@ const (
 // EndToEndConfig is one configuration of the end-to-end scenario.
 type EndToEndConfig struct {
 	Name     string `json:"name"`     // "default", "sequential"...
-	Workload string `json:"workload"` // WorkloadNewHosts or WorkloadRecheck
+	Workload string `json:"workload"` // WorkloadNewHosts, WorkloadRecheck or WorkloadNewHostsKnownOrgs
 	// PerPartition (S), Total (G) and Ordering are the listener's settings;
 	// 0 and "" leave the listener's own defaults.
 	PerPartition int    `json:"per_partition_setting"`
@@ -336,6 +343,11 @@ func (e *EndToEnd) Run(ctx context.Context, listener, bin string, c EndToEndConf
 	untimed := 0
 	switch c.Workload {
 	case WorkloadNewHosts:
+	case WorkloadNewHostsKnownOrgs:
+		// loadgen creates every host before it updates any: the first
+		// c.Hosts are the untimed ones, then c.Hosts new hosts and the
+		// updates, as WorkloadNewHosts has them.
+		o.Hosts, o.Events, untimed = 2*c.Hosts, c.Events+c.Hosts, c.Hosts
 	case WorkloadRecheck:
 		o.Events, untimed = c.Hosts+c.Events, c.Hosts
 		o.RecheckShare, o.ChangeShare = RecheckUnchanged, RecheckChanged
@@ -401,8 +413,9 @@ func (e *EndToEnd) Run(ctx context.Context, listener, bin string, c EndToEndConf
 		return filepath.Join(e.Work, fmt.Sprintf("e2e-%s-%s-%d-%s.log", listener, strings.NewReplacer("=", "", " ", "", ",", "").Replace(c.Label()), seed, part))
 	}
 
-	// Re-check-ins: the hosts are created first by a listener process of
-	// the same build, which commits to the end and stops, untimed.
+	// Re-check-ins, known orgs: the hosts are created first by a listener
+	// process of the same build, which commits to the end and stops (its
+	// relay publishing what waits in the outbox), untimed.
 	if untimed > 0 {
 		if _, err := produce(plan.Items[:untimed]); err != nil {
 			return fail(err)

@@ -370,29 +370,45 @@ func (r *Report) endToEndTable(b *strings.Builder) {
 }
 
 // effectsTable compares the configurations with the outbox's messages on
-// and off, measured in this run, one after the other.
+// and off, measured in this run, one after the other, for each workload.
 func (r *Report) effectsTable(b *strings.Builder) {
-	var on, off []EndToEndResult
-	for _, e := range r.Effects {
-		switch e.Name {
-		case ConfigEffectsOn:
-			on = append(on, e)
-		case ConfigEffectsOff:
-			off = append(off, e)
+	header := false
+	for _, w := range []string{WorkloadNewHosts, WorkloadNewHostsKnownOrgs} {
+		var on, off []EndToEndResult
+		for _, e := range r.Effects {
+			switch {
+			case e.Workload != w:
+			case e.Name == ConfigEffectsOn:
+				on = append(on, e)
+			case e.Name == ConfigEffectsOff:
+				off = append(off, e)
+			}
 		}
+		if len(on) == 0 || len(off) == 0 {
+			continue
+		}
+		if !header {
+			header = true
+			b.WriteString("\n## 11. What the effects cost\n\n")
+			b.WriteString("The end-to-end scenario's set-up (section 4: the listener binary with its real handler, the platform mock at 100 ms, realistic events, durable PostgreSQL, the real broker), this listener only: **effects on** publishes remediations, notifications and payload statuses as in production (the three kinds on, the default; topics of the run's own), **effects off** turns the three off (`REMEDIATIONS`, `NOTIFICATIONS`, `PAYLOAD_TRACKER` false). They alternate (on, off, off, on, twice) so the machine's drift falls on neither. " +
+				"**Messages** are those the effect topics hold after the listener stopped (its relay publishes what waits as it stops); **outbox lag** is each payload status's time on the broker (the producer's timestamp) less the time the listener stamped it with just before its transaction: p99 and max over the run. " +
+				"Two workloads: **" + WorkloadNewHosts + "**, each org new, so each event finds about 36 (org, advisory) pairs to notify (a first deployment); **" + WorkloadNewHostsKnownOrgs + "**, the same after as many hosts of the same orgs were created untimed, so the orgs know most of their advisories, as a live service's do.\n")
+		}
+		fmt.Fprintf(b, "\n**%s**\n\n", w)
+		b.WriteString("| configuration | events | systems/s | mean limit | handler ms: mean | database ms/event | CPU ms/event: listener | PostgreSQL | Kafka | WAL bytes/event | messages | outbox lag p99 ms | max ms | hosts wrong |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, e := range append(append([]EndToEndResult{}, on...), off...) {
+			fmt.Fprintf(b, "| %s | %d | %.1f | %s | %.0f | %.0f | %.1f | %s | %s | %.0f | %d | %.0f | %.0f | %d of %d |\n", e.Name, e.Events, e.PerSecond,
+				measuredText(e.MeanLimit), e.HandlerMeanMS, e.DatabaseMS, e.CPU.Listener,
+				msText(e.CPU.Postgres), msText(e.CPU.Kafka), e.WALBytesPerEvent, e.EffectMessages, e.OutboxLagP99MS, e.OutboxLagMaxMS, e.HostsWrong, e.HostsChecked)
+		}
+		effectsMeans(b, on, off)
 	}
-	if len(on) == 0 || len(off) == 0 {
-		return
-	}
-	b.WriteString("\n## 11. What the effects cost\n\n")
-	b.WriteString("The end-to-end scenario's set-up (section 4: the listener binary with its real handler, the platform mock at 100 ms, realistic events, durable PostgreSQL, the real broker), this listener only, new hosts: **effects on** publishes remediations, notifications and payload statuses as in production (the three kinds on, the default; topics of the run's own), **effects off** turns the three off (`REMEDIATIONS`, `NOTIFICATIONS`, `PAYLOAD_TRACKER` false). They alternate (on, off, off, on, twice) so the machine's drift falls on neither. " +
-		"**Messages** are those the effect topics hold after the listener stopped (its relay publishes what waits as it stops); **outbox lag** is each payload status's time on the broker (the producer's timestamp) less the time the listener stamped it with just before its transaction: p99 and max over the run.\n\n")
-	b.WriteString("| configuration | events | systems/s | mean limit | handler ms: mean | database ms/event | CPU ms/event: listener | PostgreSQL | Kafka | WAL bytes/event | messages | outbox lag p99 ms | max ms | hosts wrong |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, e := range append(append([]EndToEndResult{}, on...), off...) {
-		fmt.Fprintf(b, "| %s | %d | %.1f | %s | %.0f | %.0f | %.1f | %s | %s | %.0f | %d | %.0f | %.0f | %d of %d |\n", e.Name, e.Events, e.PerSecond,
-			measuredText(e.MeanLimit), e.HandlerMeanMS, e.DatabaseMS, e.CPU.Listener,
-			msText(e.CPU.Postgres), msText(e.CPU.Kafka), e.WALBytesPerEvent, e.EffectMessages, e.OutboxLagP99MS, e.OutboxLagMaxMS, e.HostsWrong, e.HostsChecked)
-	}
+}
+
+// effectsMeans sums one workload's runs up: systems/s and PostgreSQL's CPU
+// with the effects and without, and the CPU per event of the processes
+// that do the work.
+func effectsMeans(b *strings.Builder, on, off []EndToEndResult) {
 	mean := func(rs []EndToEndResult, f func(EndToEndResult) float64) float64 {
 		sum := 0.0
 		for _, e := range rs {

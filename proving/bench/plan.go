@@ -225,17 +225,22 @@ func (p Plan) EndToEndConfigs() []EndToEndConfig {
 // EffectsConfigs are scenario 11's: this listener on new hosts with the
 // outbox's messages on and off, in the order on, off, off, on, twice, so
 // the machine's drift over the run falls on neither (two runs of each were
-// 264 and 354 systems/s apart on this machine: one pair says little).
+// 264 and 354 systems/s apart on this machine: one pair says little); then
+// the same on new hosts of known orgs.
 func (p Plan) EffectsConfigs() []EndToEndConfig {
-	effects := func(off bool) EndToEndConfig {
-		name := ConfigEffectsOn
-		if off {
-			name = ConfigEffectsOff
+	var out []EndToEndConfig
+	for _, w := range []string{WorkloadNewHosts, WorkloadNewHostsKnownOrgs} {
+		effects := func(off bool) EndToEndConfig {
+			name := ConfigEffectsOn
+			if off {
+				name = ConfigEffectsOff
+			}
+			return EndToEndConfig{Name: name, Workload: w, EffectsOff: off, Events: p.CompareEvents, Hosts: p.CompareEvents / 2, OnlyListener: ListenerAfter}
 		}
-		return EndToEndConfig{Name: name, Workload: WorkloadNewHosts, EffectsOff: off, Events: p.CompareEvents, Hosts: p.CompareEvents / 2, OnlyListener: ListenerAfter}
+		abba := []EndToEndConfig{effects(false), effects(true), effects(true), effects(false)}
+		out = append(append(out, abba...), abba...)
 	}
-	abba := []EndToEndConfig{effects(false), effects(true), effects(true), effects(false)}
-	return append(abba, abba...)
+	return out
 }
 
 // TolerantTolerances are the tolerances (LISTENER_CONCURRENCY_TOLERANCE) the
