@@ -7,14 +7,15 @@ package actors
 //	in  relayRoundDone   from the round's goroutine: what it published, whether the outbox may hold more
 //	in  relayBacklog     from the backlog goroutine: pending messages and the oldest one's age
 //	in  relayDrain       from Relay.Stop: publish what waits (always one round begun after it), then answer on done
-//	in  *actor.Stopped   closes stopped: Relay.Stop then waits for the round in flight
+//	in  *actor.Stopped   closes stopped: Relay.Stop then waits for the round and the backlog read in flight
 //	out OutboxStore.Claim / OutboxPublisher.Publish / finish, from one round goroutine at a time
 //	out RelayState       published for /status and metrics (Relay.State)
 //
 // One OutboxRelay lives per process, beside the partition actors: it
 // publishes what the records' transactions wrote to the outbox. A round
-// claims up to Batch of the oldest messages (the store holds their ordering
-// keys from other relays until the round ends), publishes them, and deletes
+// claims up to Batch of the oldest messages whose keys no other relay holds
+// (the store holds their ordering keys from other relays until the round
+// ends), publishes them, and deletes
 // those the broker acknowledged; the actor runs one round at a time, and
 // wakes for the next on a notification, on its timer, or at once when the
 // round was full. A wake within Linger of the last round's start waits for
