@@ -225,7 +225,7 @@ func (o *Outbox) keys(ctx context.Context, conn *sql.Conn, max int, kinds []stri
 		if err != nil {
 			return nil, err
 		}
-		seen, size, held := 0, 0, false
+		size, held := 0, false // size stays 0 for an empty window
 		for rows.Next() {
 			var (
 				k     string
@@ -235,21 +235,21 @@ func (o *Outbox) keys(ctx context.Context, conn *sql.Conn, max int, kinds []stri
 				rows.Close()
 				return nil, err
 			}
-			seen++
 			if taken {
 				keys = append(keys, k)
 			} else {
 				held = true
 			}
 		}
+		err = rows.Err()
 		rows.Close()
-		if err := rows.Err(); err != nil {
+		if err != nil {
 			return nil, err
 		}
 		// The next window only when this one was full and another relay
 		// held some of it: otherwise this window fills the batch, or the
 		// outbox ends here.
-		if seen == 0 || size < max || !held {
+		if size < max || !held {
 			break
 		}
 	}
