@@ -120,7 +120,8 @@ func (a *evaluationActor) evaluate(m *messages.EvaluateRecord) any {
 	}
 	f := failed(offset, m, class, err.Error())
 	f.Dependency = messages.DependencyOf(err)
-	if f.Dependency == "" && messages.CouldNotConnect(err) {
+	f.Unreachable = messages.CouldNotConnect(err)
+	if f.Dependency == "" && f.Unreachable {
 		f.Dependency = messages.DependencyNetwork
 	}
 	f.Congested = messages.IsCongestion(err)

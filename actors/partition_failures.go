@@ -99,7 +99,7 @@ func (a *PartitionActor) failed(c actor.Context, st *recordState, m *messages.Re
 	st.judging[fa.GetAttempt()] = fa
 	a.counts.retried()
 	self, root, off, attempt := a.self, a.system.Root, st.record.GetOffset(), m.GetAttempt()
-	judged := st.blame.Fail(book, attempt, m.GetDependency(), st.started, at, m.GetCongested(), func() {
+	judged := st.blame.Fail(book, attempt, m.GetDependency(), st.started, at, causeOf(m), func() {
 		root.Send(self, retryDue{offset: off, attempt: attempt})
 	})
 	a.concluded(st, judged)
@@ -310,4 +310,15 @@ func (a *PartitionActor) HandleFailure(_ *actor.ActorSystem, supervisor actor.Su
 	a.logger.Warn("handler panicked", append([]any{"offset", off, "attempt", st.attempt, "reason", PanicValue(reason)}, stack...)...)
 	a.system.Root.Send(a.self, &messages.RecordFailed{Offset: off, Epoch: a.cfg.Epoch, Attempt: st.attempt,
 		ErrorClass: messages.ErrorClass_ERROR_CLASS_PANIC, Error: "handler " + text, Started: timestamppb.New(st.started)})
+}
+
+// causeOf is what the rule hears of why an attempt failed.
+func causeOf(m *messages.RecordFailed) blame.Cause {
+	switch {
+	case m.GetCongested():
+		return blame.CauseCongestion
+	case m.GetUnreachable():
+		return blame.CauseUnreachable
+	}
+	return blame.CauseAny
 }

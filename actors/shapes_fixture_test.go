@@ -223,6 +223,13 @@ func (w *shapeWorld) deadOf(p int32, offset int64) *messages.DeadLetter {
 	return w.dead[shapeKey{p, offset}]
 }
 
+// isDone reports whether offset of partition p was handled (done or skipped).
+func (w *shapeWorld) isDone(p int32, offset int64) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.done[shapeKey{p, offset}]
+}
+
 // attemptsOf returns how many times offset of partition p was handled.
 func (w *shapeWorld) attemptsOf(p int32, offset int64) int {
 	w.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -14,33 +15,46 @@ import (
 	"github.com/patchflow/patchflow/messages"
 )
 
-// A handler returning errors that name no dependency but say a connection
-// could not be made, or that name a dependency whose calls it does not
-// report, through a 2 s outage of a dependency only some records need (one
-// in 300: a rare event type; the rest touch only the database). The other
-// records keep being handled, four and more for each failing: judged by
-// those alone, every failure read as its record's own, and every good
-// record that needed the dependency was dead-lettered (177 of them). The
-// other failures naming the same dependency make it shared.
+// refused is the error a dial to a service that is down returns.
+func refused() error {
+	return &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+}
+
+// A handler whose calls to a dependency only some records need (one in 300:
+// a rare event type; the rest touch only the database) fail through a 2 s
+// outage, while the other records keep being handled, four and more for
+// each failing. Judged by those alone, every failure read as its record's
+// own, and every good record that needed the dependency was dead-lettered
+// (177 of them). A failure that could not connect is never a record's own,
+// named or not (the first failing record alone, with no other failing near
+// it, was dead-lettered now and then while that was judged by the records
+// handled). One whose error was flattened to text is judged by the other
+// failures naming its dependency: here the records needing it come two at
+// a time, each the other's evidence (one alone is the rule's known blind
+// spot: docs/architecture.md, "What it cannot tell apart").
 func TestShapeOutageOfADependencyOnlySomeRecordsNeed(t *testing.T) {
 	for _, c := range []struct {
-		name string
-		err  error
+		name  string
+		err   error
+		needs func(off int64) bool
 	}{
-		{"plain error", fmt.Errorf("fetch profile: %w", &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)})},
-		{"named, unreported dependency", messages.FailedIn("inventory",
-			messages.Transient(errors.New("inventory: dial tcp 10.0.0.9:443: connect: connection refused")))},
+		{"plain error, could not connect", fmt.Errorf("fetch profile: %w", refused()),
+			func(off int64) bool { return off%300 == 0 }},
+		{"named, could not connect", messages.FailedIn("inventory", messages.Transient(fmt.Errorf("inventory: %w", refused()))),
+			func(off int64) bool { return off%300 == 0 }},
+		{"named, flattened to text", messages.FailedIn("inventory",
+			messages.Transient(errors.New("inventory: dial tcp 10.0.0.9:443: connect: connection refused"))),
+			func(off int64) bool { return off%300 <= 1 }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := shapeSettings(ordering.ByKey)
 			s.InFlightPerPartition, s.SpanPerPartition = 64, 4096 // the listener's S, a span that does not stop the flow
 			start := time.Now()
 			outage := func() bool { d := time.Since(start); return d > 200*time.Millisecond && d < 2200*time.Millisecond }
-			needs := func(off int64) bool { return off%300 == 0 }
 			endless := func(p int32, off int64) (string, bool) { return fmt.Sprintf("host-%d-%d", p, off), true }
 			w := newShapeWorld(t, s, 4, endless, paced(func(w *shapeWorld, ctx context.Context, r *messages.Record) error {
 				time.Sleep(5 * time.Millisecond)
-				if needs(r.GetOffset()) && outage() {
+				if c.needs(r.GetOffset()) && outage() {
 					return c.err
 				}
 				return nil
@@ -48,9 +62,58 @@ func TestShapeOutageOfADependencyOnlySomeRecordsNeed(t *testing.T) {
 			time.Sleep(3 * time.Second)
 			st := w.stats.Snapshot()
 			if d := w.deadCount(); d != 0 {
-				t.Fatalf("%d good records dead-lettered by a 2 s outage of a dependency one in 300 of them need (verdicts own %d, shared %d, held %d)",
+				t.Fatalf("%d good records dead-lettered by a 2 s outage of a dependency few of them need (verdicts own %d, shared %d, held %d)",
 					d, st.RetriedOwn, st.RetriedShared, st.RetriedHeld)
 			}
+		})
+	}
+}
+
+// One record, the only one needing a service, cannot connect to it while
+// the records around it are handled: however many attempts fail so, it is
+// held (reported), never dead-lettered, and handled once the service is
+// back. Judged by the records handled, its failures were its own, and it
+// was dead-lettered at its third attempt.
+func TestShapeALoneRecordThatCannotConnectIsHeld(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		err  error
+	}{
+		{"plain error", fmt.Errorf("fetch profile: %w", refused())},
+		{"named dependency", messages.FailedIn("inventory", messages.Transient(fmt.Errorf("inventory: %w", refused())))},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := shapeSettings(ordering.ByKey)
+			s.InFlightPerPartition, s.SpanPerPartition = 64, 4096
+			const lone, downFor = 300, 2 * 3 // the service is back after twice MaxAttempts failures
+			var failures atomic.Int32
+			endless := func(p int32, off int64) (string, bool) { return fmt.Sprintf("host-%d-%d", p, off), true }
+			w := newShapeWorld(t, s, 2, endless, paced(func(w *shapeWorld, ctx context.Context, r *messages.Record) error {
+				if r.GetPartition() == 0 && r.GetOffset() == lone && failures.Load() < downFor {
+					failures.Add(1)
+					return c.err
+				}
+				return nil
+			}))
+			// Ends when the record is handled or dead-lettered, or at the
+			// deadline: its attempts are backoff and verdicts apart (tens
+			// of milliseconds each).
+			deadline := time.Now().Add(20 * time.Second)
+			for !w.isDone(0, lone) && w.deadLettered(0, lone).IsZero() && time.Now().Before(deadline) {
+				time.Sleep(2 * time.Millisecond)
+			}
+			st := w.stats.Snapshot()
+			if d := w.deadOf(0, lone); d != nil {
+				t.Fatalf("a lone record that could not connect was dead-lettered after %d attempts (verdicts own %d, shared %d, held %d): %s",
+					w.attemptsOf(0, lone), st.RetriedOwn, st.RetriedShared, st.RetriedHeld, d.GetError())
+			}
+			if !w.isDone(0, lone) {
+				t.Fatalf("the lone record was not handled within 20 s of the service coming back: %d attempts", w.attemptsOf(0, lone))
+			}
+			if st.RetriedHeld == 0 || st.RetriedOwn != 0 {
+				t.Fatalf("verdicts own %d, held %d: want its failures held, none its own", st.RetriedOwn, st.RetriedHeld)
+			}
+			w.waitCommitted(0, lone+1, 5*time.Second)
 		})
 	}
 }

@@ -50,12 +50,12 @@ func DependencyOf(err error) string {
 
 // CouldNotConnect reports whether err's chain says a connection could not
 // be made: a failed dial or name lookup, a refused connection, an
-// unreachable host or network. No record's content causes one, so a
-// failure naming no dependency that is one is judged as a failure of a
-// dependency (DependencyNetwork), by the other records failing so, never by
-// the records handled meanwhile (an outage of a service only some records
-// need must not read as their own failures). A reset, an EOF or a timeout
-// on an open connection is not one: a record's request can cause those.
+// unreachable host or network. No record's content causes one, so such a
+// failure is never judged the record's own (an outage of a service only
+// some records need must not read as their own failures): where the other
+// records were served, it is held. One naming no dependency is booked as a
+// failure of DependencyNetwork. A reset, an EOF or a timeout on an open
+// connection is not one: a record's request can cause those.
 func CouldNotConnect(err error) bool {
 	var op *net.OpError
 	var dns *net.DNSError

@@ -246,8 +246,12 @@ type RecordFailed struct {
 	// The reason of a broken message (the *messages.ValidationError in the
 	// handler's error: one of messages.ValidationReasons); empty otherwise.
 	ValidationReason string `protobuf:"bytes,10,opt,name=validation_reason,json=validationReason,proto3" json:"validation_reason,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// True when the error's chain says a connection could not be made
+	// (messages.CouldNotConnect): no record's content causes that, so it is
+	// never judged the record's own failure.
+	Unreachable   bool `protobuf:"varint,11,opt,name=unreachable,proto3" json:"unreachable,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RecordFailed) Reset() {
@@ -348,6 +352,13 @@ func (x *RecordFailed) GetValidationReason() string {
 		return x.ValidationReason
 	}
 	return ""
+}
+
+func (x *RecordFailed) GetUnreachable() bool {
+	if x != nil {
+		return x.Unreachable
+	}
+	return false
 }
 
 // Drain: claim bridge -> partition actor. Stop admitting, wait for in-flight
@@ -761,7 +772,7 @@ const file_patchflow_v1_pipeline_proto_rawDesc = "" +
 	"\aoutcome\x18\x04 \x01(\x0e2\x15.patchflow.v1.OutcomeR\aoutcome\x12\x1f\n" +
 	"\vskip_reason\x18\x05 \x01(\tR\n" +
 	"skipReason\x12<\n" +
-	"\fhandler_time\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\vhandlerTime\"\x86\x03\n" +
+	"\fhandler_time\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\vhandlerTime\"\xa8\x03\n" +
 	"\fRecordFailed\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12\x18\n" +
@@ -776,7 +787,8 @@ const file_patchflow_v1_pipeline_proto_rawDesc = "" +
 	"\tcongested\x18\b \x01(\bR\tcongested\x12<\n" +
 	"\fhandler_time\x18\t \x01(\v2\x19.google.protobuf.DurationR\vhandlerTime\x12+\n" +
 	"\x11validation_reason\x18\n" +
-	" \x01(\tR\x10validationReason\"<\n" +
+	" \x01(\tR\x10validationReason\x12 \n" +
+	"\vunreachable\x18\v \x01(\bR\vunreachable\"<\n" +
 	"\x05Drain\x123\n" +
 	"\atimeout\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\x82\x01\n" +
 	"\vDrainResult\x12\x1c\n" +

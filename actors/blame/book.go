@@ -31,7 +31,9 @@
 //     and is held while any fails there: the records handled meanwhile say
 //     nothing of a service only some of them need. A handler that
 //     classifies nothing is never punished for an outage that fails every
-//     record.
+//     record. A failure that could not connect (CauseUnreachable) is never
+//     the record's own, whatever judges it: no record's content refuses a
+//     connection.
 //  4. Where nothing could be heard, the verdict is NoEvidence: the record is
 //     held, retried and reported by its owner, never dead-lettered on a
 //     guess.

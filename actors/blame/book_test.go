@@ -51,6 +51,10 @@ func TestJudgeTable(t *testing.T) {
 		{E{CheckPassed: true, Failing: 1}, blame.Own},            // one other failing there still, unheard
 		{E{CheckPassed: true, Failing: 2}, blame.NoEvidence},     // two: several bad records, or an outage the check misses
 		{E{Served: 3, CheckPassed: true, Failing: 5}, blame.Own}, // fresh records served speak first
+		{E{Served: 8, Unreachable: true}, blame.NoEvidence},      // could not connect while others were served: held
+		{E{CheckPassed: true, Unreachable: true}, blame.NoEvidence},
+		{E{Failed: 2, Unreachable: true}, blame.Shared}, // others failing too: shared, as any failure
+		{E{Served: 8, CheckFailed: true, Unreachable: true}, blame.Shared},
 	}
 	for _, c := range cases {
 		if got := blame.Judge(c.e); got != c.want {
@@ -66,8 +70,8 @@ func TestSuspectsFailuresDoNotCountTheirRecoveryDoes(t *testing.T) {
 	b.Call("vmaas", rec(9), at(0), at(1), true)
 	var other, self blame.Record
 	other.Self, self.Self = rec(2), rec(1)
-	other.Fail(b, 1, "vmaas", at(4), at(5), false, func() {}) // failing before
-	self.Fail(b, 1, "vmaas", at(9), at(10), false, func() {})
+	other.Fail(b, 1, "vmaas", at(4), at(5), blame.CauseAny, func() {}) // failing before
+	self.Fail(b, 1, "vmaas", at(9), at(10), blame.CauseAny, func() {})
 	b.Call("vmaas", rec(2), at(20), at(21), false) // the suspect failing again: nothing
 	for i := range 3 {
 		b.Call("vmaas", rec(int64(30+i)), at(30), at(31), true)
@@ -75,7 +79,7 @@ func TestSuspectsFailuresDoNotCountTheirRecoveryDoes(t *testing.T) {
 	if j := self.Judge(at(2000)); len(j) != 1 || j[0].Verdict != blame.Own {
 		t.Fatalf("verdicts %v, want own: a suspect's failure must not blind it", j)
 	}
-	self.Fail(b, 2, "vmaas", at(2099), at(2100), false, func() {})
+	self.Fail(b, 2, "vmaas", at(2099), at(2100), blame.CauseAny, func() {})
 	b.Call("vmaas", rec(2), at(2200), at(2201), true) // the suspect served: it was shared
 	for i := range 3 {
 		b.Call("vmaas", rec(int64(40+i)), at(2300), at(2301), true)
@@ -166,7 +170,7 @@ func TestAnUnreportedDependencyIsJudgedByItsFailuresToo(t *testing.T) {
 	}
 	var self, other, third blame.Record
 	self.Self, other.Self, third.Self = rec(1), rec(2), rec(3)
-	self.Fail(b, 1, "inventory", at(0), at(10), false, func() {})
+	self.Fail(b, 1, "inventory", at(0), at(10), blame.CauseAny, func() {})
 	handled(100, 20, 20)
 	if j := self.Judge(at(30)); len(j) != 0 {
 		t.Fatalf("judged %v before the first third of the window: failures naming it are heard until then", j)
@@ -174,16 +178,67 @@ func TestAnUnreportedDependencyIsJudgedByItsFailuresToo(t *testing.T) {
 	if j := self.Judge(at(2000)); len(j) != 1 || j[0].Verdict != blame.Own {
 		t.Fatalf("a lone failure at an unreported dependency among records handled: verdicts %v, want own", j)
 	}
-	self.Fail(b, 2, "inventory", at(2000), at(2010), false, func() {})
+	self.Fail(b, 2, "inventory", at(2000), at(2010), blame.CauseAny, func() {})
 	handled(200, 20, 2020)
-	other.Fail(b, 1, "inventory", at(2000), at(2100), false, func() {})
-	third.Fail(b, 1, "inventory", at(2000), at(2200), false, func() {})
+	other.Fail(b, 1, "inventory", at(2000), at(2100), blame.CauseAny, func() {})
+	third.Fail(b, 1, "inventory", at(2000), at(2200), blame.CauseAny, func() {})
 	if j := self.Judge(at(4000)); len(j) != 1 || j[0].Verdict != blame.NoEvidence {
 		t.Fatalf("failing with two others at an unreported dependency while others are handled: verdicts %v, want no evidence (held)", j)
 	}
 	self.Close()
 	other.Close()
 	third.Close()
+}
+
+// A failure that could not connect is never the record's own: alone at a
+// dependency only some records need, among records handled (a plain error,
+// judged by the handler's outcomes), or at a reported one that serves the
+// others (a replica refusing connections), it is held, however many
+// attempts fail so.
+func TestAFailureThatCouldNotConnectIsNeverOwn(t *testing.T) {
+	for _, dependency := range []string{"network", "inventory", "vmaas"} {
+		b := newBook()
+		var self blame.Record
+		self.Self = rec(1)
+		for attempt := range int32(5) {
+			ms := int(attempt) * 3000
+			self.Fail(b, attempt+1, dependency, at(ms), at(ms+10), blame.CauseUnreachable, func() {})
+			for i := range 20 {
+				b.Call(blame.Handler, rec(int64(100+i)), at(ms+20), at(ms+21), true)
+				b.Call("vmaas", rec(int64(100+i)), at(ms+20), at(ms+21), true)
+			}
+			for _, j := range self.Judge(at(ms + 2500)) {
+				if j.Verdict != blame.NoEvidence {
+					t.Errorf("%s: attempt %d that could not connect, others served: %v, want no evidence (held)", dependency, j.Attempt, j.Verdict)
+				}
+			}
+		}
+		if self.Own != 0 || self.Decide(1) {
+			t.Errorf("%s: %d failures that could not connect counted as the record's own", dependency, self.Own)
+		}
+		self.Close()
+	}
+}
+
+// Whatever else was heard, a failure that could not connect is judged as
+// any other, except that an own verdict is no evidence.
+func TestJudgeUnreachableIsJudgeWithoutOwn(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		e := blame.Evidence{
+			Served: rapid.IntRange(0, 12).Draw(t, "served"), Failed: rapid.IntRange(0, 6).Draw(t, "failed"),
+			Recovered: rapid.IntRange(0, 2).Draw(t, "recovered"), SuspectsFailed: rapid.IntRange(0, 4).Draw(t, "suspectsFailed"),
+			CheckPassed: rapid.Bool().Draw(t, "checkPassed"), CheckFailed: rapid.Bool().Draw(t, "checkFailed"),
+			NamedFailed: rapid.IntRange(0, 3).Draw(t, "namedFailed"), Failing: rapid.IntRange(0, 4).Draw(t, "failing"),
+		}
+		want := blame.Judge(e)
+		if want == blame.Own {
+			want = blame.NoEvidence
+		}
+		e.Unreachable = true
+		if got := blame.Judge(e); got != want {
+			t.Fatalf("Judge(%+v) = %v, want %v", e, got, want)
+		}
+	})
 }
 
 // A failed check puts the dependency in outage until a check passes;
@@ -359,14 +414,14 @@ func TestASuspectServedCountsOnceItsAttemptGotThrough(t *testing.T) {
 		// The check passes and one other record fails: Own.
 		{"failed at its write", func(b *blame.Book, other *blame.Record) {
 			b.Call("vmaas", rec(2), at(1210), at(1220), false)
-			other.Fail(b, 2, "vmaas", at(1200), at(1220), false, func() {})
+			other.Fail(b, 2, "vmaas", at(1200), at(1220), blame.CauseAny, func() {})
 		}, blame.Own},
 		// Its attempt still running when the case is judged: nothing heard
 		// from it, and the check alone says the path serves.
 		{"still running", func(*blame.Book, *blame.Record) {}, blame.Own},
 		{"handled", func(b *blame.Book, other *blame.Record) { other.Done(b, at(1200)) }, blame.Shared},
 		{"failed elsewhere", func(b *blame.Book, other *blame.Record) {
-			other.Fail(b, 2, "database", at(1200), at(1230), false, func() {})
+			other.Fail(b, 2, "database", at(1200), at(1230), blame.CauseAny, func() {})
 		}, blame.Shared},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -375,8 +430,8 @@ func TestASuspectServedCountsOnceItsAttemptGotThrough(t *testing.T) {
 			b.Call("database", rec(9), at(0), at(1), true) // known
 			var other, self blame.Record
 			other.Self, self.Self = rec(2), rec(1)
-			other.Fail(b, 1, "vmaas", at(0), at(1000), false, func() {}) // failing before
-			self.Fail(b, 1, "vmaas", at(1000), at(1100), false, func() {})
+			other.Fail(b, 1, "vmaas", at(0), at(1000), blame.CauseAny, func() {}) // failing before
+			self.Fail(b, 1, "vmaas", at(1000), at(1100), blame.CauseAny, func() {})
 			b.Call("vmaas", rec(2), at(1200), at(1210), true) // its read, served
 			c.settle(b, &other)
 			b.Check("vmaas", at(1300), at(1301), true)
@@ -396,13 +451,13 @@ func TestAFreshRecordFailingAfterARead(t *testing.T) {
 	b.Call("database", rec(9), at(0), at(1), true) // known
 	var self blame.Record
 	self.Self = rec(1)
-	self.Fail(b, 1, "database", at(0), at(100), false, func() {})
+	self.Fail(b, 1, "database", at(0), at(100), blame.CauseAny, func() {})
 	for i := range 4 {
 		var fresh blame.Record
 		fresh.Self = rec(int64(10 + i))
 		b.Call("database", fresh.Self, at(110), at(111), true)  // read
 		b.Call("database", fresh.Self, at(112), at(113), false) // write
-		fresh.Fail(b, 1, "database", at(110), at(113), false, func() {})
+		fresh.Fail(b, 1, "database", at(110), at(113), blame.CauseAny, func() {})
 		defer fresh.Close()
 	}
 	if e := self.Judge(at(3000)); len(e) != 1 || e[0].Verdict != blame.Shared {
@@ -435,7 +490,7 @@ func TestARetryWithdrawsTheWait(t *testing.T) {
 	for i := range records {
 		off := int64(i + 1)
 		records[i] = &blame.Record{Self: rec(off)}
-		records[i].Fail(b, 1, "vmaas", at(10), at(20), false, func() { woken[off]++ })
+		records[i].Fail(b, 1, "vmaas", at(10), at(20), blame.CauseAny, func() { woken[off]++ })
 	}
 	for _, r := range records[:4] {
 		r.Retry() // their backoffs ran out
@@ -458,18 +513,18 @@ func TestASuspectThatGotPastIsFreshAgain(t *testing.T) {
 	b.Call("vmaas", rec(9), at(0), at(1), true)
 	var self, other blame.Record
 	self.Self, other.Self = rec(1), rec(2)
-	other.Fail(b, 1, "vmaas", at(0), at(5), false, func() {}) // a blip at VMaaS
-	self.Fail(b, 1, "vmaas", at(900), at(1000), false, func() {})
-	b.Call("vmaas", rec(2), at(1200), at(1210), true)                  // got past VMaaS...
-	other.Fail(b, 2, "database", at(1200), at(1230), false, func() {}) // ...failing elsewhere
+	other.Fail(b, 1, "vmaas", at(0), at(5), blame.CauseAny, func() {}) // a blip at VMaaS
+	self.Fail(b, 1, "vmaas", at(900), at(1000), blame.CauseAny, func() {})
+	b.Call("vmaas", rec(2), at(1200), at(1210), true)                           // got past VMaaS...
+	other.Fail(b, 2, "database", at(1200), at(1230), blame.CauseAny, func() {}) // ...failing elsewhere
 	if j := self.Judge(at(2100)); len(j) != 1 || j[0].Verdict != blame.Shared {
 		t.Fatalf("first verdicts %v, want shared: a record failing with it got past", j)
 	}
-	self.Fail(b, 2, "vmaas", at(2900), at(3000), false, func() {})
+	self.Fail(b, 2, "vmaas", at(2900), at(3000), blame.CauseAny, func() {})
 	for i := range 3 {
 		b.Call("vmaas", rec(int64(2+i*10)), at(3100), at(3110), true) // rec(2) among them, fresh now
 	}
-	other.Fail(b, 3, "database", at(3100), at(3130), false, func() {})
+	other.Fail(b, 3, "database", at(3100), at(3130), blame.CauseAny, func() {})
 	if j := self.Judge(at(4100)); len(j) != 1 || j[0].Verdict != blame.Own {
 		t.Fatalf("second verdicts %v, want own: the one-time suspect is fresh again", j)
 	}

@@ -11,10 +11,13 @@ type Case struct {
 	// evidence too.
 	outage *dep
 	named  string
-	self   Source
-	at     time.Time // the failure
-	until  time.Time // the window's end: checks starting after it are not evidence
-	heard  time.Time // the end of the first third of the window: records' calls starting after it are not evidence
+	// unreachable: the failure could not connect (CauseUnreachable).
+	// Set before the case is shared.
+	unreachable bool
+	self        Source
+	at          time.Time // the failure
+	until       time.Time // the window's end: checks starting after it are not evidence
+	heard       time.Time // the end of the first third of the window: records' calls starting after it are not evidence
 	// enough is how many records heard make the case ripe early.
 	enough int
 
@@ -204,7 +207,7 @@ func (c *Case) Evidence() Evidence {
 // evidenceLocked counts what was heard. A suspect served whose attempt has
 // not settled yet is not counted. Under d.mu.
 func (c *Case) evidenceLocked() Evidence {
-	e := Evidence{CheckPassed: c.checkPassed, CheckFailed: c.checkFailed, NamedFailed: len(c.namedFails)}
+	e := Evidence{CheckPassed: c.checkPassed, CheckFailed: c.checkFailed, NamedFailed: len(c.namedFails), Unreachable: c.unreachable}
 	for src, since := range c.d.failing {
 		if src != c.self && !since.After(c.at) {
 			e.Failing++
@@ -260,6 +263,8 @@ type Evidence struct {
 	// attempt hangs past the window, or waits between attempts, is not
 	// heard, but it fails there all the same.
 	Failing int
+	// Unreachable: the failure could not connect (CauseUnreachable).
+	Unreachable bool
 }
 
 // Judge is the rule's verdict on a ripe case:
@@ -285,7 +290,11 @@ type Evidence struct {
 //     failed at the unreported dependency the failure names: the records
 //     handled say nothing of that dependency, and two records failing there
 //     may be two bad ones or an outage of a service only some records need
-//     (held and reported, never dead-lettered, until only one fails there).
+//     (held and reported, never dead-lettered, until only one fails there);
+//     and so is Own for a failure that could not connect: no record's
+//     content refuses a connection, so the others being served says the
+//     trouble is somewhere only this record went (a service only it needed,
+//     one replica of several), not that the record is bad.
 func Judge(e Evidence) Verdict {
 	failed := e.Failed + e.SuspectsFailed
 	var v Verdict
@@ -304,7 +313,7 @@ func Judge(e Evidence) Verdict {
 	default:
 		return NoEvidence
 	}
-	if e.NamedFailed > 0 {
+	if e.NamedFailed > 0 || e.Unreachable {
 		return NoEvidence
 	}
 	return v

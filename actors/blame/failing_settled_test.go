@@ -20,22 +20,22 @@ func TestRecordsPastTheDependencyAreNotFailingThere(t *testing.T) {
 	b.Check("vmaas", at(0), at(1), false)          // a short VMaaS outage
 	var r1, r2, bad blame.Record
 	r1.Self, r2.Self, bad.Self = rec(11), rec(12), rec(20)
-	r1.Fail(b, 1, "vmaas", at(100), at(110), false, nop) // shared at once, waiting
-	r2.Fail(b, 1, "vmaas", at(100), at(120), false, nop)
+	r1.Fail(b, 1, "vmaas", at(100), at(110), blame.CauseAny, nop) // shared at once, waiting
+	r2.Fail(b, 1, "vmaas", at(100), at(120), blame.CauseAny, nop)
 	b.Check("vmaas", at(600), at(601), true) // VMaaS serves again
 	// Their retries get past VMaaS and fail at the database, in an outage now.
 	b.Check("database", at(650), at(651), false)
 	b.Call("vmaas", rec(11), at(700), at(710), true)
 	b.Call("vmaas", rec(12), at(700), at(710), true)
-	r1.Fail(b, 2, "database", at(700), at(730), false, nop)
-	r2.Fail(b, 2, "database", at(700), at(730), false, nop)
+	r1.Fail(b, 2, "database", at(700), at(730), blame.CauseAny, nop)
+	r2.Fail(b, 2, "database", at(700), at(730), blame.CauseAny, nop)
 
 	// A record bad at VMaaS alone; VMaaS's check passes steadily.
 	for i, ms := range []int{3000, 5000, 7000} {
 		for c := ms - 1900; c < ms; c += 300 {
 			b.Check("vmaas", at(c), at(c+1), true)
 		}
-		bad.Fail(b, int32(i+1), "vmaas", at(ms), at(ms+10), false, nop)
+		bad.Fail(b, int32(i+1), "vmaas", at(ms), at(ms+10), blame.CauseAny, nop)
 		for c := ms + 100; c <= ms+900; c += 300 {
 			b.Check("vmaas", at(c), at(c+1), true)
 		}

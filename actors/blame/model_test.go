@@ -319,7 +319,7 @@ func (w *modelWorld) attemptEnd(e *event) {
 		named = ""
 	}
 	rr, att := r, r.attempt
-	judged := r.rule.Fail(w.book, att, named, mt(start), mt(e.at), false, func() {
+	judged := r.rule.Fail(w.book, att, named, mt(start), mt(e.at), blame.CauseAny, func() {
 		w.schedule(&event{at: w.now, kind: 1, r: rr, att: att})
 	})
 	w.note(r, judged)

@@ -38,10 +38,27 @@ type Judged struct {
 	Verdict Verdict
 }
 
+// Cause is what a failed attempt's error says of why it failed, beyond the
+// dependency it names.
+type Cause int
+
+const (
+	// CauseAny: anything, the record's content among it.
+	CauseAny Cause = iota
+	// CauseCongestion: it waited for a resource every record shares (a
+	// connection of a pool). Congestion at once, never the record's own.
+	CauseCongestion
+	// CauseUnreachable: a connection could not be made (a refused
+	// connection, a failed dial or lookup). No record's content refuses a
+	// connection, so it is never the record's own: judged like any failure,
+	// an own verdict is no evidence (held), whatever the other records met.
+	CauseUnreachable
+)
+
 // Fail books failed attempt, which started at started and failed at at,
 // made at dependency (as the handler named it; Resolve picks what judges
-// it): the pending cases ripe by then are judged and returned. A congested
-// attempt is Congestion at once. While the dependency is in an outage the
+// it) for cause: the pending cases ripe by then are judged and returned. A
+// congested attempt is Congestion at once. While the dependency is in an outage the
 // failure is Shared at once (whatever a recovery within its window would
 // later say), and the record waits for the recovery: wake is called once,
 // from any goroutine, when the recovery releases it (it must only tell the
@@ -49,10 +66,10 @@ type Judged struct {
 //
 // The attempt's calls heard in others' cases are settled: those to the
 // dependency it failed at did not get it through.
-func (r *Record) Fail(b *Book, attempt int32, dependency string, started, at time.Time, congested bool, wake func()) []Judged {
+func (r *Record) Fail(b *Book, attempt int32, dependency string, started, at time.Time, cause Cause, wake func()) []Judged {
 	judged := r.Judge(at)
 	r.stopWaiting()
-	if congested {
+	if cause == CauseCongestion {
 		b.settle(r.Self, started, nil)
 		return r.conclude(judged, Judged{attempt, Congestion})
 	}
@@ -73,7 +90,9 @@ func (r *Record) Fail(b *Book, attempt int32, dependency string, started, at tim
 		r.cancelWait = cancel
 		return r.conclude(judged, Judged{attempt, Shared})
 	}
-	r.pending = append(r.pending, pendingFailure{attempt: attempt, c: b.open(jd, od, named, r.Self, at)})
+	c := b.open(jd, od, named, r.Self, at)
+	c.unreachable = cause == CauseUnreachable
+	r.pending = append(r.pending, pendingFailure{attempt: attempt, c: c})
 	return judged
 }
 
