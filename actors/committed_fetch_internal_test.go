@@ -2,7 +2,6 @@ package actors
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,6 +9,8 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/patchflow/patchflow/proving/kfakecontrol"
 	"github.com/twmb/franz-go/pkg/kversion"
 )
 
@@ -135,13 +136,13 @@ func TestFetchCommittedFollowsAMovedCoordinator(t *testing.T) {
 func TestFetchCommittedDoesNotRepeatAHeldRead(t *testing.T) {
 	c, client := committedFetchBroker(t, 300*time.Millisecond)
 	var asked atomic.Int32
-	release, answered := make(chan struct{}), make(chan struct{}, 8)
-	var once sync.Once
-	t.Cleanup(func() { once.Do(func() { close(release) }) })
+	answered := make(chan struct{}, 8)
+	sleeper := kfakecontrol.New(c)
+	t.Cleanup(sleeper.Stop) // before the broker's close
 	c.ControlKey(int16(kmsg.OffsetFetch), func(kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
 		asked.Add(1)
-		c.SleepControl(func() { <-release })
+		sleeper.For(time.Hour) // until Stop
 		answered <- struct{}{}
 		return nil, nil, false
 	})
@@ -153,7 +154,7 @@ func TestFetchCommittedDoesNotRepeatAHeldRead(t *testing.T) {
 	}
 	// The broker finishes the held request before it closes (kfake's close
 	// does not wait for a slept request).
-	once.Do(func() { close(release) })
+	sleeper.Stop()
 	select {
 	case <-answered:
 	case <-time.After(10 * time.Second):

@@ -9,6 +9,8 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/patchflow/patchflow/proving/kfakecontrol"
 )
 
 // A topic of 200 partitions, one committed, on a cluster 25 ms away: the
@@ -21,11 +23,13 @@ func TestLagReadOfManyPartitionsAsksEachLeaderOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	sleeper := kfakecontrol.New(c)
+	defer sleeper.Stop() // before the close
 	var n atomic.Int64
 	c.ControlKey(int16(kmsg.ListOffsets), func(kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
 		n.Add(1)
-		c.SleepControl(func() { time.Sleep(25 * time.Millisecond) }) // the round trip
+		sleeper.For(25 * time.Millisecond) // the round trip
 		return nil, nil, false
 	})
 	cfg := sarama.NewConfig()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,25 +12,28 @@ import (
 
 	"github.com/patchflow/patchflow/consumer"
 	"github.com/patchflow/patchflow/proving/embedded"
+	"github.com/patchflow/patchflow/proving/kfakecontrol"
 	"github.com/patchflow/patchflow/proving/offsets"
 )
 
 // holdFirstProduceTo holds the first produce request that writes to topic
-// until release closes; every other request passes.
-func holdFirstProduceTo(broker *embedded.Broker, topic string, release <-chan struct{}) (held *atomic.Bool) {
+// until release is called (idempotent; call it before closing the broker);
+// every other request passes.
+func holdFirstProduceTo(broker *embedded.Broker, topic string) (held *atomic.Bool, release func()) {
 	held = new(atomic.Bool)
 	c := broker.Cluster()
+	sleeper := kfakecontrol.New(c)
 	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
 		pr := req.(*kmsg.ProduceRequest)
 		for _, t := range pr.Topics {
 			if t.Topic == topic && held.CompareAndSwap(false, true) {
-				c.SleepControl(func() { <-release })
+				sleeper.For(time.Hour) // until release
 			}
 		}
 		return nil, nil, false
 	})
-	return held
+	return held, sleeper.Stop
 }
 
 // A results send that does not return (the broker slow to acknowledge)
@@ -44,11 +46,8 @@ func TestReview39bResultsSendHoldsRunPastDrainTimeout(t *testing.T) {
 	}
 	defer broker.Close()
 	produce(t, broker.Addrs(), "rin", []string{"k"}, []string{"1"})
-	release := make(chan struct{})
-	var once sync.Once
-	free := func() { once.Do(func() { close(release) }) }
+	held, free := holdFirstProduceTo(broker, "rout")
 	defer free()
-	held := holdFirstProduceTo(broker, "rout", release)
 	h := consumer.HandlerFunc(func(_ context.Context, r *consumer.Record) error {
 		r.Produce(consumer.Message{Topic: "rout", Key: r.Key, Value: r.Value})
 		return nil
@@ -73,6 +72,11 @@ func TestReview39bResultsSendHoldsRunPastDrainTimeout(t *testing.T) {
 		err := <-done
 		t.Fatalf("Run had not returned 8 s after its ctx ended (DrainTimeout 1 s): it waits for the results send (returned %v after the broker answered)", err)
 	}
+	// The send outlives Run by design and ends once the broker answers it:
+	// let the broker answer before it closes, or the send retries against
+	// a closed broker past the end of the tests.
+	free()
+	waitForNoGoroutine(t, "consumer.(*results).produce.func", 30*time.Second)
 }
 
 // Results to a topic that does not exist, for every record: an outage of

@@ -14,14 +14,18 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/IBM/sarama"
+
+	"github.com/patchflow/patchflow/proving/kfakecontrol"
 )
 
 // stallLagReads makes the broker hold every OffsetFetch that asks for two
 // partitions or more of group (the lag read's ListConsumerGroupOffsets; the
 // members' offset manager and the committed reader ask for one) until
-// release is closed. stalled is closed at the first.
-func stallLagReads(c *kfake.Cluster, group string) (stalled, release chan struct{}) {
-	stalled, release = make(chan struct{}), make(chan struct{})
+// release is called, which the test must do before it closes the broker.
+// stalled is closed at the first.
+func stallLagReads(c *kfake.Cluster, group string) (stalled chan struct{}, release func()) {
+	stalled = make(chan struct{})
+	sleeper := kfakecontrol.New(c)
 	var once sync.Once
 	c.ControlKey(int16(kmsg.OffsetFetch), func(r kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
@@ -43,10 +47,10 @@ func stallLagReads(c *kfake.Cluster, group string) (stalled, release chan struct
 			return nil, nil, false
 		}
 		once.Do(func() { close(stalled) })
-		c.SleepControl(func() { <-release })
+		sleeper.For(time.Hour) // until release
 		return nil, nil, false
 	})
-	return stalled, release
+	return stalled, sleeper.Stop
 }
 
 type lagBroker struct{ c *kfake.Cluster }
@@ -86,7 +90,7 @@ func TestAHeldLagReadEndsWithRun(t *testing.T) {
 	defer broker.Close()
 	opts := append([]goleak.Option(nil), lagLeakIgnores...)
 	stalled, release := stallLagReads(broker.Cluster(), "stuck")
-	defer close(release)
+	defer release()
 	h := HandlerFunc(func(context.Context, *Record) error { return nil })
 	r := start(t, testConfig(broker.Addrs(), "3.6.0", "stuck", "stuck"), h)
 	select {
@@ -145,7 +149,7 @@ func TestAHeldLagReadDoesNotStopConsumption(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	stalled, release := stallLagReads(broker.Cluster(), "stuck2")
-	defer close(release)
+	defer release()
 	select {
 	case <-stalled:
 	case <-time.After(30 * time.Second):
