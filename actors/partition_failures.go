@@ -23,7 +23,8 @@ import (
 //     dependency's health checks say in the window after it; it is judged
 //     when its retry comes due, and Own only on evidence that the dependency
 //     served others just after it. A wait for what every record shares (a
-//     pool connection: messages.Congested) is never own.
+//     pool connection: messages.Congested) is never own, nor a failure that
+//     could not connect (messages.CouldNotConnect).
 //
 // The actor waits out each retry's backoff itself (retryDue) and judges the
 // cases ripe by then; it never waits for a verdict (a transient blip costs

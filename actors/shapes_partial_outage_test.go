@@ -34,21 +34,28 @@ func refused() error {
 // spot: docs/architecture.md, "What it cannot tell apart").
 func TestShapeOutageOfADependencyOnlySomeRecordsNeed(t *testing.T) {
 	for _, c := range []struct {
-		name  string
-		err   error
-		needs func(off int64) bool
+		name   string
+		err    error
+		needs  func(off int64) bool
+		window time.Duration // the evidence window, when not the shapes' 150 ms
 	}{
 		{"plain error, could not connect", fmt.Errorf("fetch profile: %w", refused()),
-			func(off int64) bool { return off%300 == 0 }},
+			func(off int64) bool { return off%300 == 0 }, 0},
 		{"named, could not connect", messages.FailedIn("inventory", messages.Transient(fmt.Errorf("inventory: %w", refused()))),
-			func(off int64) bool { return off%300 == 0 }},
+			func(off int64) bool { return off%300 == 0 }, 0},
 		{"named, flattened to text", messages.FailedIn("inventory",
 			messages.Transient(errors.New("inventory: dial tcp 10.0.0.9:443: connect: connection refused"))),
-			func(off int64) bool { return off%300 <= 1 }},
+			// A pair's records fail within the first third of each
+			// other's windows only if a retry (backoff, the handler, the
+			// actors' hops) fits in it: 50 ms did not always under load.
+			func(off int64) bool { return off%300 <= 1 }, 600 * time.Millisecond},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := shapeSettings(ordering.ByKey)
 			s.InFlightPerPartition, s.SpanPerPartition = 64, 4096 // the listener's S, a span that does not stop the flow
+			if c.window > 0 {
+				s.EvidenceWindow = c.window
+			}
 			start := time.Now()
 			outage := func() bool { d := time.Since(start); return d > 200*time.Millisecond && d < 2200*time.Millisecond }
 			endless := func(p int32, off int64) (string, bool) { return fmt.Sprintf("host-%d-%d", p, off), true }
@@ -116,4 +123,26 @@ func TestShapeALoneRecordThatCannotConnectIsHeld(t *testing.T) {
 			w.waitCommitted(0, lone+1, 5*time.Second)
 		})
 	}
+}
+
+// A hanging record whose attempt ends in a dial (the handler calls on after
+// its context ended) is a bad record: the dial fails on the attempt's
+// deadline, which is no failure to connect, and the record is dead-lettered
+// within the bound. Counted as could not connect, it was held for ever.
+func TestShapeAHangingRecordEndingInADialIsDeadLettered(t *testing.T) {
+	s := shapeSettings(ordering.ByKey)
+	s.InFlightPerPartition, s.SpanPerPartition = 64, 4096
+	const bad = 300
+	endless := func(p int32, off int64) (string, bool) { return fmt.Sprintf("host-%d-%d", p, off), true }
+	w := newShapeWorld(t, s, 2, endless, paced(func(w *shapeWorld, ctx context.Context, r *messages.Record) error {
+		if r.GetPartition() != 0 || r.GetOffset() != bad {
+			return nil
+		}
+		<-ctx.Done()
+		if _, err := (&net.Dialer{}).DialContext(ctx, "tcp", "127.0.0.1:1"); err != nil {
+			return fmt.Errorf("fetch profile: %w", err)
+		}
+		return errors.New("dialled a closed port")
+	}))
+	w.waitDead(0, bad, 2*s.OwnFailureBound())
 }

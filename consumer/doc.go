@@ -33,7 +33,9 @@
 //     Config.MaxAttempts; a dependency down for every record is retried
 //     until it recovers, dead-lettering nothing, and its waiting records
 //     retry as soon as it serves again. A failure nothing can judge holds
-//     its record (reported, never dead-lettered on a guess).
+//     its record (reported, never dead-lettered on a guess), and so does a
+//     failure to connect (a refused or failed dial, wrapped with %w) while
+//     the others are served: no record's content refuses a connection.
 //   - Clean handover: at a revoke or shutdown in-flight records get
 //     Config.DrainTimeout, the last finished offset is committed, and the
 //     partition moves on.

@@ -1,6 +1,7 @@
 package messages
 
 import (
+	"context"
 	"errors"
 	"net"
 	"syscall"
@@ -49,19 +50,33 @@ func DependencyOf(err error) string {
 }
 
 // CouldNotConnect reports whether err's chain says a connection could not
-// be made: a failed dial or name lookup, a refused connection, an
-// unreachable host or network. No record's content causes one, so such a
-// failure is never judged the record's own (an outage of a service only
-// some records need must not read as their own failures): where the other
-// records were served, it is held. One naming no dependency is booked as a
-// failure of DependencyNetwork. A reset, an EOF or a timeout on an open
-// connection is not one: a record's request can cause those.
+// be made: a failed dial (through a proxy too), a failed name lookup other
+// than "no such host", a refused connection, an unreachable host or
+// network. Where the service was chosen by configuration, no record's
+// content causes one, so such a failure is never judged the record's own
+// (an outage of a service only some records need must not read as their
+// own failures): where the other records were served, it is held. One
+// naming no dependency is booked as a failure of DependencyNetwork.
+//
+// Not one: a reset, an EOF or a timeout on an open connection (a record's
+// request can cause those); a dial that timed out (the attempt's deadline,
+// which a hanging record runs out, ends its dials too); a name that does
+// not exist (a record can carry one; a configured one fails every record,
+// which is shared anyway). A handler that dials an address the record
+// chose should class a refusal there Permanent: counted as could not
+// connect, its record is held, not dead-lettered.
 func CouldNotConnect(err error) bool {
-	var op *net.OpError
+	if err == nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return false
+	}
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if op, ok := e.(*net.OpError); ok && op.Op == "dial" {
+			return true
+		}
+	}
 	var dns *net.DNSError
-	switch {
-	case errors.As(err, &op) && op.Op == "dial", errors.As(err, &dns):
-		return true
+	if errors.As(err, &dns) {
+		return !dns.IsNotFound
 	}
 	for _, errno := range []syscall.Errno{syscall.ECONNREFUSED, syscall.EHOSTUNREACH, syscall.ENETUNREACH} {
 		if errors.Is(err, errno) {

@@ -12,7 +12,6 @@ type Case struct {
 	outage *dep
 	named  string
 	// unreachable: the failure could not connect (CauseUnreachable).
-	// Set before the case is shared.
 	unreachable bool
 	self        Source
 	at          time.Time // the failure
@@ -39,12 +38,13 @@ type Case struct {
 // judges a record's failure). Close it once it is judged or its record ends.
 func (b *Book) Open(dependency string, self Source, at time.Time) *Case {
 	d := b.dep(dependency)
-	return b.open(d, d, "", self, at)
+	return b.open(d, d, "", false, self, at)
 }
 
 // open starts a case judged by d's evidence, whose Shared verdict puts
-// outage in outage; named is the unreported dependency it names, if any.
-func (b *Book) open(d, outage *dep, named string, self Source, at time.Time) *Case {
+// outage in outage; named is the unreported dependency it names, if any;
+// unreachable, whether the failure could not connect.
+func (b *Book) open(d, outage *dep, named string, unreachable bool, self Source, at time.Time) *Case {
 	window := b.cfg.Window
 	if mean := time.Duration(d.meanCall.Load()); 2*mean > window {
 		// Calls that start within the window end after it: wait for them.
@@ -54,7 +54,7 @@ func (b *Book) open(d, outage *dep, named string, self Source, at time.Time) *Ca
 	if key == "" {
 		key = d.name
 	}
-	c := &Case{d: d, outage: outage, named: named, self: self, at: at, until: at.Add(window), heard: at.Add(window / 3), enough: b.cfg.Enough,
+	c := &Case{d: d, outage: outage, named: named, unreachable: unreachable, self: self, at: at, until: at.Add(window), heard: at.Add(window / 3), enough: b.cfg.Enough,
 		seen: map[Source]*heard{}, dependencyKey: key}
 	d.mu.Lock()
 	c.steadyBefore = d.checkFailed.Before(at.Add(-2 * window))

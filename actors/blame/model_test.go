@@ -14,8 +14,9 @@ import (
 // of the pipeline around it: partitions in key, partition or no order, S
 // records in flight each, a span with the pinned record's evidence
 // overdraft, the actor's retry (backoff, Judge, Decide), health checks, and
-// dependencies that go down, shed every other call, or hang, on a schedule
-// rapid draws. Invariants:
+// dependencies that go down (refusing connections, so that their failures
+// say they could not connect, or failing in ways that say nothing), shed
+// every other call, or hang, on a schedule rapid draws. Invariants:
 //
 //   - no good record is ever dead-lettered;
 //   - once every dependency is up for good and evidence exists (a partition
@@ -124,6 +125,9 @@ type modelWorld struct {
 	horizon  int
 	evidence map[string]bool // evidence exists once up: a check, or an endless partition
 	seed     uint64          // what the shedding's choices derive from
+	// refuses: a dependency down refuses connections, and the failures it
+	// causes say so (CauseUnreachable); else they say nothing of a cause.
+	refuses bool
 }
 
 // mix is splitmix64 of seed and x: the shedding's coin, fixed by the schedule.
@@ -319,7 +323,11 @@ func (w *modelWorld) attemptEnd(e *event) {
 		named = ""
 	}
 	rr, att := r, r.attempt
-	judged := r.rule.Fail(w.book, att, named, mt(start), mt(e.at), blame.CauseAny, func() {
+	cause := blame.CauseAny
+	if w.refuses && r.dep != "" && w.stateOf(r.dep, start) == depDown {
+		cause = blame.CauseUnreachable
+	}
+	judged := r.rule.Fail(w.book, att, named, mt(start), mt(e.at), cause, func() {
 		w.schedule(&event{at: w.now, kind: 1, r: rr, att: att})
 	})
 	w.note(r, judged)
@@ -439,7 +447,8 @@ func drawWorld(t *rapid.T) *modelWorld {
 	w := &modelWorld{t: t, book: blame.NewBook(blame.Config{Window: mWindow * time.Millisecond, Enough: 8}),
 		order: rapid.SampledFrom([]string{"key", "partition", "unordered"}).Draw(t, "order"),
 		s:     rapid.SampledFrom([]int{1, 2, 4}).Draw(t, "S"), deps: map[string][]phase{}, checks: map[string]bool{},
-		calls: map[string]int{}, evidence: map[string]bool{}, seed: rapid.Uint64().Draw(t, "seed")}
+		calls: map[string]int{}, evidence: map[string]bool{}, seed: rapid.Uint64().Draw(t, "seed"),
+		refuses: rapid.Bool().Draw(t, "down refuses connections")}
 	w.span = int64(w.s * rapid.IntRange(1, 4).Draw(t, "span factor"))
 	for _, dep := range []string{"vmaas", "database"} {
 		at := 0

@@ -90,9 +90,7 @@ func (r *Record) Fail(b *Book, attempt int32, dependency string, started, at tim
 		r.cancelWait = cancel
 		return r.conclude(judged, Judged{attempt, Shared})
 	}
-	c := b.open(jd, od, named, r.Self, at)
-	c.unreachable = cause == CauseUnreachable
-	r.pending = append(r.pending, pendingFailure{attempt: attempt, c: c})
+	r.pending = append(r.pending, pendingFailure{attempt: attempt, c: b.open(jd, od, named, cause == CauseUnreachable, r.Self, at)})
 	return judged
 }
 
