@@ -1,0 +1,247 @@
+package persistence
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/patchflow/patchflow/persistence/pgtest"
+)
+
+// PATCHFLOW_PG_DURABLE=1 .ci/postgres with go test ./persistence -run '^$'
+// -bench StoreBatched -benchtime 2000x: is a batch of events written in
+// one transaction (BatchHandler's shape) worth building into the listener?
+// New hosts of 400 packages, each evaluated (150 advisories) with its
+// effects (a 13 KB remediation, a notification, two payload statuses), are
+// written by 8 writers (the listener's pool) one transaction per event, as
+// the listener does, and in batches of 16 and 64 events per transaction,
+// each event under a savepoint (one bad record must not fail its
+// batchmates), in one run. It reports events/s, the CPU all PostgreSQL's
+// processes spent per event (backends and background workers; autovacuum
+// workers that came and went are missed), and WAL bytes per event. The
+// shared rows (packages, advisories, the account) are resolved before the
+// clock starts, as the id cache has them in the steady state.
+func BenchmarkStoreBatched(b *testing.B) {
+	ctx := context.Background()
+	url := pgtest.URL(b)
+	s, err := Open(ctx, url, DefaultPoolSettings())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	const writers = 8
+	rng := rand.New(rand.NewPCG(3, 4))
+	base := upload400()
+	advisories := make([]AdvisoryResult, 150)
+	for i := range advisories {
+		st := Applicable
+		if i%2 == 0 {
+			st = Installable
+		}
+		advisories[i] = AdvisoryResult{Name: fmt.Sprintf("RHSA-2026:%05d", i), Type: "security", Status: st}
+	}
+	host := 0
+	next := func() (SystemUpload, Evaluation) {
+		host++
+		u := base
+		u.Packages = append([]Package(nil), base.Packages...)
+		u.Modules = append([]Module(nil), base.Modules...)
+		u.OrgID, u.InventoryID = fmt.Sprintf("org-%d", host%50), fmt.Sprintf("8a3f1c2e-0000-4000-8000-%012d", host)
+		u.EventTime = time.Unix(1_800_000_000, 0)
+		e := Evaluation{Advisories: advisories, PackagesUpdatable: 120, Effects: &Effects{
+			Remediation:   []byte(remediationLike(rng, host)),
+			Notify:        &NotifyContext{InventoryID: u.InventoryID},
+			PayloadStatus: []Message{{EventID: newUUID(rng), Value: []byte(`{"status":"received"}`)}, {EventID: newUUID(rng), Value: []byte(`{"status":"success"}`)}}}}
+		return u, e
+	}
+	// Warm the id cache and the tables.
+	for range 64 {
+		u, e := next()
+		if _, err := s.StoreEvaluatedSystem(ctx, u, e, UploadCheck{Apply: true, absent: true}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, batch := range []int{1, 16, 64} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			events := make([][2]any, b.N)
+			for i := range events {
+				u, e := next()
+				events[i] = [2]any{u, e}
+			}
+			if _, err := s.db.ExecContext(ctx, `CHECKPOINT`); err != nil {
+				b.Fatal(err)
+			}
+			cpu0, err := postgresCPU(ctx, s.db)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var wal0 string
+			if err := s.db.QueryRowContext(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&wal0); err != nil {
+				b.Fatal(err)
+			}
+			var systems0 int
+			if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM system`).Scan(&systems0); err != nil {
+				b.Fatal(err)
+			}
+			var taken atomic.Int64
+			var wg sync.WaitGroup
+			errs := make(chan error, writers)
+			b.ResetTimer()
+			start := time.Now()
+			for range writers {
+				wg.Go(func() {
+					for {
+						end := taken.Add(int64(batch))
+						from := end - int64(batch)
+						if from >= int64(len(events)) {
+							return
+						}
+						end = min(end, int64(len(events)))
+						var err error
+						if batch == 1 {
+							u, e := events[from][0].(SystemUpload), events[from][1].(Evaluation)
+							_, err = s.StoreEvaluatedSystem(ctx, u, e, UploadCheck{Apply: true, absent: true})
+						} else {
+							err = storeBatchInOneTransaction(ctx, s, events[from:end])
+						}
+						if err != nil {
+							errs <- err
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			took := time.Since(start)
+			b.StopTimer()
+			close(errs)
+			if err := <-errs; err != nil {
+				b.Fatal(err)
+			}
+			cpu1, err := postgresCPU(ctx, s.db)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var wal int64
+			if err := s.db.QueryRowContext(ctx, `SELECT pg_current_wal_insert_lsn() - $1::pg_lsn`, wal0).Scan(&wal); err != nil {
+				b.Fatal(err)
+			}
+			var systems1 int
+			if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM system`).Scan(&systems1); err != nil {
+				b.Fatal(err)
+			}
+			if systems1-systems0 != b.N {
+				b.Fatalf("%d hosts written, want %d", systems1-systems0, b.N)
+			}
+			n := float64(b.N)
+			b.ReportMetric(n/took.Seconds(), "events/s")
+			b.ReportMetric(float64((cpu1-cpu0).Microseconds())/1000/n, "pg-cpu-ms/event")
+			b.ReportMetric(float64(wal)/n, "WAL-bytes/event")
+		})
+	}
+}
+
+// storeBatchInOneTransaction writes new hosts' uploads with their
+// evaluations and effects in one transaction on one connection, each under
+// a savepoint and its host's lock, as a batched StoreEvaluatedSystem would.
+func storeBatchInOneTransaction(ctx context.Context, s *Store, events [][2]any) error {
+	return s.withConn(ctx, "store batch", func(conn *sql.Conn) error {
+		writes := make([]systemWrite, len(events))
+		gens := make([]uint64, len(events))
+		for i, ev := range events {
+			u, e := ev[0].(SystemUpload), ev[1].(Evaluation)
+			u.canonicalize()
+			row := newEvaluationRow(e)
+			accountID, err := s.ids.accountID(ctx, conn, u.OrgID)
+			if err != nil {
+				return err
+			}
+			pkgIDs, err := s.ids.packageIDs(ctx, conn, u.Packages)
+			if err != nil {
+				return err
+			}
+			ids, err := s.ids.advisoryIDs(ctx, conn, row.names, row.types)
+			if err != nil {
+				return err
+			}
+			advIDs, installableIDs := row.ids(ids)
+			unknownIDs, gen := s.ids.notified.unknown(accountID, installableIDs)
+			gens[i] = gen
+			writes[i] = systemWrite{accountID: accountID, u: &u, sum: u.checksum(), pkgIDs: pkgIDs, ev: row, advIDs: advIDs, installableIDs: installableIDs,
+				fx: effectsWrite{e: e.Effects, inventoryID: strings.ToLower(u.InventoryID), orgID: u.OrgID, accountID: accountID, installable: unknownIDs, evaluated: true}}
+		}
+		tx, err := conn.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+		for i := range writes {
+			w := &writes[i]
+			if _, err := tx.ExecContext(ctx, `SAVEPOINT event`); err != nil {
+				return err
+			}
+			if err := lockHost(ctx, tx, w.u.InventoryID); err != nil {
+				return err
+			}
+			id, err := w.insert(ctx, tx)
+			if err != nil {
+				return err
+			}
+			if id == 0 {
+				return fmt.Errorf("host %s stored already", w.u.InventoryID)
+			}
+			if err := w.fx.write(ctx, tx, id); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `RELEASE SAVEPOINT event`); err != nil {
+				return err
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+		for i, w := range writes {
+			s.ids.notified.committed(gens[i], w.accountID, w.installableIDs)
+		}
+		s.outboxWritten()
+		return nil
+	})
+}
+
+// postgresCPU is the user and system CPU of every PostgreSQL process the
+// server lists (its backends and background workers), read from /proc.
+func postgresCPU(ctx context.Context, db *sql.DB) (time.Duration, error) {
+	rows, err := db.QueryContext(ctx, `SELECT pid FROM pg_stat_activity`)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	var total time.Duration
+	for rows.Next() {
+		var pid int
+		if err := rows.Scan(&pid); err != nil {
+			return 0, err
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue // gone meanwhile, or not on this machine
+		}
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+		var utime, stime int64
+		fmt.Sscan(f[11], &utime) // field 14 of the line
+		fmt.Sscan(f[12], &stime) // field 15
+		total += time.Duration(utime+stime) * 10 * time.Millisecond
+	}
+	return total, rows.Err()
+}
+
+func newUUID(rng *rand.Rand) string {
+	return fmt.Sprintf("%08x-%04x-4%03x-8%03x-%012x", rng.Uint32(), rng.Uint32()&0xffff, rng.Uint32()&0xfff, rng.Uint32()&0xfff, rng.Uint64()&0xffffffffffff)
+}
