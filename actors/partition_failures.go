@@ -124,10 +124,10 @@ func (a *PartitionActor) failed(c actor.Context, st *recordState, m *messages.Re
 		a.lendKey(st, true)
 	}
 	wait := backoff(int(st.attempt)+1, a.cfg.Settings.BackoffMin, a.cfg.Settings.BackoffMax)
-	if st.blame.Own+st.blame.Pending() >= a.cfg.Settings.MaxAttempts {
+	if reach, by := st.blame.MayReach(a.cfg.Settings.MaxAttempts); reach {
 		// The verdicts pending may dead-letter it: wait for them rather
 		// than run an attempt more (a hanging record's costs AttemptTimeout).
-		wait = max(wait, time.Until(st.blame.RipeBy()))
+		wait = max(wait, time.Until(by))
 	}
 	a.scheduleRetry(st, wait)
 }

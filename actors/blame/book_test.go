@@ -220,6 +220,32 @@ func TestAFailureThatCouldNotConnectIsNeverOwn(t *testing.T) {
 	}
 }
 
+// A record's owner waits for the verdicts pending when they could take it to
+// MaxAttempts; those of failures that could not connect never can, so a
+// record failing only so retries at its backoff.
+func TestOnlyVerdictsThatCanBeOwnAreWaitedFor(t *testing.T) {
+	b := newBook() // window 1 s
+	var held, bad blame.Record
+	held.Self, bad.Self = rec(1), rec(2)
+	for attempt := range int32(3) {
+		ms := int(attempt) * 20
+		held.Fail(b, attempt+1, "vmaas", at(ms), at(ms+10), blame.CauseUnreachable, func() {})
+		bad.Fail(b, attempt+1, "vmaas", at(ms), at(ms+10), blame.CauseAny, func() {})
+	}
+	if reach, _ := held.MayReach(3); reach {
+		t.Error("three pending failures that could not connect could reach MaxAttempts 3: the record waits for verdicts that cannot dead-letter it")
+	}
+	reach, by := bad.MayReach(3)
+	if !reach || !by.Equal(at(50).Add(time.Second)) {
+		t.Errorf("three pending failures: reach %v by %v, want true by the last window's end %v", reach, by, at(50).Add(time.Second))
+	}
+	if reach, _ := bad.MayReach(4); reach {
+		t.Error("three pending failures reach MaxAttempts 4")
+	}
+	held.Close()
+	bad.Close()
+}
+
 // Whatever else was heard, a failure that could not connect is judged as
 // any other, except that an own verdict is no evidence.
 func TestJudgeUnreachableIsJudgeWithoutOwn(t *testing.T) {

@@ -337,9 +337,9 @@ func (w *modelWorld) attemptEnd(e *event) {
 	}
 	w.lend(r)
 	wait := backoffOf(int(att) + 1)
-	if r.rule.Own+r.rule.Pending() >= mMaxAttempts {
+	if reach, by := r.rule.MayReach(mMaxAttempts); reach {
 		// as the actor: the pending verdicts may dead-letter it
-		wait = max(wait, int(r.rule.RipeBy().Sub(mt(e.at))/time.Millisecond)+1)
+		wait = max(wait, int(by.Sub(mt(e.at))/time.Millisecond)+1)
 	}
 	w.schedule(&event{at: e.at + wait, kind: 1, r: r, att: att})
 }

@@ -128,16 +128,23 @@ func (r *Record) Retry() { r.stopWaiting() }
 // Pending returns how many failures await their verdict.
 func (r *Record) Pending() int { return len(r.pending) }
 
-// RipeBy returns when every pending failure is ripe at the latest (the end
-// of its case's window); the zero time when none is pending.
-func (r *Record) RipeBy() time.Time {
+// MayReach reports whether the verdicts pending could take the record's own
+// failures to limit (a failure that could not connect is never own, so its
+// verdict cannot), and by when those verdicts are all ripe. Its owner waits
+// for them rather than run an attempt more.
+func (r *Record) MayReach(limit int) (bool, time.Time) {
+	n := r.Own
 	var by time.Time
 	for _, p := range r.pending {
+		if p.c.unreachable {
+			continue
+		}
+		n++
 		if u := p.c.Until(); u.After(by) {
 			by = u
 		}
 	}
-	return by
+	return n >= limit, by
 }
 
 func (r *Record) conclude(judged []Judged, j Judged) []Judged {
