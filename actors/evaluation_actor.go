@@ -121,7 +121,7 @@ func (a *evaluationActor) evaluate(m *messages.EvaluateRecord) any {
 	f := failed(offset, m, class, err.Error())
 	f.Dependency = messages.DependencyOf(err)
 	f.Unreachable = messages.CouldNotConnect(err)
-	if f.Dependency == "" && f.Unreachable {
+	if f.Dependency == "" && messages.DialFailed(err) {
 		f.Dependency = messages.DependencyNetwork
 	}
 	f.Congested = messages.IsCongestion(err)

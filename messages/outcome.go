@@ -14,7 +14,7 @@ import (
 const (
 	DependencyDatabase = "database"
 	// DependencyNetwork is what the pipeline names a failure that names no
-	// dependency but could not reach one (CouldNotConnect).
+	// dependency but could not reach one (DialFailed).
 	DependencyNetwork = "network"
 )
 
@@ -49,24 +49,15 @@ func DependencyOf(err error) string {
 	return name
 }
 
-// CouldNotConnect reports whether err's chain says a connection could not
-// be made: a failed dial (through a proxy too), a failed name lookup other
-// than "no such host", a refused connection, an unreachable host or
-// network. Where the service was chosen by configuration, no record's
-// content causes one, so such a failure is never judged the record's own
-// (an outage of a service only some records need must not read as their
-// own failures): where the other records were served, it is held. One
-// naming no dependency is booked as a failure of DependencyNetwork.
-//
-// Not one: a reset, an EOF or a timeout on an open connection (a record's
-// request can cause those); a dial that timed out (the attempt's deadline,
-// which a hanging record runs out, ends its dials too); a name that does
-// not exist (a record can carry one; a configured one fails every record,
-// which is shared anyway). A handler that dials an address the record
-// chose should class a refusal there Permanent: counted as could not
-// connect, its record is held, not dead-lettered.
-func CouldNotConnect(err error) bool {
-	if err == nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+// DialFailed reports whether err's chain says a connection was not made: a
+// failed dial (through a proxy too) or name lookup, a refused connection,
+// an unreachable host or network, a dial that timed out. A failure naming
+// no dependency that is one is booked as a failure of DependencyNetwork,
+// and judged with the other failures there as well as by the records
+// handled: an outage of a service only some records need must not read as
+// their own failures as soon as a second record fails there.
+func DialFailed(err error) bool {
+	if err == nil {
 		return false
 	}
 	for e := err; e != nil; e = errors.Unwrap(e) {
@@ -76,7 +67,7 @@ func CouldNotConnect(err error) bool {
 	}
 	var dns *net.DNSError
 	if errors.As(err, &dns) {
-		return !dns.IsNotFound
+		return true
 	}
 	for _, errno := range []syscall.Errno{syscall.ECONNREFUSED, syscall.EHOSTUNREACH, syscall.ENETUNREACH} {
 		if errors.Is(err, errno) {
@@ -84,6 +75,28 @@ func CouldNotConnect(err error) bool {
 		}
 	}
 	return false
+}
+
+// CouldNotConnect reports whether err's chain says a connection could not
+// be made, of the ways DialFailed reads, those no record causes: a refused
+// connection, an unreachable host or network, a failed dial or lookup.
+// Where the service was chosen by configuration, no record's content causes
+// one, so such a failure is never judged the record's own: where the other
+// records were served, it is held.
+//
+// Not one: a reset, an EOF or a timeout on an open connection (a record's
+// request can cause those); a dial that timed out (the attempt's deadline,
+// which a hanging record runs out, ends its dials too); a name that does
+// not exist (a record can carry one; a configured one fails every record,
+// which is shared anyway). A handler that dials an address the record
+// chose should class a refusal there Permanent: counted as could not
+// connect, its record is held, not dead-lettered.
+func CouldNotConnect(err error) bool {
+	if !DialFailed(err) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var dns *net.DNSError
+	return !errors.As(err, &dns) || !dns.IsNotFound
 }
 
 // congestedError marks a failure spent waiting for a resource every record
