@@ -34,7 +34,8 @@
 //     until it recovers, dead-lettering nothing, and its waiting records
 //     retry as soon as it serves again. A failure nothing can judge holds
 //     its record (reported, never dead-lettered on a guess), and so does a
-//     failure to connect (a refused or failed dial, wrapped with %w) while
+//     failure to connect (a refused connection or a failed dial, not one
+//     that timed out, wrapped with %w) while
 //     the others are served: no record's content refuses a connection.
 //   - Clean handover: at a revoke or shutdown in-flight records get
 //     Config.DrainTimeout, the last finished offset is committed, and the

@@ -144,9 +144,9 @@ func Transient(err error) error { return messages.Transient(err) }
 // retrying: an err without a class becomes Transient (one classed
 // Permanent, or a cancellation, keeps its class). It then counts towards
 // Config.MaxAttempts only while the dependency serves other calls, and
-// never when err says a connection could not be made (a refused or failed
-// dial: the record is held); class a refusal by an address the record
-// itself names Permanent.
+// never when err says a connection could not be made (refused, or a dial
+// that failed other than by timing out: the record is held); class a
+// refusal by an address the record itself names Permanent.
 func FailedIn(dependency string, err error) error {
 	if messages.ClassOf(err) == messages.ErrorClass_ERROR_CLASS_UNKNOWN {
 		err = messages.Transient(err)

@@ -15,9 +15,10 @@ import (
 
 // A failure to connect is told apart by its type, wrapped however deep; an
 // error on an open connection or text that merely reads like one is not.
-// Of the dials that failed, those timed out or cancelled and names that do
-// not exist are not ones no record causes (CouldNotConnect), though each is
-// a dial that failed (DialFailed: booked as the network's).
+// Of the dials that failed, those timed out or cancelled, names that do not
+// exist and addresses that do not parse are not ones no record causes
+// (CouldNotConnect), though each is a dial that failed (DialFailed: booked
+// as the network's); a join is read through every branch.
 func TestCouldNotConnect(t *testing.T) {
 	dial := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
 	for _, c := range []struct {
@@ -36,6 +37,12 @@ func TestCouldNotConnect(t *testing.T) {
 		{fmt.Errorf("call: %w", context.DeadlineExceeded), false, false},
 		{errors.New("dial tcp 10.0.0.9:443: connect: connection refused"), false, false}, // flattened to text
 		{fmt.Errorf("flattened: %v", dial), false, false},
+		{errors.Join(errors.New("replica a"), &net.OpError{Op: "dial", Net: "tcp", Err: timeout{}}), true, false},
+		{fmt.Errorf("replicas: %w, %w", errors.New("a"), &net.OpError{Op: "dial", Net: "tcp", Err: timeout{}}), true, false},
+		{errors.Join(errors.New("replica a"), dial), true, true},
+		{&net.OpError{Op: "dial", Net: "tcp", Err: &net.AddrError{Err: "missing port in address", Addr: "cb.example"}}, true, false}, // a record can carry it
+		{&net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ETIMEDOUT)}, true, false},
+		{&net.DNSError{Err: "i/o timeout", Name: "vmaas", IsTimeout: true}, true, false},
 		{nil, false, false},
 	} {
 		if got := messages.DialFailed(c.err); got != c.dialFailed {

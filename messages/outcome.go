@@ -49,21 +49,22 @@ func DependencyOf(err error) string {
 	return name
 }
 
-// DialFailed reports whether err's chain says a connection was not made: a
-// failed dial (through a proxy too) or name lookup, a refused connection,
-// an unreachable host or network, a dial that timed out. A failure naming
-// no dependency that is one is booked as a failure of DependencyNetwork,
-// and judged with the other failures there as well as by the records
-// handled: an outage of a service only some records need must not read as
-// their own failures as soon as a second record fails there.
+// DialFailed reports whether err's tree (errors.Join and several %w
+// included) says a connection was not made or was lost to the network: a
+// failed dial (through a proxy too) or name lookup, timed out or not, a
+// refused connection, an unreachable host or network. A failure naming no
+// dependency that is one is booked as a failure of DependencyNetwork, and
+// judged with the other failures there as well as by the records handled:
+// an outage of a service only some records need must not read as their own
+// failures as soon as a second record fails there. An HTTP client whose
+// request (or Client.Timeout) ends before its dialer gives up says only
+// "context deadline exceeded": not one.
 func DialFailed(err error) bool {
 	if err == nil {
 		return false
 	}
-	for e := err; e != nil; e = errors.Unwrap(e) {
-		if op, ok := e.(*net.OpError); ok && op.Op == "dial" {
-			return true
-		}
+	if anyInTree(err, func(e error) bool { op, ok := e.(*net.OpError); return ok && op.Op == "dial" }) {
+		return true
 	}
 	var dns *net.DNSError
 	if errors.As(err, &dns) {
@@ -77,26 +78,56 @@ func DialFailed(err error) bool {
 	return false
 }
 
-// CouldNotConnect reports whether err's chain says a connection could not
-// be made, of the ways DialFailed reads, those no record causes: a refused
-// connection, an unreachable host or network, a failed dial or lookup.
-// Where the service was chosen by configuration, no record's content causes
-// one, so such a failure is never judged the record's own: where the other
+// CouldNotConnect reports whether err says, of the ways DialFailed reads,
+// one that no record causes where the service was chosen by configuration:
+// a refused connection, an unreachable host or network, a failed dial or
+// lookup. Such a failure is never judged the record's own: where the other
 // records were served, it is held.
 //
-// Not one: a reset, an EOF or a timeout on an open connection (a record's
-// request can cause those); a dial that timed out (the attempt's deadline,
-// which a hanging record runs out, ends its dials too); a name that does
-// not exist (a record can carry one; a configured one fails every record,
-// which is shared anyway). A handler that dials an address the record
-// chose should class a refusal there Permanent: counted as could not
-// connect, its record is held, not dead-lettered.
+// Not one: a timeout of any kind (the attempt's deadline, which a hanging
+// record runs out, ends its dials too, and a timeout cannot say whose
+// deadline it was), a name that does not exist, an address that does not
+// parse (a record can carry either; a configured one fails every record,
+// which is shared anyway), and a reset, an EOF or a timeout on an open
+// connection (a record's request can cause those). A handler that dials an
+// address the record chose should class a refusal there Permanent: counted
+// as could not connect, its record is held, not dead-lettered.
 func CouldNotConnect(err error) bool {
-	if !DialFailed(err) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+	if !DialFailed(err) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, syscall.ETIMEDOUT) {
 		return false
 	}
-	var dns *net.DNSError
-	return !errors.As(err, &dns) || !dns.IsNotFound
+	return !anyInTree(err, func(e error) bool {
+		switch e := e.(type) {
+		case *net.DNSError:
+			return e.IsNotFound || e.IsTimeout
+		case *net.AddrError, *net.ParseError, net.UnknownNetworkError, net.InvalidAddrError:
+			return true
+		}
+		return false
+	})
+}
+
+// anyInTree reports whether match holds for err or any error it wraps,
+// through every branch of a join.
+func anyInTree(err error, match func(error) bool) bool {
+	if err == nil {
+		return false
+	}
+	if match(err) {
+		return true
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return anyInTree(u.Unwrap(), match)
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			if anyInTree(e, match) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // congestedError marks a failure spent waiting for a resource every record
