@@ -37,30 +37,7 @@ func BenchmarkStoreBatched(b *testing.B) {
 	}
 	defer s.Close()
 	const writers = 8
-	rng := rand.New(rand.NewPCG(3, 4))
-	base := upload400()
-	advisories := make([]AdvisoryResult, 150)
-	for i := range advisories {
-		st := Applicable
-		if i%2 == 0 {
-			st = Installable
-		}
-		advisories[i] = AdvisoryResult{Name: fmt.Sprintf("RHSA-2026:%05d", i), Type: "security", Status: st}
-	}
-	host := 0
-	next := func() (SystemUpload, Evaluation) {
-		host++
-		u := base
-		u.Packages = append([]Package(nil), base.Packages...)
-		u.Modules = append([]Module(nil), base.Modules...)
-		u.OrgID, u.InventoryID = fmt.Sprintf("org-%d", host%50), fmt.Sprintf("8a3f1c2e-0000-4000-8000-%012d", host)
-		u.EventTime = time.Unix(1_800_000_000, 0)
-		e := Evaluation{Advisories: advisories, PackagesUpdatable: 120, Effects: &Effects{
-			Remediation:   []byte(remediationLike(rng, host)),
-			Notify:        &NotifyContext{InventoryID: u.InventoryID},
-			PayloadStatus: []Message{{EventID: newUUID(rng), Value: []byte(`{"status":"received"}`)}, {EventID: newUUID(rng), Value: []byte(`{"status":"success"}`)}}}}
-		return u, e
-	}
+	next := newBenchHosts()
 	// Warm the id cache and the tables.
 	for range 64 {
 		u, e := next()
@@ -75,62 +52,31 @@ func BenchmarkStoreBatched(b *testing.B) {
 				u, e := next()
 				events[i] = [2]any{u, e}
 			}
-			if _, err := s.db.ExecContext(ctx, `CHECKPOINT`); err != nil {
-				b.Fatal(err)
-			}
-			cpu0, err := postgresCPU(ctx, s.db)
+			meter, err := startPGMeter(ctx, s.db)
 			if err != nil {
-				b.Fatal(err)
-			}
-			var wal0 string
-			if err := s.db.QueryRowContext(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&wal0); err != nil {
 				b.Fatal(err)
 			}
 			var systems0 int
 			if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM system`).Scan(&systems0); err != nil {
 				b.Fatal(err)
 			}
-			var taken atomic.Int64
-			var wg sync.WaitGroup
-			errs := make(chan error, writers)
 			b.ResetTimer()
 			start := time.Now()
-			for range writers {
-				wg.Go(func() {
-					for {
-						end := taken.Add(int64(batch))
-						from := end - int64(batch)
-						if from >= int64(len(events)) {
-							return
-						}
-						end = min(end, int64(len(events)))
-						var err error
-						if batch == 1 {
-							u, e := events[from][0].(SystemUpload), events[from][1].(Evaluation)
-							_, err = s.StoreEvaluatedSystem(ctx, u, e, UploadCheck{Apply: true, absent: true})
-						} else {
-							err = storeBatchInOneTransaction(ctx, s, events[from:end])
-						}
-						if err != nil {
-							errs <- err
-							return
-						}
-					}
-				})
-			}
-			wg.Wait()
+			err = inParallel(writers, len(events), batch, func(from, to int) error {
+				if batch == 1 {
+					u, e := events[from][0].(SystemUpload), events[from][1].(Evaluation)
+					_, err := s.StoreEvaluatedSystem(ctx, u, e, UploadCheck{Apply: true, absent: true})
+					return err
+				}
+				return storeBatchInOneTransaction(ctx, s, events[from:to])
+			})
 			took := time.Since(start)
 			b.StopTimer()
-			close(errs)
-			if err := <-errs; err != nil {
-				b.Fatal(err)
-			}
-			cpu1, err := postgresCPU(ctx, s.db)
 			if err != nil {
 				b.Fatal(err)
 			}
-			var wal int64
-			if err := s.db.QueryRowContext(ctx, `SELECT pg_current_wal_insert_lsn() - $1::pg_lsn`, wal0).Scan(&wal); err != nil {
+			cpu, wal, err := meter.stop(ctx)
+			if err != nil {
 				b.Fatal(err)
 			}
 			var systems1 int
@@ -142,9 +88,40 @@ func BenchmarkStoreBatched(b *testing.B) {
 			}
 			n := float64(b.N)
 			b.ReportMetric(n/took.Seconds(), "events/s")
-			b.ReportMetric(float64((cpu1-cpu0).Microseconds())/1000/n, "pg-cpu-ms/event")
+			b.ReportMetric(float64(cpu.Microseconds())/1000/n, "pg-cpu-ms/event")
 			b.ReportMetric(float64(wal)/n, "WAL-bytes/event")
 		})
+	}
+}
+
+// benchHosts returns a generator of new hosts of 400 packages, each with
+// its evaluation (150 advisories, half installable) and effects (a 13 KB
+// remediation, a notification context, two payload statuses), in 50 orgs.
+// Not safe for concurrent use.
+func newBenchHosts() func() (SystemUpload, Evaluation) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	base := upload400()
+	advisories := make([]AdvisoryResult, 150)
+	for i := range advisories {
+		st := Applicable
+		if i%2 == 0 {
+			st = Installable
+		}
+		advisories[i] = AdvisoryResult{Name: fmt.Sprintf("RHSA-2026:%05d", i), Type: "security", Status: st}
+	}
+	host := 0
+	return func() (SystemUpload, Evaluation) {
+		host++
+		u := base
+		u.Packages = append([]Package(nil), base.Packages...)
+		u.Modules = append([]Module(nil), base.Modules...)
+		u.OrgID, u.InventoryID = fmt.Sprintf("org-%d", host%50), fmt.Sprintf("8a3f1c2e-0000-4000-8000-%012d", host)
+		u.EventTime = time.Unix(1_800_000_000, 0)
+		e := Evaluation{Advisories: advisories, PackagesUpdatable: 120, Effects: &Effects{
+			Remediation:   []byte(remediationLike(rng, host)),
+			Notify:        &NotifyContext{InventoryID: u.InventoryID},
+			PayloadStatus: []Message{{EventID: newUUID(rng), Value: []byte(`{"status":"received"}`)}, {EventID: newUUID(rng), Value: []byte(`{"status":"success"}`)}}}}
+		return u, e
 	}
 }
 
@@ -213,6 +190,62 @@ func storeBatchInOneTransaction(ctx context.Context, s *Store, events [][2]any) 
 		s.outboxWritten()
 		return nil
 	})
+}
+
+// inParallel runs do over [0, n) in slices of at most batch, on workers
+// goroutines taking the next slice as they finish; the first error ends it.
+func inParallel(workers, n, batch int, do func(from, to int) error) error {
+	var taken atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for range workers {
+		wg.Go(func() {
+			for {
+				end := int(taken.Add(int64(batch)))
+				from := end - batch
+				if from >= n {
+					return
+				}
+				if err := do(from, min(end, n)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// pgMeter measures what the server spent from its start to its stop: the
+// CPU of its processes (postgresCPU) and the WAL it wrote. It starts after
+// a checkpoint, so that full-page writes land alike in every measurement.
+type pgMeter struct {
+	db  *sql.DB
+	cpu time.Duration
+	wal string
+}
+
+func startPGMeter(ctx context.Context, db *sql.DB) (*pgMeter, error) {
+	if _, err := db.ExecContext(ctx, `CHECKPOINT`); err != nil {
+		return nil, err
+	}
+	m := &pgMeter{db: db}
+	var err error
+	if m.cpu, err = postgresCPU(ctx, db); err != nil {
+		return nil, err
+	}
+	return m, db.QueryRowContext(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&m.wal)
+}
+
+func (m *pgMeter) stop(ctx context.Context) (cpu time.Duration, wal int64, err error) {
+	now, err := postgresCPU(ctx, m.db)
+	if err != nil {
+		return 0, 0, err
+	}
+	err = m.db.QueryRowContext(ctx, `SELECT pg_current_wal_insert_lsn() - $1::pg_lsn`, m.wal).Scan(&wal)
+	return now - m.cpu, wal, err
 }
 
 // postgresCPU is the user and system CPU of every PostgreSQL process the
