@@ -125,9 +125,6 @@ func (r *Record) Decide(limit int) (deadLetter bool) { return r.Own >= limit }
 // wake-up from a record still waiting.
 func (r *Record) Retry() { r.stopWaiting() }
 
-// Pending returns how many failures await their verdict.
-func (r *Record) Pending() int { return len(r.pending) }
-
 // MayReach reports whether the verdicts pending could take the record's own
 // failures to limit (a failure that could not connect is never own, so its
 // verdict cannot), and by when those verdicts are all ripe. Its owner waits
