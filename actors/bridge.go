@@ -50,6 +50,14 @@ type BridgeConfig struct {
 	Stats       *Stats
 	// WrapMarker, when set, wraps each claim's marker; tests use it to watch marks.
 	WrapMarker func(OffsetMarker) OffsetMarker
+	// ClaimMarkers, when set, gives each claim a marker of its own in place
+	// of the session (a transactional mode commits the marks itself). It
+	// is opened as the claim starts, before the commit metadata is read,
+	// and tried again with backoff until it opens or the claim ends (its
+	// records wait meanwhile); End is called once the claim's last mark is
+	// in, before ConsumeClaim returns, so the next owner reads what it
+	// committed.
+	ClaimMarkers func(ctx context.Context, topic string, partition int32) (ClaimMarker, error)
 	// Observer, when set, receives timings for metrics.
 	Observer Observer
 	// Dependencies is where the handler's calls are recorded per dependency
@@ -414,6 +422,19 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 		// to end until the read does (5 s).
 		ended = entry.ahead.ended
 	}
+	var own ClaimMarker
+	if b.cfg.ClaimMarkers != nil {
+		if own = b.openClaimMarker(session.Context(), ended, claim, log); own == nil {
+			stopAhead()
+			entry.ahead.stop()
+			return nil // the claim ended first: nothing was admitted
+		}
+		marker = own
+		if b.cfg.WrapMarker != nil {
+			marker = b.cfg.WrapMarker(marker)
+		}
+		fence = &fencedMarker{inner: marker}
+	}
 	resume := b.readResume(session.Context(), ended, claim, log)
 	wc := PartitionConfig{
 		Topic: claim.Topic(), Partition: claim.Partition(), Generation: generation, Epoch: epoch,
@@ -482,6 +503,9 @@ func (b *Bridge) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.
 	start := time.Now()
 	r, err := worker.Drain(b.cfg.Settings.DrainTimeout)
 	fence.close()
+	if own != nil {
+		own.End() // the claim's last mark is in: no mark comes after the fence
+	}
 	// Whatever the worker did not give back (records in a dead actor's
 	// mailbox, or admitted after it stopped) comes back now, exactly once.
 	n, cerr := cc.close()

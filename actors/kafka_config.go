@@ -3,6 +3,7 @@ package actors
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -207,6 +208,19 @@ func NewResultsProducerConfig(k KafkaSettings) (*sarama.Config, error) {
 	cfg.Producer.Retry.Max = 3
 	cfg.Producer.Timeout = 10 * time.Second
 	cfg.Net.DialTimeout, cfg.Net.ReadTimeout, cfg.Net.WriteTimeout = 10*time.Second, 10*time.Second, 10*time.Second
+	return cfg, cfg.Validate()
+}
+
+// NewTransactionalProducerConfig returns the sarama configuration of a
+// claim's transactional producer (a transactional commit mode): the
+// results producer's, under the transactional id id.
+func NewTransactionalProducerConfig(k KafkaSettings, id string) (*sarama.Config, error) {
+	cfg, err := NewResultsProducerConfig(k)
+	if err != nil {
+		return nil, err
+	}
+	cfg.ClientID = strings.TrimSuffix(cfg.ClientID, "-results") + "-txn"
+	cfg.Producer.Transaction.ID = id
 	return cfg, cfg.Validate()
 }
 

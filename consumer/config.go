@@ -67,6 +67,17 @@ type Config struct {
 	// changed. Default 100 ms: a crash replays what finished since the last
 	// commit besides what was in flight.
 	CommitInterval time.Duration
+	// CommitMode is CommitPeriodic (default) or CommitTransactional: the
+	// results and the offsets of each claim in one Kafka transaction every
+	// CommitInterval (needs KafkaVersion 0.11.0 or later and brokers that
+	// allow transactions; results reach read_committed readers only as
+	// they commit).
+	CommitMode CommitMode
+	// TransactionalID prefixes the transactional id of each claim's
+	// producer under CommitTransactional: TransactionalID-topic-partition.
+	// Default: Group. Processes of one group must share it; no other
+	// producer may use ids of its form.
+	TransactionalID string
 	// SessionTimeout (default 10 s) and HeartbeatInterval (default 3 s or a
 	// third of SessionTimeout, whichever is less; at most a third of it)
 	// tune how fast the group notices a dead member.
@@ -276,6 +287,10 @@ type resolved struct {
 	http             telemetry.ServerLimits
 	// maxBatchBytes is MaxDecompressedBatchBytes resolved: 0 for unbounded.
 	maxBatchBytes int
+	// transactional: CommitMode is CommitTransactional; transactionalID
+	// is TransactionalID resolved.
+	transactional   bool
+	transactionalID string
 	// batchSize and batchLinger shape a BatchHandler's batches.
 	batchSize   int
 	batchLinger time.Duration
@@ -354,6 +369,17 @@ func (cfg Config) resolve() (resolved, error) {
 	}
 	if cfg.Rack != "" && err == nil && !version.IsAtLeast(sarama.V2_4_0_0) {
 		bad("Rack", "fetching from the nearest replica needs KafkaVersion 2.4.0 or later")
+	}
+	switch cfg.CommitMode {
+	case "", CommitPeriodic:
+	case CommitTransactional:
+		r.transactional = true
+	default:
+		bad("CommitMode", "%q: want periodic or transactional", cfg.CommitMode)
+	}
+	r.transactionalID = orDefault(cfg.TransactionalID, cfg.Group)
+	if cfg.TransactionalID != "" && (strings.TrimSpace(cfg.TransactionalID) != cfg.TransactionalID || len(cfg.TransactionalID) > 200) {
+		bad("TransactionalID", "%q: want no leading or trailing space and at most 200 bytes", cfg.TransactionalID)
 	}
 	clientID := orDefault(cfg.ClientID, "patchflow")
 	if !validClientID.MatchString(clientID) || len(clientID) > 255 {

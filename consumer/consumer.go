@@ -197,20 +197,42 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return client, producer, nil
 	}}
 	defer produced.close() // after the members stopped and the claims drained; a send still running closes it later
+	var claimMarkers func(context.Context, string, int32) (actors.ClaimMarker, error)
+	if c.cfg.transactional {
+		produced.txn = &transactions{open: func(id string) (*txnProducer, error) {
+			cfg, err := actors.NewTransactionalProducerConfig(k, id)
+			if err != nil {
+				return nil, err
+			}
+			client, err := sarama.NewClient(k.Brokers, cfg)
+			if err != nil {
+				return nil, err
+			}
+			producer, err := sarama.NewSyncProducerFromClient(client)
+			if err != nil {
+				_ = client.Close()
+				return nil, err
+			}
+			return &txnProducer{client, producer}, nil
+		}, committed: actors.NewCommittedReader(probeClient, k.Group), group: k.Group, prefix: c.cfg.transactionalID,
+			interval: k.CommitInterval, deps: deps, logger: logger, claims: map[txnPartition]*claimTxn{}}
+		claimMarkers = produced.txn.claimMarker
+	}
 	var dead actors.DeadLetterWriter = l.dead
 	observer, _ := c.handler.(DeadLetterObserver)
 	dead = observedDeadLetters(observer, traces, dead)
 	bridge, err := actors.NewBridge(actors.BridgeConfig{
 		System: system, Settings: settings, Handler: adapt(handler, traces, produced), Observer: m, Dependencies: deps,
-		DeadLetters: dead,
-		Logger:      logger,
-		SettleProbe: actors.NewFetchProbe(probeClient, l.isolation),
-		Committed:   actors.NewCommittedReader(probeClient, k.Group),
-		Membership:  actors.NewMembershipCheck(probeClient, k.Group),
-		Pauses:      &c.pauses,
-		Lease:       &actors.LeaseConfig{Check: actors.NewLeaseCheck(probeClient, k.Group), SessionTimeout: k.SessionTimeout, Interval: k.HeartbeatInterval},
-		Isolation:   l.isolation,
-		Unreadable:  unreadable,
+		DeadLetters:  dead,
+		Logger:       logger,
+		SettleProbe:  actors.NewFetchProbe(probeClient, l.isolation),
+		Committed:    actors.NewCommittedReader(probeClient, k.Group),
+		Membership:   actors.NewMembershipCheck(probeClient, k.Group),
+		Pauses:       &c.pauses,
+		Lease:        &actors.LeaseConfig{Check: actors.NewLeaseCheck(probeClient, k.Group), SessionTimeout: k.SessionTimeout, Interval: k.HeartbeatInterval},
+		Isolation:    l.isolation,
+		Unreadable:   unreadable,
+		ClaimMarkers: claimMarkers,
 	})
 	if err != nil {
 		return err

@@ -85,3 +85,21 @@ const (
 	// SASLScramSHA512 proves the password without sending it (SHA-512).
 	SASLScramSHA512 SASLMechanism = "SCRAM-SHA-512"
 )
+
+// CommitMode is how a consumer commits its offsets, and with them the
+// results its handler produces.
+type CommitMode string
+
+const (
+	// CommitPeriodic commits the offsets (with their metadata) through the
+	// group every CommitInterval, and produces each record's results,
+	// acknowledged, before the record finishes: every result is written at
+	// least once. The default.
+	CommitPeriodic CommitMode = "periodic"
+	// CommitTransactional writes each claim's results and its offsets in
+	// one Kafka transaction every CommitInterval, through a transactional
+	// producer per partition: a reader of the results under
+	// read_committed sees each finished record's results once, together
+	// with the commit that calls it finished, or neither.
+	CommitTransactional CommitMode = "transactional"
+)

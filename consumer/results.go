@@ -62,6 +62,9 @@ func (r *Record) Produce(messages ...Message) { r.results = append(r.results, me
 type results struct {
 	open func() (sarama.Client, sarama.SyncProducer, error)
 	deps *actors.Dependencies
+	// txn, in the transactional mode, writes results into their claim's
+	// transaction instead.
+	txn *transactions
 
 	once     sync.Once
 	client   sarama.Client
@@ -144,6 +147,10 @@ func (p *results) produce(ctx context.Context, r *Record) error {
 	if len(r.results) == 0 {
 		return nil
 	}
+	msgs, topics := resultMessages(r)
+	if p.txn != nil {
+		return p.txn.produce(ctx, r, msgs, topics)
+	}
 	p.once.Do(func() {
 		p.client, p.producer, p.err = p.open()
 		p.known = map[string]bool{}
@@ -153,27 +160,6 @@ func (p *results) produce(ctx context.Context, r *Record) error {
 	}
 	if !p.begin() {
 		return errResultsClosed
-	}
-	msgs := make([]*sarama.ProducerMessage, len(r.results))
-	topics := make([]string, 0, 1)
-	source := []sarama.RecordHeader{
-		{Key: []byte(ResultSourceTopicHeader), Value: []byte(r.Topic)},
-		{Key: []byte(ResultSourcePartitionHeader), Value: []byte(strconv.Itoa(int(r.Partition)))},
-		{Key: []byte(ResultSourceOffsetHeader), Value: []byte(strconv.FormatInt(r.Offset, 10))},
-	}
-	for i, m := range r.results {
-		pm := &sarama.ProducerMessage{Topic: m.Topic, Value: sarama.ByteEncoder(m.Value)}
-		if m.Key != nil {
-			pm.Key = sarama.ByteEncoder(m.Key)
-		}
-		for _, h := range m.Headers {
-			pm.Headers = append(pm.Headers, sarama.RecordHeader{Key: h.Key, Value: h.Value})
-		}
-		pm.Headers = append(pm.Headers, source...)
-		msgs[i] = pm
-		if !slices.Contains(topics, m.Topic) {
-			topics = append(topics, m.Topic)
-		}
 	}
 	start := time.Now()
 	done := make(chan error, 1)
@@ -203,6 +189,33 @@ func (p *results) produce(ctx context.Context, r *Record) error {
 	}
 	p.deps.Observe(ctx, ResultsDependency, took, false)
 	return FailedIn(ResultsDependency, err)
+}
+
+// resultMessages are r's results as the producer takes them, each with
+// the headers naming r, and the topics they go to.
+func resultMessages(r *Record) ([]*sarama.ProducerMessage, []string) {
+	msgs := make([]*sarama.ProducerMessage, len(r.results))
+	topics := make([]string, 0, 1)
+	source := []sarama.RecordHeader{
+		{Key: []byte(ResultSourceTopicHeader), Value: []byte(r.Topic)},
+		{Key: []byte(ResultSourcePartitionHeader), Value: []byte(strconv.Itoa(int(r.Partition)))},
+		{Key: []byte(ResultSourceOffsetHeader), Value: []byte(strconv.FormatInt(r.Offset, 10))},
+	}
+	for i, m := range r.results {
+		pm := &sarama.ProducerMessage{Topic: m.Topic, Value: sarama.ByteEncoder(m.Value)}
+		if m.Key != nil {
+			pm.Key = sarama.ByteEncoder(m.Key)
+		}
+		for _, h := range m.Headers {
+			pm.Headers = append(pm.Headers, sarama.RecordHeader{Key: h.Key, Value: h.Value})
+		}
+		pm.Headers = append(pm.Headers, source...)
+		msgs[i] = pm
+		if !slices.Contains(topics, m.Topic) {
+			topics = append(topics, m.Topic)
+		}
+	}
+	return msgs, topics
 }
 
 // firstProducerError is err with its first message's topic and error

@@ -1,0 +1,627 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/patchflow/patchflow/actors"
+	"github.com/patchflow/patchflow/actors/ledger"
+)
+
+// The transactional mode (CommitTransactional): each claim has a
+// transactional producer of its own, its transactional id
+// TransactionalIDPrefix-topic-partition, so a new owner of the partition
+// fences the one before (its first use aborts or completes what the
+// earlier owner left open). A record's results are written into the
+// claim's open transaction once its Handle returns nil; the record then
+// finishes, and the partition actor's marks (the watermark and the
+// metadata of what finished above it) come here instead of to the
+// session. Every CommitInterval the committer shuts the gate (no result
+// enters the transaction while it commits), waits for the marks of the
+// records whose results are in the transaction, adds the last mark to the
+// transaction and commits it: a record's results become visible to
+// read_committed readers together with the offsets that call it finished,
+// or neither does.
+
+// txnCoverWait bounds how long a commit waits for the marks of records
+// whose results are in its transaction (they follow within the partition
+// actor's mailbox turn; a record finished above a commit metadata cut to
+// its size limit is not named until the watermark passes it).
+const txnCoverWait = time.Second
+
+// txnRetry bounds the wait between tries of a failed commit, and
+// txnEndBudget how long a claim's last commit may keep trying.
+var (
+	txnRetry     = [2]time.Duration{100 * time.Millisecond, 2 * time.Second}
+	txnEndBudget = 30 * time.Second
+)
+
+// txnAheadLimit bounds how long a transaction stays open for results whose
+// records no mark names (a commit metadata cut to its size limit names
+// them only once the watermark passes them): Kafka aborts a transaction
+// open past its timeout (sarama's default: one minute).
+const txnAheadLimit = 10 * time.Second
+
+// crashed, set by a test, stops every committer as a crash would: nothing
+// more committed nor aborted, the open transactions left to the next
+// owners.
+var crashed atomic.Bool
+
+// errTxnEnded fails a result written after its claim's transaction ended
+// (a handler that outlived its drain): its record was not finished.
+var errTxnEnded = errors.New("the claim has ended: results not written")
+
+// txnProducer is a transactional producer and its client.
+type txnProducer struct {
+	client sarama.Client
+	sarama.SyncProducer
+}
+
+func (p *txnProducer) close() {
+	_ = p.SyncProducer.Close()
+	_ = p.client.Close()
+}
+
+// transactions opens each claim's committer and routes records' results
+// to their claim's.
+type transactions struct {
+	// open opens a transactional producer under the transactional id.
+	open      func(id string) (*txnProducer, error)
+	committed actors.CommittedReader
+	group     string
+	prefix    string
+	interval  time.Duration
+	deps      *actors.Dependencies
+	logger    *slog.Logger
+
+	mu     sync.Mutex
+	claims map[txnPartition]*claimTxn
+}
+
+type txnPartition struct {
+	topic     string
+	partition int32
+}
+
+// transactionalID is the claim's transactional id.
+func (t *transactions) transactionalID(topic string, partition int32) string {
+	return t.prefix + "-" + topic + "-" + strconv.Itoa(int(partition))
+}
+
+// claimMarker opens the claim's producer (fencing an earlier owner's),
+// begins its first transaction and starts its committer.
+func (t *transactions) claimMarker(ctx context.Context, topic string, partition int32) (actors.ClaimMarker, error) {
+	id := t.transactionalID(topic, partition)
+	type opened struct {
+		p   *txnProducer
+		err error
+	}
+	ch := make(chan opened, 1)
+	go func() { // sarama takes no context; a producer opened too late is closed
+		p, err := t.open(id)
+		ch <- opened{p, err}
+	}()
+	var p *txnProducer
+	select {
+	case o := <-ch:
+		if o.err != nil {
+			return nil, fmt.Errorf("open the transactional producer %q: %w", id, o.err)
+		}
+		p = o.p
+	case <-ctx.Done():
+		go func() {
+			if o := <-ch; o.err == nil {
+				o.p.close()
+			}
+		}()
+		return nil, ctx.Err()
+	}
+	if err := p.BeginTxn(); err != nil {
+		p.close()
+		return nil, fmt.Errorf("begin a transaction of %q: %w", id, err)
+	}
+	c := &claimTxn{owner: t, topic: topic, partition: partition, id: id, producer: p,
+		marked: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		log: t.logger.With("topic", topic, "partition", partition, "transactional_id", id)}
+	t.mu.Lock()
+	t.claims[txnPartition{topic, partition}] = c
+	t.mu.Unlock()
+	go c.run()
+	return c, nil
+}
+
+// produce writes r's results into its claim's open transaction.
+func (t *transactions) produce(ctx context.Context, r *Record, msgs []*sarama.ProducerMessage, topics []string) error {
+	t.mu.Lock()
+	c := t.claims[txnPartition{r.Topic, r.Partition}]
+	t.mu.Unlock()
+	if c == nil {
+		return errTxnEnded
+	}
+	start := time.Now()
+	err := c.stage(ctx, r.Offset, msgs, topics)
+	if err == nil || ctx.Err() != nil || errors.Is(err, errTxnEnded) {
+		if err == nil {
+			t.deps.Observe(ctx, ResultsDependency, time.Since(start), true)
+		}
+		return err
+	}
+	took := time.Since(start)
+	err = fmt.Errorf("produce %d results in a transaction: %w", len(msgs), firstProducerError(err))
+	if refusedForGood(err) {
+		t.deps.Observe(ctx, ResultsDependency, took, true)
+		return Permanent(err)
+	}
+	t.deps.Observe(ctx, ResultsDependency, took, false)
+	return FailedIn(ResultsDependency, err)
+}
+
+// claimTxn is one claim's transactions: the actors.ClaimMarker its
+// partition actor marks, and the transaction its records' results go into.
+type claimTxn struct {
+	owner     *transactions
+	topic     string
+	partition int32
+	id        string
+	log       *slog.Logger
+
+	// gate: a result is written into the transaction under a read lock; a
+	// commit holds it alone, so the transaction it commits takes no result
+	// whose record it has not waited for.
+	gate     sync.RWMutex
+	producer *txnProducer // replaced, under the gate alone, after a fatal error
+
+	mu        sync.Mutex
+	mark      txnMark // the partition actor's last mark
+	committed txnMark // the mark last committed
+	staged    []stagedResults
+	// dirty: the transaction holds results no staged entry accounts for
+	// (a write cut short, or a record whose wait ended before it): it is
+	// aborted and the staged results written again before any commit.
+	dirty  bool
+	broken error // the producer was fenced: nothing more is committed
+	closed bool
+	// aheadSince: since when the open transaction has held results no mark
+	// names (zero: it does not); the committer's alone.
+	aheadSince time.Time
+
+	marked     chan struct{} // a mark came (capacity 1)
+	stop, done chan struct{}
+	known      map[string]bool // result topics seen to exist; under gate
+	knownMu    sync.Mutex
+}
+
+// txnMark is a mark: the offset the partition resumes at and its metadata.
+type txnMark struct {
+	set    bool
+	offset int64
+	meta   string
+}
+
+// stagedResults are the results of the record at offset in the open
+// transaction, kept to write again should it abort.
+type stagedResults struct {
+	offset int64
+	msgs   []*sarama.ProducerMessage
+}
+
+// MarkOffset implements actors.OffsetMarker.
+func (c *claimTxn) MarkOffset(_ string, _ int32, offset int64, metadata string) {
+	c.setMark(offset, metadata)
+}
+
+// ResetOffset implements actors.OffsetMarker.
+func (c *claimTxn) ResetOffset(_ string, _ int32, offset int64, metadata string) {
+	c.setMark(offset, metadata)
+}
+
+func (c *claimTxn) setMark(offset int64, metadata string) {
+	c.mu.Lock()
+	if !c.mark.set || offset >= c.mark.offset {
+		c.mark = txnMark{set: true, offset: offset, meta: metadata}
+	}
+	c.mu.Unlock()
+	select {
+	case c.marked <- struct{}{}:
+	default:
+	}
+}
+
+// stage writes a record's results into the open transaction and waits
+// for their acknowledgement, or for ctx (the write then goes on, and the
+// transaction is aborted before it commits).
+func (c *claimTxn) stage(ctx context.Context, offset int64, msgs []*sarama.ProducerMessage, topics []string) error {
+	done := make(chan error, 1)
+	var mu sync.Mutex
+	waiting := true
+	go func() {
+		c.gate.RLock()
+		defer c.gate.RUnlock()
+		c.mu.Lock()
+		closed, broken := c.closed, c.broken
+		c.mu.Unlock()
+		switch {
+		case closed:
+			done <- errTxnEnded
+			return
+		case broken != nil:
+			done <- broken
+			return
+		case c.producer == nil:
+			done <- errors.New("the transactional producer is being opened again")
+			return
+		}
+		if t, err := c.missing(topics); err != nil {
+			done <- fmt.Errorf("results topic %q: %w", t, err)
+			return
+		}
+		err := c.producer.SendMessages(msgs)
+		mu.Lock()
+		defer mu.Unlock()
+		c.mu.Lock()
+		if err == nil && waiting {
+			c.staged = append(c.staged, stagedResults{offset, msgs})
+		} else {
+			c.dirty = true // written in part, or for a record no longer waiting
+		}
+		c.mu.Unlock()
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		mu.Lock()
+		waiting = false
+		mu.Unlock()
+		select {
+		case err := <-done: // it ended as the wait did: its outcome stands
+			if err == nil {
+				return nil
+			}
+		default:
+		}
+		return ctx.Err()
+	}
+}
+
+// missing returns the first of topics the brokers do not know, asking
+// once per topic until it exists (a send to a missing topic would fail
+// the whole transaction).
+func (c *claimTxn) missing(topics []string) (string, error) {
+	for _, t := range topics {
+		c.knownMu.Lock()
+		ok := c.known[t]
+		c.knownMu.Unlock()
+		if ok {
+			continue
+		}
+		if _, err := c.producer.client.Partitions(t); err != nil {
+			return t, err
+		}
+		c.knownMu.Lock()
+		if c.known == nil {
+			c.known = map[string]bool{}
+		}
+		c.known[t] = true
+		c.knownMu.Unlock()
+	}
+	return "", nil
+}
+
+func (c *claimTxn) run() {
+	defer close(c.done)
+	t := time.NewTicker(c.owner.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+			if crashed.Load() {
+				continue
+			}
+			c.gate.Lock()
+			c.commit(false)
+			c.gate.Unlock()
+		}
+	}
+}
+
+// End implements actors.ClaimMarker: the last commit, then the producer
+// closes. What it cannot commit is aborted: the next owner runs it again.
+func (c *claimTxn) End() {
+	close(c.stop)
+	<-c.done
+	c.gate.Lock()
+	if !crashed.Load() {
+		c.commit(true)
+	}
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	if c.producer != nil {
+		c.producer.close()
+	}
+	c.gate.Unlock()
+	c.owner.mu.Lock()
+	if c.owner.claims[txnPartition{c.topic, c.partition}] == c {
+		delete(c.owner.claims, txnPartition{c.topic, c.partition})
+	}
+	c.owner.mu.Unlock()
+}
+
+// covered reports whether mark calls the record at offset finished.
+func covered(mark txnMark, offset int64, finished *ledger.Resume) bool {
+	if !mark.set {
+		return false
+	}
+	if offset < mark.offset {
+		return true
+	}
+	return finished != nil && finished.Finished(offset)
+}
+
+// uncovered counts the staged records mark does not call finished.
+func uncovered(mark txnMark, staged []stagedResults) int {
+	var finished *ledger.Resume
+	if mark.set && mark.meta != "" {
+		if r, err := ledger.DecodeMetadata(mark.meta); err == nil {
+			finished = &r
+		}
+	}
+	n := 0
+	for _, s := range staged {
+		if !covered(mark, s.offset, finished) {
+			n++
+		}
+	}
+	return n
+}
+
+// commit commits the open transaction with the last mark, the gate held.
+// It first waits (up to txnCoverWait) for the marks of the records whose
+// results the transaction holds. A transaction holding results no mark
+// names yet is not committed: at the end of the claim it is aborted (the
+// next owner runs those records again); otherwise it stays open for the
+// next round, for at most txnAheadLimit, after which it commits all the
+// same (a crash before those marks are committed would run those records
+// again, their results with them). After an error it follows sarama's
+// recovery (a fatal error: a new producer; an abortable one: abort and
+// write the staged results again; a commit cut short: commit again),
+// trying until it settles, the claim ends, or (final) txnEndBudget passes.
+func (c *claimTxn) commit(final bool) {
+	deadline := time.Now().Add(txnCoverWait)
+	for !final {
+		c.mu.Lock()
+		mark, staged := c.mark, c.staged
+		c.mu.Unlock()
+		if uncovered(mark, staged) == 0 || !time.Now().Before(deadline) {
+			break
+		}
+		select {
+		case <-c.marked:
+		case <-time.After(time.Until(deadline)):
+		}
+	}
+	began := time.Now()
+	wait := txnRetry[0]
+	for {
+		c.mu.Lock()
+		mark, staged, dirty, committed, broken := c.mark, c.staged, c.dirty, c.committed, c.broken
+		c.mu.Unlock()
+		if broken != nil {
+			return
+		}
+		if c.producer == nil {
+			if err := c.replaceProducer(txnMark{}); err != nil && !errors.Is(err, errAborted) {
+				if !c.retry(final, began, &wait, "open a producer", err) {
+					return
+				}
+				continue
+			}
+			dirty = true
+		}
+		left := uncovered(mark, staged)
+		switch {
+		case dirty || (final && left > 0):
+			err := c.abort(!final)
+			if err == nil {
+				if final {
+					if left > 0 || len(staged) > 0 {
+						c.log.Warn("the claim's last transaction was aborted; the next owner runs its records again", "records", len(staged), "not_marked", left)
+					}
+					return
+				}
+				continue // aborted and written again: commit what is marked
+			}
+			if !c.retry(final, began, &wait, "abort", err) {
+				return
+			}
+			continue
+		case left > 0 && c.aheadSince.IsZero():
+			c.aheadSince = time.Now()
+			return
+		case left > 0 && time.Since(c.aheadSince) < txnAheadLimit:
+			return
+		case left > 0:
+			c.log.Warn("committing results whose records are not marked finished yet (the commit metadata cannot name them): a crash before their marks are committed runs them again", "records", left)
+		case len(staged) == 0 && (!mark.set || mark == committed):
+			return // nothing new
+		}
+		err := c.commitMark(mark)
+		if err == nil {
+			c.mu.Lock()
+			c.committed = mark
+			c.staged = c.staged[len(staged):]
+			c.mu.Unlock()
+			c.aheadSince = time.Time{}
+			if final {
+				return
+			}
+			if err := c.producer.BeginTxn(); err != nil {
+				c.log.Warn("could not begin the next transaction", "error", err)
+				c.setDirty()
+			}
+			return
+		}
+		if !c.retry(final, began, &wait, "commit", err) {
+			return
+		}
+	}
+}
+
+// commitMark adds mark to the open transaction and commits it, settling
+// a commit cut short by sarama's recovery.
+func (c *claimTxn) commitMark(mark txnMark) error {
+	if mark.set {
+		offsets := map[string][]*sarama.PartitionOffsetMetadata{c.topic: {{Partition: c.partition, Offset: mark.offset, Metadata: &mark.meta}}}
+		if err := c.producer.AddOffsetsToTxn(offsets, c.owner.group); err != nil {
+			return c.recover(fmt.Errorf("add offsets: %w", err), mark)
+		}
+	}
+	if err := c.producer.CommitTxn(); err != nil {
+		return c.recover(fmt.Errorf("commit: %w", err), mark)
+	}
+	return nil
+}
+
+// errAborted says a transaction was aborted in recovery: its staged results
+// are to be written again before the next commit.
+var errAborted = errors.New("the transaction was aborted")
+
+// recover follows sarama's recovery after err until the producer is ready
+// again: nil when the commit of mark took effect, errAborted (the staged
+// results are marked dirty: written again before the next commit), or the
+// error that stopped it.
+func (c *claimTxn) recover(err error, mark txnMark) error {
+	status := c.producer.TxnStatus()
+	c.log.Warn("transaction failed", "error", err, "status", status.String())
+	switch {
+	case errors.Is(err, sarama.ErrProducerFenced) || errors.Is(err, sarama.ErrInvalidProducerEpoch):
+		return c.fenced(err)
+	case status&sarama.ProducerTxnFlagFatalError != 0:
+		return c.replaceProducer(mark)
+	case status&sarama.ProducerTxnFlagCommittingTransaction != 0:
+		return c.producer.CommitTxn() // a commit cut short: no transaction begins before it ends
+	case status&(sarama.ProducerTxnFlagAbortableError|sarama.ProducerTxnFlagAbortingTransaction|sarama.ProducerTxnFlagInTransaction) != 0:
+		if aerr := c.producer.AbortTxn(); aerr != nil {
+			return aerr
+		}
+		c.setDirty()
+		return errAborted
+	}
+	return err
+}
+
+func (c *claimTxn) setDirty() {
+	c.mu.Lock()
+	c.dirty = true
+	c.mu.Unlock()
+}
+
+// fenced stops the claim's commits: another owner's producer took over
+// the transactional id.
+func (c *claimTxn) fenced(err error) error {
+	c.mu.Lock()
+	c.broken = fmt.Errorf("fenced by a newer owner of the partition: %w", err)
+	c.mu.Unlock()
+	c.log.Warn("the transactional producer was fenced: this claim commits nothing more", "error", err)
+	return c.broken
+}
+
+// replaceProducer opens a new producer under the same id (which aborts
+// what the old one left open) and settles whether the commit of mark took
+// effect before the error, by the group's committed offset: nil when it
+// did, errAborted when it did not (the staged results are written again).
+func (c *claimTxn) replaceProducer(mark txnMark) error {
+	if c.producer != nil {
+		c.producer.close()
+		c.producer = nil
+	}
+	p, err := c.owner.open(c.id)
+	if err != nil {
+		return fmt.Errorf("open a new transactional producer: %w", err)
+	}
+	c.producer = p
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got, err := c.owner.committed(ctx, c.topic, c.partition)
+	if err == nil && mark.set && got.Offset == mark.offset && got.Metadata == mark.meta {
+		return nil // the commit took effect
+	}
+	c.setDirty()
+	return errAborted
+}
+
+// abort aborts the open transaction and, again, begins a new one and
+// writes the staged results into it.
+func (c *claimTxn) abort(again bool) error {
+	if s := c.producer.TxnStatus(); s&sarama.ProducerTxnFlagInTransaction != 0 || s&sarama.ProducerTxnFlagAbortableError != 0 {
+		if err := c.producer.AbortTxn(); err != nil {
+			return c.recover(fmt.Errorf("abort: %w", err), txnMark{})
+		}
+	}
+	c.mu.Lock()
+	c.dirty = false
+	staged := c.staged
+	c.mu.Unlock()
+	if !again {
+		c.mu.Lock()
+		c.staged = nil
+		c.mu.Unlock()
+		return nil
+	}
+	if err := c.producer.BeginTxn(); err != nil {
+		return err
+	}
+	var msgs []*sarama.ProducerMessage
+	for _, s := range staged {
+		msgs = append(msgs, s.msgs...)
+	}
+	if len(msgs) > 0 {
+		if err := c.producer.SendMessages(msgs); err != nil {
+			c.mu.Lock()
+			c.dirty = true
+			c.mu.Unlock()
+			return fmt.Errorf("write the staged results again: %w", err)
+		}
+	}
+	return nil
+}
+
+// retry waits before the next try of a failed step, false when it gives
+// up: the claim is ending (final: after txnEndBudget) or was fenced.
+func (c *claimTxn) retry(final bool, began time.Time, wait *time.Duration, what string, err error) bool {
+	if errors.Is(err, errAborted) {
+		return true // written again at once
+	}
+	c.mu.Lock()
+	broken := c.broken
+	c.mu.Unlock()
+	if broken != nil {
+		return false
+	}
+	if final && time.Since(began) > txnEndBudget {
+		c.log.Error("the claim's last transaction did not commit; the next owner runs its records again", "step", what, "error", err)
+		return false
+	}
+	c.log.Warn("transaction step failed; trying again", "step", what, "error", err, "retry_in", *wait)
+	select {
+	case <-time.After(*wait):
+	case <-c.stop:
+		if !final {
+			return false // End commits what is left
+		}
+	}
+	*wait = min(2**wait, txnRetry[1])
+	return true
+}
