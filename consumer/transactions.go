@@ -48,7 +48,9 @@ var (
 // records no mark names (a commit metadata cut to its size limit names
 // them only once the watermark passes them): Kafka aborts a transaction
 // open past its timeout (sarama's default: one minute).
-const txnAheadLimit = 10 * time.Second
+var txnAheadLimit atomic.Int64 // a time.Duration; 10 s (tests shorten it)
+
+func init() { txnAheadLimit.Store(int64(10 * time.Second)) }
 
 // crashed, set by a test, stops every committer as a crash would: nothing
 // more committed nor aborted, the open transactions left to the next
@@ -128,7 +130,7 @@ func (t *transactions) claimMarker(ctx context.Context, topic string, partition 
 		p.close()
 		return nil, fmt.Errorf("begin a transaction of %q: %w", id, err)
 	}
-	c := &claimTxn{owner: t, topic: topic, partition: partition, id: id, producer: p,
+	c := &claimTxn{owner: t, topic: topic, partition: partition, id: id, producer: p, openedAt: time.Now(),
 		marked: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		log: t.logger.With("topic", topic, "partition", partition, "transactional_id", id)}
 	t.mu.Lock()
@@ -181,7 +183,7 @@ type claimTxn struct {
 
 	mu        sync.Mutex
 	mark      txnMark // the partition actor's last mark
-	committed txnMark // the mark last committed
+	committed txnMark // the mark last committed; the committer's alone
 	staged    []stagedResults
 	// dirty: the transaction holds results no staged entry accounts for
 	// (a write cut short, or a record whose wait ended before it): it is
@@ -189,9 +191,9 @@ type claimTxn struct {
 	dirty  bool
 	broken error // the producer was fenced: nothing more is committed
 	closed bool
-	// aheadSince: since when the open transaction has held results no mark
-	// names (zero: it does not); the committer's alone.
-	aheadSince time.Time
+	// openedAt: when the open transaction began; the committer's alone
+	// (under the gate).
+	openedAt time.Time
 
 	marked     chan struct{} // a mark came (capacity 1)
 	stop, done chan struct{}
@@ -240,8 +242,10 @@ func (c *claimTxn) setMark(offset int64, metadata string) {
 // transaction is aborted before it commits).
 func (c *claimTxn) stage(ctx context.Context, offset int64, msgs []*sarama.ProducerMessage, topics []string) error {
 	done := make(chan error, 1)
+	// Under mu: waiting, whether the record still waits (the write stages
+	// its results only then); staged, whether the write staged them.
 	var mu sync.Mutex
-	waiting := true
+	waiting, staged := true, false
 	go func() {
 		c.gate.RLock()
 		defer c.gate.RUnlock()
@@ -269,6 +273,7 @@ func (c *claimTxn) stage(ctx context.Context, offset int64, msgs []*sarama.Produ
 		c.mu.Lock()
 		if err == nil && waiting {
 			c.staged = append(c.staged, stagedResults{offset, msgs})
+			staged = true
 		} else {
 			c.dirty = true // written in part, or for a record no longer waiting
 		}
@@ -280,15 +285,11 @@ func (c *claimTxn) stage(ctx context.Context, offset int64, msgs []*sarama.Produ
 		return err
 	case <-ctx.Done():
 		mu.Lock()
-		waiting = false
-		mu.Unlock()
-		select {
-		case err := <-done: // it ended as the wait did: its outcome stands
-			if err == nil {
-				return nil
-			}
-		default:
+		defer mu.Unlock()
+		if staged {
+			return nil // staged as the wait ended: the record finishes
 		}
+		waiting = false
 		return ctx.Err()
 	}
 }
@@ -370,41 +371,28 @@ func covered(mark txnMark, offset int64, finished *ledger.Resume) bool {
 	return finished != nil && finished.Finished(offset)
 }
 
-// uncovered counts the staged records mark does not call finished.
-func uncovered(mark txnMark, staged []stagedResults) int {
-	var finished *ledger.Resume
-	if mark.set && mark.meta != "" {
-		if r, err := ledger.DecodeMetadata(mark.meta); err == nil {
-			finished = &r
-		}
-	}
-	n := 0
-	for _, s := range staged {
-		if !covered(mark, s.offset, finished) {
-			n++
-		}
-	}
-	return n
-}
-
 // commit commits the open transaction with the last mark, the gate held.
 // It first waits (up to txnCoverWait) for the marks of the records whose
-// results the transaction holds. A transaction holding results no mark
-// names yet is not committed: at the end of the claim it is aborted (the
-// next owner runs those records again); otherwise it stays open for the
-// next round, for at most txnAheadLimit, after which it commits all the
-// same (a crash before those marks are committed would run those records
-// again, their results with them). After an error it follows sarama's
-// recovery (a fatal error: a new producer; an abortable one: abort and
-// write the staged results again; a commit cut short: commit again),
-// trying until it settles, the claim ends, or (final) txnEndBudget passes.
+// results the transaction holds. Results no mark names yet are never
+// committed: when the transaction also holds results the mark names (or
+// the mark moved), it is aborted, and the named results are written again
+// and committed with the mark in a transaction of their own, the others
+// written again into the next one; when it holds only unnamed results, it
+// stays open for the next round, for at most txnAheadLimit (Kafka aborts
+// a transaction left open past its timeout), after which it is aborted and
+// they are written again. At the end of the claim the unnamed results are
+// dropped: their records were not marked, so the next owner runs them
+// again. After an error it follows sarama's recovery (a fatal error: a new
+// producer; an abortable one: abort and write the staged results again; a
+// commit cut short: commit again), trying until it settles, the claim
+// ends, or (final) txnEndBudget passes.
 func (c *claimTxn) commit(final bool) {
 	deadline := time.Now().Add(txnCoverWait)
 	for !final {
 		c.mu.Lock()
 		mark, staged := c.mark, c.staged
 		c.mu.Unlock()
-		if uncovered(mark, staged) == 0 || !time.Now().Before(deadline) {
+		if _, ahead := split(mark, staged); len(ahead) == 0 || !time.Now().Before(deadline) {
 			break
 		}
 		select {
@@ -430,46 +418,28 @@ func (c *claimTxn) commit(final bool) {
 			}
 			dirty = true
 		}
-		left := uncovered(mark, staged)
+		named, ahead := split(mark, staged)
+		moved := mark.set && mark != committed
+		var err error
 		switch {
-		case dirty || (final && left > 0):
-			err := c.abort(!final)
-			if err == nil {
-				if final {
-					if left > 0 || len(staged) > 0 {
-						c.log.Warn("the claim's last transaction was aborted; the next owner runs its records again", "records", len(staged), "not_marked", left)
-					}
-					return
-				}
-				continue // aborted and written again: commit what is marked
-			}
-			if !c.retry(final, began, &wait, "abort", err) {
-				return
-			}
-			continue
-		case left > 0 && c.aheadSince.IsZero():
-			c.aheadSince = time.Now()
-			return
-		case left > 0 && time.Since(c.aheadSince) < txnAheadLimit:
-			return
-		case left > 0:
-			c.log.Warn("committing results whose records are not marked finished yet (the commit metadata cannot name them): a crash before their marks are committed runs them again", "records", left)
-		case len(staged) == 0 && (!mark.set || mark == committed):
+		case !dirty && len(ahead) == 0 && !moved && len(staged) == 0:
 			return // nothing new
-		}
-		err := c.commitMark(mark)
-		if err == nil {
-			c.mu.Lock()
-			c.committed = mark
-			c.staged = c.staged[len(staged):]
-			c.mu.Unlock()
-			c.aheadSince = time.Time{}
-			if final {
-				return
+		case !dirty && len(ahead) == 0 && moved:
+			if err = c.commitMark(mark); err == nil {
+				c.committed = mark
+				c.setStaged(nil)
+				if !final {
+					err = c.begin(nil)
+				}
 			}
-			if err := c.producer.BeginTxn(); err != nil {
-				c.log.Warn("could not begin the next transaction", "error", err)
-				c.setDirty()
+		case !dirty && !final && !moved && len(named) == 0 && time.Since(c.openedAt) < time.Duration(txnAheadLimit.Load()):
+			return // only results whose marks have not come: the transaction waits for them
+		default:
+			err = c.rewrite(mark, moved, named, ahead, final)
+		}
+		if err == nil {
+			if final && len(ahead) > 0 {
+				c.log.Warn("the claim ended with results of records not marked finished; dropped, the next owner runs them again", "records", len(ahead))
 			}
 			return
 		}
@@ -477,6 +447,77 @@ func (c *claimTxn) commit(final bool) {
 			return
 		}
 	}
+}
+
+// split parts staged into the results mark names finished and the others.
+func split(mark txnMark, staged []stagedResults) (named, ahead []stagedResults) {
+	var finished *ledger.Resume
+	if mark.set && mark.meta != "" {
+		if r, err := ledger.DecodeMetadata(mark.meta); err == nil {
+			finished = &r
+		}
+	}
+	for _, s := range staged {
+		if covered(mark, s.offset, finished) {
+			named = append(named, s)
+		} else {
+			ahead = append(ahead, s)
+		}
+	}
+	return named, ahead
+}
+
+func (c *claimTxn) setStaged(s []stagedResults) {
+	c.mu.Lock()
+	c.staged, c.dirty = s, false
+	c.mu.Unlock()
+}
+
+// begin begins a transaction and writes staged into it.
+func (c *claimTxn) begin(staged []stagedResults) error {
+	if err := c.producer.BeginTxn(); err != nil {
+		c.setDirty()
+		return fmt.Errorf("begin: %w", err)
+	}
+	c.openedAt = time.Now()
+	var msgs []*sarama.ProducerMessage
+	for _, s := range staged {
+		msgs = append(msgs, s.msgs...)
+	}
+	if len(msgs) > 0 {
+		if err := c.producer.SendMessages(msgs); err != nil {
+			c.setDirty()
+			return c.recover(fmt.Errorf("write the staged results again: %w", err), txnMark{})
+		}
+	}
+	return nil
+}
+
+// rewrite aborts the open transaction; commits the named results with the
+// mark (when there are any, or it moved) in one of their own; then, but at
+// the end of the claim, begins the next with the results still ahead.
+func (c *claimTxn) rewrite(mark txnMark, moved bool, named, ahead []stagedResults, final bool) error {
+	if s := c.producer.TxnStatus(); s&(sarama.ProducerTxnFlagInTransaction|sarama.ProducerTxnFlagAbortableError) != 0 {
+		if err := c.producer.AbortTxn(); err != nil {
+			return c.recover(fmt.Errorf("abort: %w", err), txnMark{})
+		}
+	}
+	c.setStaged(append(named, ahead...)) // what the aborted transaction held, and no more
+	if len(named) > 0 || moved {
+		if err := c.begin(named); err != nil {
+			return err
+		}
+		if err := c.commitMark(mark); err != nil {
+			return err
+		}
+		c.committed = mark
+		c.setStaged(ahead)
+	}
+	if final {
+		c.setStaged(nil)
+		return nil
+	}
+	return c.begin(ahead)
 }
 
 // commitMark adds mark to the open transaction and commits it, settling
@@ -562,42 +603,6 @@ func (c *claimTxn) replaceProducer(mark txnMark) error {
 	return errAborted
 }
 
-// abort aborts the open transaction and, again, begins a new one and
-// writes the staged results into it.
-func (c *claimTxn) abort(again bool) error {
-	if s := c.producer.TxnStatus(); s&sarama.ProducerTxnFlagInTransaction != 0 || s&sarama.ProducerTxnFlagAbortableError != 0 {
-		if err := c.producer.AbortTxn(); err != nil {
-			return c.recover(fmt.Errorf("abort: %w", err), txnMark{})
-		}
-	}
-	c.mu.Lock()
-	c.dirty = false
-	staged := c.staged
-	c.mu.Unlock()
-	if !again {
-		c.mu.Lock()
-		c.staged = nil
-		c.mu.Unlock()
-		return nil
-	}
-	if err := c.producer.BeginTxn(); err != nil {
-		return err
-	}
-	var msgs []*sarama.ProducerMessage
-	for _, s := range staged {
-		msgs = append(msgs, s.msgs...)
-	}
-	if len(msgs) > 0 {
-		if err := c.producer.SendMessages(msgs); err != nil {
-			c.mu.Lock()
-			c.dirty = true
-			c.mu.Unlock()
-			return fmt.Errorf("write the staged results again: %w", err)
-		}
-	}
-	return nil
-}
-
 // retry waits before the next try of a failed step, false when it gives
 // up: the claim is ending (final: after txnEndBudget) or was fenced.
 func (c *claimTxn) retry(final bool, began time.Time, wait *time.Duration, what string, err error) bool {
@@ -615,10 +620,12 @@ func (c *claimTxn) retry(final bool, began time.Time, wait *time.Duration, what 
 		return false
 	}
 	c.log.Warn("transaction step failed; trying again", "step", what, "error", err, "retry_in", *wait)
-	select {
-	case <-time.After(*wait):
-	case <-c.stop:
-		if !final {
+	if final {
+		time.Sleep(*wait) // End closed stop: only the budget ends the tries
+	} else {
+		select {
+		case <-time.After(*wait):
+		case <-c.stop:
 			return false // End commits what is left
 		}
 	}
