@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,22 +19,24 @@ import (
 )
 
 // BenchmarkRealBrokerResultsModes: a handler that waits 5 ms and produces
-// one 100-byte result per record, 20,000 records on 8 partitions, 256 in
+// one 100-byte result per record, 40,000 records on 8 partitions, 256 in
 // flight, on a real broker, under CommitPeriodic and CommitTransactional
-// in turn (each round a topic and group of its own), two rounds each,
+// in turn (each round a topic and group of its own), three rounds each,
 // alternating:
 //
 //	make kafka-up; PATCHFLOW_KAFKA_BROKERS=127.0.0.1:19092 go test ./consumer \
 //	  -run '^$' -bench RealBrokerResultsModes -benchtime 1x
 //
-// records/s is the consumer's, from its first record to its last commit.
+// records/s is the consumer's, from its first record to its last commit;
+// CPU µs/record the benchmark process's (the consumer's, and its polls of
+// the committed offsets) over the same window.
 func BenchmarkRealBrokerResultsModes(b *testing.B) {
 	env := os.Getenv("PATCHFLOW_KAFKA_BROKERS")
 	if env == "" {
 		b.Skip("PATCHFLOW_KAFKA_BROKERS is not set")
 	}
 	brokers := strings.Split(env, ",")
-	const records, partitions, latency = 20000, 8, 5 * time.Millisecond
+	const records, partitions, latency = 40000, 8, 5 * time.Millisecond
 	cfg := sarama.NewConfig()
 	cfg.Version = sarama.V2_1_0_0
 	admin, err := sarama.NewClusterAdmin(brokers, cfg)
@@ -41,7 +44,7 @@ func BenchmarkRealBrokerResultsModes(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer admin.Close()
-	for round := range 2 {
+	for round := range 3 {
 		for _, mode := range []consumer.CommitMode{consumer.CommitPeriodic, consumer.CommitTransactional} {
 			b.Run(fmt.Sprintf("round=%d/mode=%s", round+1, mode), func(b *testing.B) {
 				for range b.N {
@@ -67,6 +70,7 @@ func BenchmarkRealBrokerResultsModes(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
+					cpu0 := processCPU()
 					ctx, cancel := context.WithCancel(context.Background())
 					ran := make(chan error, 1)
 					go func() { ran <- c.Run(ctx) }()
@@ -80,15 +84,24 @@ func BenchmarkRealBrokerResultsModes(b *testing.B) {
 						time.Sleep(20 * time.Millisecond)
 					}
 					took := time.Since(time.Unix(0, first.Load()))
+					cpu := processCPU() - cpu0
 					cancel()
 					if err := <-ran; err != nil {
 						b.Fatal(err)
 					}
 					b.ReportMetric(float64(records)/took.Seconds(), "records/s")
+					b.ReportMetric(float64(cpu.Microseconds())/records, "CPU-µs/record")
 				}
 			})
 		}
 	}
+}
+
+// processCPU is the process's user and system time so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // fill writes n keyed records to topic.
@@ -96,6 +109,7 @@ func fill(b *testing.B, brokers []string, topic string, n int) {
 	cfg := sarama.NewConfig()
 	cfg.Producer.Return.Successes = true
 	cfg.Producer.Flush.Messages = 500
+	cfg.Producer.Flush.Frequency = 5 * time.Millisecond
 	p, err := sarama.NewAsyncProducer(brokers, cfg)
 	if err != nil {
 		b.Fatal(err)
