@@ -7,7 +7,7 @@ STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BIN       := bin
 PKGS      := ./...
 
-.PHONY: all build image lint-deploy test test-deploy test-kafka demo e2e nemesis bench docs fuzz kafka-up kafka-down proto proto-check lint vet fmt-check race bench-pipeline failover-reads txn-failover clean
+.PHONY: all build image lint-deploy test test-deploy test-kafka demo e2e nemesis bench docs fuzz kafka-up kafka-down proto proto-check lint vet fmt-check race bench-pipeline failover-reads txn-failover txn-failover-library clean
 
 KAFKA_STATE := .cache/kafka-dir
 
@@ -137,7 +137,12 @@ failover-reads:
 txn-failover:
 	@set -e; cluster=$$(.ci/kafka-cluster start); trap '.ci/kafka-cluster down '"$$cluster" EXIT; \
 	.ci/kafka-cluster topic $$cluster txn-in 4; .ci/kafka-cluster topic $$cluster txn-out 4; \
-	$(GO) run ./cmd/txn-failover -cluster $$cluster
+	$(GO) run ./cmd/txn-failover -cluster $$cluster $(TXN_FAILOVER_FLAGS)
+
+## txn-failover-library: the same faults and checks with the loop run by the consumer library's transactional mode
+## (consumer.CommitTransactional: 8 records in flight, 10 ms each, 80,000 records)
+txn-failover-library:
+	@$(MAKE) --no-print-directory txn-failover TXN_FAILOVER_FLAGS="-library -per-partition 20000"
 
 ## kafka-up: start a real Kafka broker on 127.0.0.1:$${KAFKA_PORT:-19092} (fetched with Maven once) with the
 ## topic of inventory events, $(KAFKA_TOPIC) in $(KAFKA_PARTITIONS) partitions (the broker creates no topic on

@@ -61,6 +61,6 @@ func FinalRetryWait(wait time.Duration) (time.Duration, bool) {
 	c := &claimTxn{stop: make(chan struct{}), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	close(c.stop)
 	start := time.Now()
-	again := c.retry(true, start, &wait, "commit", errors.New("broker says no"))
+	again := c.retry(true, start, &wait, errors.New("broker says no"))
 	return time.Since(start), again
 }

@@ -182,18 +182,20 @@ type claimTxn struct {
 	producer *txnProducer // replaced, under the gate alone, after a fatal error
 
 	mu        sync.Mutex
-	mark      txnMark // the partition actor's last mark
-	committed txnMark // the mark last committed; the committer's alone
-	staged    []stagedResults
+	mark      txnMark         // the partition actor's last mark
+	committed txnMark         // the mark last committed; the committer's alone
+	staged    []stagedResults // written into the open transaction
+	carry     []stagedResults // to write into the next (taken out of an aborted one)
 	// dirty: the transaction holds results no staged entry accounts for
 	// (a write cut short, or a record whose wait ended before it): it is
 	// aborted and the staged results written again before any commit.
 	dirty  bool
 	broken error // the producer was fenced: nothing more is committed
 	closed bool
-	// openedAt: when the open transaction began; the committer's alone
-	// (under the gate).
+	// The committer's alone (under the gate): when the open transaction
+	// began, and the mark added to it.
 	openedAt time.Time
+	txnMark  txnMark
 
 	marked     chan struct{} // a mark came (capacity 1)
 	stop, done chan struct{}
@@ -371,21 +373,28 @@ func covered(mark txnMark, offset int64, finished *ledger.Resume) bool {
 	return finished != nil && finished.Finished(offset)
 }
 
-// commit commits the open transaction with the last mark, the gate held.
-// It first waits (up to txnCoverWait) for the marks of the records whose
-// results the transaction holds. Results no mark names yet are never
-// committed: when the transaction also holds results the mark names (or
-// the mark moved), it is aborted, and the named results are written again
-// and committed with the mark in a transaction of their own, the others
-// written again into the next one; when it holds only unnamed results, it
-// stays open for the next round, for at most txnAheadLimit (Kafka aborts
-// a transaction left open past its timeout), after which it is aborted and
-// they are written again. At the end of the claim the unnamed results are
-// dropped: their records were not marked, so the next owner runs them
-// again. After an error it follows sarama's recovery (a fatal error: a new
-// producer; an abortable one: abort and write the staged results again; a
-// commit cut short: commit again), trying until it settles, the claim
-// ends, or (final) txnEndBudget passes.
+// commit is a round of the committer, the gate held: it commits the
+// results the mark names, with the mark, and leaves a transaction open for
+// the next round's results. It first waits (up to txnCoverWait) for the
+// marks of the records whose results the open transaction holds.
+//
+// Results no mark names yet are never committed: when the open
+// transaction also holds results the mark names (or the mark moved), it is
+// aborted, and the named results are written again and committed with the
+// mark in a transaction of their own, the others written again into the
+// next one; when it holds only unnamed results, it stays open for the next
+// round, for at most txnAheadLimit (Kafka aborts a transaction left open
+// past its timeout), after which it is aborted and they are written again.
+// At the end of the claim the unnamed results are dropped: their records
+// were not marked, so the next owner runs them again.
+//
+// The producer's state drives each step, as sarama's recovery needs: a
+// commit cut short is committed again (no transaction can begin before);
+// an abortable error aborts, its results kept to be written again; a
+// fatal one takes a new producer, and the group's committed offset says
+// whether the last commit took effect. Failed steps are tried again with
+// backoff until the round settles, the claim ends, or (final) txnEndBudget
+// passes.
 func (c *claimTxn) commit(final bool) {
 	deadline := time.Now().Add(txnCoverWait)
 	for !final {
@@ -403,50 +412,88 @@ func (c *claimTxn) commit(final bool) {
 	began := time.Now()
 	wait := txnRetry[0]
 	for {
-		c.mu.Lock()
-		mark, staged, dirty, committed, broken := c.mark, c.staged, c.dirty, c.committed, c.broken
-		c.mu.Unlock()
-		if broken != nil {
+		err, done := c.step(final)
+		if done {
 			return
-		}
-		if c.producer == nil {
-			if err := c.replaceProducer(txnMark{}); err != nil && !errors.Is(err, errAborted) {
-				if !c.retry(final, began, &wait, "open a producer", err) {
-					return
-				}
-				continue
-			}
-			dirty = true
-		}
-		named, ahead := split(mark, staged)
-		moved := mark.set && mark != committed
-		var err error
-		switch {
-		case !dirty && len(ahead) == 0 && !moved && len(staged) == 0:
-			return // nothing new
-		case !dirty && len(ahead) == 0 && moved:
-			if err = c.commitMark(mark); err == nil {
-				c.committed = mark
-				c.setStaged(nil)
-				if !final {
-					err = c.begin(nil)
-				}
-			}
-		case !dirty && !final && !moved && len(named) == 0 && time.Since(c.openedAt) < time.Duration(txnAheadLimit.Load()):
-			return // only results whose marks have not come: the transaction waits for them
-		default:
-			err = c.rewrite(mark, moved, named, ahead, final)
 		}
 		if err == nil {
-			if final && len(ahead) > 0 {
-				c.log.Warn("the claim ended with results of records not marked finished; dropped, the next owner runs them again", "records", len(ahead))
-			}
+			continue
+		}
+		if errors.Is(err, sarama.ErrProducerFenced) || errors.Is(err, sarama.ErrInvalidProducerEpoch) {
+			c.fenced(err)
 			return
 		}
-		if !c.retry(final, began, &wait, "commit", err) {
+		if !c.retry(final, began, &wait, err) {
 			return
 		}
 	}
+}
+
+// step takes the next step of a commit round: done when the round is over.
+func (c *claimTxn) step(final bool) (err error, done bool) {
+	c.mu.Lock()
+	mark, staged, dirty, broken := c.mark, c.staged, c.dirty, c.broken
+	c.mu.Unlock()
+	if broken != nil {
+		return nil, true
+	}
+	if c.producer == nil {
+		return c.replaceProducer(), false
+	}
+	status := c.producer.TxnStatus()
+	inTxn := status&sarama.ProducerTxnFlagInTransaction != 0
+	moved := mark.set && mark != c.committed
+	switch {
+	case status&sarama.ProducerTxnFlagFatalError != 0:
+		return c.replaceProducer(), false
+	case status&sarama.ProducerTxnFlagCommittingTransaction != 0:
+		if err := c.producer.CommitTxn(); err != nil {
+			return fmt.Errorf("commit again: %w", err), false
+		}
+		c.committed = c.txnMark
+		c.setStaged(nil)
+		return nil, false
+	case status&(sarama.ProducerTxnFlagAbortableError|sarama.ProducerTxnFlagAbortingTransaction) != 0,
+		inTxn && (dirty || (final && hasAhead(mark, staged))):
+		return c.abort(), false
+	case inTxn:
+		named, ahead := split(mark, staged)
+		switch {
+		case len(ahead) == 0 && (moved || len(staged) > 0):
+			return c.commitOpen(mark), false
+		case len(ahead) == 0:
+			return nil, true // nothing new
+		case !final && len(named) == 0 && !moved && time.Since(c.openedAt) < time.Duration(txnAheadLimit.Load()):
+			return nil, true // only results whose marks have not come: the transaction waits for them
+		}
+		return c.abort(), false // commit the named ones apart, then open with the others
+	}
+	// No transaction open: commit what the mark names of the results
+	// carried over (or the mark alone), then open the next one with the
+	// rest, or (final) drop them.
+	c.mu.Lock()
+	carry := c.carry
+	c.mu.Unlock()
+	named, ahead := split(mark, carry)
+	if len(named) > 0 || moved {
+		if err := c.begin(named, ahead); err != nil {
+			return err, false
+		}
+		return c.commitOpen(mark), false
+	}
+	if final {
+		if len(ahead) > 0 {
+			c.log.Warn("the claim ended with results of records not marked finished; dropped, the next owner runs them again", "records", len(ahead))
+		}
+		c.mu.Lock()
+		c.carry = nil
+		c.mu.Unlock()
+		return nil, true
+	}
+	if err := c.begin(ahead, nil); err != nil {
+		return err, false
+	}
+	return nil, true
 }
 
 // split parts staged into the results mark names finished and the others.
@@ -467,100 +514,15 @@ func split(mark txnMark, staged []stagedResults) (named, ahead []stagedResults) 
 	return named, ahead
 }
 
+func hasAhead(mark txnMark, staged []stagedResults) bool {
+	_, ahead := split(mark, staged)
+	return len(ahead) > 0
+}
+
 func (c *claimTxn) setStaged(s []stagedResults) {
 	c.mu.Lock()
 	c.staged, c.dirty = s, false
 	c.mu.Unlock()
-}
-
-// begin begins a transaction and writes staged into it.
-func (c *claimTxn) begin(staged []stagedResults) error {
-	if err := c.producer.BeginTxn(); err != nil {
-		c.setDirty()
-		return fmt.Errorf("begin: %w", err)
-	}
-	c.openedAt = time.Now()
-	var msgs []*sarama.ProducerMessage
-	for _, s := range staged {
-		msgs = append(msgs, s.msgs...)
-	}
-	if len(msgs) > 0 {
-		if err := c.producer.SendMessages(msgs); err != nil {
-			c.setDirty()
-			return c.recover(fmt.Errorf("write the staged results again: %w", err), txnMark{})
-		}
-	}
-	return nil
-}
-
-// rewrite aborts the open transaction; commits the named results with the
-// mark (when there are any, or it moved) in one of their own; then, but at
-// the end of the claim, begins the next with the results still ahead.
-func (c *claimTxn) rewrite(mark txnMark, moved bool, named, ahead []stagedResults, final bool) error {
-	if s := c.producer.TxnStatus(); s&(sarama.ProducerTxnFlagInTransaction|sarama.ProducerTxnFlagAbortableError) != 0 {
-		if err := c.producer.AbortTxn(); err != nil {
-			return c.recover(fmt.Errorf("abort: %w", err), txnMark{})
-		}
-	}
-	c.setStaged(append(named, ahead...)) // what the aborted transaction held, and no more
-	if len(named) > 0 || moved {
-		if err := c.begin(named); err != nil {
-			return err
-		}
-		if err := c.commitMark(mark); err != nil {
-			return err
-		}
-		c.committed = mark
-		c.setStaged(ahead)
-	}
-	if final {
-		c.setStaged(nil)
-		return nil
-	}
-	return c.begin(ahead)
-}
-
-// commitMark adds mark to the open transaction and commits it, settling
-// a commit cut short by sarama's recovery.
-func (c *claimTxn) commitMark(mark txnMark) error {
-	if mark.set {
-		offsets := map[string][]*sarama.PartitionOffsetMetadata{c.topic: {{Partition: c.partition, Offset: mark.offset, Metadata: &mark.meta}}}
-		if err := c.producer.AddOffsetsToTxn(offsets, c.owner.group); err != nil {
-			return c.recover(fmt.Errorf("add offsets: %w", err), mark)
-		}
-	}
-	if err := c.producer.CommitTxn(); err != nil {
-		return c.recover(fmt.Errorf("commit: %w", err), mark)
-	}
-	return nil
-}
-
-// errAborted says a transaction was aborted in recovery: its staged results
-// are to be written again before the next commit.
-var errAborted = errors.New("the transaction was aborted")
-
-// recover follows sarama's recovery after err until the producer is ready
-// again: nil when the commit of mark took effect, errAborted (the staged
-// results are marked dirty: written again before the next commit), or the
-// error that stopped it.
-func (c *claimTxn) recover(err error, mark txnMark) error {
-	status := c.producer.TxnStatus()
-	c.log.Warn("transaction failed", "error", err, "status", status.String())
-	switch {
-	case errors.Is(err, sarama.ErrProducerFenced) || errors.Is(err, sarama.ErrInvalidProducerEpoch):
-		return c.fenced(err)
-	case status&sarama.ProducerTxnFlagFatalError != 0:
-		return c.replaceProducer(mark)
-	case status&sarama.ProducerTxnFlagCommittingTransaction != 0:
-		return c.producer.CommitTxn() // a commit cut short: no transaction begins before it ends
-	case status&(sarama.ProducerTxnFlagAbortableError|sarama.ProducerTxnFlagAbortingTransaction|sarama.ProducerTxnFlagInTransaction) != 0:
-		if aerr := c.producer.AbortTxn(); aerr != nil {
-			return aerr
-		}
-		c.setDirty()
-		return errAborted
-	}
-	return err
 }
 
 func (c *claimTxn) setDirty() {
@@ -569,21 +531,82 @@ func (c *claimTxn) setDirty() {
 	c.mu.Unlock()
 }
 
+// begin begins a transaction and writes write into it; carry stays in
+// memory for the next one.
+func (c *claimTxn) begin(write, carry []stagedResults) error {
+	if err := c.producer.BeginTxn(); err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	c.openedAt = time.Now()
+	c.txnMark = txnMark{}
+	c.mu.Lock()
+	c.staged, c.carry, c.dirty = write, carry, false
+	c.mu.Unlock()
+	var msgs []*sarama.ProducerMessage
+	for _, s := range write {
+		msgs = append(msgs, s.msgs...)
+	}
+	if len(msgs) > 0 {
+		if err := c.producer.SendMessages(msgs); err != nil {
+			c.setDirty() // written in part: aborted, and written again
+			return fmt.Errorf("write results again: %w", err)
+		}
+	}
+	return nil
+}
+
+// commitOpen adds mark to the open transaction and commits it.
+func (c *claimTxn) commitOpen(mark txnMark) error {
+	if mark.set && mark != c.txnMark {
+		offsets := map[string][]*sarama.PartitionOffsetMetadata{c.topic: {{Partition: c.partition, Offset: mark.offset, Metadata: &mark.meta}}}
+		if err := c.producer.AddOffsetsToTxn(offsets, c.owner.group); err != nil {
+			return fmt.Errorf("add offsets: %w", err)
+		}
+		c.txnMark = mark
+	}
+	if err := c.producer.CommitTxn(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	c.committed = c.txnMark
+	c.setStaged(nil)
+	return nil
+}
+
+// abort aborts the open transaction; its results are carried to the next.
+func (c *claimTxn) abort() error {
+	if err := c.producer.AbortTxn(); err != nil {
+		return fmt.Errorf("abort: %w", err)
+	}
+	c.mu.Lock()
+	c.carry, c.staged, c.dirty = append(c.staged, c.carry...), nil, false
+	c.mu.Unlock()
+	c.txnMark = txnMark{}
+	return nil
+}
+
+// status is the producer's transaction state, for the log.
+func (c *claimTxn) status() string {
+	if c.producer == nil {
+		return "no producer"
+	}
+	return c.producer.TxnStatus().String()
+}
+
 // fenced stops the claim's commits: another owner's producer took over
 // the transactional id.
-func (c *claimTxn) fenced(err error) error {
+func (c *claimTxn) fenced(err error) {
 	c.mu.Lock()
 	c.broken = fmt.Errorf("fenced by a newer owner of the partition: %w", err)
 	c.mu.Unlock()
 	c.log.Warn("the transactional producer was fenced: this claim commits nothing more", "error", err)
-	return c.broken
 }
 
 // replaceProducer opens a new producer under the same id (which aborts
-// what the old one left open) and settles whether the commit of mark took
-// effect before the error, by the group's committed offset: nil when it
-// did, errAborted when it did not (the staged results are written again).
-func (c *claimTxn) replaceProducer(mark txnMark) error {
+// what the old one left open) and settles, by the group's committed
+// offset, whether the commit of the open transaction's mark took effect
+// before the error: its results are then committed, else carried to the
+// next transaction.
+func (c *claimTxn) replaceProducer() error {
 	if c.producer != nil {
 		c.producer.close()
 		c.producer = nil
@@ -593,22 +616,28 @@ func (c *claimTxn) replaceProducer(mark txnMark) error {
 		return fmt.Errorf("open a new transactional producer: %w", err)
 	}
 	c.producer = p
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	got, err := c.owner.committed(ctx, c.topic, c.partition)
-	if err == nil && mark.set && got.Offset == mark.offset && got.Metadata == mark.meta {
-		return nil // the commit took effect
+	landed := false
+	if m := c.txnMark; m.set && m != c.committed {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		got, err := c.owner.committed(ctx, c.topic, c.partition)
+		cancel()
+		landed = err == nil && got.Offset == m.offset && got.Metadata == m.meta
 	}
-	c.setDirty()
-	return errAborted
+	c.mu.Lock()
+	if landed {
+		c.committed, c.staged = c.txnMark, nil
+	} else {
+		c.carry, c.staged = append(c.staged, c.carry...), nil
+	}
+	c.dirty = false
+	c.mu.Unlock()
+	c.txnMark = txnMark{}
+	return nil
 }
 
 // retry waits before the next try of a failed step, false when it gives
 // up: the claim is ending (final: after txnEndBudget) or was fenced.
-func (c *claimTxn) retry(final bool, began time.Time, wait *time.Duration, what string, err error) bool {
-	if errors.Is(err, errAborted) {
-		return true // written again at once
-	}
+func (c *claimTxn) retry(final bool, began time.Time, wait *time.Duration, err error) bool {
 	c.mu.Lock()
 	broken := c.broken
 	c.mu.Unlock()
@@ -616,10 +645,10 @@ func (c *claimTxn) retry(final bool, began time.Time, wait *time.Duration, what 
 		return false
 	}
 	if final && time.Since(began) > txnEndBudget {
-		c.log.Error("the claim's last transaction did not commit; the next owner runs its records again", "step", what, "error", err)
+		c.log.Error("the claim's last transaction did not commit; the next owner runs its records again", "error", err)
 		return false
 	}
-	c.log.Warn("transaction step failed; trying again", "step", what, "error", err, "retry_in", *wait)
+	c.log.Warn("transaction step failed; trying again", "error", err, "status", c.status(), "retry_in", *wait)
 	if final {
 		time.Sleep(*wait) // End closed stop: only the budget ends the tries
 	} else {

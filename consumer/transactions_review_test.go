@@ -2,6 +2,7 @@ package consumer_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"strconv"
@@ -159,7 +160,17 @@ func TestTxnLastCommitBacksOff(t *testing.T) {
 // results its records' marks did not name, and a fatal error then read as
 // "took effect": the results were dropped and their records never run
 // again.
-func TestTxnFatalCommitErrorLosesNoResult(t *testing.T) {
+func TestTxnFatalCommitErrorLosesNoResult(t *testing.T) { commitFaultLosesNoResult(t, false) }
+
+// A commit cut short (its connection closed before the answer): the
+// producer stays committing, and only a second CommitTxn gets it out (a
+// new transaction cannot begin before). Before the fix, the committer
+// took it for an abort and called BeginTxn: "invalid transition
+// attempted" for good, the partition's commits stopped (seen on the
+// three-node cluster, make txn-failover-library).
+func TestTxnCommitCutShortIsCommittedAgain(t *testing.T) { commitFaultLosesNoResult(t, true) }
+
+func commitFaultLosesNoResult(t *testing.T, cut bool) {
 	defer consumer.SetTxnAheadLimit(300 * time.Millisecond)()
 	broker, err := embedded.Start(1, "in", "out")
 	if err != nil {
@@ -168,12 +179,22 @@ func TestTxnFatalCommitErrorLosesNoResult(t *testing.T) {
 	defer broker.Close()
 	brokers := broker.Addrs()
 	var armed, fired atomic.Bool
+	var firstCut time.Time // the control functions run one at a time
 	broker.Cluster().ControlKey(int16(kmsg.EndTxn), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
 		req := kreq.(*kmsg.EndTxnRequest)
+		if cut && req.Commit && fired.Load() && time.Since(firstCut) < 7*time.Second {
+			broker.Cluster().KeepControl()
+			return nil, errors.New("cut"), true // past sarama's own retries (50 of 100 ms)
+		}
 		if !req.Commit || !armed.Load() || fired.Load() {
 			return nil, nil, false
 		}
 		fired.Store(true)
+		if cut {
+			broker.Cluster().KeepControl()
+			firstCut = time.Now()
+			return nil, errors.New("cut"), true // the connection closes: the commit's outcome is unknown
+		}
 		resp := req.ResponseKind().(*kmsg.EndTxnResponse)
 		resp.Version = req.GetVersion()
 		resp.ErrorCode = kerr.InvalidProducerIDMapping.Code // sarama: fatal

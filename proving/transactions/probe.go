@@ -37,6 +37,17 @@ type Options struct {
 	// Stall gives up on a partition that committed nothing for this long.
 	Stall time.Duration
 	Log   io.Writer
+	// Library runs the loop as the consumer library's transactional mode
+	// instead of the hand-written loop: a handler that waits Latency, at
+	// most InFlight records at once.
+	Library  bool
+	Latency  time.Duration
+	InFlight int
+	// Periodic, with Library, runs its periodic mode (results produced
+	// before each record finishes, at least once) instead: duplicates
+	// are counted, not failed, and only a result's first copy must come
+	// in order.
+	Periodic bool
 }
 
 // Report is what a probe counted.
@@ -51,15 +62,20 @@ type Report struct {
 	Stuck                    []string
 	// Read back under read_committed: input offsets with no output, with
 	// more than one, and partitions whose committed offset is not the end.
-	Missing, Duplicated int64
-	OffsetsWrong        []string
-	Kills               []string
-	LongestStall        time.Duration
+	// OutOfOrder: results of one input partition (one key) read before
+	// one of a lower input offset (with Periodic, first copies only).
+	Missing, Duplicated, OutOfOrder int64
+	// Periodic: the run was the library's periodic mode, where
+	// duplicates are allowed.
+	Periodic     bool
+	OffsetsWrong []string
+	Kills        []string
+	LongestStall time.Duration
 }
 
 // Probe produces the input, runs the loop with the faults, and checks.
 func Probe(ctx context.Context, o Options) (Report, error) {
-	var rep Report
+	rep := Report{Periodic: o.Library && o.Periodic}
 	began := time.Now()
 	logf := func(format string, a ...any) {
 		fmt.Fprintf(o.Log, "%7.3fs "+format+"\n", append([]any{time.Since(began).Seconds()}, a...)...)
@@ -77,7 +93,7 @@ func Probe(ctx context.Context, o Options) (Report, error) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	done := make(chan struct{})
-	for p := int32(0); p < o.Partitions; p++ {
+	for p := int32(0); p < o.Partitions && !o.Library; p++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -90,6 +106,17 @@ func Probe(ctx context.Context, o Options) (Report, error) {
 			rep.Fatal += r.Fatal
 			rep.Ambiguous += r.Ambiguous
 			rep.CommitRetries += r.CommitRetries
+			rep.Stuck = append(rep.Stuck, r.Stuck...)
+			rep.LongestStall = max(rep.LongestStall, r.LongestStall)
+		}()
+	}
+	if o.Library {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := runLibrary(ctx, o, logf)
+			mu.Lock()
+			defer mu.Unlock()
 			rep.Stuck = append(rep.Stuck, r.Stuck...)
 			rep.LongestStall = max(rep.LongestStall, r.LongestStall)
 		}()
@@ -153,7 +180,14 @@ func victim(c sarama.Client, o Options, round int) (int32, string, error) {
 	return b.ID(), what, nil
 }
 
-func txnID(o Options, p int32) string { return fmt.Sprintf("%s-%d", o.Group, p) }
+// txnID is the transactional id of input partition p's producer: the
+// library's is TransactionalID (the group) - topic - partition.
+func txnID(o Options, p int32) string {
+	if o.Library {
+		return fmt.Sprintf("%s-%s-%d", o.Group, o.In, p)
+	}
+	return fmt.Sprintf("%s-%d", o.Group, p)
+}
 
 func newClient(brokers []string, txn string) (sarama.Client, error) {
 	cfg := sarama.NewConfig()
@@ -236,41 +270,66 @@ func committed(c sarama.Client, o Options, p int32) (int64, error) {
 	return max(b.Offset, 0), nil
 }
 
-// check reads Out back under read_committed and the group's offsets.
+// check reads Out back under read_committed and the group's offsets. An
+// output record's value is its input offset, in the same partition (the
+// hand-written loop), or "partition/offset" in any (the library's).
 func check(c sarama.Client, o Options, rep *Report) error {
 	consumer, err := sarama.NewConsumerFromClient(c)
 	if err != nil {
 		return err
 	}
 	defer consumer.Close()
-	for p := int32(0); p < o.Partitions; p++ {
-		seen := make([]int32, o.PerPartition)
+	outs, err := c.Partitions(o.Out)
+	if err != nil {
+		return err
+	}
+	seen := make([][]int32, o.Partitions)
+	last := make([]int64, o.Partitions)
+	for p := range seen {
+		seen[p] = make([]int32, o.PerPartition)
+		last[p] = -1
+	}
+	for _, p := range outs {
 		end, err := c.GetOffset(o.Out, p, sarama.OffsetNewest)
 		if err != nil {
 			return err
 		}
-		if end > 0 {
-			pc, err := consumer.ConsumePartition(o.Out, p, sarama.OffsetOldest)
-			if err != nil {
-				return err
-			}
-			for reading := true; reading; {
-				select {
-				case m := <-pc.Messages():
-					src, err := strconv.ParseInt(string(m.Value), 10, 64)
-					if err != nil || src < 0 || src >= o.PerPartition {
-						pc.Close()
-						return fmt.Errorf("%s/%d at %d: %q is no input offset", o.Out, p, m.Offset, m.Value)
-					}
-					seen[src]++
-					reading = m.Offset+1 < end
-				case <-time.After(3 * time.Second):
-					reading = false // the rest are aborted records and markers: read_committed skips them
-				}
-			}
-			pc.Close()
+		if end == 0 {
+			continue
 		}
-		for _, n := range seen {
+		pc, err := consumer.ConsumePartition(o.Out, p, sarama.OffsetOldest)
+		if err != nil {
+			return err
+		}
+		for reading := true; reading; {
+			select {
+			case m := <-pc.Messages():
+				in, src := int64(p), string(m.Value)
+				if a, b, ok := strings.Cut(src, "/"); ok {
+					in, _ = strconv.ParseInt(a, 10, 32)
+					src = b
+				}
+				off, err := strconv.ParseInt(src, 10, 64)
+				if err != nil || off < 0 || off >= o.PerPartition || in < 0 || in >= int64(o.Partitions) {
+					pc.Close()
+					return fmt.Errorf("%s/%d at %d: %q is no input record", o.Out, p, m.Offset, m.Value)
+				}
+				if seen[in][off] == 0 || !o.Periodic {
+					if off <= last[in] {
+						rep.OutOfOrder++
+					}
+					last[in] = off
+				}
+				seen[in][off]++
+				reading = m.Offset+1 < end
+			case <-time.After(3 * time.Second):
+				reading = false // the rest are aborted records and markers: read_committed skips them
+			}
+		}
+		pc.Close()
+	}
+	for p := int32(0); p < o.Partitions; p++ {
+		for _, n := range seen[p] {
 			switch {
 			case n == 0:
 				rep.Missing++
@@ -292,8 +351,8 @@ func check(c sarama.Client, o Options, rep *Report) error {
 // Line is the report in one line.
 func (r Report) Line() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d transactions committed (%d after their commit was called again, %d found committed after an error), %d aborted, %d producers replaced; read back: %d missing, %d duplicated; longest stall %.1f s",
-		r.Transactions, r.CommitRetries, r.Ambiguous, r.Aborted, r.Fatal, r.Missing, r.Duplicated, r.LongestStall.Seconds())
+	fmt.Fprintf(&b, "%d transactions committed (%d after their commit was called again, %d found committed after an error), %d aborted, %d producers replaced; read back: %d missing, %d duplicated, %d out of order; longest stall %.1f s",
+		r.Transactions, r.CommitRetries, r.Ambiguous, r.Aborted, r.Fatal, r.Missing, r.Duplicated, r.OutOfOrder, r.LongestStall.Seconds())
 	if len(r.Stuck) > 0 {
 		fmt.Fprintf(&b, "; stuck: %s", strings.Join(r.Stuck, "; "))
 	}
@@ -306,5 +365,5 @@ func (r Report) Line() string {
 // Failed reports whether the probe saw what exactly-once forbids, or a
 // partition that stopped.
 func (r Report) Failed() bool {
-	return r.Missing > 0 || r.Duplicated > 0 || len(r.OffsetsWrong) > 0 || len(r.Stuck) > 0
+	return r.Missing > 0 || (r.Duplicated > 0 && !r.Periodic) || r.OutOfOrder > 0 || len(r.OffsetsWrong) > 0 || len(r.Stuck) > 0
 }
