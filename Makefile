@@ -205,12 +205,17 @@ fmt-check:
 ## smoke run, BENCH_FLAGS=-only=crash-replay (core, end-to-end, memory, pinned, crash-replay, reads, adaptive, start, hostile)
 ## for some, BENCH_FLAGS='-only=end-to-end,adaptive -merge docs/benchmarks.json' to measure those again into
 ## the report (it says which run measured what)
-bench: build $(BIN)/listener-before $(BIN)/listener-before12 $(BIN)/listener-before37
+bench: build $(BIN)/listener-before $(BIN)/listener-before12 $(BIN)/listener-before37 $(PEER_JAR)
 	@set -e; \
 	kafka=$$(.ci/kafka start); trap '.ci/kafka down '"$$kafka" EXIT; \
 	PATCHFLOW_PG_DURABLE=1 .ci/postgres with $(GO) run ./cmd/bench -out docs -listener $(BIN)/listener-proving -listener-before $(BIN)/listener-before \
 		-listener-before12 $(BIN)/listener-before12 -listener-before37 $(BIN)/listener-before37 -platform-mock $(BIN)/platform-mock \
-		-kafka $$(cat $$kafka/brokers) -kafka-version $$(cat $$kafka/version) -kafka-pid $$(cat $$kafka/pid) $(BENCH_FLAGS)
+		-peer-jar $(PEER_JAR) -kafka $$(cat $$kafka/brokers) -kafka-version $$(cat $$kafka/version) -kafka-pid $$(cat $$kafka/pid) $(BENCH_FLAGS)
+
+## the peer of scenario 12: Confluent Parallel Consumer's harness, built with Maven (Maven Central only)
+PEER_JAR := proving/peer/target/peer-bench.jar
+$(PEER_JAR): proving/peer/pom.xml $(shell find proving/peer/src -name '*.java')
+	cd proving/peer && mvn -q -B package
 
 ## the listener at the commit before issue 11, with the simulated handler's measurement knobs
 BENCH_BEFORE := b42bd18

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/patchflow/patchflow/consumer"
@@ -14,6 +13,7 @@ import (
 // runLibrary runs the loop as the consumer library's transactional mode
 // (consumer.CommitTransactional; with o.Periodic its periodic one): a handler that waits o.Latency and
 // produces one result per input record, its value "partition/offset",
+// under the record's key (16 keys per input partition),
 // until the group has committed every input partition to its end. It
 // counts a partition stuck when nothing was committed for o.Stall.
 func runLibrary(ctx context.Context, o Options, logf func(string, ...any)) Report {
@@ -24,7 +24,7 @@ func runLibrary(ctx context.Context, o Options, logf func(string, ...any)) Repor
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		r.Produce(consumer.Message{Topic: o.Out, Key: []byte(strconv.Itoa(int(r.Partition))),
+		r.Produce(consumer.Message{Topic: o.Out, Key: r.Key,
 			Value: []byte(fmt.Sprintf("%d/%d", r.Partition, r.Offset))})
 		return nil
 	})

@@ -65,17 +65,17 @@ type Report struct {
 	// OutOfOrder: results of one input partition (one key) read before
 	// one of a lower input offset (with Periodic, first copies only).
 	Missing, Duplicated, OutOfOrder int64
-	// Periodic: the run was the library's periodic mode, where
-	// duplicates are allowed.
-	Periodic     bool
-	OffsetsWrong []string
-	Kills        []string
-	LongestStall time.Duration
+	// Library: the run was the library's; Periodic: in its periodic mode,
+	// where duplicates are allowed.
+	Library, Periodic bool
+	OffsetsWrong      []string
+	Kills             []string
+	LongestStall      time.Duration
 }
 
 // Probe produces the input, runs the loop with the faults, and checks.
 func Probe(ctx context.Context, o Options) (Report, error) {
-	rep := Report{Periodic: o.Library && o.Periodic}
+	rep := Report{Library: o.Library, Periodic: o.Library && o.Periodic}
 	began := time.Now()
 	logf := func(format string, a ...any) {
 		fmt.Fprintf(o.Log, "%7.3fs "+format+"\n", append([]any{time.Since(began).Seconds()}, a...)...)
@@ -180,6 +180,10 @@ func victim(c sarama.Client, o Options, round int) (int32, string, error) {
 	return b.ID(), what, nil
 }
 
+// libraryKey is the key of the input record at offset i of partition p in
+// the library's runs: 16 keys per partition.
+func libraryKey(p int32, i int64) string { return fmt.Sprintf("p%d-k%d", p, i%16) }
+
 // txnID is the transactional id of input partition p's producer: the
 // library's is TransactionalID (the group) - topic - partition.
 func txnID(o Options, p int32) string {
@@ -221,7 +225,13 @@ func produceInput(c sarama.Client, o Options) error {
 	var batch []*sarama.ProducerMessage
 	for part := int32(0); part < o.Partitions; part++ {
 		for i := int64(0); i < o.PerPartition; i++ {
-			batch = append(batch, &sarama.ProducerMessage{Topic: o.In, Partition: part, Value: sarama.StringEncoder(strconv.FormatInt(i, 10))})
+			m := &sarama.ProducerMessage{Topic: o.In, Partition: part, Value: sarama.StringEncoder(strconv.FormatInt(i, 10))}
+			if o.Library {
+				// keyed, so that the library's key order applies (records
+				// without a key run at once)
+				m.Key = sarama.StringEncoder(libraryKey(part, i))
+			}
+			batch = append(batch, m)
 			if len(batch) == 1000 {
 				if err := p.SendMessages(batch); err != nil {
 					return err
@@ -284,10 +294,9 @@ func check(c sarama.Client, o Options, rep *Report) error {
 		return err
 	}
 	seen := make([][]int32, o.Partitions)
-	last := make([]int64, o.Partitions)
+	last := map[string]int64{} // by key (the library's), or input partition
 	for p := range seen {
 		seen[p] = make([]int32, o.PerPartition)
-		last[p] = -1
 	}
 	for _, p := range outs {
 		end, err := c.GetOffset(o.Out, p, sarama.OffsetNewest)
@@ -315,10 +324,14 @@ func check(c sarama.Client, o Options, rep *Report) error {
 					return fmt.Errorf("%s/%d at %d: %q is no input record", o.Out, p, m.Offset, m.Value)
 				}
 				if seen[in][off] == 0 || !o.Periodic {
-					if off <= last[in] {
+					k := string(m.Key)
+					if !o.Library {
+						k = strconv.FormatInt(in, 10)
+					}
+					if l, ok := last[k]; ok && off <= l {
 						rep.OutOfOrder++
 					}
-					last[in] = off
+					last[k] = off
 				}
 				seen[in][off]++
 				reading = m.Offset+1 < end
@@ -351,8 +364,19 @@ func check(c sarama.Client, o Options, rep *Report) error {
 // Line is the report in one line.
 func (r Report) Line() string {
 	var b strings.Builder
+	if r.Library {
+		fmt.Fprintf(&b, "the library's %s mode; read back: %d missing, %d duplicated, %d out of order; longest stall %.1f s",
+			map[bool]string{true: "periodic", false: "transactional"}[r.Periodic], r.Missing, r.Duplicated, r.OutOfOrder, r.LongestStall.Seconds())
+		return b.String() + r.tail()
+	}
 	fmt.Fprintf(&b, "%d transactions committed (%d after their commit was called again, %d found committed after an error), %d aborted, %d producers replaced; read back: %d missing, %d duplicated, %d out of order; longest stall %.1f s",
 		r.Transactions, r.CommitRetries, r.Ambiguous, r.Aborted, r.Fatal, r.Missing, r.Duplicated, r.OutOfOrder, r.LongestStall.Seconds())
+	return b.String() + r.tail()
+}
+
+// tail is what Line adds for partitions that stopped or ended elsewhere.
+func (r Report) tail() string {
+	var b strings.Builder
 	if len(r.Stuck) > 0 {
 		fmt.Fprintf(&b, "; stuck: %s", strings.Join(r.Stuck, "; "))
 	}
