@@ -29,7 +29,8 @@ func Main() {
 	kafkaPID := flag.Int("kafka-pid", 0, "pid of the real broker's process, for its CPU in scenario 4 (0: not measured)")
 	allowNotDurable := flag.Bool("allow-not-durable", false, "run scenario 4 on a PostgreSQL with fsync, synchronous_commit or full_page_writes off instead of refusing; the report marks its figures not publishable (smoke runs only)")
 	kafkaVersion := flag.String("kafka-version", "", "version of the real broker, for the report")
-	only := flag.String("only", "core,end-to-end,memory,pinned,crash-replay,reads,adaptive,start,hostile,effects", "comma-separated scenarios to run: core (1-3), end-to-end (4), memory (5), pinned (5, a record that never finishes), crash-replay (6), reads (7, needs -database-url), adaptive (8, on the real broker when -kafka is set), start (9, the adaptive limit's first seconds, likewise), hostile (10, hostile records and answers; needs -kafka and -database-url), effects (11, the outbox's messages on and off; needs -database-url)")
+	only := flag.String("only", "core,end-to-end,memory,pinned,crash-replay,reads,adaptive,start,hostile,effects,peer", "comma-separated scenarios to run: core (1-3), end-to-end (4), memory (5), pinned (5, a record that never finishes), crash-replay (6), reads (7, needs -database-url), adaptive (8, on the real broker when -kafka is set), start (9, the adaptive limit's first seconds, likewise), hostile (10, hostile records and answers; needs -kafka and -database-url), effects (11, the outbox's messages on and off; needs -database-url), peer (12, the library beside Parallel Consumer; needs -kafka and -peer-jar)")
+	peerJar := flag.String("peer-jar", "", "the Parallel Consumer harness (proving/peer, built by make bench into proving/peer/target/peer-bench.jar), for scenario 12 (empty: skip it)")
 	fromJSON := flag.String("from-json", "", "only rewrite the markdown and the plot from this benchmarks.json (no measuring)")
 	events := flag.Int("events", 0, "events per end-to-end configuration (0: the plan's)")
 	profile := flag.String("profile", "", "a directory for the end-to-end scenario's listener profiles (CPU over -profile-seconds of each timed window, allocations): the listeners then serve /debug/pprof, which costs CPU, so a profiled run's figures are not for the report")
@@ -70,7 +71,7 @@ func Main() {
 	chosen := map[string]bool{}
 	for _, s := range strings.Split(*only, ",") {
 		switch s = strings.TrimSpace(s); s {
-		case "core", "end-to-end", "memory", "pinned", "crash-replay", "reads", "adaptive", "start", "hostile", "effects":
+		case "core", "end-to-end", "memory", "pinned", "crash-replay", "reads", "adaptive", "start", "hostile", "effects", "peer":
 			chosen[s] = true
 		default:
 			must(fmt.Errorf("-only: unknown scenario %q", s))
@@ -206,6 +207,13 @@ func Main() {
 			r.Hostile = append(r.Hostile, res...)
 		}
 		must(h.Close())
+	}
+	if run("peer") && *kafka != "" && *peerJar != "" {
+		p := plan.Peer
+		p.Brokers, p.Jar, p.Log = strings.Split(*kafka, ","), *peerJar, os.Stdout
+		r.Peer, err = p.Run()
+		must(err)
+		r.Versions["Confluent Parallel Consumer (peer)"] = PeerVersion
 	}
 	_ = os.RemoveAll(work) // kept when a scenario failed: must exits first
 	r.Took = time.Since(started).Round(time.Second).String()

@@ -68,6 +68,7 @@ func (r *Report) WriteMarkdown(path string) error {
 	r.startTable(&b)
 	r.hostileTable(&b)
 	r.effectsTable(&b)
+	r.peerTable(&b)
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 

@@ -8,6 +8,9 @@ import (
 
 // Plan is which points a run measures and for how long.
 type Plan struct {
+	// Peer is scenario 12's set-up (its brokers, harness and log are the
+	// run's).
+	Peer          Peer
 	Partitions    int
 	Latencies     []time.Duration
 	Concurrencies []int
@@ -86,6 +89,8 @@ func FullPlan() Plan {
 		Reads:    FullReadsPlan(),
 		Adaptive: FullAdaptivePlan(),
 		Start:    FullStartPlan(),
+		Peer: Peer{Records: 40_000, RecordBytes: 1000, Partitions: 8, Keys: 10_000, Concurrency: 256, BatchSize: 64,
+			Latency: 5 * time.Millisecond, Rounds: 2},
 	}
 }
 
@@ -106,6 +111,7 @@ func QuickPlan() Plan {
 	p.Adaptive.Fixed, p.Adaptive.Window = []int{32, 64, 1024}, Window{Warmup: time.Second, Measure: 2 * time.Second}
 	p.Adaptive.Step, p.Adaptive.Settle = 8*time.Second, 4*time.Second
 	p.Start.Cases, p.Start.Watch = p.Start.Cases[:1], 4*time.Second
+	p.Peer.Records, p.Peer.Rounds = 5000, 1
 	return p
 }
 

@@ -55,6 +55,9 @@ type Report struct {
 	// Effects is scenario 11: the listener end to end with the outbox's
 	// messages on and off, in turn.
 	Effects []EndToEndResult `json:"effects,omitempty"`
+	// Peer is scenario 12: the consumer library and Parallel Consumer on
+	// the same workloads (empty: not run).
+	Peer []PeerResult `json:"peer,omitempty"`
 	// Load is how busy the machine was during the run (nil: not sampled).
 	Load *Load `json:"load,omitempty"`
 	// Updates are later runs that measured some scenarios again and
@@ -122,6 +125,8 @@ func (r *Report) Merge(later *Report, scenarios []string) error {
 			r.Hostile = later.Hostile
 		case "effects":
 			r.Effects = later.Effects
+		case "peer":
+			r.Peer = later.Peer
 		default:
 			return fmt.Errorf("merge: unknown scenario %q", s)
 		}
