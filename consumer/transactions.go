@@ -196,6 +196,7 @@ type claimTxn struct {
 	// began, and the mark added to it.
 	openedAt time.Time
 	txnMark  txnMark
+	settling bool // a new producer: whether txnMark landed is not settled yet
 
 	marked     chan struct{} // a mark came (capacity 1)
 	stop, done chan struct{}
@@ -440,11 +441,18 @@ func (c *claimTxn) step(final bool) (err error, done bool) {
 	if c.producer == nil {
 		return c.replaceProducer(), false
 	}
+	if c.settling {
+		return c.settle(), false
+	}
 	status := c.producer.TxnStatus()
 	inTxn := status&sarama.ProducerTxnFlagInTransaction != 0
 	moved := mark.set && mark != c.committed
 	switch {
-	case status&sarama.ProducerTxnFlagFatalError != 0:
+	case status&sarama.ProducerTxnFlagFatalError != 0,
+		status&(sarama.ProducerTxnFlagInitializing|sarama.ProducerTxnFlagUninitialized) != 0:
+		// Initializing: an epoch bump after an ended transaction failed
+		// (BeginTxn is refused until it succeeds); whether the ended one was
+		// a landed commit is settled by the group's committed offset.
 		return c.replaceProducer(), false
 	case status&sarama.ProducerTxnFlagCommittingTransaction != 0:
 		if err := c.producer.CommitTxn(); err != nil {
@@ -616,13 +624,24 @@ func (c *claimTxn) replaceProducer() error {
 		return fmt.Errorf("open a new transactional producer: %w", err)
 	}
 	c.producer = p
+	c.settling = true
+	return c.settle()
+}
+
+// settle decides, from the group's committed offset, whether the open
+// transaction's commit landed; a failed read decides nothing (tried again).
+func (c *claimTxn) settle() error {
 	landed := false
 	if m := c.txnMark; m.set && m != c.committed {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		got, err := c.owner.committed(ctx, c.topic, c.partition)
 		cancel()
-		landed = err == nil && got.Offset == m.offset && got.Metadata == m.meta
+		if err != nil {
+			return fmt.Errorf("read the committed offset, to settle whether the last commit landed: %w", err)
+		}
+		landed = got.Offset == m.offset && got.Metadata == m.meta
 	}
+	c.settling = false
 	c.mu.Lock()
 	if landed {
 		c.committed, c.staged = c.txnMark, nil
