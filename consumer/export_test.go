@@ -36,7 +36,7 @@ func StageRace(n int) (lost, dirtyNil int) {
 	msgs := []*sarama.ProducerMessage{{Topic: "out", Value: sarama.StringEncoder("v")}}
 	for range n {
 		ctx, cancel := context.WithCancel(context.Background())
-		c := &claimTxn{known: map[string]bool{"out": true}}
+		c := &claimTxn{known: knownTopics{m: map[string]bool{"out": true}}}
 		c.producer = &txnProducer{SyncProducer: fakeProducer{send: func([]*sarama.ProducerMessage) error {
 			cancel()
 			return nil

@@ -71,7 +71,7 @@ type results struct {
 	producer sarama.SyncProducer
 	err      error
 
-	// mu guards sends, closed and known. A send counts itself in sends
+	// mu guards sends and closed. A send counts itself in sends
 	// while it runs; close marks closed and the last send out (or close,
 	// when none runs) closes the producer, so no send reaches a closed
 	// producer, whose input would panic, and close never waits for one
@@ -79,7 +79,7 @@ type results struct {
 	mu     sync.Mutex
 	sends  int
 	closed bool
-	known  map[string]bool // topics seen to exist
+	known  knownTopics
 }
 
 // errResultsClosed fails a send that came after the consumer stopped (a
@@ -119,24 +119,33 @@ func (p *results) shut() {
 	}
 }
 
-// missing returns the first of topics the brokers do not know, asking
+// knownTopics are the result topics seen to exist.
+type knownTopics struct {
+	mu sync.Mutex
+	m  map[string]bool
+}
+
+// missing returns the first of topics client's brokers do not know, asking
 // once per topic until it exists: a send to a missing topic would trip the
 // producer's breaker (10 s of refusals, and a timer goroutine) and say
-// only "failed to deliver".
-func (p *results) missing(topics []string) (string, error) {
+// only "failed to deliver", or fail a whole transaction.
+func (k *knownTopics) missing(client sarama.Client, topics []string) (string, error) {
 	for _, t := range topics {
-		p.mu.Lock()
-		ok := p.known[t]
-		p.mu.Unlock()
+		k.mu.Lock()
+		ok := k.m[t]
+		k.mu.Unlock()
 		if ok {
 			continue
 		}
-		if _, err := p.client.Partitions(t); err != nil {
+		if _, err := client.Partitions(t); err != nil {
 			return t, err
 		}
-		p.mu.Lock()
-		p.known[t] = true
-		p.mu.Unlock()
+		k.mu.Lock()
+		if k.m == nil {
+			k.m = map[string]bool{}
+		}
+		k.m[t] = true
+		k.mu.Unlock()
 	}
 	return "", nil
 }
@@ -153,7 +162,6 @@ func (p *results) produce(ctx context.Context, r *Record) error {
 	}
 	p.once.Do(func() {
 		p.client, p.producer, p.err = p.open()
-		p.known = map[string]bool{}
 	})
 	if p.err != nil {
 		return FailedIn(ResultsDependency, fmt.Errorf("open the results producer: %w", p.err))
@@ -165,7 +173,7 @@ func (p *results) produce(ctx context.Context, r *Record) error {
 	done := make(chan error, 1)
 	go func() { // sarama takes no context; done is buffered, so the send never waits for a reader
 		defer p.finish()
-		if t, err := p.missing(topics); err != nil {
+		if t, err := p.known.missing(p.client, topics); err != nil {
 			done <- fmt.Errorf("results topic %q: %w", t, err)
 			return
 		}
@@ -177,17 +185,24 @@ func (p *results) produce(ctx context.Context, r *Record) error {
 	case <-ctx.Done():
 		return ctx.Err() // not finished: the record is run again, its results with it
 	}
-	took := time.Since(start)
+	return sendOutcome(ctx, p.deps, time.Since(start), fmt.Sprintf("produce %d results", len(msgs)), err)
+}
+
+// sendOutcome reports a send of results that took took to the retry rule
+// as a call to ResultsDependency, and classes its error: nil, Permanent
+// for a message no retry can write (the broker answered: it is up), or a
+// failure in ResultsDependency, what naming the send.
+func sendOutcome(ctx context.Context, deps *actors.Dependencies, took time.Duration, what string, err error) error {
 	if err == nil {
-		p.deps.Observe(ctx, ResultsDependency, took, true)
+		deps.Observe(ctx, ResultsDependency, took, true)
 		return nil
 	}
-	err = fmt.Errorf("produce %d results: %w", len(msgs), firstProducerError(err))
+	err = fmt.Errorf("%s: %w", what, firstProducerError(err))
 	if refusedForGood(err) {
-		p.deps.Observe(ctx, ResultsDependency, took, true) // the broker answered: it is up
+		deps.Observe(ctx, ResultsDependency, took, true)
 		return Permanent(err)
 	}
-	p.deps.Observe(ctx, ResultsDependency, took, false)
+	deps.Observe(ctx, ResultsDependency, took, false)
 	return FailedIn(ResultsDependency, err)
 }
 

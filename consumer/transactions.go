@@ -150,20 +150,10 @@ func (t *transactions) produce(ctx context.Context, r *Record, msgs []*sarama.Pr
 	}
 	start := time.Now()
 	err := c.stage(ctx, r.Offset, msgs, topics)
-	if err == nil || ctx.Err() != nil || errors.Is(err, errTxnEnded) {
-		if err == nil {
-			t.deps.Observe(ctx, ResultsDependency, time.Since(start), true)
-		}
-		return err
+	if err != nil && (ctx.Err() != nil || errors.Is(err, errTxnEnded)) {
+		return err // not finished, and nothing said of the dependency
 	}
-	took := time.Since(start)
-	err = fmt.Errorf("produce %d results in a transaction: %w", len(msgs), firstProducerError(err))
-	if refusedForGood(err) {
-		t.deps.Observe(ctx, ResultsDependency, took, true)
-		return Permanent(err)
-	}
-	t.deps.Observe(ctx, ResultsDependency, took, false)
-	return FailedIn(ResultsDependency, err)
+	return sendOutcome(ctx, t.deps, time.Since(start), fmt.Sprintf("produce %d results in a transaction", len(msgs)), err)
 }
 
 // claimTxn is one claim's transactions: the actors.ClaimMarker its
@@ -200,8 +190,7 @@ type claimTxn struct {
 
 	marked     chan struct{} // a mark came (capacity 1)
 	stop, done chan struct{}
-	known      map[string]bool // result topics seen to exist; under gate
-	knownMu    sync.Mutex
+	known      knownTopics
 }
 
 // txnMark is a mark: the offset the partition resumes at and its metadata.
@@ -266,7 +255,7 @@ func (c *claimTxn) stage(ctx context.Context, offset int64, msgs []*sarama.Produ
 			done <- errors.New("the transactional producer is being opened again")
 			return
 		}
-		if t, err := c.missing(topics); err != nil {
+		if t, err := c.known.missing(c.producer.client, topics); err != nil {
 			done <- fmt.Errorf("results topic %q: %w", t, err)
 			return
 		}
@@ -295,30 +284,6 @@ func (c *claimTxn) stage(ctx context.Context, offset int64, msgs []*sarama.Produ
 		waiting = false
 		return ctx.Err()
 	}
-}
-
-// missing returns the first of topics the brokers do not know, asking
-// once per topic until it exists (a send to a missing topic would fail
-// the whole transaction).
-func (c *claimTxn) missing(topics []string) (string, error) {
-	for _, t := range topics {
-		c.knownMu.Lock()
-		ok := c.known[t]
-		c.knownMu.Unlock()
-		if ok {
-			continue
-		}
-		if _, err := c.producer.client.Partitions(t); err != nil {
-			return t, err
-		}
-		c.knownMu.Lock()
-		if c.known == nil {
-			c.known = map[string]bool{}
-		}
-		c.known[t] = true
-		c.knownMu.Unlock()
-	}
-	return "", nil
 }
 
 func (c *claimTxn) run() {
