@@ -30,7 +30,8 @@ var preparedQueries = map[string]bool{
 	// The effects' statement, once per event with the effects on: its
 	// planning was 0.37 ms of PostgreSQL's CPU per event (pg_stat_statements,
 	// docs/benchmarks.md scenario 11's run), about a tenth of its cost.
-	writeEffects: true,
+	writeEffects:         true,
+	writeEffectsNoNotify: true,
 }
 
 // preparingConnector opens lib/pq connections that keep preparedQueries
