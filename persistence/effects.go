@@ -132,10 +132,8 @@ const (
 // (just started, or another replica's orgs) every evaluation would
 // otherwise take the statement with the notification's parts, and look
 // each of its installable advisories up in advisory_notified there, to
-// insert nothing. One read per org while the cache keeps it. q must not
-// be in a transaction that wrote advisory_notified: the rows it reads must
-// be committed ones, so that the cache never calls a pair known that is
-// not (the callers read before the event's effects are written).
+// insert nothing. One read per org while the cache keeps it; the rows it
+// reads are committed, so it never calls a pair known that is not.
 func (s *Store) learnNotified(ctx context.Context, q rowsQueryer, account int) error {
 	known, gen := s.ids.notified.knows(account)
 	if known {

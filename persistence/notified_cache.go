@@ -82,9 +82,7 @@ func (n *notifiedCache) learnt(generation uint64, account int, notified []int32)
 }
 
 // add merges ids into account's entry; with entry, it makes one when the
-// account has none. Each account's entry counts as one pair more towards
-// the limit, so that entries of orgs read with nothing notified (learnt,
-// empty) are bounded too.
+// account has none.
 func (n *notifiedCache) add(generation uint64, account int, ids []int32, entry bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -101,7 +99,6 @@ func (n *notifiedCache) add(generation uint64, account int, ids []int32, entry b
 	if len(fresh) == 0 { // the steady state: every evaluation passes its installable ids
 		if entry && !held {
 			n.byAccount[account] = []int32{}
-			n.evict(account)
 		}
 		return
 	}
@@ -118,15 +115,8 @@ func (n *notifiedCache) add(generation uint64, account int, ids []int32, entry b
 	}
 	n.byAccount[account] = merged
 	n.pairs += len(fresh)
-	n.evict(account)
-}
-
-// evict forgets whole accounts other than account (the map's order: any)
-// while the pairs and the entries together are over the limit, then
-// account itself if it alone is.
-func (n *notifiedCache) evict(account int) {
 	for acc, ids := range n.byAccount {
-		if n.pairs+len(n.byAccount) <= n.limit {
+		if n.pairs <= n.limit {
 			return
 		}
 		if acc != account {
@@ -134,9 +124,9 @@ func (n *notifiedCache) evict(account int) {
 			n.pairs -= len(ids)
 		}
 	}
-	if n.pairs+len(n.byAccount) > n.limit { // this account alone is over the limit
-		n.pairs -= len(n.byAccount[account])
+	if n.pairs > n.limit { // this account alone is over the limit
 		delete(n.byAccount, account)
+		n.pairs -= len(merged)
 	}
 }
 
