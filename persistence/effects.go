@@ -126,39 +126,6 @@ const (
 		RETURNING 1)`
 )
 
-// learnNotified reads the advisories account was notified of into the
-// notified cache, the first time an evaluation of the account asks while
-// the cache holds nothing of it: in a process that did not write them
-// (just started, or another replica's orgs) every evaluation would
-// otherwise take the statement with the notification's parts, and look
-// each of its installable advisories up in advisory_notified there, to
-// insert nothing. One read per org while the cache keeps it; the rows it
-// reads are committed, so it never calls a pair known that is not.
-func (s *Store) learnNotified(ctx context.Context, q rowsQueryer, account int) error {
-	known, gen := s.ids.notified.knows(account)
-	if known {
-		return nil
-	}
-	rows, err := q.QueryContext(ctx, `SELECT advisory_id FROM advisory_notified WHERE account_id = $1`, account)
-	if err != nil {
-		return fmt.Errorf("read notified advisories: %w", err)
-	}
-	defer rows.Close()
-	var ids []int32
-	for rows.Next() {
-		var id int32
-		if err := rows.Scan(&id); err != nil {
-			return fmt.Errorf("read notified advisories: %w", err)
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read notified advisories: %w", err)
-	}
-	s.ids.notified.learnt(gen, account, ids)
-	return nil
-}
-
 // effectsWrite is one event's effects ready for writeEffects.
 type effectsWrite struct {
 	e           *Effects

@@ -119,11 +119,6 @@ func (s *Store) StoreEvaluation(ctx context.Context, systemID int64, eventTime t
 			return fmt.Errorf("update system evaluation: %w", err)
 		}
 		if fx := e.Effects; !fx.empty() {
-			if fx.Notify != nil && len(installable) > 0 {
-				if err := s.learnNotified(ctx, tx, accountID); err != nil {
-					return err
-				}
-			}
 			unknownIDs, gen := s.ids.notified.unknown(accountID, installable)
 			w := effectsWrite{e: fx, inventoryID: strings.ToLower(fx.InventoryID), orgID: fx.OrgID, accountID: accountID,
 				installable: unknownIDs, evaluated: true}

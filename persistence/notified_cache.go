@@ -60,46 +60,19 @@ func (n *notifiedCache) committed(generation uint64, account int, installable []
 	if len(installable) == 0 {
 		return
 	}
-	n.add(generation, account, installable, false)
-}
-
-// knows reports whether the cache holds an entry for account (learnt from
-// the server, or written by this process since), and the generation to
-// give learnt.
-func (n *notifiedCache) knows(account int) (bool, uint64) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	_, ok := n.byAccount[account]
-	return ok, n.generation
-}
-
-// learnt records every advisory the server had notified to account, read
-// with the generation knows gave before the read (committed rows only):
-// the account then has an entry, empty when it had none, so that an org
-// is read once while the cache holds it. A purge since drops them.
-func (n *notifiedCache) learnt(generation uint64, account int, notified []int32) {
-	n.add(generation, account, notified, true)
-}
-
-// add merges ids into account's entry; with entry, it makes one when the
-// account has none.
-func (n *notifiedCache) add(generation uint64, account int, ids []int32, entry bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if generation != n.generation {
 		return
 	}
-	known, held := n.byAccount[account]
+	known := n.byAccount[account]
 	var fresh []int32
-	for _, id := range ids {
+	for _, id := range installable {
 		if _, ok := slices.BinarySearch(known, id); !ok {
 			fresh = append(fresh, id)
 		}
 	}
 	if len(fresh) == 0 { // the steady state: every evaluation passes its installable ids
-		if entry && !held {
-			n.byAccount[account] = []int32{}
-		}
 		return
 	}
 	slices.Sort(fresh)

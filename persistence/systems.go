@@ -132,11 +132,6 @@ func (s *Store) store(ctx context.Context, u SystemUpload, e *Evaluation, absent
 		}
 		w := systemWrite{accountID: accountID, u: &u, sum: sum, pkgIDs: pkgIDs, ev: ev, advIDs: advIDs, installableIDs: installableIDs}
 		if e != nil && !e.Effects.empty() {
-			if e.Effects.Notify != nil && len(installableIDs) > 0 {
-				if err := s.learnNotified(ctx, conn, accountID); err != nil {
-					return err
-				}
-			}
 			unknownIDs, gen := s.ids.notified.unknown(accountID, installableIDs)
 			w.fx = effectsWrite{e: e.Effects, inventoryID: strings.ToLower(u.InventoryID), orgID: u.OrgID, accountID: accountID,
 				installable: unknownIDs, evaluated: true}
