@@ -126,7 +126,7 @@ const (
 		RETURNING 1)`
 )
 
-// effectsWrite is one event's effects ready for writeEffects.
+// effectsWrite is one event's effects ready for writeEffects (or writeEffectsNoNotify).
 type effectsWrite struct {
 	e           *Effects
 	inventoryID string
@@ -136,7 +136,8 @@ type effectsWrite struct {
 	evaluated   bool    // the write stores an evaluation
 }
 
-// write runs writeEffects in q (the event's transaction) for system id.
+// write runs writeEffects, or writeEffectsNoNotify when there is nothing to
+// notify, in q (the event's transaction) for system id.
 func (w effectsWrite) write(ctx context.Context, q rowQueryer, id int64) error {
 	if w.e.empty() {
 		return nil
