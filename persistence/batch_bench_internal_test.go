@@ -132,19 +132,20 @@ func storeBatchInOneTransaction(ctx context.Context, s *Store, events [][2]any) 
 	return s.withConn(ctx, "store batch", func(conn *sql.Conn) error {
 		writes := make([]systemWrite, len(events))
 		gens := make([]uint64, len(events))
+		view := s.ids.view()
 		for i, ev := range events {
 			u, e := ev[0].(SystemUpload), ev[1].(Evaluation)
 			u.canonicalize()
 			row := newEvaluationRow(e)
-			accountID, err := s.ids.accountID(ctx, conn, u.OrgID)
+			accountID, err := s.ids.accountID(ctx, conn, view, u.OrgID)
 			if err != nil {
 				return err
 			}
-			pkgIDs, err := s.ids.packageIDs(ctx, conn, u.Packages)
+			pkgIDs, err := s.ids.packageIDs(ctx, conn, view, u.Packages)
 			if err != nil {
 				return err
 			}
-			ids, err := s.ids.advisoryIDs(ctx, conn, row.names, row.types)
+			ids, err := s.ids.advisoryIDs(ctx, conn, view, row.names, row.types)
 			if err != nil {
 				return err
 			}
@@ -164,7 +165,7 @@ func storeBatchInOneTransaction(ctx context.Context, s *Store, events [][2]any) 
 			if _, err := tx.ExecContext(ctx, `SAVEPOINT event`); err != nil {
 				return err
 			}
-			if err := lockHost(ctx, tx, w.u.InventoryID); err != nil {
+			if _, err := lockHost(ctx, tx, w.u.InventoryID); err != nil {
 				return err
 			}
 			id, err := w.insert(ctx, tx)

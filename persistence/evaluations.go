@@ -89,7 +89,8 @@ func (s *Store) StoreEvaluation(ctx context.Context, systemID int64, eventTime t
 	)
 	err := s.withConn(ctx, "store evaluation", func(conn *sql.Conn) error {
 		stored = false
-		byName, err := s.ids.advisoryIDs(ctx, conn, ev.names, ev.types)
+		view := s.ids.view()
+		byName, err := s.ids.advisoryIDs(ctx, conn, view, ev.names, ev.types)
 		if err != nil {
 			return err
 		}
@@ -100,15 +101,20 @@ func (s *Store) StoreEvaluation(ctx context.Context, systemID int64, eventTime t
 		}
 		defer tx.Rollback() //nolint:errcheck // a no-op after Commit
 		var (
-			lastEvent time.Time
-			accountID int
+			lastEvent     time.Time
+			accountID     int
+			serverStarted time.Time
 		)
-		err = tx.QueryRowContext(ctx, `SELECT last_event_time, account_id FROM system WHERE id = $1 FOR UPDATE`, systemID).Scan(&lastEvent, &accountID)
+		err = tx.QueryRowContext(ctx, `SELECT last_event_time, account_id, pg_postmaster_start_time() FROM system WHERE id = $1 FOR UPDATE`,
+			systemID).Scan(&lastEvent, &accountID, &serverStarted)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil // deleted meanwhile
 		}
 		if err != nil {
 			return fmt.Errorf("lock system: %w", err)
+		}
+		if err := s.ids.confirm(view, serverStarted); err != nil {
+			return err
 		}
 		if !lastEvent.Equal(eventTime) {
 			return nil // a newer upload will be evaluated

@@ -13,6 +13,8 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/lib/pq"
+
+	"github.com/patchflow/patchflow/messages"
 )
 
 // DefaultIDCacheSize is how many ids of each kind (accounts, packages,
@@ -43,6 +45,11 @@ type idCache struct {
 	// that started since (a failover to a standby, a restore) may lack rows
 	// whose ids are cached, so the cache is emptied when it changes.
 	server time.Time
+	// gen counts the times the cache was emptied. An id read from the
+	// database is cached only if gen did not move since its event began
+	// resolving (serverView): an answer of the server before the change,
+	// arriving after the cache was emptied for it, is not kept.
+	gen uint64
 	// notified is the pairs known notified (effects.go), emptied with the
 	// rest.
 	notified *notifiedCache
@@ -53,6 +60,10 @@ type idCache struct {
 func (c *idCache) seeServer(started time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.seeServerLocked(started)
+}
+
+func (c *idCache) seeServerLocked(started time.Time) {
 	if started.Equal(c.server) {
 		return
 	}
@@ -61,8 +72,44 @@ func (c *idCache) seeServer(started time.Time) {
 		c.packages.Purge()
 		c.advisories.Purge()
 		c.notified.purge()
+		c.gen++
 	}
 	c.server = started
+}
+
+// serverView is what the cache knew of the server when an event began
+// resolving its ids: every id the event then takes from the cache was read
+// from that server.
+type serverView struct {
+	gen     uint64
+	started time.Time
+}
+
+func (c *idCache) view() serverView {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return serverView{gen: c.gen, started: c.server}
+}
+
+// errServerChanged is confirm's refusal.
+var errServerChanged = messages.Transient(errors.New(
+	"the database server changed since the event's ids were resolved (a failover or a restore): they are resolved again"))
+
+// confirm is a write's check that the ids it carries are the server's it
+// writes to: started is that server's start time, read in the write's
+// transaction before it wrote anything. Another server (one that started
+// since the view, and may lack rows whose ids were cached: a failover to a
+// standby that had not received them, a restore) or a cache emptied
+// meanwhile fails the write with a transient error, after emptying the
+// cache for the new server, so the retry reads the ids from it.
+func (c *idCache) confirm(v serverView, started time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if started.Equal(v.started) && c.gen == v.gen {
+		return nil
+	}
+	c.seeServerLocked(started)
+	return errServerChanged
 }
 
 func newIDCache(size int) *idCache {
@@ -110,7 +157,7 @@ func sharedRowsTx(ctx context.Context, c queryer, f func(*sql.Tx) error) error {
 // accountID returns the id of the account, creating it. DO NOTHING rather
 // than DO UPDATE: an update would lock the account row until commit and
 // serialise every system of the account.
-func (c *idCache) accountID(ctx context.Context, q queryer, orgID string) (int, error) {
+func (c *idCache) accountID(ctx context.Context, q queryer, v serverView, orgID string) (int, error) {
 	if id, ok := c.accounts.Peek(orgID); ok {
 		return id, nil
 	}
@@ -126,7 +173,11 @@ func (c *idCache) accountID(ctx context.Context, q queryer, orgID string) (int, 
 	if err != nil {
 		return 0, fmt.Errorf("account %s: %w", quoteInput(orgID), err)
 	}
-	c.accounts.Add(strings.Clone(orgID), id)
+	c.mu.Lock()
+	if c.gen == v.gen {
+		c.accounts.Add(strings.Clone(orgID), id)
+	}
+	c.mu.Unlock()
 	return id, nil
 }
 
@@ -134,7 +185,7 @@ func (c *idCache) accountID(ctx context.Context, q queryer, orgID string) (int, 
 // leaves them), sorted ascending, inserting the packages never seen. The
 // misses of the cache are looked up first, and only those still missing
 // are inserted: once a fleet's packages are stored, an event writes none.
-func (c *idCache) packageIDs(ctx context.Context, q queryer, pkgs []Package) ([]int64, error) {
+func (c *idCache) packageIDs(ctx context.Context, q queryer, v serverView, pkgs []Package) ([]int64, error) {
 	ids := make([]int64, 0, len(pkgs))
 	var missing []Package
 	for _, p := range pkgs {
@@ -157,13 +208,13 @@ func (c *idCache) packageIDs(ctx context.Context, q queryer, pkgs []Package) ([]
 				absent = append(absent, p)
 			}
 		}
-		c.cachePackages(found)
+		c.cachePackages(v, found)
 		if len(absent) > 0 {
 			inserted, err := insertPackages(ctx, q, absent)
 			if err != nil {
 				return nil, err
 			}
-			c.cachePackages(inserted) // committed now
+			c.cachePackages(v, inserted) // committed now
 			for _, id := range inserted {
 				ids = append(ids, id)
 			}
@@ -198,10 +249,16 @@ type rowsQueryer interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
-// cachePackages caches ids read from the database. Their keys are strings
-// scanned from rows, never an event's: a key that is a slice of a decoded
-// event would keep the whole event in memory.
-func (c *idCache) cachePackages(found map[Package]int64) {
+// cachePackages caches ids read from the database, unless the cache was
+// emptied since v. Their keys are strings scanned from rows, never an
+// event's: a key that is a slice of a decoded event would keep the whole
+// event in memory.
+func (c *idCache) cachePackages(v serverView, found map[Package]int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gen != v.gen {
+		return
+	}
 	for p, id := range found {
 		c.packages.Add(p, id)
 	}
@@ -275,7 +332,7 @@ const insertPackagesQuery = `
 // advisoryIDs returns the ids of the advisories named, inserting those
 // never seen (with their type; a stored advisory keeps the type it has).
 // names must be sorted and unique.
-func (c *idCache) advisoryIDs(ctx context.Context, q queryer, names, types []string) (map[string]int32, error) {
+func (c *idCache) advisoryIDs(ctx context.Context, q queryer, v serverView, names, types []string) (map[string]int32, error) {
 	ids := make(map[string]int32, len(names))
 	var missNames, missTypes []string
 	for i, n := range names {
@@ -292,7 +349,7 @@ func (c *idCache) advisoryIDs(ctx context.Context, q queryer, names, types []str
 	if err != nil {
 		return nil, err
 	}
-	c.cacheAdvisories(found)
+	c.cacheAdvisories(v, found)
 	var absentNames, absentTypes []string
 	for i, n := range missNames {
 		if id, ok := found[n]; ok {
@@ -322,7 +379,7 @@ func (c *idCache) advisoryIDs(ctx context.Context, q queryer, names, types []str
 	if len(inserted) != len(absentNames) {
 		return nil, fmt.Errorf("stored %d of %d new advisories", len(inserted), len(absentNames))
 	}
-	c.cacheAdvisories(inserted) // committed now
+	c.cacheAdvisories(v, inserted) // committed now
 	for n, id := range inserted {
 		ids[n] = id
 	}
@@ -330,8 +387,13 @@ func (c *idCache) advisoryIDs(ctx context.Context, q queryer, names, types []str
 }
 
 // cacheAdvisories caches ids read from the database, keyed by the scanned
-// names (see cachePackages).
-func (c *idCache) cacheAdvisories(found map[string]int32) {
+// names, unless the cache was emptied since v (see cachePackages).
+func (c *idCache) cacheAdvisories(v serverView, found map[string]int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gen != v.gen {
+		return
+	}
 	for n, id := range found {
 		c.advisories.Add(n, id)
 	}

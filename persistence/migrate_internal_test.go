@@ -100,7 +100,12 @@ func TestMigrationToArraysKeepsTheData(t *testing.T) {
 	if _, err := db.Exec(`SET TIME ZONE 'UTC'`); err != nil {
 		t.Fatal(err)
 	}
+	var started time.Time
+	if err := db.QueryRow(`SELECT pg_postmaster_start_time()`).Scan(&started); err != nil {
+		t.Fatal(err)
+	}
 	s := &Store{db: db, admit: newAdmission(4), ids: newIDCache(0)}
+	s.ids.seeServer(started) // as Open does
 	ctx := context.Background()
 	want := map[string]struct {
 		pkgs []Package

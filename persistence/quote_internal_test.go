@@ -24,7 +24,7 @@ func (refusingQueryer) BeginTx(context.Context, *sql.TxOptions) (*sql.Tx, error)
 // kept for each attempt, logged, and carried by the dead letter.
 func TestAccountErrorQuotesAtMost64BytesOfTheOrgID(t *testing.T) {
 	org := strings.Repeat("o", 600_000)
-	_, err := newIDCache(16).accountID(context.Background(), refusingQueryer{}, org)
+	_, err := newIDCache(16).accountID(context.Background(), refusingQueryer{}, serverView{}, org)
 	if err == nil {
 		t.Fatal("no error from a database that refuses every transaction")
 	}

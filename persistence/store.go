@@ -102,6 +102,15 @@ func Open(ctx context.Context, url string, pool PoolSettings) (*Store, error) {
 		db.Close()
 		return nil, redact.Error(err, secrets)
 	}
+	// The id cache starts knowing its server, so that the first write's
+	// check (systemWrite.confirm) compares it with the one the ids came from.
+	var started time.Time
+	if err := db.QueryRowContext(ctx, `SELECT pg_postmaster_start_time()`).Scan(&started); err != nil {
+		db.Close()
+		return nil, redact.Error(fmt.Errorf("connect to database: %w", err), secrets)
+	}
+	ids := newIDCache(pool.IDCacheSize)
+	ids.seeServer(started)
 	h, err := openHealth(ctx, url, secrets, pool.MaxLifetime, pool.IdleInTransaction)
 	if err != nil {
 		db.Close()
@@ -111,7 +120,7 @@ func Open(ctx context.Context, url string, pool PoolSettings) (*Store, error) {
 	if ttl <= 0 {
 		ttl = DefaultPoolSettings().DeletedTTL
 	}
-	return &Store{db: db, admit: newAdmission(pool.MaxOpen), health: h, deletedTTL: ttl, ids: newIDCache(pool.IDCacheSize), schema: schema,
+	return &Store{db: db, admit: newAdmission(pool.MaxOpen), health: h, deletedTTL: ttl, ids: ids, schema: schema,
 		url: url, secrets: secrets}, nil
 }
 

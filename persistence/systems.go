@@ -114,23 +114,25 @@ func (s *Store) store(ctx context.Context, u SystemUpload, e *Evaluation, absent
 	)
 	err := s.withConn(ctx, "store system", func(conn *sql.Conn) error {
 		res = UploadResult{}
-		accountID, err := s.ids.accountID(ctx, conn, u.OrgID)
+		view := s.ids.view()
+		accountID, err := s.ids.accountID(ctx, conn, view, u.OrgID)
 		if err != nil {
 			return err
 		}
-		pkgIDs, err := s.ids.packageIDs(ctx, conn, u.Packages)
+		pkgIDs, err := s.ids.packageIDs(ctx, conn, view, u.Packages)
 		if err != nil {
 			return err
 		}
 		var advIDs, installableIDs []int32
 		if ev != nil {
-			ids, err := s.ids.advisoryIDs(ctx, conn, ev.names, ev.types)
+			ids, err := s.ids.advisoryIDs(ctx, conn, view, ev.names, ev.types)
 			if err != nil {
 				return err
 			}
 			advIDs, installableIDs = ev.ids(ids)
 		}
-		w := systemWrite{accountID: accountID, u: &u, sum: sum, pkgIDs: pkgIDs, ev: ev, advIDs: advIDs, installableIDs: installableIDs}
+		w := systemWrite{accountID: accountID, u: &u, sum: sum, pkgIDs: pkgIDs, ev: ev, advIDs: advIDs, installableIDs: installableIDs,
+			ids: s.ids, view: view}
 		if e != nil && !e.Effects.empty() {
 			unknownIDs, gen := s.ids.notified.unknown(accountID, installableIDs)
 			w.fx = effectsWrite{e: e.Effects, inventoryID: strings.ToLower(u.InventoryID), orgID: u.OrgID, accountID: accountID,
@@ -192,6 +194,20 @@ type systemWrite struct {
 	// fx are the evaluation's effects, written in the transaction that
 	// applies the upload (zero: none).
 	fx effectsWrite
+	// ids resolved the ids above under view; every write checks, in its
+	// transaction, that it writes to that server (confirm). Nil: the ids
+	// are none of the cache's.
+	ids  *idCache
+	view serverView
+}
+
+// confirm fails the write unless the server it writes to, started at
+// started, is the one its ids were resolved on (idCache.confirm).
+func (w *systemWrite) confirm(started time.Time) error {
+	if w.ids == nil {
+		return nil
+	}
+	return w.ids.confirm(w.view, started)
 }
 
 // hostLockClass names patchflow's space of advisory locks, one per host
@@ -199,22 +215,24 @@ type systemWrite struct {
 // a single bigint, lives in another space.
 const hostLockClass = 1885693542
 
-// lockHost takes the host's advisory lock until tx ends. A delete and an
-// insert of the same host take it before anything else: the insert checks
+// lockHost takes the host's advisory lock until tx ends, and returns when
+// the server started (for systemWrite.confirm). A delete and an insert of
+// the same host take it before anything else: the insert checks
 // deleted_system with a snapshot taken when its statement starts, and were
 // that before the delete's commit, an insert waiting for the delete's row
 // would go ahead once it committed and bring the host back (two owners of
 // a partition during a rebalance). Updates need no lock: they wait for the
 // row, and PostgreSQL checks their condition again on its newest version.
-func lockHost(ctx context.Context, tx *sql.Tx, inventoryID string) error {
-	if _, err := tx.ExecContext(ctx, lockHostQuery, hostLockClass, inventoryID); err != nil {
-		return fmt.Errorf("lock host: %w", err)
+func lockHost(ctx context.Context, tx *sql.Tx, inventoryID string) (serverStarted time.Time, err error) {
+	var locked string
+	if err := tx.QueryRowContext(ctx, lockHostQuery, hostLockClass, inventoryID).Scan(&locked, &serverStarted); err != nil {
+		return time.Time{}, fmt.Errorf("lock host: %w", err)
 	}
-	return nil
+	return serverStarted, nil
 }
 
 // lockHostQuery is lockHost's statement, prepared (see preparedQueries).
-const lockHostQuery = `SELECT pg_advisory_xact_lock($1, hashtext($2))`
+const lockHostQuery = `SELECT pg_advisory_xact_lock($1::int, hashtext($2::text))::text, pg_postmaster_start_time()`
 
 // insertLocked is insert in a transaction of its own, under the host's lock.
 func (w *systemWrite) insertLocked(ctx context.Context, conn *sql.Conn) (int64, error) {
@@ -223,7 +241,11 @@ func (w *systemWrite) insertLocked(ctx context.Context, conn *sql.Conn) (int64, 
 		return 0, fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	if err := lockHost(ctx, tx, w.u.InventoryID); err != nil {
+	started, err := lockHost(ctx, tx, w.u.InventoryID)
+	if err != nil {
+		return 0, err
+	}
+	if err := w.confirm(started); err != nil {
 		return 0, err
 	}
 	id, err := w.insert(ctx, tx)
@@ -293,10 +315,14 @@ func (w *systemWrite) apply(ctx context.Context, tx *sql.Tx) (UploadResult, erro
 		lastEvaluatedEvent sql.NullTime
 		deleted            bool
 	)
-	if err := lockHost(ctx, tx, u.InventoryID); err != nil {
+	started, err := lockHost(ctx, tx, u.InventoryID)
+	if err != nil {
 		return UploadResult{}, err
 	}
-	err := tx.QueryRowContext(ctx, `
+	if err := w.confirm(started); err != nil {
+		return UploadResult{}, err
+	}
+	err = tx.QueryRowContext(ctx, `
 		SELECT s.id, s.last_event_time, s.last_evaluated_event_time,
 			EXISTS (SELECT 1 FROM deleted_system WHERE inventory_id = $2)
 		FROM system s WHERE s.account_id = $1 AND s.inventory_id = $2 FOR UPDATE OF s`,
@@ -360,7 +386,7 @@ func (w *systemWrite) update(ctx context.Context, tx *sql.Tx, id int64) error {
 // on the row's newest version.
 func (w *systemWrite) updateIfNewer(ctx context.Context, conn rowQueryer) (int64, error) {
 	var id int64
-	args := append(w.updateArgs(w.u.InventoryID), w.accountID)
+	args := append(w.updateArgs(w.u.InventoryID), w.accountID, w.view.started)
 	err := conn.QueryRowContext(ctx, updateNewerSystem, args...).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
@@ -457,10 +483,14 @@ var updateSystem = systemSet + `
 		WHERE id = $1`
 
 // updateNewerSystem updates the system of inventory id $1 in account $30
-// when the upload is newer than what is stored and the host not deleted.
+// when the upload is newer than what is stored and the host not deleted,
+// on the server started at $31, the one the ids were resolved on (on
+// another, it writes nothing, and the transaction that then decides why
+// finds the server changed: systemWrite.confirm).
 var updateNewerSystem = systemSet + `
 		WHERE inventory_id = $1::uuid AND account_id = $30::int AND last_event_time < $17::timestamptz
 			AND NOT EXISTS (SELECT 1 FROM deleted_system WHERE inventory_id = $1::uuid)
+			AND pg_postmaster_start_time() = $31::timestamptz
 		RETURNING id::bigint`
 
 // nonNil keeps an empty list from being stored as NULL in a NOT NULL column.
@@ -488,7 +518,7 @@ func (s *Store) DeleteSystem(ctx context.Context, orgID, inventoryID string, eve
 
 // deleteSystem is DeleteSystem's work in tx, the host's lock first.
 func (s *Store) deleteSystem(ctx context.Context, tx *sql.Tx, orgID, inventoryID string, eventTime time.Time) (alreadyDeleted bool, err error) {
-	if err := lockHost(ctx, tx, inventoryID); err != nil {
+	if _, err := lockHost(ctx, tx, inventoryID); err != nil {
 		return false, err
 	}
 	if _, err := tx.ExecContext(ctx,
