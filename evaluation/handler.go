@@ -323,7 +323,7 @@ func (h *Handler) evaluate(ctx context.Context, ev *inventory.InventoryEvent, re
 	}
 	e.Effects = h.evaluationEffects(ev, e, nil)
 	start := time.Now()
-	stored, err := h.store.StoreEvaluation(ctx, res.SystemID, res.EventTime, e.Evaluation)
+	stored, err := h.store.StoreEvaluation(ctx, res, e.Evaluation)
 	h.database(ctx, start, err)
 	if err != nil {
 		return fmt.Errorf("store evaluation of system %d: %w", res.SystemID, err)

@@ -72,15 +72,19 @@ func (r *evaluationRow) ids(byName map[string]int32) (all, installable []int32) 
 var updateEvaluation = `UPDATE system SET` + evaluationSet(2, 11) + `
 		WHERE id = $1`
 
-// StoreEvaluation stores the advisories of the system's profile uploaded at
-// eventTime, in one transaction: the advisory ids and statuses, the counts,
-// the last evaluation and e.Effects (which name the host: OrgID and
-// InventoryID). When a newer upload was stored meanwhile, or the
-// host was deleted, it stores nothing: that upload is evaluated on its own.
-// It reports whether it stored.
-func (s *Store) StoreEvaluation(ctx context.Context, systemID int64, eventTime time.Time, e Evaluation) (bool, error) {
+// StoreEvaluation stores the advisories of the system's profile that res
+// (StoreSystem's result, or CheckUpload's) names: its SystemID, uploaded
+// at its EventTime. It writes in one transaction the advisory ids and
+// statuses, the counts, the last evaluation and e.Effects (which name the
+// host: OrgID and InventoryID). When a newer upload was stored meanwhile,
+// or the host was deleted, it stores nothing: that upload is evaluated on
+// its own. It reports whether it stored. A server other than the one res
+// was read on (a failover or a restore since) may have given its system id
+// to another host: it then fails, transiently, and the retry stores the
+// upload again.
+func (s *Store) StoreEvaluation(ctx context.Context, res UploadResult, e Evaluation) (bool, error) {
 	ev := newEvaluationRow(e)
-	eventTime = eventTime.Round(time.Microsecond)
+	systemID, eventTime := res.SystemID, res.EventTime.Round(time.Microsecond)
 	stored := false
 	var (
 		notifiedAccount int
@@ -107,28 +111,40 @@ func (s *Store) StoreEvaluation(ctx context.Context, systemID int64, eventTime t
 		)
 		err = tx.QueryRowContext(ctx, `SELECT last_event_time, account_id, pg_postmaster_start_time() FROM system WHERE id = $1 FOR UPDATE`,
 			systemID).Scan(&lastEvent, &accountID, &serverStarted)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil // deleted meanwhile
+		if errors.Is(err, sql.ErrNoRows) { // deleted meanwhile, or an id of the server before this one
+			if err := tx.QueryRowContext(ctx, `SELECT pg_postmaster_start_time()`).Scan(&serverStarted); err != nil {
+				return fmt.Errorf("lock system: %w", err)
+			}
+			return s.ids.confirmRead(res.server, serverStarted)
 		}
 		if err != nil {
 			return fmt.Errorf("lock system: %w", err)
 		}
-		if err := s.ids.confirm(view, serverStarted); err != nil {
+		if err := s.ids.confirmRead(res.server, serverStarted); err != nil {
 			return err
 		}
 		if !lastEvent.Equal(eventTime) {
 			return nil // a newer upload will be evaluated
+		}
+		// The notified cache's generation before confirm: a purge after
+		// it fails confirm, or keeps committed from learning.
+		fx := e.Effects
+		var unknownIDs []int32
+		if !fx.empty() {
+			unknownIDs, notifiedGen = s.ids.notified.unknown(accountID, installable)
+			notifiedAccount, notifiedIDs = accountID, installable
+		}
+		if err := s.ids.confirm(view, serverStarted); err != nil {
+			return err
 		}
 		c := ev.counts
 		if _, err := tx.ExecContext(ctx, updateEvaluation, systemID, true, pq.Array(nonNil(all)), pq.Array(nonNil(installable)),
 			c.installable, c.applicable, c.security, c.bugfix, c.enhancement, c.updatable, eventTime); err != nil {
 			return fmt.Errorf("update system evaluation: %w", err)
 		}
-		if fx := e.Effects; !fx.empty() {
-			unknownIDs, gen := s.ids.notified.unknown(accountID, installable)
+		if !fx.empty() {
 			w := effectsWrite{e: fx, inventoryID: strings.ToLower(fx.InventoryID), orgID: fx.OrgID, accountID: accountID,
 				installable: unknownIDs, evaluated: true}
-			notifiedAccount, notifiedIDs, notifiedGen = accountID, installable, gen
 			if err := w.write(ctx, tx, systemID); err != nil {
 				return err
 			}

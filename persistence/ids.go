@@ -40,15 +40,17 @@ type idCache struct {
 	packages   *lru.Cache[Package, int64]
 	advisories *lru.Cache[string, int32]
 
-	mu sync.Mutex
+	// mu guards server and gen: read-locked to look at them and to cache
+	// ids (the caches have locks of their own), locked to empty the caches.
+	mu sync.RWMutex
 	// server is when the database server started, as last seen: a server
 	// that started since (a failover to a standby, a restore) may lack rows
 	// whose ids are cached, so the cache is emptied when it changes.
 	server time.Time
 	// gen counts the times the cache was emptied. An id read from the
-	// database is cached only if gen did not move since its event began
-	// resolving (serverView): an answer of the server before the change,
-	// arriving after the cache was emptied for it, is not kept.
+	// database is cached only if it was read from the server of the view
+	// its event began resolving under, and gen did not move since
+	// (cacheable): an answer of another server is not kept.
 	gen uint64
 	// notified is the pairs known notified (effects.go), emptied with the
 	// rest.
@@ -86,9 +88,27 @@ type serverView struct {
 }
 
 func (c *idCache) view() serverView {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.mu.RLock()
+	defer c.mu.RUnlock()
 	return serverView{gen: c.gen, started: c.server}
+}
+
+// cacheable says whether ids read from the server started at started, by
+// an event resolving under v, may be cached; c.mu is read-locked.
+func (c *idCache) cacheable(v serverView, started time.Time) bool {
+	return c.gen == v.gen && started.Equal(v.started)
+}
+
+// confirmRead is confirm for an id read before, outside the cache (a
+// system's, in an UploadResult): read on the server started at readOn
+// (zero: not known, nothing to check), it is used on the server started
+// at started only if that is the same one.
+func (c *idCache) confirmRead(readOn, started time.Time) error {
+	if readOn.IsZero() || readOn.Equal(started) {
+		return nil
+	}
+	c.seeServer(started)
+	return errServerChanged
 }
 
 // errServerChanged is confirm's refusal.
@@ -103,12 +123,13 @@ var errServerChanged = messages.Transient(errors.New(
 // meanwhile fails the write with a transient error, after emptying the
 // cache for the new server, so the retry reads the ids from it.
 func (c *idCache) confirm(v serverView, started time.Time) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if started.Equal(v.started) && c.gen == v.gen {
+	c.mu.RLock()
+	same := c.cacheable(v, started)
+	c.mu.RUnlock()
+	if same {
 		return nil
 	}
-	c.seeServerLocked(started)
+	c.seeServer(started)
 	return errServerChanged
 }
 
@@ -161,23 +182,26 @@ func (c *idCache) accountID(ctx context.Context, q queryer, v serverView, orgID 
 	if id, ok := c.accounts.Peek(orgID); ok {
 		return id, nil
 	}
-	var id int
+	var (
+		id      int
+		started time.Time
+	)
 	err := sharedRowsTx(ctx, q, func(tx *sql.Tx) error {
 		err := tx.QueryRowContext(ctx,
-			`INSERT INTO account (org_id) VALUES ($1) ON CONFLICT (org_id) DO NOTHING RETURNING id`, orgID).Scan(&id)
+			`INSERT INTO account (org_id) VALUES ($1) ON CONFLICT (org_id) DO NOTHING RETURNING id, pg_postmaster_start_time()`, orgID).Scan(&id, &started)
 		if errors.Is(err, sql.ErrNoRows) {
-			err = tx.QueryRowContext(ctx, `SELECT id FROM account WHERE org_id = $1`, orgID).Scan(&id)
+			err = tx.QueryRowContext(ctx, `SELECT id, pg_postmaster_start_time() FROM account WHERE org_id = $1`, orgID).Scan(&id, &started)
 		}
 		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("account %s: %w", quoteInput(orgID), err)
 	}
-	c.mu.Lock()
-	if c.gen == v.gen {
+	c.mu.RLock()
+	if c.cacheable(v, started) {
 		c.accounts.Add(strings.Clone(orgID), id)
 	}
-	c.mu.Unlock()
+	c.mu.RUnlock()
 	return id, nil
 }
 
@@ -196,7 +220,7 @@ func (c *idCache) packageIDs(ctx context.Context, q queryer, v serverView, pkgs 
 		}
 	}
 	if len(missing) > 0 {
-		found, err := lookupPackages(ctx, q, missing)
+		found, started, err := lookupPackages(ctx, q, missing)
 		if err != nil {
 			return nil, err
 		}
@@ -208,13 +232,13 @@ func (c *idCache) packageIDs(ctx context.Context, q queryer, v serverView, pkgs 
 				absent = append(absent, p)
 			}
 		}
-		c.cachePackages(v, found)
+		c.cachePackages(v, started, found)
 		if len(absent) > 0 {
-			inserted, err := insertPackages(ctx, q, absent)
+			inserted, started, err := insertPackages(ctx, q, absent)
 			if err != nil {
 				return nil, err
 			}
-			c.cachePackages(v, inserted) // committed now
+			c.cachePackages(v, started, inserted) // committed now
 			for _, id := range inserted {
 				ids = append(ids, id)
 			}
@@ -241,7 +265,7 @@ func packageColumns(pkgs []Package) (names, evras []string) {
 // looked up: 0.29 ms against 1.86; 400 packages: 3.2 against 5.7).
 // Prepared (see preparedQueries); the plan does not depend on the arrays.
 const selectPackageIDs = `
-	SELECT w.name, w.evra, x.id FROM unnest($1::text[], $2::text[]) AS w (name, evra),
+	SELECT w.name, w.evra, x.id, pg_postmaster_start_time() FROM unnest($1::text[], $2::text[]) AS w (name, evra),
 	LATERAL (SELECT p.id::bigint FROM package_name pn JOIN package p ON p.name_id = pn.id AND p.evra = w.evra
 		WHERE pn.name = w.name LIMIT 1) AS x`
 
@@ -249,14 +273,14 @@ type rowsQueryer interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
-// cachePackages caches ids read from the database, unless the cache was
-// emptied since v. Their keys are strings scanned from rows, never an
-// event's: a key that is a slice of a decoded event would keep the whole
-// event in memory.
-func (c *idCache) cachePackages(v serverView, found map[Package]int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.gen != v.gen {
+// cachePackages caches ids read from the server started at started, if
+// they may be (cacheable). Their keys are strings scanned from rows, never
+// an event's: a key that is a slice of a decoded event would keep the
+// whole event in memory.
+func (c *idCache) cachePackages(v serverView, started time.Time, found map[Package]int64) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if !c.cacheable(v, started) {
 		return
 	}
 	for p, id := range found {
@@ -264,27 +288,28 @@ func (c *idCache) cachePackages(v serverView, found map[Package]int64) {
 	}
 }
 
-// lookupPackages reads the ids of the stored ones among pkgs.
-func lookupPackages(ctx context.Context, q rowsQueryer, pkgs []Package) (map[Package]int64, error) {
+// lookupPackages reads the ids of the stored ones among pkgs, and when the
+// server that answered started.
+func lookupPackages(ctx context.Context, q rowsQueryer, pkgs []Package) (found map[Package]int64, started time.Time, err error) {
 	names, evras := packageColumns(pkgs)
 	rows, err := q.QueryContext(ctx, selectPackageIDs, pq.Array(names), pq.Array(evras))
 	if err != nil {
-		return nil, fmt.Errorf("look up packages: %w", err)
+		return nil, started, fmt.Errorf("look up packages: %w", err)
 	}
 	defer rows.Close()
-	found := make(map[Package]int64, len(pkgs))
+	found = make(map[Package]int64, len(pkgs))
 	for rows.Next() {
 		var p Package
 		var id int64
-		if err := rows.Scan(&p.Name, &p.EVRA, &id); err != nil {
-			return nil, fmt.Errorf("look up packages: %w", err)
+		if err := rows.Scan(&p.Name, &p.EVRA, &id, &started); err != nil {
+			return nil, started, fmt.Errorf("look up packages: %w", err)
 		}
 		found[p] = id
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("look up packages: %w", err)
+		return nil, started, fmt.Errorf("look up packages: %w", err)
 	}
-	return found, nil
+	return found, started, nil
 }
 
 // insertPackages stores pkgs (sorted by name, then EVRA: the lock order
@@ -294,10 +319,9 @@ func lookupPackages(ctx context.Context, q rowsQueryer, pkgs []Package) (map[Pac
 // another transaction inserted concurrently makes ON CONFLICT DO NOTHING
 // skip it (after waiting for that transaction) without returning its id,
 // and only a later statement sees it.
-func insertPackages(ctx context.Context, q queryer, pkgs []Package) (map[Package]int64, error) {
+func insertPackages(ctx context.Context, q queryer, pkgs []Package) (found map[Package]int64, started time.Time, err error) {
 	names, evras := packageColumns(pkgs)
-	var found map[Package]int64
-	err := sharedRowsTx(ctx, q, func(tx *sql.Tx) error {
+	err = sharedRowsTx(ctx, q, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `
 			INSERT INTO package_name (name) SELECT DISTINCT n FROM unnest($1::text[]) AS n ORDER BY n
 			ON CONFLICT (name) DO NOTHING`, pq.Array(names)); err != nil {
@@ -307,16 +331,16 @@ func insertPackages(ctx context.Context, q queryer, pkgs []Package) (map[Package
 			return fmt.Errorf("insert packages: %w", err)
 		}
 		var err error
-		found, err = lookupPackages(ctx, tx, pkgs)
+		found, started, err = lookupPackages(ctx, tx, pkgs)
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, started, err
 	}
 	if len(found) != len(pkgs) {
-		return nil, fmt.Errorf("stored %d of %d new packages", len(found), len(pkgs))
+		return nil, started, fmt.Errorf("stored %d of %d new packages", len(found), len(pkgs))
 	}
-	return found, nil
+	return found, started, nil
 }
 
 // insertPackagesQuery inserts packages whose names are stored, in the lock
@@ -345,11 +369,11 @@ func (c *idCache) advisoryIDs(ctx context.Context, q queryer, v serverView, name
 	if len(missNames) == 0 {
 		return ids, nil
 	}
-	found, err := lookupAdvisories(ctx, q, missNames)
+	found, started, err := lookupAdvisories(ctx, q, missNames)
 	if err != nil {
 		return nil, err
 	}
-	c.cacheAdvisories(v, found)
+	c.cacheAdvisories(v, started, found)
 	var absentNames, absentTypes []string
 	for i, n := range missNames {
 		if id, ok := found[n]; ok {
@@ -370,7 +394,7 @@ func (c *idCache) advisoryIDs(ctx context.Context, q queryer, v serverView, name
 			return fmt.Errorf("insert advisories: %w", err)
 		}
 		var err error
-		inserted, err = lookupAdvisories(ctx, tx, absentNames)
+		inserted, started, err = lookupAdvisories(ctx, tx, absentNames)
 		return err
 	})
 	if err != nil {
@@ -379,19 +403,19 @@ func (c *idCache) advisoryIDs(ctx context.Context, q queryer, v serverView, name
 	if len(inserted) != len(absentNames) {
 		return nil, fmt.Errorf("stored %d of %d new advisories", len(inserted), len(absentNames))
 	}
-	c.cacheAdvisories(v, inserted) // committed now
+	c.cacheAdvisories(v, started, inserted) // committed now
 	for n, id := range inserted {
 		ids[n] = id
 	}
 	return ids, nil
 }
 
-// cacheAdvisories caches ids read from the database, keyed by the scanned
-// names, unless the cache was emptied since v (see cachePackages).
-func (c *idCache) cacheAdvisories(v serverView, found map[string]int32) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.gen != v.gen {
+// cacheAdvisories caches ids read from the server started at started,
+// keyed by the scanned names, if they may be (see cachePackages).
+func (c *idCache) cacheAdvisories(v serverView, started time.Time, found map[string]int32) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if !c.cacheable(v, started) {
 		return
 	}
 	for n, id := range found {
@@ -399,25 +423,27 @@ func (c *idCache) cacheAdvisories(v serverView, found map[string]int32) {
 	}
 }
 
-func lookupAdvisories(ctx context.Context, q rowsQueryer, names []string) (map[string]int32, error) {
-	rows, err := q.QueryContext(ctx, `SELECT name, id FROM advisory WHERE name = ANY($1::text[])`, pq.Array(names))
+// lookupAdvisories reads the ids of the stored ones among names, and when
+// the server that answered started.
+func lookupAdvisories(ctx context.Context, q rowsQueryer, names []string) (out map[string]int32, started time.Time, err error) {
+	rows, err := q.QueryContext(ctx, `SELECT name, id, pg_postmaster_start_time() FROM advisory WHERE name = ANY($1::text[])`, pq.Array(names))
 	if err != nil {
-		return nil, fmt.Errorf("look up advisories: %w", err)
+		return nil, started, fmt.Errorf("look up advisories: %w", err)
 	}
 	defer rows.Close()
-	out := make(map[string]int32, len(names))
+	out = make(map[string]int32, len(names))
 	for rows.Next() {
 		var n string
 		var id int32
-		if err := rows.Scan(&n, &id); err != nil {
-			return nil, fmt.Errorf("look up advisories: %w", err)
+		if err := rows.Scan(&n, &id, &started); err != nil {
+			return nil, started, fmt.Errorf("look up advisories: %w", err)
 		}
 		out[n] = id
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("look up advisories: %w", err)
+		return nil, started, fmt.Errorf("look up advisories: %w", err)
 	}
-	return out, nil
+	return out, started, nil
 }
 
 // quoteInput quotes a value of an event for an error: at most its first 64

@@ -127,7 +127,7 @@ func TestMigrationToArraysKeepsTheData(t *testing.T) {
 	// Host A re-evaluated: RHSA-1 kept (its first report too), RHBA-2 fixed, RHEA-3 new.
 	e := Evaluation{Advisories: []AdvisoryResult{{Name: "RHSA-1", Type: "security", Status: Applicable}, {Name: "RHEA-3", Type: "enhancement", Status: Installable}}}
 	at := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
-	if ok, err := s.StoreEvaluation(ctx, 10, at, e); err != nil || !ok {
+	if ok, err := s.StoreEvaluation(ctx, UploadResult{SystemID: 10, EventTime: at}, e); err != nil || !ok {
 		t.Fatalf("store evaluation: %v %v", ok, err)
 	}
 	var kept string

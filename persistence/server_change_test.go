@@ -35,6 +35,11 @@ func startPrivateCluster(t *testing.T) *privateCluster {
 	cmd.Env = append(os.Environ(), "PATCHFLOW_PG_DURABLE=")
 	out, err := cmd.Output()
 	if err != nil {
+		// With a DATABASE_URL of its own, a machine may lack the server's
+		// binaries; make test (PATCHFLOW_REQUIRE_DB=1) has them.
+		if os.Getenv("PATCHFLOW_REQUIRE_DB") != "1" {
+			t.Skipf("no cluster of the test's own (.ci/postgres start: %v)", err)
+		}
 		t.Fatalf("start a cluster of the test's own: %v", err)
 	}
 	c := &privateCluster{t: t, script: script, dir: strings.TrimSpace(string(out))}
@@ -88,8 +93,8 @@ func attempt(t *testing.T, s *persistence.Store, u persistence.SystemUpload, e p
 	t.Fatalf("store %s: %v", u.InventoryID, err)
 }
 
-// A server restored from a backup (or a standby promoted before it had
-// every commit) lacks rows whose ids the store cached. A write whose ids
+// A server restored from a physical backup (or a standby promoted before
+// it had every commit) lacks rows whose ids the store cached. A write whose ids
 // were resolved before the server changed (its upload checked, then its
 // VMaaS call spanning the change) is refused and resolved again, so no
 // host keeps an id of a row the server lost, nor, once the sequence hands

@@ -95,7 +95,7 @@ func TestSubMicrosecondEventTime(t *testing.T) {
 		if err != nil || !res.Applied {
 			t.Fatalf("upload %d: %+v, %v", i, res, err)
 		}
-		stored, err := s.StoreEvaluation(ctx, res.SystemID, res.EventTime, persistence.Evaluation{PackagesUpdatable: i + 1})
+		stored, err := s.StoreEvaluation(ctx, res, persistence.Evaluation{PackagesUpdatable: i + 1})
 		if err != nil || !stored {
 			t.Fatalf("upload %d: evaluation of the stored event not stored (%v)", i, err)
 		}
@@ -295,7 +295,7 @@ func TestEvaluationReplacesAdvisories(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ok, err := s.StoreEvaluation(ctx, res.SystemID, res.EventTime, evaluation("RHSA-1", "installable", "RHSA-2", "applicable", "RHSA-3", "installable"))
+	ok, err := s.StoreEvaluation(ctx, res, evaluation("RHSA-1", "installable", "RHSA-2", "applicable", "RHSA-3", "installable"))
 	if err != nil || !ok {
 		t.Fatalf("store evaluation: %v %v", ok, err)
 	}
@@ -307,7 +307,7 @@ func TestEvaluationReplacesAdvisories(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ok, err = s.StoreEvaluation(ctx, res.SystemID, res.EventTime, evaluation("RHSA-2", "installable", "RHSA-4", "applicable"))
+	ok, err = s.StoreEvaluation(ctx, res, evaluation("RHSA-2", "installable", "RHSA-4", "applicable"))
 	if err != nil || !ok {
 		t.Fatalf("re-evaluation: %v %v", ok, err)
 	}
@@ -326,7 +326,7 @@ func TestStaleEvaluationIgnored(t *testing.T) {
 	if _, err := s.StoreSystem(ctx, upload(hostA, t0.Add(time.Minute), "zsh")); err != nil {
 		t.Fatal(err)
 	}
-	ok, err := s.StoreEvaluation(ctx, first.SystemID, first.EventTime, evaluation("RHSA-1", "installable"))
+	ok, err := s.StoreEvaluation(ctx, first, evaluation("RHSA-1", "installable"))
 	if err != nil || ok {
 		t.Fatalf("stale evaluation stored=%v err=%v", ok, err)
 	}
@@ -373,7 +373,7 @@ func TestConcurrentEvaluationsDoNotDeadlock(t *testing.T) {
 				for _, a := range rng.Perm(50)[:25] {
 					pairs = append(pairs, fmt.Sprintf("RHSA-2026:%04d", a), "installable")
 				}
-				if _, err := s.StoreEvaluation(ctx, res.SystemID, res.EventTime, evaluation(pairs...)); err != nil {
+				if _, err := s.StoreEvaluation(ctx, res, evaluation(pairs...)); err != nil {
 					errs <- err
 					return
 				}

@@ -52,6 +52,7 @@ func (s *Store) CheckUpload(ctx context.Context, u SystemUpload) (UploadCheck, e
 		c.Apply = true
 	default:
 		c.Result = notNewer(id.Int64, u.EventTime, lastEvent.Time, lastEvaluatedEvent)
+		c.Result.server = serverStarted
 	}
 	return c, nil
 }
@@ -145,7 +146,7 @@ func (s *Store) store(ctx context.Context, u SystemUpload, e *Evaluation, absent
 				return err
 			}
 			if id != 0 {
-				res = UploadResult{SystemID: id, Applied: true, NeedsEvaluation: ev == nil, EventTime: u.EventTime}
+				res = UploadResult{SystemID: id, Applied: true, NeedsEvaluation: ev == nil, EventTime: u.EventTime, server: view.started}
 				return nil
 			}
 			// Stored meanwhile, or deleted: the transaction below decides.
@@ -155,7 +156,7 @@ func (s *Store) store(ctx context.Context, u SystemUpload, e *Evaluation, absent
 				return err
 			}
 			if id != 0 {
-				res = UploadResult{SystemID: id, Applied: true, NeedsEvaluation: ev == nil, EventTime: u.EventTime}
+				res = UploadResult{SystemID: id, Applied: true, NeedsEvaluation: ev == nil, EventTime: u.EventTime, server: view.started}
 				return nil
 			}
 			// Not newer after all, deleted, or gone: the transaction below decides.
@@ -171,6 +172,7 @@ func (s *Store) store(ctx context.Context, u SystemUpload, e *Evaluation, absent
 		if err := tx.Commit(); err != nil {
 			return fmt.Errorf("commit: %w", err)
 		}
+		res.server = view.started // apply confirmed it
 		return nil
 	})
 	if err == nil && res.Applied && e != nil && !e.Effects.empty() {

@@ -121,9 +121,11 @@ type UploadResult struct {
 	// profile but did not get to evaluate it).
 	NeedsEvaluation bool
 	// EventTime is the event time of the stored profile (the upload's when
-	// it was applied, the last applied event's otherwise), to pass to
-	// StoreEvaluation.
+	// it was applied, the last applied event's otherwise).
 	EventTime time.Time
+	// server is when the server SystemID was read on started: the id is
+	// that server's (StoreEvaluation checks it). Zero: not known.
+	server time.Time
 }
 
 // Reasons an upload is skipped.

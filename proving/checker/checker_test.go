@@ -32,7 +32,7 @@ func storeAt(t *testing.T, s *persistence.Store, ds *platform.Dataset, host stri
 	for name, status := range ds.Evaluate(p.Packages, p.EnabledRepos()).Advisories {
 		e.Advisories = append(e.Advisories, persistence.AdvisoryResult{Name: name, Type: "security", Status: persistence.AdvisoryStatus(status)})
 	}
-	if _, err := s.StoreEvaluation(context.Background(), res.SystemID, res.EventTime, e); err != nil {
+	if _, err := s.StoreEvaluation(context.Background(), res, e); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -85,7 +85,7 @@ func TestCheckerFindsWrongRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.StoreEvaluation(ctx, res.SystemID, res.EventTime, persistence.Evaluation{}); err != nil {
+	if _, err := s.StoreEvaluation(ctx, res, persistence.Evaluation{}); err != nil {
 		t.Fatal(err)
 	}
 	expected[empty] = &loadgen.HostState{HostID: empty, OrgID: "org-1", EventTime: at, NoPackages: true}
