@@ -99,6 +99,14 @@ func (c *idCache) cacheable(v serverView, started time.Time) bool {
 	return c.gen == v.gen && started.Equal(v.started)
 }
 
+// unchangedSince says whether the cache was not emptied since v: every id
+// an event took from it since v was then read from v's server.
+func (c *idCache) unchangedSince(v serverView) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.gen == v.gen
+}
+
 // confirmRead is confirm for an id read before, outside the cache (a
 // system's, in an UploadResult): read on the server started at readOn
 // (zero: not known, nothing to check), it is used on the server started

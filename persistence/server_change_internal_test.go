@@ -159,3 +159,143 @@ func TestIDCacheKeepsOnlyIDsOfItsServer(t *testing.T) {
 		t.Fatalf("a system id of the server, on it: %v", err)
 	}
 }
+
+// Each lookup caches what it read only under the server that answered:
+// with the cache believing in another server, ids read from the real one,
+// found or inserted, of every kind, are used but not cached.
+func TestLookupsCacheOnlyTheirServersIDs(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, pgtest.URL(t), DefaultPoolSettings())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.StoreEvaluatedSystem(ctx, SystemUpload{OrgID: "org-1", InventoryID: "8a3f1c2e-0000-4000-8000-000000000001",
+		EventTime: time.Now(), LastUpload: time.Now(), Packages: []Package{{Name: "bash", EVRA: "0:1-1.x86_64"}}},
+		Evaluation{Advisories: []AdvisoryResult{{Name: "RHSA-1", Type: "security", Status: Installable}}}, UploadCheck{Apply: true, absent: true}); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var started time.Time
+	if err := conn.QueryRowContext(ctx, `SELECT pg_postmaster_start_time()`).Scan(&started); err != nil {
+		t.Fatal(err)
+	}
+	for _, stored := range []bool{true, false} { // looked up, then inserted
+		s.ids.seeServer(started.Add(-time.Hour)) // empties the cache: nothing to hit
+		v := s.ids.view()
+		org, pkg, adv := "org-1", Package{Name: "bash", EVRA: "0:1-1.x86_64"}, "RHSA-1"
+		if !stored {
+			org, pkg, adv = "org-2", Package{Name: "zsh", EVRA: "0:5-1.x86_64"}, "RHSA-2"
+		}
+		if _, err := s.ids.accountID(ctx, conn, v, org); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.ids.packageIDs(ctx, conn, v, []Package{pkg}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.ids.advisoryIDs(ctx, conn, v, []string{adv}, []string{"security"}); err != nil {
+			t.Fatal(err)
+		}
+		if n := s.ids.accounts.Len() + s.ids.packages.Len() + s.ids.advisories.Len(); n != 0 {
+			t.Fatalf("stored %v: %d ids read from the server cached under another one's view", stored, n)
+		}
+	}
+	// Under the real server's view they are cached.
+	s.ids.seeServer(started)
+	v := s.ids.view()
+	if _, err := s.ids.packageIDs(ctx, conn, v, []Package{{Name: "bash", EVRA: "0:1-1.x86_64"}}); err != nil {
+		t.Fatal(err)
+	}
+	if s.ids.packages.Len() != 1 {
+		t.Fatal("an id read from the view's server was not cached")
+	}
+}
+
+// The results that name a system carry the server they were read on, and
+// StoreEvaluation refuses a system id of another server also when that
+// server has no such row.
+func TestResultsCarryTheirServer(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, pgtest.URL(t), DefaultPoolSettings())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var started time.Time
+	if err := s.db.QueryRowContext(ctx, `SELECT pg_postmaster_start_time()`).Scan(&started); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	u := SystemUpload{OrgID: "org-1", InventoryID: "8a3f1c2e-0000-4000-8000-000000000001", EventTime: at, LastUpload: at,
+		Packages: []Package{{Name: "bash", EVRA: "0:1-1.x86_64"}}}
+	check := func(what string, res UploadResult, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if res.SystemID == 0 || !res.server.Equal(started) {
+			t.Fatalf("%s: system %d read on the server started %v, want %v", what, res.SystemID, res.server, started)
+		}
+	}
+	res, err := s.StoreSystem(ctx, u) // the insert
+	check("insert", res, err)
+	u.EventTime = at.Add(time.Minute)
+	res, err = s.StoreSystem(ctx, u) // the update that commits by itself
+	check("update", res, err)
+	res, err = s.StoreSystem(ctx, u) // not newer: the transaction that decides
+	check("decided", res, err)
+	c, err := s.CheckUpload(ctx, u) // not newer, seen by the check
+	check("checked", c.Result, err)
+	gone := UploadResult{SystemID: 1 << 40, EventTime: at, server: started.Add(-time.Hour)}
+	if ok, err := s.StoreEvaluation(ctx, gone, Evaluation{}); !errors.Is(err, errServerChanged) || ok {
+		t.Fatalf("StoreEvaluation of a system id of another server that this one lacks: %v %v, want %v", ok, err, errServerChanged)
+	}
+}
+
+// The update that commits by itself checks the server in its statement and
+// the cache's generation before it: ids taken from a cache refilled from
+// another server since the event's view are not written, though the
+// connection is still on the view's server.
+func TestTheUpdateRefusesIDsOfACacheRefilledSinceItsView(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, pgtest.URL(t), DefaultPoolSettings())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	at := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	u := SystemUpload{OrgID: "org-1", InventoryID: "8a3f1c2e-0000-4000-8000-000000000001", EventTime: at, LastUpload: at,
+		Packages: []Package{{Name: "bash", EVRA: "0:1-1.x86_64"}}}
+	if _, err := s.StoreSystem(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	v := s.ids.view() // the event's view, on this server
+	other := v.started.Add(time.Hour)
+	s.ids.seeServer(other) // another event's check sees a new server, and caches its id
+	zsh := Package{Name: "zsh", EVRA: "0:5-1.x86_64"}
+	s.ids.cachePackages(s.ids.view(), other, map[Package]int64{zsh: 987654})
+	u.EventTime, u.Packages = at.Add(time.Minute), []Package{zsh}
+	pkgIDs, err := s.ids.packageIDs(ctx, conn, v, u.Packages)
+	if err != nil || len(pkgIDs) != 1 || pkgIDs[0] != 987654 {
+		t.Fatalf("the event took %v (%v) from the cache, want the other server's 987654", pkgIDs, err)
+	}
+	accountID, err := s.ids.accountID(ctx, conn, v, u.OrgID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.canonicalize()
+	w := systemWrite{accountID: accountID, u: &u, sum: u.checksum(), pkgIDs: pkgIDs, ids: s.ids, view: v}
+	id, err := w.updateIfNewer(ctx, conn)
+	if !errors.Is(err, errServerChanged) || id != 0 {
+		t.Fatalf("the update with ids of a cache refilled since its view: system %d, %v; want %v", id, err, errServerChanged)
+	}
+}

@@ -387,6 +387,12 @@ func (w *systemWrite) update(ctx context.Context, tx *sql.Tx, id int64) error {
 // concurrent update of the row makes PostgreSQL check the condition again
 // on the row's newest version.
 func (w *systemWrite) updateIfNewer(ctx context.Context, conn rowQueryer) (int64, error) {
+	// The statement checks the server; the cache's generation is checked
+	// here, after every id was read: an unchanged one means each was read
+	// from the view's server.
+	if w.ids != nil && !w.ids.unchangedSince(w.view) {
+		return 0, errServerChanged
+	}
 	var id int64
 	args := append(w.updateArgs(w.u.InventoryID), w.accountID, w.view.started)
 	err := conn.QueryRowContext(ctx, updateNewerSystem, args...).Scan(&id)
@@ -488,7 +494,8 @@ var updateSystem = systemSet + `
 // when the upload is newer than what is stored and the host not deleted,
 // on the server started at $31, the one the ids were resolved on (on
 // another, it writes nothing, and the transaction that then decides why
-// finds the server changed: systemWrite.confirm).
+// finds the server changed: systemWrite.confirm). updateIfNewer checks
+// the cache's generation before it.
 var updateNewerSystem = systemSet + `
 		WHERE inventory_id = $1::uuid AND account_id = $30::int AND last_event_time < $17::timestamptz
 			AND NOT EXISTS (SELECT 1 FROM deleted_system WHERE inventory_id = $1::uuid)
