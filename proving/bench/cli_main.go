@@ -33,7 +33,7 @@ func Main() {
 	peerJar := flag.String("peer-jar", "", "the Parallel Consumer harness (proving/peer, built by make bench into proving/peer/target/peer-bench.jar), for scenario 12 (empty: skip it)")
 	fromJSON := flag.String("from-json", "", "only rewrite the markdown and the plot from this benchmarks.json (no measuring)")
 	events := flag.Int("events", 0, "events per end-to-end configuration (0: the plan's)")
-	profile := flag.String("profile", "", "a directory for the end-to-end scenario's listener profiles (CPU over -profile-seconds of each timed window, allocations): the listeners then serve /debug/pprof, which costs CPU, so a profiled run's figures are not for the report")
+	profile := flag.String("profile", "", "a directory for the listener profiles of the end-to-end and effects scenarios (CPU over -profile-seconds of each timed window, allocations): the listeners then serve /debug/pprof, which costs CPU, so a profiled run's figures are not for the report")
 	profileSeconds := flag.Int("profile-seconds", 20, "seconds of each timed window the CPU profile covers")
 	e2eConfigs := flag.String("end-to-end-configs", "", "comma-separated names of the end-to-end configurations to run (default, sequential, adaptive, fixed G=1024…; empty: all)")
 	merge := flag.String("merge", "", "a benchmarks.json whose sections of the -only scenarios this run replaces, keeping the others and saying which run measured what (empty: a report of this run alone)")
@@ -126,7 +126,7 @@ func Main() {
 	if run("effects") && *databaseURL != "" {
 		ctx := context.Background()
 		e := &EndToEnd{DatabaseURL: *databaseURL, Partitions: plan.Partitions, MockBin: *mockBin, KafkaPID: *kafkaPID, Work: work, Log: os.Stdout,
-			AllowNotDurable: *allowNotDurable}
+			AllowNotDurable: *allowNotDurable, Profile: *profile, ProfileSeconds: *profileSeconds}
 		if *kafka != "" {
 			e.Kafka = strings.Split(*kafka, ",")
 		}
