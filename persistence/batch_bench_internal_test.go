@@ -1,11 +1,13 @@
 package persistence
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -249,31 +251,61 @@ func (m *pgMeter) stop(ctx context.Context) (cpu time.Duration, wal int64, err e
 	return now - m.cpu, wal, err
 }
 
-// postgresCPU is the user and system CPU of every PostgreSQL process the
-// server lists (its backends and background workers), read from /proc.
+// postgresCPU is the user and system CPU the server has spent, read from
+// /proc: the postmaster's own and that of the children it has reaped
+// (cutime, cstime), and each live child's. Children that end between two
+// readings (an autovacuum worker, a connection closed) are counted by
+// their parent's totals, so the difference of two readings is what the
+// server spent between them however its processes came and went.
 func postgresCPU(ctx context.Context, db *sql.DB) (time.Duration, error) {
-	rows, err := db.QueryContext(ctx, `SELECT pid FROM pg_stat_activity`)
+	var backend int
+	if err := db.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&backend); err != nil {
+		return 0, err
+	}
+	b, err := procStat(backend)
+	if err != nil {
+		return 0, fmt.Errorf("the server's processes are not on this machine: %w", err)
+	}
+	postmaster := int(b[1])
+	p, err := procStat(postmaster)
 	if err != nil {
 		return 0, err
 	}
-	defer rows.Close()
-	var total time.Duration
-	for rows.Next() {
-		var pid int
-		if err := rows.Scan(&pid); err != nil {
-			return 0, err
-		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue // gone meanwhile, or not on this machine
-		}
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-		var utime, stime int64
-		fmt.Sscan(f[11], &utime) // field 14 of the line
-		fmt.Sscan(f[12], &stime) // field 15
-		total += time.Duration(utime+stime) * 10 * time.Millisecond
+	ticks := p[11] + p[12] + p[13] + p[14]
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
 	}
-	return total, rows.Err()
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil || pid == postmaster {
+			continue
+		}
+		f, err := procStat(pid)
+		if err != nil || int(f[1]) != postmaster {
+			continue // gone meanwhile, or not the server's
+		}
+		ticks += f[11] + f[12]
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond, nil // USER_HZ is 100 on Linux
+}
+
+// procStat is /proc/pid/stat's numeric fields from the state on: [1] is
+// the parent's pid, [11] to [14] utime, stime, cutime and cstime in ticks.
+func procStat(pid int) ([]int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil, err
+	}
+	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+	if len(fields) < 15 {
+		return nil, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(fields))
+	}
+	out := make([]int64, 15)
+	for i := 1; i < 15; i++ {
+		out[i], _ = strconv.ParseInt(fields[i], 10, 64)
+	}
+	return out, nil
 }
 
 func newUUID(rng *rand.Rand) string {
