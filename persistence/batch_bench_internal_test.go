@@ -133,7 +133,6 @@ func newBenchHosts() func() (SystemUpload, Evaluation) {
 func storeBatchInOneTransaction(ctx context.Context, s *Store, events [][2]any) error {
 	return s.withConn(ctx, "store batch", func(conn *sql.Conn) error {
 		writes := make([]systemWrite, len(events))
-		gens := make([]uint64, len(events))
 		view := s.ids.view()
 		for i, ev := range events {
 			u, e := ev[0].(SystemUpload), ev[1].(Evaluation)
@@ -152,8 +151,7 @@ func storeBatchInOneTransaction(ctx context.Context, s *Store, events [][2]any) 
 				return err
 			}
 			advIDs, installableIDs := row.ids(ids)
-			unknownIDs, gen := s.ids.notified.unknown(accountID, installableIDs)
-			gens[i] = gen
+			unknownIDs := s.ids.notified.unknown(accountID, installableIDs)
 			writes[i] = systemWrite{accountID: accountID, u: &u, sum: u.checksum(), pkgIDs: pkgIDs, ev: row, advIDs: advIDs, installableIDs: installableIDs,
 				fx: effectsWrite{e: e.Effects, inventoryID: strings.ToLower(u.InventoryID), orgID: u.OrgID, accountID: accountID, installable: unknownIDs, evaluated: true}}
 		}
@@ -187,8 +185,8 @@ func storeBatchInOneTransaction(ctx context.Context, s *Store, events [][2]any) 
 		if err := tx.Commit(); err != nil {
 			return err
 		}
-		for i, w := range writes {
-			s.ids.notified.committed(gens[i], w.accountID, w.installableIDs)
+		for _, w := range writes {
+			s.ids.notifiedCommitted(view, w.accountID, w.installableIDs)
 		}
 		s.outboxWritten()
 		return nil

@@ -88,8 +88,8 @@ func (s *Store) StoreEvaluation(ctx context.Context, res UploadResult, e Evaluat
 	stored := false
 	var (
 		notifiedAccount int
-		notifiedIDs     []int32 // the evaluation's installable advisories, notified once it commits
-		notifiedGen     uint64  // the notified cache's generation when they were looked up
+		notifiedIDs     []int32    // the evaluation's installable advisories, notified once it commits
+		notifiedView    serverView // the view the write resolved its ids under
 	)
 	err := s.withConn(ctx, "store evaluation", func(conn *sql.Conn) error {
 		stored = false
@@ -126,13 +126,11 @@ func (s *Store) StoreEvaluation(ctx context.Context, res UploadResult, e Evaluat
 		if !lastEvent.Equal(eventTime) {
 			return nil // a newer upload will be evaluated
 		}
-		// The notified cache's generation before confirm: a purge after
-		// it fails confirm, or keeps committed from learning.
 		fx := e.Effects
 		var unknownIDs []int32
 		if !fx.empty() {
-			unknownIDs, notifiedGen = s.ids.notified.unknown(accountID, installable)
-			notifiedAccount, notifiedIDs = accountID, installable
+			unknownIDs = s.ids.notified.unknown(accountID, installable)
+			notifiedAccount, notifiedIDs, notifiedView = accountID, installable, view
 		}
 		if err := s.ids.confirm(view, serverStarted); err != nil {
 			return err
@@ -157,7 +155,7 @@ func (s *Store) StoreEvaluation(ctx context.Context, res UploadResult, e Evaluat
 	})
 	if err == nil && stored && !e.Effects.empty() {
 		if e.Effects.Notify != nil {
-			s.ids.notified.committed(notifiedGen, notifiedAccount, notifiedIDs)
+			s.ids.notifiedCommitted(notifiedView, notifiedAccount, notifiedIDs)
 		}
 		s.outboxWritten()
 	}

@@ -141,6 +141,21 @@ func (c *idCache) confirm(v serverView, started time.Time) error {
 	return errServerChanged
 }
 
+// notifiedCommitted records in the notified cache that installable are
+// notified for account, after the commit of a write that resolved its ids
+// under v. It records nothing when the cache was emptied since v: the
+// write committed on a server the cache may no longer answer for (a
+// purge before the write made it fail instead). Holding c.mu keeps a purge
+// from passing between the check and the record.
+func (c *idCache) notifiedCommitted(v serverView, account int, installable []int32) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.gen != v.gen {
+		return
+	}
+	c.notified.committed(account, installable)
+}
+
 func newIDCache(size int) *idCache {
 	if size <= 0 {
 		size = DefaultIDCacheSize

@@ -23,9 +23,6 @@ type notifiedCache struct {
 	byAccount map[int][]int32 // sorted, unique, no spare capacity
 	pairs     int
 	limit     int
-	// generation counts purges: what a write learnt before one (it
-	// committed on a server the purge forgot) is not added after it.
-	generation uint64
 }
 
 // notifiedCacheSize bounds the pairs held: 800 KB of ids, plus a map
@@ -36,9 +33,8 @@ func newNotifiedCache(limit int) *notifiedCache {
 	return &notifiedCache{byAccount: map[int][]int32{}, limit: limit}
 }
 
-// unknown returns the ids of installable not known notified for account,
-// and the generation to give committed.
-func (n *notifiedCache) unknown(account int, installable []int32) ([]int32, uint64) {
+// unknown returns the ids of installable not known notified for account.
+func (n *notifiedCache) unknown(account int, installable []int32) []int32 {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	known := n.byAccount[account]
@@ -48,23 +44,21 @@ func (n *notifiedCache) unknown(account int, installable []int32) ([]int32, uint
 			out = append(out, id)
 		}
 	}
-	return out, n.generation
+	return out
 }
 
 // committed records that installable are notified for account: called
 // after the commit of a transaction that wrote them (or waited for the
-// transaction that did), with the generation unknown gave before it; a
-// purge since drops them. Over the limit, whole other accounts are
-// forgotten (the map's order: any), this one last.
-func (n *notifiedCache) committed(generation uint64, account int, installable []int32) {
+// transaction that did), through idCache.notifiedCommitted, which drops
+// them when the cache was emptied since the write began. Over the limit,
+// whole other accounts are forgotten (the map's order: any), this one
+// last.
+func (n *notifiedCache) committed(account int, installable []int32) {
 	if len(installable) == 0 {
 		return
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if generation != n.generation {
-		return
-	}
 	known := n.byAccount[account]
 	var fresh []int32
 	for _, id := range installable {
@@ -109,5 +103,4 @@ func (n *notifiedCache) purge() {
 	defer n.mu.Unlock()
 	clear(n.byAccount)
 	n.pairs = 0
-	n.generation++
 }

@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"slices"
 	"testing"
+	"time"
 
 	"pgregory.net/rapid"
 )
@@ -13,7 +14,8 @@ import (
 // never hear of it), never holds more than its limit, and, while nothing
 // was forgotten, knows every pair committed since the last purge. A purge
 // is a change of server, which may lack every row committed before it, and
-// a write that looked pairs up before a purge commits on the old server.
+// a write that resolved its ids before a purge commits on the old server:
+// it learns through idCache.notifiedCommitted under its view.
 func TestNotifiedCacheKnowsOnlyCommittedPairs(t *testing.T) {
 	type notifiedPair struct {
 		account  int
@@ -21,34 +23,39 @@ func TestNotifiedCacheKnowsOnlyCommittedPairs(t *testing.T) {
 	}
 	rapid.Check(t, func(t *rapid.T) {
 		limit := rapid.IntRange(1, 40).Draw(t, "limit")
-		c := newNotifiedCache(limit)
+		ic := newIDCache(16)
+		ic.notified = newNotifiedCache(limit)
+		server := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
+		ic.seeServer(server)
+		c := ic.notified
 		committed := map[notifiedPair]bool{} // in advisory_notified on the server now
 		forgot := false
 		ids := rapid.SliceOfN(rapid.Int32Range(1, 30), 0, 12)
 		account := rapid.IntRange(1, 5)
-		var stale []uint64 // generations before a purge
+		var stale []serverView // views before a purge
 		for range rapid.IntRange(1, 60).Draw(t, "steps") {
 			switch rapid.IntRange(0, 9).Draw(t, "op") {
 			case 0:
-				_, gen := c.unknown(0, nil)
-				stale = append(stale, gen)
-				c.purge()
+				stale = append(stale, ic.view())
+				server = server.Add(time.Second)
+				ic.seeServer(server)
 				clear(committed)
 				forgot = false
 			case 1:
 				if len(stale) == 0 {
 					continue
 				}
-				// A write that looked up before the purge commits on the old server.
-				gen := rapid.SampledFrom(stale).Draw(t, "stale generation")
-				c.committed(gen, account.Draw(t, "account"), ids.Draw(t, "committed on the old server"))
+				// A write that resolved its ids before the purge commits on the old server.
+				v := rapid.SampledFrom(stale).Draw(t, "stale view")
+				ic.notifiedCommitted(v, account.Draw(t, "account"), ids.Draw(t, "committed on the old server"))
 			case 2, 3, 4:
 				a, batch := account.Draw(t, "account"), ids.Draw(t, "committed")
-				_, gen := c.unknown(a, batch)
+				v := ic.view()
+				c.unknown(a, batch)
 				for _, id := range batch {
 					committed[notifiedPair{a, id}] = true
 				}
-				c.committed(gen, a, batch)
+				ic.notifiedCommitted(v, a, batch)
 				if c.pairs > limit {
 					t.Fatalf("%d pairs held, limit %d", c.pairs, limit)
 				}
@@ -57,7 +64,7 @@ func TestNotifiedCacheKnowsOnlyCommittedPairs(t *testing.T) {
 				}
 			default:
 				a, asked := account.Draw(t, "account"), ids.Draw(t, "asked")
-				unknown, _ := c.unknown(a, asked)
+				unknown := c.unknown(a, asked)
 				for _, id := range asked {
 					p := notifiedPair{a, id}
 					if !committed[p] && !slices.Contains(unknown, id) {
@@ -90,9 +97,9 @@ func TestNotifiedCacheRecommitsKnownPairsForFree(t *testing.T) {
 	for i := range known {
 		known[i] = int32(i * 3)
 	}
-	c.committed(0, 1, known)
+	c.committed(1, known)
 	host := known[1000:1300]
-	if allocs := testing.AllocsPerRun(100, func() { c.committed(0, 1, host) }); allocs != 0 {
+	if allocs := testing.AllocsPerRun(100, func() { c.committed(1, host) }); allocs != 0 {
 		t.Fatalf("%v allocations to commit 300 known pairs", allocs)
 	}
 }
@@ -112,12 +119,12 @@ func TestNotifiedCacheIsCompact(t *testing.T) {
 			for i := range perAccount / 7 {
 				batch = append(batch, int32(i*7+b))
 			}
-			c.committed(0, a, batch)
+			c.committed(a, batch)
 		}
 	}
 	// Committed again, with one new pair each: no spare room is kept.
 	for a := range accounts {
-		c.committed(0, a, []int32{-1, 0, 7})
+		c.committed(a, []int32{-1, 0, 7})
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)

@@ -299,3 +299,79 @@ func TestTheUpdateRefusesIDsOfACacheRefilledSinceItsView(t *testing.T) {
 		t.Fatalf("the update with ids of a cache refilled since its view: system %d, %v; want %v", id, err, errServerChanged)
 	}
 }
+
+// A write learns its notified pairs only under the view it resolved its ids
+// in: when the cache is emptied while the write runs (another event saw
+// another server), the write still commits where its ids came from, but
+// what it notified is not added to the emptied cache, which now answers
+// for a server that may lack those rows. The same write without the purge
+// teaches the cache its pairs. Both writes that store an evaluation:
+// StoreEvaluatedSystem (the upload and its evaluation) and StoreEvaluation
+// (the evaluation of an upload stored before).
+func TestAWriteLearnsNoNotifiedPairsAfterAPurge(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, pgtest.URL(t), DefaultPoolSettings())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	t.Cleanup(func() { afterEffects = nil })
+	next := newBenchHosts()
+	writes := map[string]func(u SystemUpload, e Evaluation) error{
+		"StoreEvaluatedSystem": func(u SystemUpload, e Evaluation) error {
+			res, err := s.StoreEvaluatedSystem(ctx, u, e, UploadCheck{Apply: true, absent: true})
+			if err == nil && !res.Applied {
+				err = fmt.Errorf("not applied: %+v", res)
+			}
+			return err
+		},
+		"StoreEvaluation": func(u SystemUpload, e Evaluation) error {
+			hook := afterEffects
+			afterEffects = nil
+			res, err := s.StoreSystem(ctx, u)
+			afterEffects = hook
+			if err != nil {
+				return err
+			}
+			stored, err := s.StoreEvaluation(ctx, res, e)
+			if err == nil && !stored {
+				err = fmt.Errorf("not stored")
+			}
+			return err
+		},
+	}
+	for name, write := range writes {
+		store := func(purge bool) int {
+			u, e := next()
+			afterEffects = nil
+			if purge {
+				afterEffects = func() error {
+					s.ids.seeServer(s.ids.view().started.Add(time.Hour))
+					return nil
+				}
+			}
+			if err := write(u, e); err != nil {
+				t.Fatalf("%s (purge %v): %v", name, purge, err)
+			}
+			var account, notified int
+			if err := s.db.QueryRowContext(ctx, `SELECT a.id, (SELECT count(*) FROM advisory_notified n WHERE n.account_id = a.id)
+				FROM account a WHERE a.org_id = $1`, u.OrgID).Scan(&account, &notified); err != nil {
+				t.Fatal(err)
+			}
+			if notified == 0 {
+				t.Fatalf("%s notified nothing: the test needs a new org's first host", name)
+			}
+			return account
+		}
+		real := s.ids.view().started
+		purged := store(true)
+		if known := len(s.ids.notified.byAccount[purged]); known != 0 {
+			t.Errorf("%s purged under: learnt %d notified pairs, want none", name, known)
+		}
+		s.ids.seeServer(real) // as the next event's first lookup would
+		learnt := store(false)
+		if known := len(s.ids.notified.byAccount[learnt]); known == 0 {
+			t.Errorf("%s with no purge learnt no notified pairs", name)
+		}
+	}
+}

@@ -110,8 +110,8 @@ func (s *Store) store(ctx context.Context, u SystemUpload, e *Evaluation, absent
 	var (
 		res             UploadResult
 		notifiedAccount int
-		notifiedIDs     []int32 // the evaluation's installable advisories, notified once it commits
-		notifiedGen     uint64  // the notified cache's generation when they were looked up
+		notifiedIDs     []int32    // the evaluation's installable advisories, notified once it commits
+		notifiedView    serverView // the view the write resolved its ids under
 	)
 	err := s.withConn(ctx, "store system", func(conn *sql.Conn) error {
 		res = UploadResult{}
@@ -135,10 +135,9 @@ func (s *Store) store(ctx context.Context, u SystemUpload, e *Evaluation, absent
 		w := systemWrite{accountID: accountID, u: &u, sum: sum, pkgIDs: pkgIDs, ev: ev, advIDs: advIDs, installableIDs: installableIDs,
 			ids: s.ids, view: view}
 		if e != nil && !e.Effects.empty() {
-			unknownIDs, gen := s.ids.notified.unknown(accountID, installableIDs)
 			w.fx = effectsWrite{e: e.Effects, inventoryID: strings.ToLower(u.InventoryID), orgID: u.OrgID, accountID: accountID,
-				installable: unknownIDs, evaluated: true}
-			notifiedAccount, notifiedIDs, notifiedGen = accountID, installableIDs, gen
+				installable: s.ids.notified.unknown(accountID, installableIDs), evaluated: true}
+			notifiedAccount, notifiedIDs, notifiedView = accountID, installableIDs, view
 		}
 		if absent {
 			id, err := w.insertLocked(ctx, conn)
@@ -177,7 +176,7 @@ func (s *Store) store(ctx context.Context, u SystemUpload, e *Evaluation, absent
 	})
 	if err == nil && res.Applied && e != nil && !e.Effects.empty() {
 		if e.Effects.Notify != nil {
-			s.ids.notified.committed(notifiedGen, notifiedAccount, notifiedIDs)
+			s.ids.notifiedCommitted(notifiedView, notifiedAccount, notifiedIDs)
 		}
 		s.outboxWritten()
 	}
