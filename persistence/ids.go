@@ -41,7 +41,8 @@ type idCache struct {
 	advisories *lru.Cache[string, int32]
 
 	// mu guards server and gen: read-locked to look at them and to cache
-	// ids (the caches have locks of their own), locked to empty the caches.
+	// ids or notified pairs (the caches have locks of their own), locked to
+	// empty the caches.
 	mu sync.RWMutex
 	// server is when the database server started, as last seen: a server
 	// that started since (a failover to a standby, a restore) may lack rows
@@ -50,7 +51,8 @@ type idCache struct {
 	// gen counts the times the cache was emptied. An id read from the
 	// database is cached only if it was read from the server of the view
 	// its event began resolving under, and gen did not move since
-	// (cacheable): an answer of another server is not kept.
+	// (cacheable): an answer of another server is not kept. A write's
+	// notified pairs are learnt under the same rule (notifiedCommitted).
 	gen uint64
 	// notified is the pairs known notified (effects.go), emptied with the
 	// rest.
@@ -144,9 +146,10 @@ func (c *idCache) confirm(v serverView, started time.Time) error {
 // notifiedCommitted records in the notified cache that installable are
 // notified for account, after the commit of a write that resolved its ids
 // under v. It records nothing when the cache was emptied since v: the
-// write committed on a server the cache may no longer answer for (a
-// purge before the write made it fail instead). Holding c.mu keeps a purge
-// from passing between the check and the record.
+// write committed on a server the cache may no longer answer for. (A
+// purge before the write's own check of its view failed the write; one
+// after that check lets it commit, and lands here.) Holding c.mu keeps a
+// purge from passing between the check and the record.
 func (c *idCache) notifiedCommitted(v serverView, account int, installable []int32) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
