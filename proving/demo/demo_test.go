@@ -23,7 +23,10 @@ import (
 // times the lead.
 func TestDemoEndToEnd(t *testing.T) {
 	url := pgtest.URL(t)
-	env := map[string]string{"KAFKA_BROKERS": "embedded", "EMBEDDED_PARTITIONS": "4", "LISTENER_PROGRESS_INTERVAL": "0", "DATABASE_URL": url}
+	// A port of its own: the default 9000 may be held by a listener this
+	// machine runs besides the test.
+	env := map[string]string{"KAFKA_BROKERS": "embedded", "EMBEDDED_PARTITIONS": "4", "LISTENER_PROGRESS_INTERVAL": "0", "DATABASE_URL": url,
+		"LISTENER_HTTP_ADDR": "127.0.0.1:0"}
 	opts := demo.DefaultOptions()
 	opts.Load.Hosts, opts.Load.Events, opts.Load.BadShare, opts.Load.SkipShare = 60, 400, 0.05, 0.05
 	opts.Load.Shape = platform.ProfileShape{Packages: 40, Repos: 10}
