@@ -51,7 +51,6 @@ func TestNotifiedCacheKnowsOnlyCommittedPairs(t *testing.T) {
 			case 2, 3, 4:
 				a, batch := account.Draw(t, "account"), ids.Draw(t, "committed")
 				v := ic.view()
-				c.unknown(a, batch)
 				for _, id := range batch {
 					committed[notifiedPair{a, id}] = true
 				}
