@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -74,32 +73,21 @@ func stableID(parts ...string) string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
 }
 
-// Remediation is the remediation state message of a host.
-type Remediation struct {
-	HostID string   `json:"host_id"`
-	Issues []string `json:"issues"`
-}
-
-// RemediationIssuePrefix prefixes each issue of a remediation message.
-const RemediationIssuePrefix = "patch:"
-
-// remediationMessage is the host's remediation state after e: each advisory
-// affecting it, and each package's newest update in an enabled repository
-// (its NEVRA), each prefixed, sorted. It is a pure function of the
-// evaluation, so an evaluation that changes nothing writes the same bytes
-// (and the store writes no message).
-func remediationMessage(hostID string, e persistence.Evaluation, updates []string) []byte {
-	issues := make([]string, 0, len(e.Advisories)+len(updates))
-	for _, a := range e.Advisories {
-		issues = append(issues, RemediationIssuePrefix+a.Name)
-	}
+// remediation is the host's remediation state besides its advisories:
+// updates, NEVRAs as VMaaS names them. Those in the canonical form
+// (name-E:V-R.A, which inventory.ParseNEVRA reads back to the same string)
+// are stored by reference to the package dictionary; any other is kept as
+// VMaaS wrote it, so the message carries exactly what VMaaS said.
+func remediation(updates []string) *persistence.Remediation {
+	r := &persistence.Remediation{Updates: make([]persistence.Package, 0, len(updates))}
 	for _, u := range updates {
-		issues = append(issues, RemediationIssuePrefix+u)
+		if n, err := inventory.ParseNEVRA(u); err == nil && n.String() == u {
+			r.Updates = append(r.Updates, persistence.Package{Name: n.Name, EVRA: n.EVRA()})
+		} else {
+			r.Verbatim = append(r.Verbatim, u)
+		}
 	}
-	slices.Sort(issues)
-	issues = slices.Compact(issues)
-	b, _ := json.Marshal(Remediation{HostID: hostID, Issues: issues})
-	return b
+	return r
 }
 
 // installableUpdates are the NEVRAs of each package's newest update (the
@@ -149,7 +137,7 @@ type upload struct {
 func (h *Handler) evaluationEffects(ev *inventory.InventoryEvent, e answer, t *upload) *persistence.Effects {
 	fx := &persistence.Effects{OrgID: ev.OrgID(), InventoryID: ev.HostID()}
 	if h.effects.Remediations {
-		fx.Remediation = remediationMessage(ev.HostID(), e.Evaluation, e.updates)
+		fx.Remediation = remediation(e.updates)
 	}
 	if h.effects.Notifications {
 		fx.Notify = notifyContext(ev)

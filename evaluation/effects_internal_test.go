@@ -3,6 +3,7 @@ package evaluation
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/patchflow/patchflow/clients"
 	"github.com/patchflow/patchflow/inventory"
+	"github.com/patchflow/patchflow/messages"
 	"github.com/patchflow/patchflow/persistence"
 	"github.com/patchflow/patchflow/persistence/pgtest"
 )
@@ -42,28 +44,86 @@ const effectsHost = "8a3f1c2e-0000-4000-8000-0000000000e1"
 
 // The remediation message has the remediations service's shape: the host
 // id, each advisory and each package's newest installable update, prefixed
-// and sorted.
+// and sorted, as the relay renders it from what the store wrote. An update
+// VMaaS names in the canonical form is stored by reference; one named any
+// other way (here without its epoch) is carried as VMaaS wrote it.
 func TestRemediationMessageShape(t *testing.T) {
-	resp := &clients.UpdatesResponse{UpdateList: map[string]clients.PackageUpdates{
-		"bash-0:5.1-1.el9.x86_64": {AvailableUpdates: []clients.Update{
-			{Package: "bash-0:5.1-2.el9.x86_64", Erratum: "RHSA-2026:0002", Repository: "baseos"},
-			{Package: "bash-0:5.1-3.el9.x86_64", Erratum: "RHBA-2026:0003", Repository: "baseos"},
-			{Package: "bash-0:5.1-4.el9.x86_64", Erratum: "RHSA-2026:0004", Repository: "elsewhere"}}},
-	}}
-	e := Classify(resp, []string{"baseos"})
-	msg := remediationMessage(effectsHost, e, installableUpdates(resp, []string{"baseos"}))
-	validate(t, schema(t, "remediation-updates.json"), msg)
-	var r Remediation
-	if err := json.Unmarshal(msg, &r); err != nil {
+	ctx := context.Background()
+	store, err := persistence.Open(ctx, pgtest.URL(t), persistence.DefaultPoolSettings())
+	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"patch:RHBA-2026:0003", "patch:RHSA-2026:0002", "patch:RHSA-2026:0004", "patch:bash-0:5.1-3.el9.x86_64"}
-	if strings.Join(r.Issues, " ") != strings.Join(want, " ") {
-		t.Fatalf("issues %v, want %v", r.Issues, want)
+	defer store.Close()
+	outbox, err := store.OpenOutbox()
+	if err != nil {
+		t.Fatal(err)
 	}
-	// A pure function of the evaluation: the same answer, the same bytes.
-	if again := remediationMessage(effectsHost, Classify(resp, []string{"baseos"}), installableUpdates(resp, []string{"baseos"})); string(again) != string(msg) {
-		t.Fatalf("the same evaluation gave %s, then %s", msg, again)
+	defer outbox.Close()
+	h := &Handler{effects: EffectsOptions{Remediations: true}}
+	at := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
+	for i, tc := range []struct {
+		update string
+		want   []string
+	}{
+		{"bash-0:5.1-3.el9.x86_64", []string{"patch:RHBA-2026:0003", "patch:RHSA-2026:0002", "patch:RHSA-2026:0004", "patch:bash-0:5.1-3.el9.x86_64"}},
+		{"bash-5.1-3.el9.x86_64", []string{"patch:RHBA-2026:0003", "patch:RHSA-2026:0002", "patch:RHSA-2026:0004", "patch:bash-5.1-3.el9.x86_64"}},
+	} {
+		host := fmt.Sprintf("8a3f1c2e-0000-4000-8000-0000000000f%d", i)
+		resp := &clients.UpdatesResponse{UpdateList: map[string]clients.PackageUpdates{
+			"bash-0:5.1-1.el9.x86_64": {AvailableUpdates: []clients.Update{
+				{Package: "bash-0:5.1-2.el9.x86_64", Erratum: "RHSA-2026:0002", Repository: "baseos"},
+				{Package: tc.update, Erratum: "RHBA-2026:0003", Repository: "baseos"},
+				{Package: "bash-0:5.1-4.el9.x86_64", Erratum: "RHSA-2026:0004", Repository: "elsewhere"}}},
+		}}
+		ev := &inventory.InventoryEvent{Type: inventory.EventCreated, Host: &inventory.Host{ID: host, OrgID: "org-1"}}
+		u := persistence.SystemUpload{OrgID: "org-1", InventoryID: host, EventTime: at, LastUpload: at, Reporter: "puptoo", Arch: "x86_64",
+			Packages: []persistence.Package{{Name: "bash", EVRA: "0:5.1-1.el9.x86_64"}}}
+		e := Classify(resp, []string{"baseos"})
+		e.Effects = h.evaluationEffects(ev, answer{Evaluation: e, updates: installableUpdates(resp, []string{"baseos"})}, nil)
+		check, err := store.CheckUpload(ctx, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.StoreEvaluatedSystem(ctx, u, e, check); err != nil {
+			t.Fatal(err)
+		}
+		msgs, finish, err := outbox.Claim(ctx, 10, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msgs) != 1 || msgs[0].Kind != messages.OutboxRemediation {
+			t.Fatalf("%s: claimed %+v, want its remediation", tc.update, msgs)
+		}
+		if err := finish(ctx, messages.OutboxOutcome{Published: []int64{msgs[0].ID}}); err != nil {
+			t.Fatal(err)
+		}
+		validate(t, schema(t, "remediation-updates.json"), msgs[0].Value)
+		var r persistence.RemediationMessage
+		if err := json.Unmarshal(msgs[0].Value, &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.HostID != host || strings.Join(r.Issues, " ") != strings.Join(tc.want, " ") {
+			t.Fatalf("%s: message %s, want host %s, issues %v", tc.update, msgs[0].Value, host, tc.want)
+		}
+		// A function of the evaluation: the same evaluation again writes
+		// no message.
+		u.EventTime = at.Add(time.Minute)
+		if check, err = store.CheckUpload(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.StoreEvaluatedSystem(ctx, u, e, check); err != nil {
+			t.Fatal(err)
+		}
+		again, finish, err := outbox.Claim(ctx, 10, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := finish(ctx, messages.OutboxOutcome{}); err != nil {
+			t.Fatal(err)
+		}
+		if len(again) != 0 {
+			t.Fatalf("%s: the same evaluation again wrote %+v", tc.update, again)
+		}
 	}
 }
 

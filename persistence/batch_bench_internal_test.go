@@ -21,9 +21,10 @@ import (
 // -bench StoreBatched -benchtime 2000x: is a batch of events written in
 // one transaction (BatchHandler's shape) worth building into the listener?
 // New hosts of 400 packages, each evaluated (150 advisories) with its
-// effects (a 13 KB remediation, a notification, two payload statuses), are
-// written by 8 writers (the listener's pool) one transaction per event, as
-// the listener does, and in batches of 16 and 64 events per transaction,
+// effects (a remediation state by reference, a notification, two payload
+// statuses), are written by 8 writers (the listener's pool) one
+// transaction per event, as the listener does, and in batches of 16 and
+// 64 events per transaction,
 // each event under a savepoint (one bad record must not fail its
 // batchmates), in one run. It reports events/s, the CPU all PostgreSQL's
 // processes spent per event (backends and background workers; autovacuum
@@ -97,9 +98,10 @@ func BenchmarkStoreBatched(b *testing.B) {
 }
 
 // benchHosts returns a generator of new hosts of 400 packages, each with
-// its evaluation (150 advisories, half installable) and effects (a 13 KB
-// remediation, a notification context, two payload statuses), in 50 orgs.
-// Not safe for concurrent use.
+// its evaluation (150 advisories, half installable) and effects (a
+// remediation state of those advisories and 300 updates, 16 KB as a
+// message; a notification context; two payload statuses), in 50 orgs. Not
+// safe for concurrent use.
 func newBenchHosts() func() (SystemUpload, Evaluation) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	base := upload400()
@@ -120,7 +122,7 @@ func newBenchHosts() func() (SystemUpload, Evaluation) {
 		u.OrgID, u.InventoryID = fmt.Sprintf("org-%d", host%50), fmt.Sprintf("8a3f1c2e-0000-4000-8000-%012d", host)
 		u.EventTime = time.Unix(1_800_000_000, 0)
 		e := Evaluation{Advisories: advisories, PackagesUpdatable: 120, Effects: &Effects{
-			Remediation:   []byte(remediationLike(rng, host)),
+			Remediation:   benchRemediation(rng),
 			Notify:        &NotifyContext{InventoryID: u.InventoryID},
 			PayloadStatus: []Message{{EventID: newUUID(rng), Value: []byte(`{"status":"received"}`)}, {EventID: newUUID(rng), Value: []byte(`{"status":"success"}`)}}}}
 		return u, e
@@ -152,8 +154,13 @@ func storeBatchInOneTransaction(ctx context.Context, s *Store, events [][2]any) 
 			}
 			advIDs, installableIDs := row.ids(ids)
 			unknownIDs := s.ids.notified.unknown(accountID, installableIDs)
+			host := strings.ToLower(u.InventoryID)
+			rem, err := s.remediationWrite(ctx, conn, view, host, row, advIDs, e.Effects.Remediation)
+			if err != nil {
+				return err
+			}
 			writes[i] = systemWrite{accountID: accountID, u: &u, sum: u.checksum(), pkgIDs: pkgIDs, ev: row, advIDs: advIDs, installableIDs: installableIDs,
-				fx: effectsWrite{e: e.Effects, inventoryID: strings.ToLower(u.InventoryID), orgID: u.OrgID, accountID: accountID, installable: unknownIDs, evaluated: true}}
+				fx: effectsWrite{e: e.Effects, inventoryID: host, orgID: u.OrgID, accountID: accountID, installable: unknownIDs, evaluated: true, remediation: rem}}
 		}
 		tx, err := conn.BeginTx(ctx, nil)
 		if err != nil {
@@ -308,4 +315,16 @@ func procStat(pid int) ([]int64, error) {
 
 func newUUID(rng *rand.Rand) string {
 	return fmt.Sprintf("%08x-%04x-4%03x-8%03x-%012x", rng.Uint32(), rng.Uint32()&0xffff, rng.Uint32()&0xfff, rng.Uint32()&0xfff, rng.Uint64()&0xffffffffffff)
+}
+
+// benchRemediation is a host's 300 updates, drawn from a fleet's 3,000:
+// each package's newest update is the same on every host that has it, so
+// the fleet's updates are stored once in the package dictionary.
+func benchRemediation(rng *rand.Rand) *Remediation {
+	r := &Remediation{}
+	for _, i := range rng.Perm(3000)[:300] {
+		r.Updates = append(r.Updates, Package{Name: fmt.Sprintf("pkg-%04d", i),
+			EVRA: fmt.Sprintf("0:%d.%d.%d-%d.el9_%d.%s", i%9, i%30, i%200, 1+i%40, i%6, []string{"x86_64", "noarch", "i686"}[i%3])})
+	}
+	return r
 }

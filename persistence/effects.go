@@ -2,7 +2,6 @@ package persistence
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
 	"encoding/json"
 	"fmt"
@@ -18,11 +17,11 @@ type Effects struct {
 	// OrgID and InventoryID name the host, for StoreEvaluation (the
 	// upload's are used by StoreEvaluatedSystem).
 	OrgID, InventoryID string
-	// Remediation is the host's remediation state message, written when
-	// the write stores an evaluation and the message differs from the last
-	// one written for the host (remediation_state); it replaces the host's
-	// unpublished one. Nil: none.
-	Remediation []byte
+	// Remediation, when set and the write stores an evaluation, writes
+	// the host's remediation state (its evaluation's advisories and these
+	// updates) when it differs from the last one written for the host
+	// (remediation_state), replacing the host's unpublished one.
+	Remediation *Remediation
 	// Notify, when set and the write stores an evaluation, notifies the
 	// org of each installable advisory none of its hosts had before
 	// (advisory_notified): one message, an event per advisory.
@@ -60,8 +59,9 @@ const OutboxChannel = "patchflow_outbox"
 // writeEffects is the statement that writes an event's effects, in its
 // transaction, after the system row is written (and locked) at $1:
 //   - rem: the remediation checksum, only when it changed; remq: the
-//     host's remediation message then, replacing an unpublished one under
-//     a new id (a relay publishing the older one deletes only that);
+//     host's remediation state then (by reference, or whole: remediation.go),
+//     replacing an unpublished one under a new id (a relay publishing the
+//     older one deletes only that);
 //   - ps: the payload-status messages, in order;
 //   - nt: the org's installable advisories not notified before; ntq: one
 //     notification for them, its id the outbox row's event id.
@@ -82,8 +82,8 @@ const (
 	writeEffects         = `WITH ` + effectsParts + `, ` + notifyParts + `, n AS (SELECT (SELECT count(*) FROM remq) + (SELECT count(*) FROM ntq) + (SELECT count(*) FROM ps) AS n) SELECT n::int FROM n`
 	writeEffectsNoNotify = `WITH ` + effectsParts + `, n AS (SELECT (SELECT count(*) FROM remq) + (SELECT count(*) FROM ps) AS n) SELECT n::int FROM n`
 	// $1 the system id, $2 the remediation checksum, $3 the host's
-	// inventory id, $4 its remediation message, $5 and $6 the payload
-	// statuses and their event ids.
+	// inventory id, $4 its remediation state and $5 that row's kind, $6 and
+	// $7 the payload statuses and their event ids.
 	effectsParts = `
 	rem AS (
 		INSERT INTO remediation_state (system_id, checksum) SELECT $1::bigint, $2::bytea WHERE $2::bytea IS NOT NULL
@@ -92,31 +92,31 @@ const (
 		RETURNING system_id),
 	remq AS (
 		INSERT INTO outbox (kind, ordering_key, message_key, payload)
-		SELECT 'remediation', $3::text, $3::text, $4::text FROM rem
-		ON CONFLICT (ordering_key) WHERE kind = 'remediation' DO UPDATE SET id = nextval('outbox_id_seq'),
-			payload = EXCLUDED.payload, event_id = EXCLUDED.event_id, created_at = EXCLUDED.created_at
+		SELECT $5::text, $3::text, $3::text, $4::text FROM rem
+		ON CONFLICT (ordering_key) WHERE kind IN ('remediation', 'remediation_ids') DO UPDATE SET id = nextval('outbox_id_seq'),
+			kind = EXCLUDED.kind, payload = EXCLUDED.payload, event_id = EXCLUDED.event_id, created_at = EXCLUDED.created_at
 		RETURNING 1),
 	ps AS (
 		INSERT INTO outbox (kind, ordering_key, message_key, event_id, payload)
-		SELECT 'payload_status', $3::text, $3::text, e, p FROM unnest($5::text[], $6::uuid[]) WITH ORDINALITY AS t (p, e, i) ORDER BY i
+		SELECT 'payload_status', $3::text, $3::text, e, p FROM unnest($6::text[], $7::uuid[]) WITH ORDINALITY AS t (p, e, i) ORDER BY i
 		RETURNING 1)`
-	// $7 the account id, $8 its installable advisories not known
-	// notified, $9 the notification's context (JSON), $10 the org id.
+	// $8 the account id, $9 its installable advisories not known
+	// notified, $10 the notification's context (JSON), $11 the org id.
 	notifyParts = `
 	nt AS (
 		INSERT INTO advisory_notified (account_id, advisory_id)
-		SELECT $7::int, a FROM unnest($8::int[]) AS a WHERE $9::json IS NOT NULL
-			AND NOT EXISTS (SELECT 1 FROM advisory_notified n WHERE n.account_id = $7::int AND n.advisory_id = a)
+		SELECT $8::int, a FROM unnest($9::int[]) AS a WHERE $10::json IS NOT NULL
+			AND NOT EXISTS (SELECT 1 FROM advisory_notified n WHERE n.account_id = $8::int AND n.advisory_id = a)
 		ORDER BY a
 		ON CONFLICT DO NOTHING
 		RETURNING advisory_id),
 	ntid AS (SELECT gen_random_uuid() AS id),
 	ntq AS (
 		INSERT INTO outbox (kind, ordering_key, message_key, event_id, payload)
-		SELECT 'notification', $10::text, $10::text, ntid.id, json_build_object(
+		SELECT 'notification', $11::text, $11::text, ntid.id, json_build_object(
 			'version', 'v1.1.0', 'id', ntid.id, 'bundle', 'rhel', 'application', 'patch', 'event_type', 'new-advisory',
-			'timestamp', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), 'org_id', $10::text,
-			'context', $9::json,
+			'timestamp', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), 'org_id', $11::text,
+			'context', $10::json,
 			'events', json_agg(json_build_object('metadata', json_build_object(), 'payload', json_build_object(
 				'advisory_id', a.id::text, 'advisory_name', a.name, 'advisory_type', a.advisory_type, 'synopsis', ''))
 				ORDER BY a.name),
@@ -134,6 +134,9 @@ type effectsWrite struct {
 	accountID   int
 	installable []int32 // the evaluation's installable advisory ids not known notified; nil without one
 	evaluated   bool    // the write stores an evaluation
+	// remediation is the host's remediation state when the write stores
+	// an evaluation and e.Remediation is set (newRemediationWrite).
+	remediation *remediationWrite
 }
 
 // write runs writeEffects, or writeEffectsNoNotify when there is nothing to
@@ -143,12 +146,11 @@ func (w effectsWrite) write(ctx context.Context, q rowQueryer, id int64) error {
 		return nil
 	}
 	var (
-		sum, remediation any
-		notify           any
+		sum, remediation, kind any
+		notify                 any
 	)
-	if w.evaluated && w.e.Remediation != nil {
-		s := sha256.Sum256(w.e.Remediation)
-		sum, remediation = s[:], string(w.e.Remediation)
+	if w.evaluated && w.remediation != nil {
+		sum, remediation, kind = w.remediation.sum, w.remediation.payload, w.remediation.kind
 	}
 	if w.evaluated && w.e.Notify != nil && len(w.installable) > 0 {
 		b, err := json.Marshal(w.e.Notify)
@@ -162,7 +164,7 @@ func (w effectsWrite) write(ctx context.Context, q rowQueryer, id int64) error {
 	for i, p := range w.e.PayloadStatus {
 		statuses[i], ids[i] = string(p.Value), p.EventID
 	}
-	args := []any{id, sum, w.inventoryID, remediation, pq.Array(statuses), pq.Array(ids)}
+	args := []any{id, sum, w.inventoryID, remediation, kind, pq.Array(statuses), pq.Array(ids)}
 	query := writeEffectsNoNotify
 	if notify != nil {
 		query, args = writeEffects, append(args, w.accountID, pq.Array(nonNil(w.installable)), notify, w.orgID)

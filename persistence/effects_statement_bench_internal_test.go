@@ -49,7 +49,7 @@ func BenchmarkEffectsStatement(b *testing.B) {
 	call := func(full bool, host int) (time.Duration, error) {
 		rem := remediationLike(rng, host)
 		sum := sha256.Sum256([]byte(rem))
-		args := []any{id, sum[:], u.InventoryID, rem, pq.Array([]string{`{"status":"received"}`, `{"status":"success"}`}),
+		args := []any{id, sum[:], u.InventoryID, rem, "remediation", pq.Array([]string{`{"status":"received"}`, `{"status":"success"}`}),
 			pq.Array([]string{newUUID(rng), newUUID(rng)})}
 		query := writeEffectsNoNotify
 		if full {

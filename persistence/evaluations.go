@@ -99,6 +99,12 @@ func (s *Store) StoreEvaluation(ctx context.Context, res UploadResult, e Evaluat
 			return err
 		}
 		all, installable := ev.ids(byName)
+		var rem *remediationWrite
+		if !e.Effects.empty() {
+			if rem, err = s.remediationWrite(ctx, conn, view, strings.ToLower(e.Effects.InventoryID), ev, all, e.Effects.Remediation); err != nil {
+				return err
+			}
+		}
 		tx, err := conn.BeginTx(ctx, nil)
 		if err != nil {
 			return fmt.Errorf("begin: %w", err)
@@ -142,7 +148,7 @@ func (s *Store) StoreEvaluation(ctx context.Context, res UploadResult, e Evaluat
 		}
 		if !fx.empty() {
 			w := effectsWrite{e: fx, inventoryID: strings.ToLower(fx.InventoryID), orgID: fx.OrgID, accountID: accountID,
-				installable: unknownIDs, evaluated: true}
+				installable: unknownIDs, evaluated: true, remediation: rem}
 			if err := w.write(ctx, tx, systemID); err != nil {
 				return err
 			}

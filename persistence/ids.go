@@ -39,6 +39,11 @@ type idCache struct {
 	accounts   *lru.Cache[string, int]
 	packages   *lru.Cache[Package, int64]
 	advisories *lru.Cache[string, int32]
+	// packageNames and advisoryNames map the other way, for the relay
+	// rendering remediations written by reference (remediation.go); they
+	// learn what the maps above learn, under the same rule.
+	packageNames  *lru.Cache[int64, Package]
+	advisoryNames *lru.Cache[int32, string]
 
 	// mu guards server and gen: read-locked to look at them and to cache
 	// ids or notified pairs (the caches have locks of their own), locked to
@@ -75,6 +80,8 @@ func (c *idCache) seeServerLocked(started time.Time) {
 		c.accounts.Purge()
 		c.packages.Purge()
 		c.advisories.Purge()
+		c.packageNames.Purge()
+		c.advisoryNames.Purge()
 		c.notified.purge()
 		c.gen++
 	}
@@ -167,7 +174,9 @@ func newIDCache(size int) *idCache {
 	a, _ := lru.New[string, int](min(size, 100_000))
 	p, _ := lru.New[Package, int64](size)
 	v, _ := lru.New[string, int32](size)
-	return &idCache{accounts: a, packages: p, advisories: v, notified: newNotifiedCache(notifiedCacheSize)}
+	pn, _ := lru.New[int64, Package](size)
+	vn, _ := lru.New[int32, string](size)
+	return &idCache{accounts: a, packages: p, advisories: v, packageNames: pn, advisoryNames: vn, notified: newNotifiedCache(notifiedCacheSize)}
 }
 
 // queryer is what id resolution needs of a connection: lookups on it, and
@@ -311,6 +320,7 @@ func (c *idCache) cachePackages(v serverView, started time.Time, found map[Packa
 	}
 	for p, id := range found {
 		c.packages.Add(p, id)
+		c.packageNames.Add(id, p)
 	}
 }
 
@@ -446,6 +456,7 @@ func (c *idCache) cacheAdvisories(v serverView, started time.Time, found map[str
 	}
 	for n, id := range found {
 		c.advisories.Add(n, id)
+		c.advisoryNames.Add(id, n)
 	}
 }
 

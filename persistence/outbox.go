@@ -6,6 +6,8 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -24,6 +26,9 @@ type Outbox struct {
 	db      *sql.DB
 	url     string
 	secrets []string
+	// ids names the dictionary ids of remediations written by reference
+	// (the store's cache: it learns them as the writers resolve them).
+	ids *idCache
 	// notify is set by NotifySoon and sent by notifier.
 	notify atomic.Bool
 	stop   chan struct{}
@@ -50,7 +55,7 @@ func (s *Store) OpenOutbox() (*Outbox, error) {
 	db.SetMaxOpenConns(outboxConns)
 	db.SetMaxIdleConns(outboxConns)
 	db.SetConnMaxLifetime(30 * time.Minute)
-	o := &Outbox{db: db, url: s.url, secrets: s.secrets, stop: make(chan struct{}), ended: make(chan struct{})}
+	o := &Outbox{db: db, url: s.url, secrets: s.secrets, ids: s.ids, stop: make(chan struct{}), ended: make(chan struct{})}
 	go o.notifier()
 	return o, nil
 }
@@ -108,9 +113,10 @@ const claimWindows = 4
 // statement that starts after the locks are held: its snapshot sees what a
 // relay that held a key before committed (it released the lock only then),
 // so no message it deleted, nor an older version of a replaced one, is
-// published again after a newer one.
+// published again after a newer one. The server's start time is for the
+// names of remediations written by reference (Outbox.renderClaimed).
 const claimMessages = `
-	SELECT id, kind, ordering_key, message_key, event_id::text, payload, created_at
+	SELECT id, kind, ordering_key, message_key, event_id::text, payload, created_at, pg_postmaster_start_time()
 	FROM outbox WHERE ordering_key = ANY ($1::text[]) AND kind <> ALL ($3::text[]) AND refused IS NULL ORDER BY id LIMIT $2`
 
 // rowLockIdle bounds how long the claim's session may sit idle once its
@@ -174,9 +180,12 @@ func (o *Outbox) Claim(ctx context.Context, max int, exclude []messages.OutboxKi
 	if _, err := conn.ExecContext(ctx, `SET LOCAL idle_in_transaction_session_timeout = 0`); err != nil {
 		return fail("claim outbox", err)
 	}
-	kinds := make([]string, len(exclude))
-	for i, k := range exclude {
-		kinds[i] = string(k)
+	kinds := make([]string, 0, len(exclude)+1)
+	for _, k := range exclude {
+		kinds = append(kinds, string(k))
+		if k == messages.OutboxRemediation {
+			kinds = append(kinds, outboxRemediationIDs)
+		}
 	}
 	keys, err := o.keys(ctx, conn, max, kinds)
 	if err != nil {
@@ -261,8 +270,13 @@ func (o *Outbox) read(ctx context.Context, conn *sql.Conn, keys []string, max in
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var msgs []messages.OutboxMessage
+	var (
+		msgs    []messages.OutboxMessage
+		byRef   []int // msgs' indexes of remediations written by reference
+		refs    []remediationIDs
+		bad     map[int64]string
+		started time.Time
+	)
 	for rows.Next() {
 		var (
 			m       messages.OutboxMessage
@@ -270,16 +284,75 @@ func (o *Outbox) read(ctx context.Context, conn *sql.Conn, keys []string, max in
 			key     sql.NullString
 			payload string
 		)
-		if err := rows.Scan(&m.ID, &kind, &m.OrderingKey, &key, &m.EventID, &payload, &m.Created); err != nil {
+		if err := rows.Scan(&m.ID, &kind, &m.OrderingKey, &key, &m.EventID, &payload, &m.Created, &started); err != nil {
+			rows.Close()
 			return nil, err
 		}
 		m.Kind, m.Value = messages.OutboxKind(kind), []byte(payload)
 		if key.Valid {
 			m.Key = []byte(key.String)
 		}
+		// A writer of schema 5 replacing a row by reference writes a
+		// whole message and leaves the kind.
+		if kind == outboxRemediationIDs {
+			m.Kind = messages.OutboxRemediation
+			if !strings.HasPrefix(payload, "{") {
+				r, err := decodeRemediationIDs(payload)
+				if err != nil {
+					if bad == nil {
+						bad = map[int64]string{}
+					}
+					bad[m.ID] = fmt.Sprintf("unreadable remediation state: %v", err)
+					continue
+				}
+				byRef, refs = append(byRef, len(msgs)), append(refs, r)
+			}
+		}
 		msgs = append(msgs, m)
 	}
-	return msgs, rows.Err()
+	err = rows.Err()
+	rows.Close()
+	if err != nil {
+		return nil, err
+	}
+	if len(byRef) > 0 {
+		claimed := make([]claimedRemediation, len(byRef))
+		for i, at := range byRef {
+			claimed[i] = claimedRemediation{msg: &msgs[at], ids: refs[i]}
+		}
+		unrendered, err := o.renderClaimed(ctx, conn, claimed, started)
+		if err != nil {
+			return nil, err
+		}
+		for id, why := range unrendered {
+			if bad == nil {
+				bad = map[int64]string{}
+			}
+			bad[id] = why
+		}
+	}
+	if len(bad) == 0 {
+		return msgs, nil
+	}
+	if err := o.setAside(ctx, bad); err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(msgs, func(m messages.OutboxMessage) bool { _, ok := bad[m.ID]; return ok }), nil
+}
+
+// setAside keeps rows the relay cannot publish aside for a person, as
+// refused (outbox.refused, the backlog's Refused), in a transaction of
+// their own: the claim's commits only what it published.
+func (o *Outbox) setAside(ctx context.Context, bad map[int64]string) error {
+	ids := make([]int64, 0, len(bad))
+	reasons := make([]string, 0, len(bad))
+	for id, why := range bad {
+		ids, reasons = append(ids, id), append(reasons, why)
+	}
+	_, err := o.db.ExecContext(ctx, `
+		UPDATE outbox o SET refused = r.why FROM unnest($1::bigint[], $2::text[]) AS r (id, why) WHERE o.id = r.id`,
+		pq.Array(ids), pq.Array(reasons))
+	return err
 }
 
 // Backlog reports how many messages wait and the oldest one's age.

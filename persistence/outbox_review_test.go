@@ -182,8 +182,8 @@ func TestAClaimBeginsByItsContextOnAFrozenServer(t *testing.T) {
 func TestOneHostOnePendingRemediationWhateverItsIDsCase(t *testing.T) {
 	s := openStore(t)
 	upper := strings.ToUpper(hostA)
-	storeWithEffects(t, s, upload(upper, t0, "bash"), withEffects(evaluation("RHSA-1", "installable"), upper, `{"v":1}`))
-	storeWithEffects(t, s, upload(hostA, t0.Add(time.Minute), "bash"), withEffects(evaluation("RHSA-2", "installable"), hostA, `{"v":2}`))
+	storeWithEffects(t, s, upload(upper, t0, "bash"), withEffects(evaluation("RHSA-1", "installable"), upper, rem()))
+	storeWithEffects(t, s, upload(hostA, t0.Add(time.Minute), "bash"), withEffects(evaluation("RHSA-2", "installable"), hostA, rem()))
 	var hosts int
 	if err := s.DB().QueryRow(`SELECT count(*) FROM system`).Scan(&hosts); err != nil {
 		t.Fatal(err)
@@ -300,7 +300,7 @@ func TestARelaysUnfinishedDeleteFreesTheRecordsWithinItsIdleBound(t *testing.T) 
 		CREATE TRIGGER scratch_slow_delete AFTER DELETE ON outbox FOR EACH STATEMENT EXECUTE FUNCTION scratch_slow_delete();`); err != nil {
 		t.Fatal(err)
 	}
-	storeWithEffects(t, s, upload(hostA, t0, "bash"), withEffects(evaluation("RHSA-1", "installable"), hostA, `{"v":1}`))
+	storeWithEffects(t, s, upload(hostA, t0, "bash"), withEffects(evaluation("RHSA-1", "installable"), hostA, rem()))
 	o, err := relayStore.OpenOutbox()
 	if err != nil {
 		t.Fatal(err)
@@ -330,7 +330,7 @@ func TestARelaysUnfinishedDeleteFreesTheRecordsWithinItsIdleBound(t *testing.T) 
 	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
 	defer wcancel()
 	start := time.Now()
-	_, err = s.StoreEvaluatedSystem(wctx, u, withEffects(evaluation("RHSA-2", "installable"), hostA, `{"v":2}`), check)
+	_, err = s.StoreEvaluatedSystem(wctx, u, withEffects(evaluation("RHSA-2", "installable"), hostA, rem()), check)
 	if err != nil {
 		var state string
 		_ = s.DB().QueryRow(`SELECT string_agg(state || ' ' || coalesce(wait_event, ''), '; ') FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&state)

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,25 +14,25 @@ import (
 	"github.com/patchflow/patchflow/persistence"
 )
 
-// outboxRows reads the outbox as the relay would publish it.
+// outboxRows reads the outbox as the relay would publish it, remediations
+// written by reference rendered: a claim of everything waiting, ended
+// without publishing.
 func outboxRows(t *testing.T, s *persistence.Store) []messages.OutboxMessage {
 	t.Helper()
-	rows, err := s.DB().Query(`SELECT id, kind, ordering_key, payload FROM outbox ORDER BY id`)
+	o, err := s.OpenOutbox()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rows.Close()
-	var out []messages.OutboxMessage
-	for rows.Next() {
-		var m messages.OutboxMessage
-		var kind, payload string
-		if err := rows.Scan(&m.ID, &kind, &m.OrderingKey, &payload); err != nil {
-			t.Fatal(err)
-		}
-		m.Kind, m.Value = messages.OutboxKind(kind), []byte(payload)
-		out = append(out, m)
+	defer o.Close()
+	ctx := context.Background()
+	msgs, finish, err := o.Claim(ctx, 100_000, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	if err := finish(ctx, messages.OutboxOutcome{}); err != nil {
+		t.Fatal(err)
+	}
+	return msgs
 }
 
 func ofKind(ms []messages.OutboxMessage, k messages.OutboxKind) []messages.OutboxMessage {
@@ -43,11 +45,23 @@ func ofKind(ms []messages.OutboxMessage, k messages.OutboxKind) []messages.Outbo
 	return out
 }
 
-func withEffects(e persistence.Evaluation, host, remediation string, statuses ...string) persistence.Evaluation {
-	e.Effects = &persistence.Effects{OrgID: "org-1", InventoryID: host, Notify: &persistence.NotifyContext{InventoryID: host}}
-	if remediation != "" {
-		e.Effects.Remediation = []byte(remediation)
+// rem is a remediation state with these updates (NEVRAs), each stored
+// by reference when canonical (name-E:V-R.A), else verbatim.
+func rem(updates ...string) *persistence.Remediation {
+	r := &persistence.Remediation{}
+	for _, u := range updates {
+		name, evra, ok := strings.Cut(u, "-0:")
+		if ok {
+			r.Updates = append(r.Updates, persistence.Package{Name: name, EVRA: "0:" + evra})
+		} else {
+			r.Verbatim = append(r.Verbatim, u)
+		}
 	}
+	return r
+}
+
+func withEffects(e persistence.Evaluation, host string, remediation *persistence.Remediation, statuses ...string) persistence.Evaluation {
+	e.Effects = &persistence.Effects{OrgID: "org-1", InventoryID: host, Notify: &persistence.NotifyContext{InventoryID: host}, Remediation: remediation}
 	for i, st := range statuses {
 		e.Effects.PayloadStatus = append(e.Effects.PayloadStatus, persistence.Message{EventID: fmt.Sprintf("00000000-0000-4000-8000-%012d", i), Value: []byte(st)})
 	}
@@ -74,21 +88,32 @@ func storeWithEffects(t *testing.T, s *persistence.Store, u persistence.SystemUp
 func TestRemediationIsWrittenWhenItChangesAndReplacesTheUnpublished(t *testing.T) {
 	s := openStore(t)
 	e := evaluation("RHSA-1", "installable")
-	storeWithEffects(t, s, upload(hostA, t0, "bash"), withEffects(e, hostA, `{"issues":["patch:RHSA-1"]}`))
+	storeWithEffects(t, s, upload(hostA, t0, "bash"), withEffects(e, hostA, rem("bash-0:5.1-2.el9.x86_64")))
 	first := ofKind(outboxRows(t, s), messages.OutboxRemediation)
-	if len(first) != 1 || string(first[0].Value) != `{"issues":["patch:RHSA-1"]}` {
-		t.Fatalf("after the first evaluation: %+v", first)
+	if want := remediationJSON(hostA, "RHSA-1", "bash-0:5.1-2.el9.x86_64"); len(first) != 1 || string(first[0].Value) != want {
+		t.Fatalf("after the first evaluation: %+v, want %s", first, want)
 	}
-	storeWithEffects(t, s, upload(hostA, t0.Add(time.Minute), "bash"), withEffects(e, hostA, `{"issues":["patch:RHSA-1"]}`))
+	storeWithEffects(t, s, upload(hostA, t0.Add(time.Minute), "bash"), withEffects(e, hostA, rem("bash-0:5.1-2.el9.x86_64")))
 	if again := ofKind(outboxRows(t, s), messages.OutboxRemediation); len(again) != 1 || again[0].ID != first[0].ID {
 		t.Fatalf("an unchanged evaluation wrote a message: %+v (was %+v)", again, first)
 	}
 	e2 := evaluation("RHSA-1", "installable", "RHSA-2", "applicable")
-	storeWithEffects(t, s, upload(hostA, t0.Add(2*time.Minute), "bash"), withEffects(e2, hostA, `{"issues":["patch:RHSA-1","patch:RHSA-2"]}`))
+	storeWithEffects(t, s, upload(hostA, t0.Add(2*time.Minute), "bash"), withEffects(e2, hostA, rem("bash-0:5.1-2.el9.x86_64")))
 	after := ofKind(outboxRows(t, s), messages.OutboxRemediation)
-	if len(after) != 1 || after[0].ID <= first[0].ID || string(after[0].Value) != `{"issues":["patch:RHSA-1","patch:RHSA-2"]}` {
-		t.Fatalf("the change did not replace the pending message under a new id: %+v (was %+v)", after, first)
+	if want := remediationJSON(hostA, "RHSA-1", "RHSA-2", "bash-0:5.1-2.el9.x86_64"); len(after) != 1 || after[0].ID <= first[0].ID || string(after[0].Value) != want {
+		t.Fatalf("the change did not replace the pending message under a new id: %+v (was %+v), want %s", after, first, want)
 	}
+}
+
+// remediationJSON is the remediation message of host with these issues
+// (advisories and update NEVRAs), prefixed and sorted.
+func remediationJSON(host string, issues ...string) string {
+	for i := range issues {
+		issues[i] = persistence.RemediationIssuePrefix + issues[i]
+	}
+	slices.Sort(issues)
+	b, _ := json.Marshal(persistence.RemediationMessage{HostID: host, Issues: issues})
+	return string(b)
 }
 
 // An org hears of an advisory once: when it first becomes installable on
@@ -96,9 +121,9 @@ func TestRemediationIsWrittenWhenItChangesAndReplacesTheUnpublished(t *testing.T
 func TestNotificationOncePerOrgAndAdvisory(t *testing.T) {
 	s := openStore(t)
 	const hostB = "8a3f1c2e-0000-4000-8000-000000000002"
-	storeWithEffects(t, s, upload(hostA, t0, "bash"), withEffects(evaluation("RHSA-1", "installable", "RHSA-2", "applicable"), hostA, ""))
-	storeWithEffects(t, s, upload(hostB, t0, "bash"), withEffects(evaluation("RHSA-1", "installable", "RHSA-2", "installable"), hostB, ""))
-	storeWithEffects(t, s, upload(hostA, t0.Add(time.Minute), "bash"), withEffects(evaluation("RHSA-1", "installable", "RHSA-2", "installable"), hostA, ""))
+	storeWithEffects(t, s, upload(hostA, t0, "bash"), withEffects(evaluation("RHSA-1", "installable", "RHSA-2", "applicable"), hostA, nil))
+	storeWithEffects(t, s, upload(hostB, t0, "bash"), withEffects(evaluation("RHSA-1", "installable", "RHSA-2", "installable"), hostB, nil))
+	storeWithEffects(t, s, upload(hostA, t0.Add(time.Minute), "bash"), withEffects(evaluation("RHSA-1", "installable", "RHSA-2", "installable"), hostA, nil))
 	var names [][]string
 	for _, m := range ofKind(outboxRows(t, s), messages.OutboxNotification) {
 		var n struct {
@@ -132,7 +157,7 @@ func TestNotificationOncePerOrgAndAdvisory(t *testing.T) {
 func TestOutboxMessagesExistOnlyForCommittedWrites(t *testing.T) {
 	s := openStore(t)
 	boom := errors.New("injected after the outbox write")
-	e := withEffects(evaluation("RHSA-1", "installable"), hostA, `{"issues":["patch:RHSA-1"]}`, `{"status":"received"}`, `{"status":"success"}`)
+	e := withEffects(evaluation("RHSA-1", "installable"), hostA, rem(), `{"status":"received"}`, `{"status":"success"}`)
 	persistence.SetAfterEffects(func() error { return boom })
 	t.Cleanup(func() { persistence.SetAfterEffects(nil) })
 	ctx := context.Background()
@@ -220,7 +245,7 @@ func TestClaimHoldsItsKeysFromOtherRelays(t *testing.T) {
 func TestPublishedRemediationDeletesOnlyItself(t *testing.T) {
 	s := openStore(t)
 	ctx := context.Background()
-	storeWithEffects(t, s, upload(hostA, t0, "bash"), withEffects(evaluation("RHSA-1", "installable"), hostA, `{"v":1}`))
+	storeWithEffects(t, s, upload(hostA, t0, "bash"), withEffects(evaluation("RHSA-1", "installable"), hostA, rem()))
 	o, err := s.OpenOutbox()
 	if err != nil {
 		t.Fatal(err)
@@ -230,12 +255,12 @@ func TestPublishedRemediationDeletesOnlyItself(t *testing.T) {
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("claim: %v %+v", err, msgs)
 	}
-	storeWithEffects(t, s, upload(hostA, t0.Add(time.Minute), "bash"), withEffects(evaluation("RHSA-2", "installable"), hostA, `{"v":2}`))
+	storeWithEffects(t, s, upload(hostA, t0.Add(time.Minute), "bash"), withEffects(evaluation("RHSA-2", "installable"), hostA, rem()))
 	if err := finish(ctx, messages.OutboxOutcome{Published: []int64{msgs[0].ID}}); err != nil {
 		t.Fatal(err)
 	}
 	rem := ofKind(outboxRows(t, s), messages.OutboxRemediation)
-	if len(rem) != 1 || string(rem[0].Value) != `{"v":2}` {
+	if len(rem) != 1 || string(rem[0].Value) != remediationJSON(hostA, "RHSA-2") {
 		t.Fatalf("after publishing v1 while v2 replaced it: %+v", rem)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -95,6 +96,9 @@ func TestOutboxAndRelayModel(t *testing.T) {
 	store.Close()
 	hosts := []string{"8a3f1c2e-0000-4000-8000-000000000001", "8a3f1c2e-0000-4000-8000-000000000002", "8a3f1c2e-0000-4000-8000-000000000003"}
 	advisories := []string{"RHSA-2026:1", "RHSA-2026:2", "RHBA-2026:3", "RHEA-2026:4"}
+	// updates stored by reference, and one named without its epoch, which
+	// makes its state written whole
+	updatePool := []string{"bash-0:5.1-2.el9.x86_64", "kernel-0:5.14.0-70.el9.x86_64", "zlib-0:1.2.11-40.el9.x86_64", "curl-7.76.1-29.el9.x86_64"}
 	rapid.Check(t, func(rt *rapid.T) {
 		// A store of its own each time: its caches know the rows the
 		// truncation removes.
@@ -120,6 +124,7 @@ func TestOutboxAndRelayModel(t *testing.T) {
 			"evaluate": func(rt *rapid.T) {
 				host := rapid.SampledFrom(hosts).Draw(rt, "host")
 				picked := rapid.SliceOfDistinct(rapid.SampledFrom(advisories), rapid.ID[string]).Draw(rt, "advisories")
+				updates := rapid.SliceOfDistinct(rapid.SampledFrom(updatePool), rapid.ID[string]).Draw(rt, "updates")
 				fail := rapid.Float64Range(0, 1).Draw(rt, "p") < 0.25
 				slices.Sort(picked)
 				var e persistence.Evaluation
@@ -132,10 +137,25 @@ func TestOutboxAndRelayModel(t *testing.T) {
 				}
 				request++
 				clock = clock.Add(time.Second)
-				state := fmt.Sprintf(`{"host_id":%q,"issues":%q}`, host, picked)
+				rem := &persistence.Remediation{}
+				issues := []string{}
+				for _, a := range picked {
+					issues = append(issues, persistence.RemediationIssuePrefix+a)
+				}
+				for _, u := range updates {
+					issues = append(issues, persistence.RemediationIssuePrefix+u)
+					if name, evra, ok := strings.Cut(u, "-0:"); ok {
+						rem.Updates = append(rem.Updates, persistence.Package{Name: name, EVRA: "0:" + evra})
+					} else {
+						rem.Verbatim = append(rem.Verbatim, u)
+					}
+				}
+				slices.Sort(issues)
+				b, _ := json.Marshal(persistence.RemediationMessage{HostID: host, Issues: issues})
+				state := string(b)
 				received := fmt.Sprintf(`{"host":%q,"request":%d,"status":"received"}`, host, request)
 				success := fmt.Sprintf(`{"host":%q,"request":%d,"status":"success"}`, host, request)
-				e.Effects = &persistence.Effects{OrgID: "org-1", InventoryID: host, Remediation: []byte(state),
+				e.Effects = &persistence.Effects{OrgID: "org-1", InventoryID: host, Remediation: rem,
 					Notify:        &persistence.NotifyContext{InventoryID: host},
 					PayloadStatus: []persistence.Message{{EventID: uuidOf(request, 1), Value: []byte(received)}, {EventID: uuidOf(request, 2), Value: []byte(success)}}}
 				if fail {

@@ -6,7 +6,8 @@
 // drained):
 //   - remediations: each stored host's last remediation message names
 //     exactly its stored advisories (and its update NEVRAs), and is the
-//     message last written for it (its checksum is remediation_state's);
+//     state last written for it, whole or by reference (its checksum is
+//     remediation_state's: remediation_state.go);
 //   - notifications: the (org, advisory) pairs notified are those
 //     advisory_notified records, each under a single event id (a duplicate
 //     carries the same id);
@@ -253,14 +254,20 @@ func Check(ctx context.Context, brokers []string, version sarama.KafkaVersion, t
 	for _, n := range seen {
 		r.Duplicates += n - 1
 	}
-	if err := checkRemediations(ctx, db, rem, &r); err != nil {
+	var dict *dictionary
+	if len(rem) > 0 {
+		if dict, err = readDictionary(ctx, db); err != nil {
+			return r, err
+		}
+	}
+	if err := checkRemediations(ctx, db, dict, rem, &r); err != nil {
 		return r, err
 	}
 	if err := checkNotifications(ctx, db, notes, &r); err != nil {
 		return r, err
 	}
 	checkPayloadStatus(statuses, &r)
-	if err := checkAudit(ctx, db, [][]Record{rem, notes, statuses}, &r); err != nil {
+	if err := checkAudit(ctx, db, dict, [][]Record{rem, notes, statuses}, &r); err != nil {
 		return r, err
 	}
 	return r, nil
@@ -268,7 +275,7 @@ func Check(ctx context.Context, brokers []string, version sarama.KafkaVersion, t
 
 // checkAudit judges what was read against what committed, when the audit
 // is installed.
-func checkAudit(ctx context.Context, db *sql.DB, read [][]Record, r *Report) error {
+func checkAudit(ctx context.Context, db *sql.DB, dict *dictionary, read [][]Record, r *Report) error {
 	var installed bool
 	if err := db.QueryRowContext(ctx, `SELECT to_regclass('outbox_audit') IS NOT NULL`).Scan(&installed); err != nil || !installed {
 		return err
@@ -293,18 +300,24 @@ func checkAudit(ctx context.Context, db *sql.DB, read [][]Record, r *Report) err
 		return err
 	}
 	published := map[string]bool{}
-	for _, list := range read {
+	for i, list := range read {
 		for _, m := range list {
 			published[m.EventID] = true
-			sum := sha256.Sum256(m.Value)
-			if !slices.ContainsFunc(committed[m.EventID], func(c []byte) bool { return slices.Equal(c, sum[:]) }) {
+			sums := [][]byte{nil}
+			if i == 0 { // a remediation: written whole or by reference
+				sums = dict.stateSums(m.Value)
+			} else {
+				sum := sha256.Sum256(m.Value)
+				sums[0] = sum[:]
+			}
+			if !slices.ContainsFunc(committed[m.EventID], func(c []byte) bool { return containsSum(sums, c) }) {
 				r.Ghosts++
 				r.Problems = append(r.Problems, fmt.Sprintf("a ghost: message %s at %d/%d was never committed with that value", m.EventID, m.Partition, m.Offset))
 			}
 		}
 	}
 	for id, kind := range kinds {
-		if kind != string(messages.OutboxRemediation) && !published[id] {
+		if kind != string(messages.OutboxRemediation) && kind != remediationByReference && !published[id] {
 			r.Lost++
 			r.Problems = append(r.Problems, fmt.Sprintf("lost: %s message %s committed, never published", kind, id))
 		}
@@ -313,7 +326,11 @@ func checkAudit(ctx context.Context, db *sql.DB, read [][]Record, r *Report) err
 	return nil
 }
 
-func checkRemediations(ctx context.Context, db *sql.DB, rem []Record, r *Report) error {
+// remediationByReference is the outbox kind of a remediation state
+// written by reference (remediation_state.go).
+const remediationByReference = "remediation_ids"
+
+func checkRemediations(ctx context.Context, db *sql.DB, dict *dictionary, rem []Record, r *Report) error {
 	last := map[string]Record{}
 	for _, m := range rem { // per partition in offset order; a host's are in one partition
 		last[m.Key] = m
@@ -340,7 +357,7 @@ func checkRemediations(ctx context.Context, db *sql.DB, rem []Record, r *Report)
 			r.Problems = append(r.Problems, fmt.Sprintf("host %s: no remediation message", host))
 			continue
 		}
-		if got := sha256.Sum256(m.Value); !slices.Equal(got[:], sum) {
+		if !containsSum(dict.stateSums(m.Value), sum) {
 			r.Problems = append(r.Problems, fmt.Sprintf("host %s: the last remediation message is not the last written", host))
 			continue
 		}
