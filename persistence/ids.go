@@ -19,7 +19,8 @@ import (
 
 // DefaultIDCacheSize is how many ids of each kind (accounts, packages,
 // advisories) a Store keeps in memory by default: a fleet's distinct
-// packages, with room. An entry costs about 150 bytes.
+// packages, with room. A package's entry costs about 320 bytes with its
+// name by id (200 without: a scratch measure of 100,000 entries' heap).
 const DefaultIDCacheSize = 200_000
 
 // idCache maps the shared rows events name (accounts, packages, advisories)

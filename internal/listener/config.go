@@ -147,7 +147,7 @@ func Parse(args []string, lookup func(string) (string, bool), exts ...Extension)
 			"A listener paused mid-transaction (a stopped VM, a long GC) holds row locks every other listener's writes wait on; the listener never pauses inside its own transactions. "+
 			"A value in `DATABASE_URL` wins")
 	s.Int(&d.Pool.IDCacheSize, "DB_ID_CACHE_SIZE", "db-id-cache-size", persistence.DefaultIDCacheSize, 1,
-		"ids of packages and of advisories (each) kept in memory, so an event whose packages were seen before looks none of them up; about 150 bytes an entry")
+		"ids of packages and of advisories (each) kept in memory, so an event whose packages were seen before looks none of them up, with their names by id for the relay's rendering of remediations; about 320 bytes an entry (64 MB for 200,000 packages)")
 	s.Bool(&d.Pool.Prepared, "DB_PREPARED_STATEMENTS", "db-prepared-statements", true,
 		"prepare the statements every event runs once on each database connection, so PostgreSQL parses and plans them once per connection, not per call (planning was about a quarter of its CPU per re-check-in). "+
 			"Turn off behind a pooler in transaction mode that does not track prepared statements (PgBouncer before 1.21, or with `max_prepared_statements = 0`): there a call could run another connection's statement of the same name")

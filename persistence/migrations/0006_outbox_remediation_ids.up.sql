@@ -1,11 +1,11 @@
 -- patchflow schema, version 6: a host's remediation state is written to the
 -- outbox by reference. Its message names each advisory of the evaluation
 -- and each update's NEVRA: 13-16 KB of JSON a host, written, compressed,
--- logged and read back once per changed evaluation, which was most of what
--- the effects cost PostgreSQL (BenchmarkEffectsCostBounds). A row of kind
+-- logged and read back once per changed evaluation. A row of kind
 -- remediation_ids holds instead the advisories' and the updates' ids in
--- the dictionaries (advisory, package), a few hundred bytes, and the relay
--- renders the message from them when it publishes (persistence/remediation.go).
+-- the dictionaries (advisory, package), about a kilobyte, and the relay
+-- renders the message from them when it publishes (persistence/remediation.go):
+-- a quarter less WAL per event with the effects on.
 --
 -- A relay of schema 5 does not know the kind: it leaves such rows waiting
 -- (no topic for them), for the new relays, and publishes the rest. One
