@@ -61,7 +61,8 @@ const OutboxChannel = "patchflow_outbox"
 //   - rem: the remediation checksum, only when it changed; remq: the
 //     host's remediation state then (by reference, or whole: remediation.go),
 //     replacing an unpublished one under a new id (a relay publishing the
-//     older one deletes only that);
+//     older one deletes only that), or one kept aside as refused: the
+//     newer state is published, and the refused one was never the last;
 //   - ps: the payload-status messages, in order;
 //   - nt: the org's installable advisories not notified before; ntq: one
 //     notification for them, its id the outbox row's event id.
@@ -94,7 +95,8 @@ const (
 		INSERT INTO outbox (kind, ordering_key, message_key, payload)
 		SELECT $5::text, $3::text, $3::text, $4::text FROM rem
 		ON CONFLICT (ordering_key) WHERE kind IN ('remediation', 'remediation_ids') DO UPDATE SET id = nextval('outbox_id_seq'),
-			kind = EXCLUDED.kind, payload = EXCLUDED.payload, event_id = EXCLUDED.event_id, created_at = EXCLUDED.created_at
+			kind = EXCLUDED.kind, payload = EXCLUDED.payload, event_id = EXCLUDED.event_id, created_at = EXCLUDED.created_at,
+			refused = NULL
 		RETURNING 1),
 	ps AS (
 		INSERT INTO outbox (kind, ordering_key, message_key, event_id, payload)

@@ -243,16 +243,19 @@ func (p *keyLogPublisher) count(prefix string) int {
 }
 
 // While a relay's claim is open (its idle-in-transaction timeout lifted
-// for the publish), migrations 5 and 6 wait for ACCESS EXCLUSIVE on
-// outbox; were they to wait in one go, every record transaction's outbox
-// write would queue behind them. They ask 100 ms at a time.
+// for the publish), migrations 5 and 6, up and down, wait for ACCESS
+// EXCLUSIVE on outbox; were they to wait in one go, every record
+// transaction's outbox write would queue behind them. They ask 100 ms at a
+// time, and the relay's claim ends as it would have (before, migration 6
+// down took weaker locks first and deadlocked with the claim's delete).
 func TestOutboxMigrationsDoNotStallOutboxWritesBehindAClaim(t *testing.T) {
-	for _, version := range []uint{5, 6} {
-		t.Run(fmt.Sprintf("migration %d", version), func(t *testing.T) {
+	for _, step := range []struct{ from, version uint }{{4, 5}, {5, 6}, {6, 5}} {
+		version := step.version
+		t.Run(fmt.Sprintf("migration %d to %d", step.from, version), func(t *testing.T) {
 			s := openStore(t)
 			db := s.DB()
 			ctx := context.Background()
-			if err := persistence.MigrateTo(db, version-1); err != nil {
+			if err := persistence.MigrateTo(db, step.from); err != nil {
 				t.Fatal(err)
 			}
 			insertOutboxRow(t, db, "pending")
@@ -280,7 +283,7 @@ func TestOutboxMigrationsDoNotStallOutboxWritesBehindAClaim(t *testing.T) {
 				t.Fatal(err)
 			}
 			if werr != nil {
-				t.Fatalf("an outbox write during migration %d, with a relay's claim open, waited %v and failed: %v", version, took.Round(time.Millisecond), werr)
+				t.Fatalf("an outbox write during migration %d to %d, with a relay's claim open, waited %v and failed: %v", step.from, version, took.Round(time.Millisecond), werr)
 			}
 			if v, _, err := persistence.SchemaVersion(db); err != nil || v != version {
 				t.Fatalf("schema version %d (%v), want %d", v, err, version)

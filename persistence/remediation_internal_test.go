@@ -281,3 +281,50 @@ func BenchmarkRenderRemediation(b *testing.B) {
 		}
 	})
 }
+
+// A host's remediation kept aside (the relay could not render it, or the
+// broker refused it for good) does not keep the host's next state from
+// being published: the next state replaces it, as it replaces a pending
+// one. (Before, the replacement kept the row's refused mark, and every
+// later state of the host was written into a row no relay claims.)
+func TestTheNextStateReplacesARemediationKeptAside(t *testing.T) {
+	for _, how := range []string{"unrenderable", "refused by the broker"} {
+		t.Run(how, func(t *testing.T) {
+			s, o, id := remediationStore(t)
+			ctx := context.Background()
+			if how == "unrenderable" {
+				if _, err := s.db.ExecContext(ctx, `UPDATE outbox SET payload = 'not ids' WHERE id = $1`, id); err != nil {
+					t.Fatal(err)
+				}
+				if msgs := claimAll(t, o); len(msgs) != 0 {
+					t.Fatalf("claimed %+v, want nothing", msgs)
+				}
+			} else {
+				msgs, finish, err := o.Claim(ctx, 10, nil)
+				if err != nil || len(msgs) != 1 {
+					t.Fatalf("claim: %d %v", len(msgs), err)
+				}
+				if err := finish(ctx, messages.OutboxOutcome{Refused: map[int64]string{msgs[0].ID: "too large"}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ctx2 := context.Background()
+			at := time.Date(2026, 12, 6, 8, 5, 0, 0, time.UTC)
+			host := fmt.Sprintf(remediationHost, 1)
+			u := SystemUpload{OrgID: "org-1", InventoryID: host, EventTime: at, LastUpload: at, Packages: []Package{{Name: "bash", EVRA: "0:5.1-1.el9.x86_64"}}}
+			e := Evaluation{Advisories: []AdvisoryResult{{Name: "RHSA-2026:0999", Type: "security", Status: Installable}},
+				Effects: &Effects{OrgID: "org-1", InventoryID: host, Remediation: &Remediation{Updates: []Package{{Name: "bash", EVRA: "0:5.1-9.el9.x86_64"}}}}}
+			check, err := s.CheckUpload(ctx2, u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.StoreEvaluatedSystem(ctx2, u, e, check); err != nil {
+				t.Fatal(err)
+			}
+			want := fmt.Sprintf(`{"host_id":"`+remediationHost+`","issues":["patch:RHSA-2026:0999","patch:bash-0:5.1-9.el9.x86_64"]}`, 1)
+			if msgs := claimAll(t, o); len(msgs) != 1 || string(msgs[0].Value) != want {
+				t.Fatalf("after a remediation %s, the host's next state: claimed %+v, want %s", how, msgs, want)
+			}
+		})
+	}
+}

@@ -7,12 +7,14 @@
 -- renders the message from them when it publishes (persistence/remediation.go):
 -- a quarter less WAL per event with the effects on.
 --
--- A relay of schema 5 does not know the kind: it leaves such rows waiting
--- (no topic for them), for the new relays, and publishes the rest. One
--- unique index covers both kinds, so a host still has one remediation
--- pending, whichever writer wrote it; a writer of schema 5 replacing a
--- remediation_ids row leaves its kind and writes JSON, which the relay
--- publishes as it is (a payload that starts with "{").
+-- A relay of schema 5 does not know the kind: it claims such a row and
+-- fails it retryably (no topic for the kind), so the row waits for a new
+-- relay; the host's later messages in that round are published but not
+-- deleted, and go again (duplicates under their event ids) once the kind's
+-- hold ends. One unique index covers both kinds, so a host still has one
+-- remediation pending, whichever writer wrote it; a writer of schema 5
+-- replacing a remediation_ids row leaves its kind and writes JSON, which
+-- the relay publishes as it is (a payload that starts with "{").
 --
 -- Like migration 5, it asks for the outbox's ACCESS EXCLUSIVE lock 100 ms
 -- at a time, letting the writers through between tries, for about two

@@ -55,16 +55,29 @@ func readDictionary(ctx context.Context, db *sql.DB) (*dictionary, error) {
 	return d, nil
 }
 
+// remediationMessage is the message's shape, in its fields' order.
+type remediationMessage struct {
+	HostID string   `json:"host_id"`
+	Issues []string `json:"issues"`
+}
+
 // stateSums are the sums of what could have been written for the
 // remediation message value: the message itself, and its reference when
-// every issue names a stored advisory or package.
+// the message is exactly what encoding/json makes of its host and its
+// issues sorted without repeats (the relay renders it so, byte for byte),
+// and every issue names a stored advisory or package.
 func (d *dictionary) stateSums(value []byte) [][]byte {
 	whole := sha256.Sum256(value)
 	sums := [][]byte{whole[:]}
-	var msg struct {
-		Issues []string `json:"issues"`
-	}
+	var msg remediationMessage
 	if d == nil || json.Unmarshal(value, &msg) != nil {
+		return sums
+	}
+	canonical := remediationMessage{HostID: msg.HostID, Issues: slices.Compact(slices.Sorted(slices.Values(msg.Issues)))}
+	if canonical.Issues == nil {
+		canonical.Issues = []string{}
+	}
+	if b, err := json.Marshal(canonical); err != nil || string(b) != string(value) {
 		return sums
 	}
 	var adv, pkg []int64

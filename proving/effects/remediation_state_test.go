@@ -2,6 +2,7 @@ package effects
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"slices"
 	"testing"
@@ -83,6 +84,29 @@ func TestStateSumsAgreeWithTheStore(t *testing.T) {
 		short = []byte(string(short[:len(short)-2]) + `,"patch:RHBA-2026:0100"]}`)
 		if containsSum(dict.stateSums(short), sums[m.OrderingKey]) {
 			t.Fatalf("%s: a message with an issue more, %s, passes for the stored state", m.OrderingKey, short)
+		}
+	}
+}
+
+// Only the bytes the relay renders pass for a state by reference: the
+// same issues unsorted, repeated, spaced or with a field more do not.
+func TestStateSumsTakeOnlyTheRenderedBytes(t *testing.T) {
+	d := &dictionary{advisories: map[string]int64{"RHSA-2026:0001": 3}, packages: map[string]int64{"bash-0:5.1-2.el9.x86_64": 12, "zlib-0:1.2.11-40.el9.x86_64": 40}}
+	host := "8a3f1c2e-0000-4000-8000-000000000001"
+	ref := sha256.Sum256([]byte("3;c,s"))
+	right := `{"host_id":"` + host + `","issues":["patch:RHSA-2026:0001","patch:bash-0:5.1-2.el9.x86_64","patch:zlib-0:1.2.11-40.el9.x86_64"]}`
+	if !containsSum(d.stateSums([]byte(right)), ref[:]) {
+		t.Fatalf("%s does not pass for its reference", right)
+	}
+	for _, wrong := range []string{
+		`{"host_id":"` + host + `","issues":["patch:zlib-0:1.2.11-40.el9.x86_64","patch:RHSA-2026:0001","patch:bash-0:5.1-2.el9.x86_64"]}`,
+		`{"host_id":"` + host + `","issues":["patch:RHSA-2026:0001","patch:RHSA-2026:0001","patch:bash-0:5.1-2.el9.x86_64","patch:zlib-0:1.2.11-40.el9.x86_64"]}`,
+		`{ "host_id" : "` + host + `", "issues" : [ "patch:RHSA-2026:0001", "patch:bash-0:5.1-2.el9.x86_64", "patch:zlib-0:1.2.11-40.el9.x86_64" ] }`,
+		`{"host_id":"` + host + `","issues":["patch:RHSA-2026:0001","patch:bash-0:5.1-2.el9.x86_64","patch:zlib-0:1.2.11-40.el9.x86_64"],"extra":true}`,
+		`{"issues":["patch:RHSA-2026:0001","patch:bash-0:5.1-2.el9.x86_64","patch:zlib-0:1.2.11-40.el9.x86_64"],"host_id":"` + host + `"}`,
+	} {
+		if containsSum(d.stateSums([]byte(wrong)), ref[:]) {
+			t.Errorf("%s passes for the reference of %s", wrong, right)
 		}
 	}
 }
