@@ -155,7 +155,7 @@ func storeBatchInOneTransaction(ctx context.Context, s *Store, events [][2]any) 
 			advIDs, installableIDs := row.ids(ids)
 			unknownIDs := s.ids.notified.unknown(accountID, installableIDs)
 			host := strings.ToLower(u.InventoryID)
-			rem, err := s.remediationWrite(ctx, conn, view, host, row, advIDs, e.Effects.Remediation)
+			rem, err := s.resolveRemediation(ctx, conn, view, host, row, advIDs, e.Effects.Remediation)
 			if err != nil {
 				return err
 			}

@@ -101,7 +101,7 @@ func (s *Store) StoreEvaluation(ctx context.Context, res UploadResult, e Evaluat
 		all, installable := ev.ids(byName)
 		var rem *remediationWrite
 		if !e.Effects.empty() {
-			if rem, err = s.remediationWrite(ctx, conn, view, strings.ToLower(e.Effects.InventoryID), ev, all, e.Effects.Remediation); err != nil {
+			if rem, err = s.resolveRemediation(ctx, conn, view, strings.ToLower(e.Effects.InventoryID), ev, all, e.Effects.Remediation); err != nil {
 				return err
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -128,7 +129,9 @@ const rowLockIdle = "5s"
 // every message of a key in id order, and holds their keys from other
 // relays until finish is called. finish deletes the messages the outcome
 // says were published and keeps the refused ones aside, and ends the
-// claim; it must be called once whenever Claim returned no error.
+// claim; it must be called once whenever Claim returned no error. A
+// remediation written by reference that cannot be rendered is kept aside
+// by Claim itself, at once, and left out of the messages it returns.
 //
 // Every statement of the claim, its BEGIN and its COMMIT included, returns
 // by its call's context (ctx for Claim's, finish's own for finish's): the
@@ -213,18 +216,24 @@ func (o *Outbox) settle(ctx context.Context, conn *sql.Conn, outcome messages.Ou
 		}
 	}
 	if len(outcome.Refused) > 0 {
-		ids := make([]int64, 0, len(outcome.Refused))
-		reasons := make([]string, 0, len(outcome.Refused))
-		for id, why := range outcome.Refused {
-			ids, reasons = append(ids, id), append(reasons, why)
-		}
-		if _, err := conn.ExecContext(ctx, `
-			UPDATE outbox o SET refused = r.why FROM unnest($1::bigint[], $2::text[]) AS r (id, why) WHERE o.id = r.id`,
-			pq.Array(ids), pq.Array(reasons)); err != nil {
+		if _, err := conn.ExecContext(ctx, markRefused, refusedArgs(outcome.Refused)...); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// markRefused keeps messages aside with their reasons ($1 the ids, $2 the
+// reasons: refusedArgs).
+const markRefused = `UPDATE outbox o SET refused = r.why FROM unnest($1::bigint[], $2::text[]) AS r (id, why) WHERE o.id = r.id`
+
+func refusedArgs(refused map[int64]string) []any {
+	ids := make([]int64, 0, len(refused))
+	reasons := make([]string, 0, len(refused))
+	for id, why := range refused {
+		ids, reasons = append(ids, id), append(reasons, why)
+	}
+	return []any{pq.Array(ids), pq.Array(reasons)}
 }
 
 func (o *Outbox) keys(ctx context.Context, conn *sql.Conn, max int, kinds []string) ([]string, error) {
@@ -274,7 +283,7 @@ func (o *Outbox) read(ctx context.Context, conn *sql.Conn, keys []string, max in
 		msgs    []messages.OutboxMessage
 		byRef   []int // msgs' indexes of remediations written by reference
 		refs    []remediationIDs
-		bad     map[int64]string
+		bad     = map[int64]string{} // rows kept aside, with why
 		started time.Time
 	)
 	for rows.Next() {
@@ -299,9 +308,6 @@ func (o *Outbox) read(ctx context.Context, conn *sql.Conn, keys []string, max in
 			if !strings.HasPrefix(payload, "{") {
 				r, err := decodeRemediationIDs(payload)
 				if err != nil {
-					if bad == nil {
-						bad = map[int64]string{}
-					}
 					bad[m.ID] = fmt.Sprintf("unreadable remediation state: %v", err)
 					continue
 				}
@@ -324,12 +330,7 @@ func (o *Outbox) read(ctx context.Context, conn *sql.Conn, keys []string, max in
 		if err != nil {
 			return nil, err
 		}
-		for id, why := range unrendered {
-			if bad == nil {
-				bad = map[int64]string{}
-			}
-			bad[id] = why
-		}
+		maps.Copy(bad, unrendered)
 	}
 	if len(bad) == 0 {
 		return msgs, nil
@@ -344,14 +345,7 @@ func (o *Outbox) read(ctx context.Context, conn *sql.Conn, keys []string, max in
 // refused (outbox.refused, the backlog's Refused), in a transaction of
 // their own: the claim's commits only what it published.
 func (o *Outbox) setAside(ctx context.Context, bad map[int64]string) error {
-	ids := make([]int64, 0, len(bad))
-	reasons := make([]string, 0, len(bad))
-	for id, why := range bad {
-		ids, reasons = append(ids, id), append(reasons, why)
-	}
-	_, err := o.db.ExecContext(ctx, `
-		UPDATE outbox o SET refused = r.why FROM unnest($1::bigint[], $2::text[]) AS r (id, why) WHERE o.id = r.id`,
-		pq.Array(ids), pq.Array(reasons))
+	_, err := o.db.ExecContext(ctx, markRefused, refusedArgs(bad)...)
 	return err
 }
 

@@ -197,10 +197,10 @@ func newRemediationWrite(host string, advisories []string, advisoryIDs []int32, 
 	return w
 }
 
-// remediationWrite resolves the ids of rem's updates under v (inserting
+// resolveRemediation resolves the ids of rem's updates under v (inserting
 // the packages never seen, as an upload's are) and returns the host's state
 // with ev's advisories (advisoryIDs their ids); nil when rem is.
-func (s *Store) remediationWrite(ctx context.Context, q queryer, v serverView, host string, ev *evaluationRow, advisoryIDs []int32, rem *Remediation) (*remediationWrite, error) {
+func (s *Store) resolveRemediation(ctx context.Context, q queryer, v serverView, host string, ev *evaluationRow, advisoryIDs []int32, rem *Remediation) (*remediationWrite, error) {
 	if rem == nil {
 		return nil, nil
 	}
@@ -244,6 +244,9 @@ func (o *Outbox) renderClaimed(ctx context.Context, q rowsQueryer, rows []claime
 	c := o.ids
 	c.seeServer(started)
 	v := c.view()
+	if afterRenderView != nil {
+		afterRenderView()
+	}
 	advisories := map[int32]string{}
 	packages := map[int64]string{}
 	var missA []int32
@@ -304,6 +307,10 @@ func (o *Outbox) renderClaimed(ctx context.Context, q rowsQueryer, rows []claime
 	}
 	return bad, nil
 }
+
+// afterRenderView, when set (by a test), runs in renderClaimed between its
+// view of the cache and its reads of it.
+var afterRenderView func()
 
 // lookUpNames reads the names of the ids the cache missed, fills them in,
 // and caches them if the server that answered is v's.

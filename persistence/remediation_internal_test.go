@@ -328,3 +328,34 @@ func TestTheNextStateReplacesARemediationKeptAside(t *testing.T) {
 		})
 	}
 }
+
+// A purge and a refill from another server between the relay's view of
+// the cache and its reads of it: the names it read may be the other
+// server's, so the claim fails transiently rather than publish them, and
+// the next claim renders from this server's.
+func TestARelayRendersNothingFromACacheRefilledMeanwhile(t *testing.T) {
+	s, o, _ := remediationStore(t)
+	c := s.ids
+	afterRenderView = func() {
+		c.seeServer(c.view().started.Add(time.Hour)) // another server's start
+		c.mu.Lock()
+		for _, id := range []int32{1, 2, 3} {
+			c.advisoryNames.Add(id, "RHSA-OF-ANOTHER-SERVER")
+		}
+		c.mu.Unlock()
+	}
+	t.Cleanup(func() { afterRenderView = nil })
+	ctx := context.Background()
+	msgs, finish, err := o.Claim(ctx, 10, nil)
+	if err == nil {
+		_ = finish(ctx, messages.OutboxOutcome{})
+		t.Fatalf("claimed %+v from a cache refilled by another server meanwhile, want a transient failure", msgs)
+	}
+	if messages.ClassOf(err) != messages.ErrorClass_ERROR_CLASS_TRANSIENT {
+		t.Fatalf("claim: %v, want a transient failure", err)
+	}
+	afterRenderView = nil
+	if msgs := claimAll(t, o); len(msgs) != 1 || string(msgs[0].Value) != wantRemediation(1) {
+		t.Fatalf("the next claim: %+v, want %s", msgs, wantRemediation(1))
+	}
+}

@@ -137,7 +137,7 @@ func (s *Store) store(ctx context.Context, u SystemUpload, e *Evaluation, absent
 		if e != nil && !e.Effects.empty() {
 			w.fx = effectsWrite{e: e.Effects, inventoryID: strings.ToLower(u.InventoryID), orgID: u.OrgID, accountID: accountID,
 				installable: s.ids.notified.unknown(accountID, installableIDs), evaluated: true}
-			if w.fx.remediation, err = s.remediationWrite(ctx, conn, view, w.fx.inventoryID, ev, advIDs, e.Effects.Remediation); err != nil {
+			if w.fx.remediation, err = s.resolveRemediation(ctx, conn, view, w.fx.inventoryID, ev, advIDs, e.Effects.Remediation); err != nil {
 				return err
 			}
 			notifiedAccount, notifiedIDs, notifiedView = accountID, installableIDs, view
