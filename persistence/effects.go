@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/lib/pq"
@@ -56,8 +57,10 @@ func (e *Effects) empty() bool {
 // never inside them.
 const OutboxChannel = "patchflow_outbox"
 
-// writeEffects is the statement that writes an event's effects, in its
-// transaction, after the system row is written (and locked) at $1:
+// effectsStatement returns the statement that writes an event's effects
+// for the system its first part, system, yields (a statement returning one
+// row, the system's id, or none: then nothing is written), the effects'
+// parameters numbered from first (effectsWrite.params):
 //   - rem: the remediation checksum, only when it changed; remq: the
 //     host's remediation state then (by reference, or whole: remediation.go),
 //     replacing an unpublished one under a new id (a relay publishing the
@@ -65,60 +68,64 @@ const OutboxChannel = "patchflow_outbox"
 //     newer state is published, and the refused one was never the last;
 //   - ps: the payload-status messages, in order;
 //   - nt: the org's installable advisories not notified before; ntq: one
-//     notification for them, its id the outbox row's event id.
+//     notification for them, its id the outbox row's event id (only with
+//     notify).
 //
-// It returns how many messages it wrote. It does not NOTIFY: a transaction
-// that notifies takes a database-wide lock from its pre-commit to the end
-// of its commit, so every writer would commit one at a time; the store
-// tells its hook after the commit instead (Store.OnOutboxWrite).
+// It returns the system's id and how many messages it wrote. It does not
+// NOTIFY: a transaction that notifies takes a database-wide lock from its
+// pre-commit to the end of its commit, so every writer would commit one at
+// a time; the store tells its hook after the commit instead
+// (Store.OnOutboxWrite).
 //
-// writeEffectsNoNotify is the same without nt and ntq, for an event with
+// system is the write itself where it can be (an update, an insert), so
+// that the event's rows and its effects are one statement: an update then
+// commits by itself, in one round trip, as it does without the effects,
+// where a transaction around two statements took four. Each part reads the
+// system's id from s, which is what orders them after the system's write
+// and keeps them from writing when it wrote nothing.
+//
+// Without notify, the statement leaves nt and ntq out, for an event with
 // nothing to notify: once an org's fleet is evaluated, nearly every event
 // (notifiedCache). The parts it leaves out cost their execution's set-up
 // even when they write nothing (their tables and indexes opened and
 // locked, past the 16 locks a transaction takes without the shared lock
 // table): 0.1-0.2 ms of a call of about 0.6-0.9
 // (BenchmarkEffectsStatement).
-const (
-	writeEffects         = `WITH ` + effectsParts + `, ` + notifyParts + `, n AS (SELECT (SELECT count(*) FROM remq) + (SELECT count(*) FROM ntq) + (SELECT count(*) FROM ps) AS n) SELECT n::int FROM n`
-	writeEffectsNoNotify = `WITH ` + effectsParts + `, n AS (SELECT (SELECT count(*) FROM remq) + (SELECT count(*) FROM ps) AS n) SELECT n::int FROM n`
-	// $1 the system id, $2 the remediation checksum, $3 the host's
-	// inventory id, $4 its remediation state and $5 that row's kind, $6 and
-	// $7 the payload statuses and their event ids.
-	effectsParts = `
+func effectsStatement(system string, first int, notify bool) string {
+	parts := `WITH s (id) AS (` + system + `),
 	rem AS (
-		INSERT INTO remediation_state (system_id, checksum) SELECT $1::bigint, $2::bytea WHERE $2::bytea IS NOT NULL
+		INSERT INTO remediation_state (system_id, checksum) SELECT s.id, $sum::bytea FROM s WHERE $sum::bytea IS NOT NULL
 		ON CONFLICT (system_id) DO UPDATE SET checksum = EXCLUDED.checksum
 			WHERE remediation_state.checksum IS DISTINCT FROM EXCLUDED.checksum
 		RETURNING system_id),
 	remq AS (
 		INSERT INTO outbox (kind, ordering_key, message_key, payload)
-		SELECT $5::text, $3::text, $3::text, $4::text FROM rem
+		SELECT $kind::text, $host::text, $host::text, $state::text FROM rem
 		ON CONFLICT (ordering_key) WHERE kind IN ('remediation', 'remediation_ids') DO UPDATE SET id = nextval('outbox_id_seq'),
 			kind = EXCLUDED.kind, payload = EXCLUDED.payload, event_id = EXCLUDED.event_id, created_at = EXCLUDED.created_at,
 			refused = NULL
 		RETURNING 1),
 	ps AS (
 		INSERT INTO outbox (kind, ordering_key, message_key, event_id, payload)
-		SELECT 'payload_status', $3::text, $3::text, e, p FROM unnest($6::text[], $7::uuid[]) WITH ORDINALITY AS t (p, e, i) ORDER BY i
+		SELECT 'payload_status', $host::text, $host::text, e, p FROM s, unnest($statuses::text[], $statusIDs::uuid[]) WITH ORDINALITY AS t (p, e, i) ORDER BY i
 		RETURNING 1)`
-	// $8 the account id, $9 its installable advisories not known
-	// notified, $10 the notification's context (JSON), $11 the org id.
-	notifyParts = `
+	count := `(SELECT count(*) FROM remq) + (SELECT count(*) FROM ps)`
+	if notify {
+		parts += `,
 	nt AS (
 		INSERT INTO advisory_notified (account_id, advisory_id)
-		SELECT $8::int, a FROM unnest($9::int[]) AS a WHERE $10::json IS NOT NULL
-			AND NOT EXISTS (SELECT 1 FROM advisory_notified n WHERE n.account_id = $8::int AND n.advisory_id = a)
+		SELECT $account::int, a FROM s, unnest($advisories::int[]) AS a WHERE $context::json IS NOT NULL
+			AND NOT EXISTS (SELECT 1 FROM advisory_notified n WHERE n.account_id = $account::int AND n.advisory_id = a)
 		ORDER BY a
 		ON CONFLICT DO NOTHING
 		RETURNING advisory_id),
 	ntid AS (SELECT gen_random_uuid() AS id),
 	ntq AS (
 		INSERT INTO outbox (kind, ordering_key, message_key, event_id, payload)
-		SELECT 'notification', $11::text, $11::text, ntid.id, json_build_object(
+		SELECT 'notification', $org::text, $org::text, ntid.id, json_build_object(
 			'version', 'v1.1.0', 'id', ntid.id, 'bundle', 'rhel', 'application', 'patch', 'event_type', 'new-advisory',
-			'timestamp', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), 'org_id', $11::text,
-			'context', $10::json,
+			'timestamp', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), 'org_id', $org::text,
+			'context', $context::json,
 			'events', json_agg(json_build_object('metadata', json_build_object(), 'payload', json_build_object(
 				'advisory_id', a.id::text, 'advisory_name', a.name, 'advisory_type', a.advisory_type, 'synopsis', ''))
 				ORDER BY a.name),
@@ -126,9 +133,35 @@ const (
 		FROM nt JOIN advisory a ON a.id = nt.advisory_id CROSS JOIN ntid
 		GROUP BY ntid.id
 		RETURNING 1)`
+		count += ` + (SELECT count(*) FROM ntq)`
+	}
+	var numbers []string
+	for i, name := range effectsParamNames {
+		numbers = append(numbers, "$"+name, "$"+strconv.Itoa(first+i))
+	}
+	return strings.NewReplacer(numbers...).Replace(parts + `
+	SELECT s.id::bigint, (` + count + `)::int FROM s`)
+}
+
+// effectsParamNames name the effects' parameters in effectsStatement, in
+// the order effectsWrite.params gives them; no name is the start of
+// another's, so the replacement cannot take one for the other.
+var effectsParamNames = []string{"sum", "host", "state", "kind", "statuses", "statusIDs", "account", "advisories", "context", "org"}
+
+// The effects' statements: alone, for a system written before in the
+// transaction ($1 its id); and with the write of the system itself, for
+// an upload that inserts or updates it (systemWrite). Each with the
+// notification's parts and without.
+var (
+	writeEffects                         = effectsStatement(`SELECT $1::bigint`, 2, true)
+	writeEffectsNoNotify                 = effectsStatement(`SELECT $1::bigint`, 2, false)
+	insertSystemWithEffects              = effectsStatement(insertSystem, 31, true)
+	insertSystemWithEffectsNoNotify      = effectsStatement(insertSystem, 31, false)
+	updateNewerSystemWithEffects         = effectsStatement(updateNewerSystem, 32, true)
+	updateNewerSystemWithEffectsNoNotify = effectsStatement(updateNewerSystem, 32, false)
 )
 
-// effectsWrite is one event's effects ready for writeEffects (or writeEffectsNoNotify).
+// effectsWrite is one event's effects ready for effectsStatement.
 type effectsWrite struct {
 	e           *Effects
 	inventoryID string
@@ -141,38 +174,49 @@ type effectsWrite struct {
 	remediation *remediationWrite
 }
 
-// write runs writeEffects, or writeEffectsNoNotify when there is nothing to
-// notify, in q (the event's transaction) for system id.
-func (w effectsWrite) write(ctx context.Context, q rowQueryer, id int64) error {
-	if w.e.empty() {
-		return nil
-	}
-	var (
-		sum, remediation, kind any
-		notify                 any
-	)
+// params are the effects' parameters, in effectsParamNames' order, and
+// whether the statement is to have the notification's parts (the last four
+// parameters are then there).
+func (w effectsWrite) params() (args []any, notify bool, err error) {
+	var sum, remediation, kind, notifyContext any
 	if w.evaluated && w.remediation != nil {
 		sum, remediation, kind = w.remediation.sum, w.remediation.payload, w.remediation.kind
 	}
 	if w.evaluated && w.e.Notify != nil && len(w.installable) > 0 {
 		b, err := json.Marshal(w.e.Notify)
 		if err != nil {
-			return fmt.Errorf("notification context: %w", err)
+			return nil, false, fmt.Errorf("notification context: %w", err)
 		}
-		notify = string(b)
+		notifyContext = string(b)
 	}
 	statuses := make([]string, len(w.e.PayloadStatus))
 	ids := make([]string, len(w.e.PayloadStatus))
 	for i, p := range w.e.PayloadStatus {
 		statuses[i], ids[i] = string(p.Value), p.EventID
 	}
-	args := []any{id, sum, w.inventoryID, remediation, kind, pq.Array(statuses), pq.Array(ids)}
+	args = []any{sum, w.inventoryID, remediation, kind, pq.Array(statuses), pq.Array(ids)}
+	if notifyContext == nil {
+		return args, false, nil
+	}
+	return append(args, w.accountID, pq.Array(nonNil(w.installable)), notifyContext, w.orgID), true, nil
+}
+
+// write writes the effects by themselves in q (the event's transaction)
+// for system id.
+func (w effectsWrite) write(ctx context.Context, q rowQueryer, id int64) error {
+	if w.e.empty() {
+		return nil
+	}
+	args, notify, err := w.params()
+	if err != nil {
+		return err
+	}
 	query := writeEffectsNoNotify
-	if notify != nil {
-		query, args = writeEffects, append(args, w.accountID, pq.Array(nonNil(w.installable)), notify, w.orgID)
+	if notify {
+		query = writeEffects
 	}
 	var n int
-	if err := q.QueryRowContext(ctx, query, args...).Scan(&n); err != nil {
+	if err := q.QueryRowContext(ctx, query, append([]any{id}, args...)...).Scan(&id, &n); err != nil {
 		return fmt.Errorf("write outbox: %w", err)
 	}
 	if afterEffects != nil {
@@ -182,7 +226,8 @@ func (w effectsWrite) write(ctx context.Context, q rowQueryer, id int64) error {
 }
 
 // afterEffects, when set (by a test), runs after the effects are written
-// and before the transaction commits; its error rolls the transaction back.
+// in a transaction, before it commits; its error rolls it back. An update
+// with its effects commits by itself, and does not run it.
 var afterEffects func() error
 
 // WritePayloadStatus writes payload-status messages of the host inventoryID

@@ -2,8 +2,12 @@ package persistence
 
 import (
 	"context"
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -29,12 +33,20 @@ import (
 // order run); allowance-pg-ms is off-pg-ms / 9: at most 10 % fewer events
 // per second where PostgreSQL is what is full allows at most 11 % more of
 // its CPU per event.
-func BenchmarkEffectsCost(b *testing.B) { benchmarkEffectsCost(b, nil) }
+func BenchmarkEffectsCost(b *testing.B) { benchmarkEffectsCost(b, nil, false) }
+
+// PATCHFLOW_PG_DURABLE=1 .ci/postgres with go test ./persistence -run '^$'
+// -bench EffectsCostOfUpdates -benchtime 2000x: BenchmarkEffectsCost with
+// each phase's events updates of hosts created (untimed) just before it,
+// each with a remediation state of its own, their orgs told of their
+// advisories already: a known org's host's next upload.
+func BenchmarkEffectsCostOfUpdates(b *testing.B) { benchmarkEffectsCost(b, nil, true) }
 
 // benchmarkEffectsCost is BenchmarkEffectsCost with each event's effects
-// passed through shape first, when it is set.
-func benchmarkEffectsCost(b *testing.B, shape func(*Effects)) {
-	on, off, published := comparePhases(b, effectsVariant{on: true, shape: shape}, effectsVariant{})
+// passed through shape first, when it is set, and its events updates when
+// update is set.
+func benchmarkEffectsCost(b *testing.B, shape func(*Effects), update bool) {
+	on, off, published := comparePhases(b, effectsVariant{on: true, shape: shape, update: update}, effectsVariant{update: update})
 	want := 3 // a remediation and two payload statuses
 	if shape != nil {
 		want = 1
@@ -82,18 +94,72 @@ func BenchmarkRemediationByReference(b *testing.B) {
 	b.ReportMetric(wh.wal/float64(3*b.N), "whole-WAL-bytes/event")
 }
 
+// PATCHFLOW_PG_DURABLE=1 .ci/postgres with go test ./persistence -run '^$'
+// -bench UpdateEffectsInOneStatement -benchtime 2000x: what writing an
+// update's effects in the update's own statement (one round trip, which
+// commits by itself) saves against a transaction around the update and
+// the effects' statement (four round trips: BEGIN, the two, COMMIT), as
+// BenchmarkEffectsCost measures the effects, every effect on in both. Each
+// phase updates b.N hosts created just before it (untimed), each with a
+// remediation state of its own and two payload statuses, its org told of
+// its advisories already, as a host's next upload of a known org. The two
+// ways alternate (one statement, apart, apart, one, one, apart);
+// saved-pg-ms is the median of the three pairs' differences, and the
+// per-event wall time and this process's CPU (the writers' side of the
+// round trips) are reported beside it.
+func BenchmarkUpdateEffectsInOneStatement(b *testing.B) {
+	one, apart, _ := comparePhases(b, effectsVariant{on: true, update: true}, effectsVariant{on: true, update: true, apart: true})
+	saved := make([]float64, len(one.ms))
+	for i := range one.ms {
+		saved[i] = apart.ms[i] - one.ms[i]
+	}
+	b.ReportMetric(median(one.ms), "one-statement-pg-ms/event")
+	b.ReportMetric(median(apart.ms), "apart-pg-ms/event")
+	b.ReportMetric(median(saved), "saved-pg-ms/event")
+	b.ReportMetric(median(one.client), "one-statement-client-ms/event")
+	b.ReportMetric(median(apart.client), "apart-client-ms/event")
+	b.ReportMetric(median(one.wall), "one-statement-wall-ms/event")
+	b.ReportMetric(median(apart.wall), "apart-wall-ms/event")
+}
+
+// updateThenEffects is how an update wrote its effects before they were
+// one statement with it: a transaction around the update and the effects'
+// statement.
+func updateThenEffects(w *systemWrite, ctx context.Context, conn *sql.Conn) (int64, error) {
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	id, err := w.updateIfNewer(ctx, tx)
+	if err != nil || id == 0 {
+		return 0, err
+	}
+	if err := w.fx.write(ctx, tx, id); err != nil {
+		return 0, err
+	}
+	return id, tx.Commit()
+}
+
 // effectsVariant is how a phase writes its events: with their effects
-// (passed through shape, when set) or without.
+// (passed through shape, when set) or without; as new hosts, or as
+// updates of hosts created just before the phase (update), their effects
+// then written apart from the update when apart is set
+// (updateThenEffects).
 type effectsVariant struct {
-	on    bool
-	shape func(*Effects)
+	on     bool
+	shape  func(*Effects)
+	update bool
+	apart  bool
 }
 
 // phaseCost is what a variant's phases cost PostgreSQL: its CPU per event
-// in each phase, in the order run, and the WAL of all of them.
+// in each phase, in the order run, and the WAL of all of them; and, per
+// event in each phase, this process's CPU and the wall time.
 type phaseCost struct {
-	ms  []float64
-	wal float64
+	ms           []float64
+	wal          float64
+	client, wall []float64
 }
 
 // comparePhases writes b.N new hosts in each of six phases, x, y, y, x, x,
@@ -114,10 +180,24 @@ func comparePhases(b *testing.B, x, y effectsVariant) (xc, yc phaseCost, publish
 	}
 	defer o.Close()
 	next := newBenchHosts()
-	write := func(n int, v effectsVariant) error {
+	// created are the hosts the next update phase updates.
+	var created [][2]any
+	rng := rand.New(rand.NewPCG(5, 6))
+	events := func(n int, v effectsVariant) [][2]any {
 		events := make([][2]any, n)
 		for i := range events {
-			u, e := next()
+			var u SystemUpload
+			var e Evaluation
+			if v.update {
+				u, e = created[i][0].(SystemUpload), created[i][1].(Evaluation)
+				u.EventTime = u.EventTime.Add(time.Minute)
+				fx := *e.Effects
+				fx.Remediation = benchRemediation(rng)
+				fx.PayloadStatus = []Message{{EventID: newUUID(rng), Value: []byte(`{"status":"received"}`)}, {EventID: newUUID(rng), Value: []byte(`{"status":"success"}`)}}
+				e.Effects = &fx
+			} else {
+				u, e = next()
+			}
 			if !v.on {
 				e.Effects = nil
 			} else if v.shape != nil {
@@ -125,16 +205,23 @@ func comparePhases(b *testing.B, x, y effectsVariant) (xc, yc phaseCost, publish
 			}
 			events[i] = [2]any{u, e}
 		}
-		return inParallel(pool.MaxOpen, n, 1, func(from, _ int) error {
+		return events
+	}
+	store := func(events [][2]any) error {
+		return inParallel(pool.MaxOpen, len(events), 1, func(from, _ int) error {
 			u, e := events[from][0].(SystemUpload), events[from][1].(Evaluation)
 			check, err := s.CheckUpload(ctx, u)
 			if err != nil {
 				return err
 			}
-			_, err = s.StoreEvaluatedSystem(ctx, u, e, check)
+			res, err := s.StoreEvaluatedSystem(ctx, u, e, check)
+			if err == nil && !res.Applied {
+				err = fmt.Errorf("host %s not written: %+v", u.InventoryID, res)
+			}
 			return err
 		})
 	}
+	write := func(n int, v effectsVariant) error { return store(events(n, v)) }
 	round := func() (int, error) {
 		msgs, finish, err := o.Claim(ctx, 500, nil)
 		if err != nil {
@@ -195,6 +282,19 @@ func comparePhases(b *testing.B, x, y effectsVariant) (xc, yc phaseCost, publish
 	}
 	b.ResetTimer()
 	for _, v := range []*effectsVariant{&x, &y, &y, &x, &x, &y} {
+		if v.update { // the hosts it updates, untimed
+			created = events(b.N, effectsVariant{on: true})
+			before := published
+			if err := withRelay(func() error { return store(created) }); err != nil {
+				b.Fatal(err)
+			}
+			published = before // the phase's own messages only
+		}
+		updateEffectsApart = nil
+		if v.apart {
+			updateEffectsApart = updateThenEffects
+		}
+		clientStart, wallStart := processCPU(), time.Now()
 		meter, err := startPGMeter(ctx, s.db)
 		if err != nil {
 			b.Fatal(err)
@@ -216,9 +316,21 @@ func comparePhases(b *testing.B, x, y effectsVariant) (xc, yc phaseCost, publish
 			c = &xc
 		}
 		c.ms, c.wal = append(c.ms, float64(cpu.Microseconds())/1000/float64(b.N)), c.wal+float64(wal)
+		c.client = append(c.client, float64((processCPU()-clientStart).Microseconds())/1000/float64(b.N))
+		c.wall = append(c.wall, float64(time.Since(wallStart).Microseconds())/1000/float64(b.N))
 	}
+	updateEffectsApart = nil
 	b.StopTimer()
 	return xc, yc, published
+}
+
+// processCPU is the CPU this process has used, user and system.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func median(v []float64) float64 {
@@ -237,6 +349,6 @@ func median(v []float64) float64 {
 // statuses.
 func BenchmarkEffectsCostBounds(b *testing.B) {
 	b.Run("one-status-alone", func(b *testing.B) {
-		benchmarkEffectsCost(b, func(e *Effects) { e.Remediation, e.PayloadStatus = nil, e.PayloadStatus[:1] })
+		benchmarkEffectsCost(b, func(e *Effects) { e.Remediation, e.PayloadStatus = nil, e.PayloadStatus[:1] }, false)
 	})
 }

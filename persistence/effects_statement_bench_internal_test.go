@@ -62,7 +62,7 @@ func BenchmarkEffectsStatement(b *testing.B) {
 		defer tx.Rollback() //nolint:errcheck // the point
 		start := time.Now()
 		var n int
-		if err := tx.QueryRowContext(ctx, query, args...).Scan(&n); err != nil {
+		if err := tx.QueryRowContext(ctx, query, args...).Scan(new(int64), &n); err != nil {
 			return 0, err
 		}
 		took := time.Since(start)

@@ -32,6 +32,12 @@ var preparedQueries = map[string]bool{
 	// docs/benchmarks.md scenario 11's run), about a tenth of its cost.
 	writeEffects:         true,
 	writeEffectsNoNotify: true,
+	// With the upload's write: the statement an event with effects runs
+	// instead of insertSystem or updateNewerSystem.
+	insertSystemWithEffects:              true,
+	insertSystemWithEffectsNoNotify:      true,
+	updateNewerSystemWithEffects:         true,
+	updateNewerSystemWithEffectsNoNotify: true,
 }
 
 // preparingConnector opens lib/pq connections that keep preparedQueries

@@ -252,14 +252,9 @@ func (w *systemWrite) insertLocked(ctx context.Context, conn *sql.Conn) (int64, 
 	if err := w.confirm(started); err != nil {
 		return 0, err
 	}
-	id, err := w.insert(ctx, tx)
+	id, err := w.insertWithEffects(ctx, tx)
 	if err != nil {
 		return 0, err
-	}
-	if id != 0 {
-		if err := w.fx.write(ctx, tx, id); err != nil {
-			return 0, err
-		}
 	}
 	if err := tx.Commit(); err != nil {
 		return 0, fmt.Errorf("commit: %w", err)
@@ -271,18 +266,8 @@ func (w *systemWrite) insertLocked(ctx context.Context, conn *sql.Conn) (int64, 
 // one, and returns its id; 0 when the host is stored already or was deleted.
 // It runs in a transaction holding the host's lock (lockHost).
 func (w *systemWrite) insert(ctx context.Context, q *sql.Tx) (int64, error) {
-	u, ev := w.u, w.ev
-	var c evaluationCounts
-	if ev != nil {
-		c = ev.counts
-	}
 	var id int64
-	err := q.QueryRowContext(ctx, insertSystem,
-		w.accountID, u.InventoryID, u.DisplayName, u.Reporter, u.Arch, u.HostType, u.OSName, u.OSMajor, u.OSMinor,
-		u.Releasever, u.RHSMVersion, pq.Array(u.Repos), pq.Array(u.moduleStrings()), w.sum, u.StaleTimestamp, u.CulledTimestamp,
-		u.LastUpload, u.EventTime, u.RequestID, len(u.Packages), pq.Array(w.pkgIDs),
-		pq.Array(nonNil(w.advIDs)), pq.Array(nonNil(w.installableIDs)),
-		ev != nil, c.installable, c.applicable, c.security, c.bugfix, c.enhancement, c.updatable).Scan(&id)
+	err := q.QueryRowContext(ctx, insertSystem, w.insertArgs()...).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}
@@ -290,6 +275,51 @@ func (w *systemWrite) insert(ctx context.Context, q *sql.Tx) (int64, error) {
 		return 0, fmt.Errorf("insert system: %w", err)
 	}
 	return id, nil
+}
+
+// insertWithEffects is insert, and the effects written in the same
+// statement when there are any (effectsStatement).
+func (w *systemWrite) insertWithEffects(ctx context.Context, tx *sql.Tx) (int64, error) {
+	if w.fx.e.empty() {
+		return w.insert(ctx, tx)
+	}
+	fx, notify, err := w.fx.params()
+	if err != nil {
+		return 0, err
+	}
+	query := insertSystemWithEffectsNoNotify
+	if notify {
+		query = insertSystemWithEffects
+	}
+	var id int64
+	var n int
+	err = tx.QueryRowContext(ctx, query, append(w.insertArgs(), fx...)...).Scan(&id, &n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("insert system and outbox: %w", err)
+	}
+	if afterEffects != nil {
+		if err := afterEffects(); err != nil {
+			return 0, err
+		}
+	}
+	return id, nil
+}
+
+// insertArgs are the parameters of insertSystem.
+func (w *systemWrite) insertArgs() []any {
+	u, ev := w.u, w.ev
+	var c evaluationCounts
+	if ev != nil {
+		c = ev.counts
+	}
+	return []any{w.accountID, u.InventoryID, u.DisplayName, u.Reporter, u.Arch, u.HostType, u.OSName, u.OSMajor, u.OSMinor,
+		u.Releasever, u.RHSMVersion, pq.Array(u.Repos), pq.Array(u.moduleStrings()), w.sum, u.StaleTimestamp, u.CulledTimestamp,
+		u.LastUpload, u.EventTime, u.RequestID, len(u.Packages), pq.Array(w.pkgIDs),
+		pq.Array(nonNil(w.advIDs)), pq.Array(nonNil(w.installableIDs)),
+		ev != nil, c.installable, c.applicable, c.security, c.bugfix, c.enhancement, c.updatable}
 }
 
 // insertSystem is insert's statement, prepared (see preparedQueries).
@@ -413,29 +443,43 @@ type rowQueryer interface {
 }
 
 // updateIfNewerWithEffects is updateIfNewer, and the effects written in
-// its transaction when there are any (without, the update commits by
-// itself: one round trip).
+// the same statement when there are any (effectsStatement): it commits by
+// itself, in one round trip, with the effects as without.
 func (w *systemWrite) updateIfNewerWithEffects(ctx context.Context, conn *sql.Conn) (int64, error) {
 	if w.fx.e.empty() {
 		return w.updateIfNewer(ctx, conn)
 	}
-	tx, err := conn.BeginTx(ctx, nil)
+	if updateEffectsApart != nil {
+		return updateEffectsApart(w, ctx, conn)
+	}
+	// As updateIfNewer: the statement checks the server, this the cache.
+	if w.ids != nil && !w.ids.unchangedSince(w.view) {
+		return 0, errServerChanged
+	}
+	fx, notify, err := w.fx.params()
 	if err != nil {
-		return 0, fmt.Errorf("begin: %w", err)
-	}
-	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	id, err := w.updateIfNewer(ctx, tx)
-	if err != nil || id == 0 {
 		return 0, err
 	}
-	if err := w.fx.write(ctx, tx, id); err != nil {
-		return 0, err
+	query := updateNewerSystemWithEffectsNoNotify
+	if notify {
+		query = updateNewerSystemWithEffects
 	}
-	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("commit: %w", err)
+	args := append(w.updateArgs(w.u.InventoryID), w.accountID, w.view.started)
+	var id int64
+	var n int
+	err = conn.QueryRowContext(ctx, query, append(args, fx...)...).Scan(&id, &n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("update system and outbox: %w", err)
 	}
 	return id, nil
 }
+
+// updateEffectsApart, when set (by a benchmark), writes an update and its
+// effects instead of updateIfNewerWithEffects, to compare another way.
+var updateEffectsApart func(w *systemWrite, ctx context.Context, conn *sql.Conn) (int64, error)
 
 // updateArgs are the parameters of updateSystem and updateNewerSystem;
 // first is the system's id or, for updateNewerSystem, its inventory id.
