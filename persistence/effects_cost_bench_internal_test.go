@@ -108,7 +108,10 @@ func BenchmarkRemediationByReference(b *testing.B) {
 // per-event wall time and this process's CPU (the writers' side of the
 // round trips) are reported beside it.
 func BenchmarkUpdateEffectsInOneStatement(b *testing.B) {
-	one, apart, _ := comparePhases(b, effectsVariant{on: true, update: true}, effectsVariant{on: true, update: true, apart: true})
+	one, apart, published := comparePhases(b, effectsVariant{on: true, update: true}, effectsVariant{on: true, update: true, apart: true})
+	if want := 2 * 3 * 3 * b.N; published < want { // a remediation and two statuses an update, six phases of b.N
+		b.Fatalf("the relay published %d messages, want at least %d", published, want)
+	}
 	saved := make([]float64, len(one.ms))
 	for i := range one.ms {
 		saved[i] = apart.ms[i] - one.ms[i]
@@ -180,6 +183,7 @@ func comparePhases(b *testing.B, x, y effectsVariant) (xc, yc phaseCost, publish
 	}
 	defer o.Close()
 	next := newBenchHosts()
+	defer func() { updateEffectsApart = nil }() // set by an apart phase, even one that fails
 	// created are the hosts the next update phase updates.
 	var created [][2]any
 	rng := rand.New(rand.NewPCG(5, 6))
@@ -283,12 +287,14 @@ func comparePhases(b *testing.B, x, y effectsVariant) (xc, yc phaseCost, publish
 	b.ResetTimer()
 	for _, v := range []*effectsVariant{&x, &y, &y, &x, &x, &y} {
 		if v.update { // the hosts it updates, untimed
+			b.StopTimer()
 			created = events(b.N, effectsVariant{on: true})
 			before := published
 			if err := withRelay(func() error { return store(created) }); err != nil {
 				b.Fatal(err)
 			}
 			published = before // the phase's own messages only
+			b.StartTimer()
 		}
 		updateEffectsApart = nil
 		if v.apart {
@@ -319,7 +325,6 @@ func comparePhases(b *testing.B, x, y effectsVariant) (xc, yc phaseCost, publish
 		c.client = append(c.client, float64((processCPU()-clientStart).Microseconds())/1000/float64(b.N))
 		c.wall = append(c.wall, float64(time.Since(wallStart).Microseconds())/1000/float64(b.N))
 	}
-	updateEffectsApart = nil
 	b.StopTimer()
 	return xc, yc, published
 }
