@@ -348,12 +348,12 @@ func median(v []float64) float64 {
 }
 
 // PATCHFLOW_PG_DURABLE=1 .ci/postgres with go test ./persistence -run '^$'
-// -bench EffectsCostBounds -benchtime 2000x: BenchmarkEffectsCost with the
-// effects cut down to one payload-status row and no remediation, the
-// least an outbox writes for an upload whose request id asks for its
-// statuses.
+// -bench EffectsCostBounds -benchtime 2000x: BenchmarkEffectsCost, and
+// BenchmarkEffectsCostOfUpdates, with the effects cut down to one
+// payload-status row and no remediation, the least an outbox writes for
+// an upload whose request id asks for its statuses.
 func BenchmarkEffectsCostBounds(b *testing.B) {
-	b.Run("one-status-alone", func(b *testing.B) {
-		benchmarkEffectsCost(b, func(e *Effects) { e.Remediation, e.PayloadStatus = nil, e.PayloadStatus[:1] }, false)
-	})
+	oneStatus := func(e *Effects) { e.Remediation, e.PayloadStatus = nil, e.PayloadStatus[:1] }
+	b.Run("one-status-alone", func(b *testing.B) { benchmarkEffectsCost(b, oneStatus, false) })
+	b.Run("one-status-alone-update", func(b *testing.B) { benchmarkEffectsCost(b, oneStatus, true) })
 }
