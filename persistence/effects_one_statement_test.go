@@ -2,7 +2,6 @@ package persistence_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strings"
 	"testing"
@@ -23,14 +22,7 @@ func TestAnUpdateWritesItsEffectsInItsOwnStatement(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.URL(t)
 	s := openOneConnection(t, url, true)
-	db, err := sql.Open("postgres", url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.ExecContext(ctx, `CREATE EXTENSION IF NOT EXISTS pg_stat_statements`); err != nil {
-		t.Fatalf("pg_stat_statements (.ci/postgres preloads it): %v", err)
-	}
+	db := openAdmin(t, url)
 	const hosts = 30
 	host := func(i int) string { return fmt.Sprintf("8a3f1c2e-0000-4000-8000-%012d", i) }
 	store := func(i, rev int, advisory string) {
@@ -57,9 +49,7 @@ func TestAnUpdateWritesItsEffectsInItsOwnStatement(t *testing.T) {
 		}
 		return calls, plans
 	}
-	if _, err := db.ExecContext(ctx, `SELECT pg_stat_statements_reset()`); err != nil {
-		t.Fatal(err)
-	}
+	resetStatementStats(t, db)
 	for i := range hosts {
 		// Half the updates notify a new advisory, half do not: both forms.
 		advisory := "RHSA-1"
@@ -134,11 +124,7 @@ func TestAnUpdateAndItsEffectsCommitTogether(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.URL(t)
 	s := openOneConnection(t, url, true)
-	db, err := sql.Open("postgres", url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openAdmin(t, url)
 	e := withEffects(evaluation("RHSA-1", "installable"), hostA, rem(), `{"status":"received"}`, `{"status":"success"}`)
 	storeWithEffects(t, s, upload(hostA, t0, "bash"), e)
 	if _, err := db.ExecContext(ctx, `DELETE FROM outbox`); err != nil {

@@ -9,9 +9,9 @@ import (
 // advisory_notified (committed; rows are never deleted, and the cache is
 // emptied when the server is another one: idCache.seeServer), so an
 // evaluation sends only the installable advisories its org may not have
-// heard of: once an org's fleet is evaluated, the notification part of
-// writeEffects inserts nothing and waits for no other transaction's insert
-// of the same pair.
+// heard of: once an org's fleet is evaluated, the effects' statement
+// leaves the notification's parts out (effectsStatement), inserts nothing
+// and waits for no other transaction's insert of the same pair.
 //
 // It must never hold a pair that is not committed (the pair's org would
 // never be notified of it); forgetting one costs only an anti-join. Each

@@ -27,6 +27,30 @@ func openOneConnection(t *testing.T, url string, prepared bool) *persistence.Sto
 	return s
 }
 
+// openAdmin opens a pool of its own on url, for a test's reads and faults
+// beside the store's, closed when t ends.
+func openAdmin(t *testing.T, url string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("postgres", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// resetStatementStats empties pg_stat_statements (creating it in the
+// test's database first: .ci/postgres preloads it).
+func resetStatementStats(t *testing.T, db *sql.DB) {
+	t.Helper()
+	if _, err := db.Exec(`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`); err != nil {
+		t.Fatalf("pg_stat_statements (.ci/postgres preloads it): %v", err)
+	}
+	if _, err := db.Exec(`SELECT pg_stat_statements_reset()`); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // An event's statements are planned once per connection, not once per
 // call: PostgreSQL's planning was about a quarter of its CPU per
 // re-check-in. With the statements prepared, PostgreSQL plans each a few
@@ -39,17 +63,8 @@ func TestEventStatementsArePlannedOncePerConnection(t *testing.T) {
 			ctx := context.Background()
 			url := pgtest.URL(t)
 			s := openOneConnection(t, url, prepared)
-			db, err := sql.Open("postgres", url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
-			if _, err := db.ExecContext(ctx, `CREATE EXTENSION IF NOT EXISTS pg_stat_statements`); err != nil {
-				t.Fatalf("pg_stat_statements (.ci/postgres preloads it): %v", err)
-			}
-			if _, err := db.ExecContext(ctx, `SELECT pg_stat_statements_reset()`); err != nil {
-				t.Fatal(err)
-			}
+			db := openAdmin(t, url)
+			resetStatementStats(t, db)
 			const hosts = 40
 			for i := range hosts {
 				host := fmt.Sprintf("8a3f1c2e-0000-4000-8000-%012d", i)
@@ -128,11 +143,7 @@ func TestPreparedStatementsSurviveAColumnTypeChange(t *testing.T) {
 	}
 	store(t0)                  // the insert path
 	store(t0.Add(time.Minute)) // the update path: every statement prepared on the one connection
-	db, err := sql.Open("postgres", url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openAdmin(t, url)
 	for _, ddl := range []string{
 		`ALTER TABLE system ALTER COLUMN last_evaluated_event_time TYPE timestamp`,
 		`ALTER TABLE system ALTER COLUMN last_event_time TYPE timestamp`,
@@ -177,11 +188,7 @@ func TestPreparedStatementsSurviveAParameterTypeChange(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			db, err := sql.Open("postgres", url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
+			db := openAdmin(t, url)
 			if _, err := db.ExecContext(ctx, `CREATE TYPE reporter_t AS ENUM ('', 'puptoo', 'yupana', 'rhsm-conduit');
 				ALTER TABLE system ALTER COLUMN reporter DROP DEFAULT,
 					ALTER COLUMN reporter TYPE reporter_t USING reporter::reporter_t,

@@ -167,7 +167,7 @@ func decodeRemediationIDs(s string) (remediationIDs, error) {
 	return r, nil
 }
 
-// remediationWrite is a host's remediation state ready for writeEffects:
+// remediationWrite is a host's remediation state ready for effectsStatement:
 // its outbox kind, payload and checksum (remediation_state: an evaluation
 // that leaves it unchanged writes no message).
 type remediationWrite struct {
