@@ -60,7 +60,7 @@ const OutboxChannel = "patchflow_outbox"
 // effectsStatement returns the statement that writes an event's effects
 // for the system its first part, system, yields (a statement returning one
 // row, the system's id, or none: then nothing is written), the effects'
-// parameters numbered from first (effectsWrite.params):
+// parameters numbered from first (effectsWrite.statement):
 //   - rem: the remediation checksum, only when it changed; remq: the
 //     host's remediation state then (by reference, or whole: remediation.go),
 //     replacing an unpublished one under a new id (a relay publishing the
@@ -144,7 +144,7 @@ func effectsStatement(system string, first int, notify bool) string {
 }
 
 // effectsParamNames name the effects' parameters in effectsStatement, in
-// the order effectsWrite.params gives them; no name is the start of
+// the order effectsWrite.statement gives them; no name is the start of
 // another's, so the replacement cannot take one for the other.
 var effectsParamNames = []string{"sum", "host", "state", "kind", "statuses", "statusIDs", "account", "advisories", "context", "org"}
 
@@ -174,10 +174,11 @@ type effectsWrite struct {
 	remediation *remediationWrite
 }
 
-// params are the effects' parameters, in effectsParamNames' order, and
-// whether the statement is to have the notification's parts (the last four
-// parameters are then there).
-func (w effectsWrite) params() (args []any, notify bool, err error) {
+// statement returns which of an effects statement's two forms the effects
+// need, withNotify (effectsStatement with the notification's parts) or
+// without, and their parameters, in effectsParamNames' order (the last
+// four only with the notification's parts).
+func (w effectsWrite) statement(withNotify, without string) (query string, args []any, err error) {
 	var sum, remediation, kind, notifyContext any
 	if w.evaluated && w.remediation != nil {
 		sum, remediation, kind = w.remediation.sum, w.remediation.payload, w.remediation.kind
@@ -185,7 +186,7 @@ func (w effectsWrite) params() (args []any, notify bool, err error) {
 	if w.evaluated && w.e.Notify != nil && len(w.installable) > 0 {
 		b, err := json.Marshal(w.e.Notify)
 		if err != nil {
-			return nil, false, fmt.Errorf("notification context: %w", err)
+			return "", nil, fmt.Errorf("notification context: %w", err)
 		}
 		notifyContext = string(b)
 	}
@@ -196,9 +197,9 @@ func (w effectsWrite) params() (args []any, notify bool, err error) {
 	}
 	args = []any{sum, w.inventoryID, remediation, kind, pq.Array(statuses), pq.Array(ids)}
 	if notifyContext == nil {
-		return args, false, nil
+		return without, args, nil
 	}
-	return append(args, w.accountID, pq.Array(nonNil(w.installable)), notifyContext, w.orgID), true, nil
+	return withNotify, append(args, w.accountID, pq.Array(nonNil(w.installable)), notifyContext, w.orgID), nil
 }
 
 // write writes the effects by themselves in q (the event's transaction)
@@ -207,13 +208,9 @@ func (w effectsWrite) write(ctx context.Context, q rowQueryer, id int64) error {
 	if w.e.empty() {
 		return nil
 	}
-	args, notify, err := w.params()
+	query, args, err := w.statement(writeEffects, writeEffectsNoNotify)
 	if err != nil {
 		return err
-	}
-	query := writeEffectsNoNotify
-	if notify {
-		query = writeEffects
 	}
 	var n int
 	if err := q.QueryRowContext(ctx, query, append([]any{id}, args...)...).Scan(&id, &n); err != nil {

@@ -161,6 +161,9 @@ func TestAnUpdateAndItsEffectsCommitTogether(t *testing.T) {
 	if len(ofKind(rows, messages.OutboxRemediation)) != 1 || len(ofKind(rows, messages.OutboxNotification)) != 1 || len(ofKind(rows, messages.OutboxPayloadStatus)) != 2 {
 		t.Fatalf("the retry wrote %+v", rows)
 	}
+	if ps := ofKind(rows, messages.OutboxPayloadStatus); string(ps[0].Value) != `{"status":"received"}` || ps[0].ID > ps[1].ID {
+		t.Fatalf("the update's payload statuses out of order: %+v", ps)
+	}
 	if st := load(t, s, hostA); !st.LastEventTime.Equal(t0.Add(time.Minute)) || len(st.Advisories) != 1 || st.Advisories["RHSA-2"] == "" {
 		t.Fatalf("the retry stored %+v", st)
 	}

@@ -283,13 +283,9 @@ func (w *systemWrite) insertWithEffects(ctx context.Context, tx *sql.Tx) (int64,
 	if w.fx.e.empty() {
 		return w.insert(ctx, tx)
 	}
-	fx, notify, err := w.fx.params()
+	query, fx, err := w.fx.statement(insertSystemWithEffects, insertSystemWithEffectsNoNotify)
 	if err != nil {
 		return 0, err
-	}
-	query := insertSystemWithEffectsNoNotify
-	if notify {
-		query = insertSystemWithEffects
 	}
 	var id int64
 	var n int
@@ -456,13 +452,9 @@ func (w *systemWrite) updateIfNewerWithEffects(ctx context.Context, conn *sql.Co
 	if w.ids != nil && !w.ids.unchangedSince(w.view) {
 		return 0, errServerChanged
 	}
-	fx, notify, err := w.fx.params()
+	query, fx, err := w.fx.statement(updateNewerSystemWithEffects, updateNewerSystemWithEffectsNoNotify)
 	if err != nil {
 		return 0, err
-	}
-	query := updateNewerSystemWithEffectsNoNotify
-	if notify {
-		query = updateNewerSystemWithEffects
 	}
 	args := append(w.updateArgs(w.u.InventoryID), w.accountID, w.view.started)
 	var id int64
